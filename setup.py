@@ -1,0 +1,41 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = 'manip_control'
+
+setup(
+    name=package_name,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
+        ('share/' + package_name, ['package.xml']),
+        ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
+        ('share/' + package_name + '/config', glob('config/*.yaml')),
+    ],
+    install_requires=['setuptools', 'numpy', 'scipy', 'PyYAML'],
+    zip_safe=True,
+    maintainer='manip_control maintainers',
+    maintainer_email='manip_control@example.com',
+    description='Planar 2R arm simulation and computed-torque control for ROS 2.',
+    license='Apache-2.0',
+    tests_require=['pytest'],
+    entry_points={
+        'console_scripts': [
+            # ROS executables (ros2 run manip_control <name>)
+            'plant = manip_control.nodes.plant_node:main',
+            'controller = manip_control.nodes.controller_node:main',
+            'trajectory = manip_control.nodes.trajectory_node:main',
+            'recorder = manip_control.nodes.recorder_node:main',
+            'sim = manip_control.nodes.sim:main',
+            # command-line tools
+            'manip-sim = manip_control.nodes.sim:main',
+            'manip-offline = manip_control.offline:main',
+            'manip-analyze = manip_control.bag_analysis:main',
+            'manip-identify = manip_control.identification:main',
+            'manip-urdf = manip_control.urdf:main',
+            'manip-robustness = manip_control.robustness:main',
+        ],
+    },
+)
