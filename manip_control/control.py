@@ -1,0 +1,162 @@
+"""Feedback laws for the 2R arm, computed from the controller's own nominal model.
+
+Tracking error ``e = q - q_d``, ``e_dot = qd - qd_d``, integral ``z = int e dt``.
+
+Computed torque (inverse dynamics)::
+
+    tau = M^(q) (qdd_d - Kd e_dot - Kp e - Ki z) + c^(q, qd) + g^(q) [+ f^(qd)]
+
+With a perfect model the error obeys ``e_dd + Kd e_dot + Kp e = 0`` per joint
+(``kp = wn^2``, ``kd = 2 zeta wn``). With a mismatched model the error is driven by
+``M^-1 (M~ v + c~ + g~)`` and stays ultimately bounded (input-to-state stability).
+
+PD + gravity compensation (torque-unit gains)::
+
+    tau = g^(q) - Kp e - Kd qd - Ki z [+ f^(qd)]
+
+Both laws then saturate the command per joint to ``+-torque_limit`` and report which joints
+were saturated. The integral uses anti-windup: it is clamped to ``+-integral_limit`` and not
+advanced on a joint whose command is saturated in the direction of the error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from manip_control.dynamics import TwoLinkModel
+from manip_control.friction import friction_torque_scalar
+from manip_control.parameters import ControllerParameters, ParameterError, _vector, _positive
+from manip_control.parameters import _nonnegative
+
+
+class ControlOutput(NamedTuple):
+    """One controller tick's result."""
+
+    tau1: float
+    """Joint 1 command after the limit [N·m]."""
+    tau2: float
+    """Joint 2 command after the limit [N·m]."""
+    saturated1: bool
+    saturated2: bool
+
+
+def computed_torque(q, qd, q_d, qd_d, qdd_d, model: TwoLinkModel, kp, kd) -> np.ndarray:
+    """Computed-torque law without integral, friction or limits (reference form).
+
+    ``tau = M^(q) (qdd_d - Kd (qd - qd_d) - Kp (q - q_d)) + c^(q, qd) + g^(q)`` [N·m]
+
+    Parameters
+    ----------
+    q, qd : array_like, shape (2,)
+        Measured joint position [rad] and velocity [rad/s].
+    q_d, qd_d, qdd_d : array_like, shape (2,)
+        Desired position, velocity, acceleration.
+    model : TwoLinkModel
+        The nominal model.
+    kp, kd : array_like, shape (2,)
+        Diagonal gains [1/s^2], [1/s].
+    """
+    q, qd = np.asarray(q, float), np.asarray(qd, float)
+    v = (np.asarray(qdd_d, float) - np.asarray(kd, float) * (qd - np.asarray(qd_d, float))
+         - np.asarray(kp, float) * (q - np.asarray(q_d, float)))
+    return model.inertia_matrix(q) @ v + model.coriolis_vector(q, qd) + model.gravity_vector(q)
+
+
+def pd_gravity(q, qd, q_d, model: TwoLinkModel, kp, kd) -> np.ndarray:
+    """PD + gravity compensation ``tau = g^(q) - Kp (q - q_d) - Kd qd`` [N·m]."""
+    q, qd = np.asarray(q, float), np.asarray(qd, float)
+    return (model.gravity_vector(q) - np.asarray(kp, float) * (q - np.asarray(q_d, float))
+            - np.asarray(kd, float) * qd)
+
+
+class Controller:
+    """Stateful controller (integral, limits, runtime-changeable gains).
+
+    Parameters
+    ----------
+    params : ControllerParameters
+    period : float
+        Control period [s] (for the integral).
+    """
+
+    def __init__(self, params: ControllerParameters, period: float):
+        self.params = params
+        self.period = float(period)
+        nm = params.nominal
+        self.model = TwoLinkModel(nm.arm, nm.rotor_inertia)
+        self._friction = nm.friction
+        self._ct = params.law == 'computed_torque'
+        self.set_gains(params.kp, params.kd, params.ki)
+        self.set_torque_limit(params.torque_limit)
+        self.integral_limit = tuple(float(v) for v in params.integral_limit)
+        self.friction_compensation = bool(params.friction_compensation)
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero the error integral."""
+        self._z1 = 0.0
+        self._z2 = 0.0
+
+    def set_gains(self, kp, kd, ki=None) -> None:
+        """Change the gains (validated: kp, kd > 0, ki >= 0); takes effect on the next tick."""
+        kp = _vector('kp', kp, check=_positive)
+        kd = _vector('kd', kd, check=_positive)
+        ki = self.ki if ki is None else _vector('ki', ki, check=_nonnegative)
+        self.kp, self.kd, self.ki = kp, kd, ki
+
+    def set_torque_limit(self, limit) -> None:
+        """Change the per-joint command limit [N·m] (> 0)."""
+        self.torque_limit = _vector('torque_limit', limit, check=_positive)
+
+    def update(self, q1: float, q2: float, v1: float, v2: float,
+               r1: float, r2: float, rv1: float, rv2: float,
+               ra1: float, ra2: float) -> ControlOutput:
+        """One tick: command from the measured state and the reference sample.
+
+        Parameters are floats: measured q [rad], qd [rad/s]; desired q_d, qd_d, qdd_d.
+        """
+        e1, e2 = q1 - r1, q2 - r2
+        kp1, kp2 = self.kp
+        kd1, kd2 = self.kd
+        ki1, ki2 = self.ki
+        z1, z2 = self._z1, self._z2
+        m = self.model
+        if self._ct:
+            a1 = ra1 - kd1 * (v1 - rv1) - kp1 * e1 - ki1 * z1
+            a2 = ra2 - kd2 * (v2 - rv2) - kp2 * e2 - ki2 * z2
+            t1, t2 = m.inverse_dynamics_scalar(q1, q2, v1, v2, a1, a2)
+        else:
+            c12 = math.cos(q1 + q2)
+            t1 = m.g1 * math.cos(q1) + m.g2 * c12 - kp1 * e1 - kd1 * v1 - ki1 * z1
+            t2 = m.g2 * c12 - kp2 * e2 - kd2 * v2 - ki2 * z2
+        if self.friction_compensation:
+            t1 += friction_torque_scalar(v1, self._friction[0])
+            t2 += friction_torque_scalar(v2, self._friction[1])
+        l1, l2 = self.torque_limit
+        s1 = t1 > l1 or t1 < -l1
+        s2 = t2 > l2 or t2 < -l2
+        if s1:
+            t1 = l1 if t1 > 0.0 else -l1
+        if s2:
+            t2 = l2 if t2 > 0.0 else -l2
+        # Anti-windup: no integration into a saturated direction (a positive error pushes
+        # the command negative), then clamp the integral.
+        if ki1 and not (s1 and (t1 < 0.0) == (e1 > 0.0)):
+            zl = self.integral_limit[0]
+            self._z1 = min(max(z1 + e1 * self.period, -zl), zl)
+        if ki2 and not (s2 and (t2 < 0.0) == (e2 > 0.0)):
+            zl = self.integral_limit[1]
+            self._z2 = min(max(z2 + e2 * self.period, -zl), zl)
+        return ControlOutput(t1, t2, s1, s2)
+
+
+def check_gain_update(name: str, value) -> tuple[float, float]:
+    """Validate a runtime gain/limit update; raises ParameterError naming the reason."""
+    checks = {'kp': _positive, 'kd': _positive, 'ki': _nonnegative,
+              'torque_limit': _positive, 'wn': _positive, 'zeta': _positive}
+    if name not in checks:
+        raise ParameterError(f'{name}: not a runtime-changeable gain')
+    return _vector(name, value, check=checks[name])

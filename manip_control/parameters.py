@@ -1,0 +1,748 @@
+"""Physical, control and scenario parameters of the planar 2R arm, loaded from YAML.
+
+Every parameter is SI (rad, m, kg, kg·m^2, s, N·m, A, V, Ω, H). The dataclasses are frozen
+values; :func:`load_scenario` builds a :class:`Scenario` from a YAML file or mapping and
+validates every field, raising :class:`ParameterError` with the parameter's path
+(e.g. ``plant.motors[1].L``) and the reason.
+
+Loading rules
+-------------
+* A whole section may be omitted: the documented defaults below are used.
+* Inside a section that is given, every required key must be present (optional keys are
+  marked "optional" in the field docs) and unknown keys are rejected.
+
+Defaults
+--------
+The default arm is the seed-001 arm (m = 3 / 2 kg, l = 1 m, lc = l/2, I = 0.2 / 0.1 kg·m^2).
+The default motors are geared brushed DC motors sized to hold the arm horizontally with
+about 2x margin: joint 1 peak 15 A x 5.95 N·m/A = 89 N·m against a 44.1 N·m static gravity
+load, joint 2 peak 6 A x 4.25 N·m/A = 25.5 N·m against 9.8 N·m. The PI current loops are
+tuned by pole-zero cancellation, ``Kp_i = L*wc``, ``Ki_i = R*wc``, for a 300 Hz
+(wc = 1885 rad/s) current bandwidth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+
+class ParameterError(ValueError):
+    """An invalid, unknown or missing parameter; the message names it and says why."""
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _finite(path: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParameterError(f'{path}: must be a number (got {value!r})')
+    value = float(value)
+    if not math.isfinite(value):
+        raise ParameterError(f'{path}: must be finite (got {value})')
+    return value
+
+
+def _positive(path: str, value: Any) -> float:
+    value = _finite(path, value)
+    if value <= 0.0:
+        raise ParameterError(f'{path}: must be > 0 (got {value})')
+    return value
+
+
+def _nonnegative(path: str, value: Any) -> float:
+    value = _finite(path, value)
+    if value < 0.0:
+        raise ParameterError(f'{path}: must be >= 0 (got {value})')
+    return value
+
+
+def _vector(path: str, value: Any, n: int = 2, check=_finite) -> tuple[float, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, '__len__'):
+        raise ParameterError(f'{path}: must be a list of {n} numbers (got {value!r})')
+    if len(value) != n:
+        raise ParameterError(f'{path}: must have {n} elements (got {len(value)})')
+    return tuple(check(f'{path}[{k}]', v) for k, v in enumerate(value))
+
+
+def _choice(path: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ParameterError(f'{path}: must be one of {", ".join(choices)} (got {value!r})')
+    return value
+
+
+def _mapping_keys(path: str, data: Any, required: set[str], optional: set[str]) -> None:
+    if not isinstance(data, Mapping):
+        raise ParameterError(f'{path}: must be a mapping (got {type(data).__name__})')
+    unknown = sorted(set(data) - required - optional)
+    if unknown:
+        raise ParameterError(f'{path}.{unknown[0]}: unknown parameter')
+    missing = sorted(required - set(data))
+    if missing:
+        raise ParameterError(f'{path}.{missing[0]}: missing required parameter')
+
+
+def _field_names(cls) -> tuple[set[str], set[str]]:
+    """Split a dataclass's fields into required and optional (metadata optional=True)."""
+    required, optional = set(), set()
+    for f in fields(cls):
+        (optional if f.metadata.get('optional') else required).add(f.name)
+    return required, optional
+
+
+def _opt(default, **kw):
+    return field(default=default, metadata={'optional': True, **kw})
+
+
+# --------------------------------------------------------------------------------------------
+# parameter dataclasses
+
+
+@dataclass(frozen=True)
+class ArmParameters:
+    """Rigid-body parameters of the planar 2R arm.
+
+    Assumptions: planar links rotating about z, point joints, each link's inertia ``I`` taken
+    about its own centre of mass on the link axis at distance ``lc`` from its proximal joint
+    (Spong, Hutchinson & Vidyasagar, *Robot Modeling and Control*, 2nd ed., section 6.4).
+
+    Attributes
+    ----------
+    m1, m2 : float
+        Link masses [kg], > 0.
+    l1, l2 : float
+        Link lengths [m], > 0.
+    lc1, lc2 : float
+        Distance from the proximal joint to the link's centre of mass [m], in (0, l].
+    I1, I2 : float
+        Link inertia about its centre of mass, z axis [kg·m^2], >= 0.
+    g0 : float
+        Gravity magnitude [m/s^2], >= 0 (optional, default 9.81).
+    plane : str
+        ``'vertical'`` (gravity along -y) or ``'horizontal'`` (no gravity) (optional).
+    """
+
+    m1: float = 3.0
+    m2: float = 2.0
+    l1: float = 1.0
+    l2: float = 1.0
+    lc1: float = 0.5
+    lc2: float = 0.5
+    I1: float = 0.2
+    I2: float = 0.1
+    g0: float = _opt(9.81)
+    plane: str = _opt('vertical')
+
+    def __post_init__(self):
+        _validate_arm(self, 'arm')
+
+    @property
+    def gravity(self) -> float:
+        """Effective gravity along -y [m/s^2]: g0 in the vertical plane, 0 in the horizontal."""
+        return self.g0 if self.plane == 'vertical' else 0.0
+
+
+def _validate_arm(arm: ArmParameters, path: str) -> None:
+    for name in ('m1', 'm2', 'l1', 'l2'):
+        _positive(f'{path}.{name}', getattr(arm, name))
+    for name in ('I1', 'I2', 'g0'):
+        _nonnegative(f'{path}.{name}', getattr(arm, name))
+    for lc, l in (('lc1', 'l1'), ('lc2', 'l2')):
+        v = _finite(f'{path}.{lc}', getattr(arm, lc))
+        if not 0.0 < v <= getattr(arm, l):
+            raise ParameterError(f'{path}.{lc}: must be in (0, {l}] = (0, {getattr(arm, l)}] '
+                                 f'(got {v})')
+    _choice(f'{path}.plane', arm.plane, ('vertical', 'horizontal'))
+
+
+@dataclass(frozen=True)
+class FrictionParameters:
+    """Joint friction ``f(qd) = b*qd + (tau_c + tau_s*exp(-(qd/v_s)^2)) * tanh(qd/eps)``.
+
+    Attributes
+    ----------
+    b : float
+        Viscous coefficient [N·m·s/rad], >= 0.
+    tau_c : float
+        Coulomb level [N·m], >= 0.
+    eps : float
+        Smoothing velocity of the tanh [rad/s], > 0.
+    tau_s : float
+        Extra Stribeck (breakaway) torque [N·m], >= 0 (optional, default 0 = off).
+    v_s : float
+        Stribeck velocity [rad/s], > 0 (optional, default 0.1).
+    """
+
+    b: float = 0.0
+    tau_c: float = 0.0
+    eps: float = 0.01
+    tau_s: float = _opt(0.0)
+    v_s: float = _opt(0.1)
+
+    def __post_init__(self):
+        _validate_friction(self, 'friction')
+
+
+def _validate_friction(fr: FrictionParameters, path: str) -> None:
+    for name in ('b', 'tau_c', 'tau_s'):
+        _nonnegative(f'{path}.{name}', getattr(fr, name))
+    _positive(f'{path}.eps', fr.eps)
+    _positive(f'{path}.v_s', fr.v_s)
+
+
+@dataclass(frozen=True)
+class MotorParameters:
+    """Brushed DC motor, gearbox and PI current drive of one joint.
+
+    ``L di/dt = V - R i - k_e N qd``; joint torque ``tau_m = eta N k_t i``. The drive runs a
+    continuous PI current loop ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``,
+    ``dx_i/dt = Ki_i (i_ref - i)`` while V is not saturated, with
+    ``i_ref = clamp(tau_cmd / (eta N k_t), +-i_max)``. The gearbox efficiency ``eta`` is
+    taken as a constant torque factor in both power directions (a stated simplification).
+
+    Attributes
+    ----------
+    R : float
+        Armature resistance [Ω], > 0.
+    L : float
+        Armature inductance [H], > 0.
+    k_t : float
+        Torque constant [N·m/A], > 0.
+    k_e : float
+        Back-EMF constant [V·s/rad], > 0 (equal to k_t in SI for an ideal motor).
+    N : float
+        Gear ratio (motor turns per joint turn), >= 1.
+    eta : float
+        Gearbox efficiency, in (0, 1].
+    Jm : float
+        Rotor inertia at the motor shaft [kg·m^2], >= 0; the joint sees ``Jm*N^2``.
+    i_max : float
+        Drive current limit [A], > 0.
+    V_max : float
+        Drive voltage limit (bus) [V], > 0.
+    Kp_i : float
+        Current-loop proportional gain [V/A], > 0.
+    Ki_i : float
+        Current-loop integral gain [V/(A·s)], >= 0.
+    """
+
+    R: float = 0.3
+    L: float = 0.3e-3
+    k_t: float = 0.07
+    k_e: float = 0.07
+    N: float = 100.0
+    eta: float = 0.85
+    Jm: float = 1.0e-5
+    i_max: float = 15.0
+    V_max: float = 48.0
+    Kp_i: float = 0.5655
+    Ki_i: float = 565.5
+
+    def __post_init__(self):
+        _validate_motor(self, 'motor')
+
+    @property
+    def torque_per_amp(self) -> float:
+        """Joint torque per ampere ``eta N k_t`` [N·m/A]."""
+        return self.eta * self.N * self.k_t
+
+    @property
+    def reflected_inertia(self) -> float:
+        """Rotor inertia seen at the joint ``Jm N^2`` [kg·m^2]."""
+        return self.Jm * self.N ** 2
+
+    @property
+    def peak_torque(self) -> float:
+        """Joint torque at the current limit ``eta N k_t i_max`` [N·m]."""
+        return self.torque_per_amp * self.i_max
+
+
+def _validate_motor(mo: MotorParameters, path: str) -> None:
+    for name in ('R', 'L', 'k_t', 'k_e', 'i_max', 'V_max', 'Kp_i'):
+        _positive(f'{path}.{name}', getattr(mo, name))
+    for name in ('Jm', 'Ki_i'):
+        _nonnegative(f'{path}.{name}', getattr(mo, name))
+    if _finite(f'{path}.N', mo.N) < 1.0:
+        raise ParameterError(f'{path}.N: must be >= 1 (got {mo.N})')
+    if not 0.0 < _finite(f'{path}.eta', mo.eta) <= 1.0:
+        raise ParameterError(f'{path}.eta: must be in (0, 1] (got {mo.eta})')
+
+
+DEFAULT_MOTORS = (
+    MotorParameters(),
+    MotorParameters(R=0.8, L=0.5e-3, k_t=0.05, k_e=0.05, N=100.0, eta=0.85, Jm=5.0e-6,
+                    i_max=6.0, V_max=48.0, Kp_i=0.9425, Ki_i=1508.0),
+)
+
+
+@dataclass(frozen=True)
+class SensorParameters:
+    """Joint sensors. Ideal (exact state) by default.
+
+    Attributes
+    ----------
+    encoder_counts : int
+        Encoder counts per joint revolution; positions are quantized to ``2*pi/counts``
+        (0 = no quantization) (optional).
+    position_noise_std : float
+        Standard deviation of additive Gaussian position noise [rad] (optional, 0 = off).
+    velocity_noise_std : float
+        Standard deviation of additive Gaussian velocity noise [rad/s] (optional, 0 = off).
+    velocity_source : str
+        ``'true'`` (the simulated velocity, plus noise) or ``'filtered_difference'``
+        (backward difference of the measured position through a first-order low-pass with
+        cutoff ``velocity_cutoff_hz``) (optional).
+    velocity_cutoff_hz : float
+        Low-pass cutoff for the differentiated velocity [Hz], > 0 (optional, default 100).
+    seed : int
+        Seed of the noise generator (optional, default 0).
+    """
+
+    encoder_counts: int = _opt(0)
+    position_noise_std: float = _opt(0.0)
+    velocity_noise_std: float = _opt(0.0)
+    velocity_source: str = _opt('true')
+    velocity_cutoff_hz: float = _opt(100.0)
+    seed: int = _opt(0)
+
+    def __post_init__(self):
+        _validate_sensors(self, 'sensors')
+
+    @property
+    def ideal(self) -> bool:
+        """True when the measurement equals the simulated state."""
+        return (self.encoder_counts == 0 and self.position_noise_std == 0.0
+                and self.velocity_noise_std == 0.0 and self.velocity_source == 'true')
+
+
+def _int(path: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParameterError(f'{path}: must be an integer (got {value!r})')
+    if value < minimum:
+        raise ParameterError(f'{path}: must be >= {minimum} (got {value})')
+    return value
+
+
+def _validate_sensors(se: SensorParameters, path: str) -> None:
+    _int(f'{path}.encoder_counts', se.encoder_counts)
+    _nonnegative(f'{path}.position_noise_std', se.position_noise_std)
+    _nonnegative(f'{path}.velocity_noise_std', se.velocity_noise_std)
+    _choice(f'{path}.velocity_source', se.velocity_source, ('true', 'filtered_difference'))
+    _positive(f'{path}.velocity_cutoff_hz', se.velocity_cutoff_hz)
+    _int(f'{path}.seed', se.seed)
+
+
+@dataclass(frozen=True)
+class PlantParameters:
+    """The simulated (true) arm: rigid body, friction, actuators and sensors.
+
+    Attributes
+    ----------
+    arm : ArmParameters
+    friction : tuple of 2 FrictionParameters (optional, default b = 0.5 / 0.3 N·m·s/rad,
+        tau_c = 0.8 / 0.4 N·m, eps = 0.01 rad/s)
+    motors : tuple of 2 MotorParameters (optional, default DEFAULT_MOTORS)
+        Also used in ``ideal`` mode for the reflected rotor inertia ``Jm N^2``.
+    actuator : str
+        ``'motor'`` (DC motor + PI current drive) or ``'ideal'`` (tau_m = clamp(tau_cmd)).
+    torque_limit : tuple of 2 float
+        Ideal-actuator torque clamp [N·m], > 0 (optional, default 89 / 25; the motor mode
+        is limited by i_max and V_max instead).
+    rotor_inertia : bool
+        Add ``Jm N^2`` to the diagonal of M (optional, default true).
+    sensors : SensorParameters (optional)
+    initial_position, initial_velocity : tuple of 2 float
+        Initial joint state [rad], [rad/s] (optional, default zeros).
+    substeps : int
+        Integrator sub-steps per control period, >= 1 (optional, default 4).
+    """
+
+    arm: ArmParameters = field(default_factory=ArmParameters)
+    friction: tuple = _opt((FrictionParameters(b=0.5, tau_c=0.8, eps=0.01),
+                            FrictionParameters(b=0.3, tau_c=0.4, eps=0.01)))
+    motors: tuple = _opt(DEFAULT_MOTORS)
+    actuator: str = 'motor'
+    torque_limit: tuple = _opt((89.0, 25.0))
+    rotor_inertia: bool = _opt(True)
+    sensors: SensorParameters = _opt(SensorParameters())
+    initial_position: tuple = _opt((0.0, 0.0))
+    initial_velocity: tuple = _opt((0.0, 0.0))
+    substeps: int = _opt(4)
+
+    def __post_init__(self):
+        _validate_plant(self, 'plant')
+
+    @property
+    def reflected_inertia(self) -> tuple[float, float]:
+        """Diagonal rotor inertia added to M [kg·m^2] (zeros when rotor_inertia is false)."""
+        if not self.rotor_inertia:
+            return (0.0, 0.0)
+        return tuple(m.reflected_inertia for m in self.motors)
+
+
+def _validate_plant(pl: PlantParameters, path: str) -> None:
+    _validate_arm(pl.arm, f'{path}.arm')
+    _validate_joint_list(f'{path}.friction', pl.friction, FrictionParameters, _validate_friction)
+    _validate_joint_list(f'{path}.motors', pl.motors, MotorParameters, _validate_motor)
+    _choice(f'{path}.actuator', pl.actuator, ('motor', 'ideal'))
+    _vector(f'{path}.torque_limit', pl.torque_limit, check=_positive)
+    if not isinstance(pl.rotor_inertia, bool):
+        raise ParameterError(f'{path}.rotor_inertia: must be true or false')
+    _validate_sensors(pl.sensors, f'{path}.sensors')
+    _vector(f'{path}.initial_position', pl.initial_position)
+    _vector(f'{path}.initial_velocity', pl.initial_velocity)
+    _int(f'{path}.substeps', pl.substeps, minimum=1)
+
+
+def _validate_joint_list(path, items, cls, validate):
+    if not isinstance(items, (tuple, list)) or len(items) != 2:
+        raise ParameterError(f'{path}: must be a list of 2 entries, one per joint')
+    for k, item in enumerate(items):
+        if not isinstance(item, cls):
+            raise ParameterError(f'{path}[{k}]: must be a {cls.__name__}')
+        validate(item, f'{path}[{k}]')
+
+
+@dataclass(frozen=True)
+class NominalModel:
+    """The controller's own model of the arm (may differ from the plant's true one).
+
+    Attributes
+    ----------
+    arm : ArmParameters
+    friction : tuple of 2 FrictionParameters
+        Used for friction compensation when enabled (optional, default zero friction).
+    rotor_inertia : tuple of 2 float
+        Reflected rotor inertia ``Jm N^2`` per joint [kg·m^2], >= 0 (optional, default 0).
+    """
+
+    arm: ArmParameters = field(default_factory=ArmParameters)
+    friction: tuple = _opt((FrictionParameters(), FrictionParameters()))
+    rotor_inertia: tuple = _opt((0.0, 0.0))
+
+    def __post_init__(self):
+        _validate_nominal(self, 'nominal')
+
+
+def _validate_nominal(nm: NominalModel, path: str) -> None:
+    _validate_arm(nm.arm, f'{path}.arm')
+    _validate_joint_list(f'{path}.friction', nm.friction, FrictionParameters,
+                         _validate_friction)
+    _vector(f'{path}.rotor_inertia', nm.rotor_inertia, check=_nonnegative)
+
+
+@dataclass(frozen=True)
+class ControllerParameters:
+    """Feedback law, its gains and limits.
+
+    Attributes
+    ----------
+    law : str
+        ``'computed_torque'``: ``tau = M^(q)(qdd_d - Kd e_dot - Kp e - Ki int e) + c^ + g^ + f^``;
+        ``'pd_gravity'``: ``tau = g^(q) - Kp e - Kd qd - Ki int e`` (torque-unit gains).
+        ``e = q - q_d``.
+    nominal : NominalModel
+    kp, kd : tuple of 2 float
+        Gains: for computed torque in 1/s^2 and 1/s; for pd_gravity in N·m/rad and
+        N·m·s/rad. Either kp/kd or wn/zeta must be given (not both).
+    wn, zeta : tuple of 2 float
+        Per-joint natural frequency [rad/s] and damping ratio: ``kp = wn^2``,
+        ``kd = 2 zeta wn`` (computed-torque error dynamics).
+    ki : tuple of 2 float
+        Integral gain (optional, default 0 = off) [1/s^3 or N·m/(rad·s)].
+    integral_limit : tuple of 2 float
+        Anti-windup clamp on the integral of the error [rad·s] (optional, default 0.5).
+    torque_limit : tuple of 2 float
+        Command saturation [N·m], > 0.
+    friction_compensation : bool
+        Add the nominal friction ``f^(qd)`` to the command (optional, default true).
+    """
+
+    law: str = 'computed_torque'
+    nominal: NominalModel = field(default_factory=NominalModel)
+    kp: tuple = (25.0, 16.0)
+    kd: tuple = (10.0, 8.0)
+    ki: tuple = _opt((0.0, 0.0))
+    integral_limit: tuple = _opt((0.5, 0.5))
+    torque_limit: tuple = (89.0, 25.0)
+    friction_compensation: bool = _opt(True)
+
+    def __post_init__(self):
+        _validate_controller(self, 'controller')
+
+
+def _validate_controller(co: ControllerParameters, path: str) -> None:
+    _choice(f'{path}.law', co.law, ('computed_torque', 'pd_gravity'))
+    _validate_nominal(co.nominal, f'{path}.nominal')
+    _vector(f'{path}.kp', co.kp, check=_positive)
+    _vector(f'{path}.kd', co.kd, check=_positive)
+    _vector(f'{path}.ki', co.ki, check=_nonnegative)
+    _vector(f'{path}.integral_limit', co.integral_limit, check=_nonnegative)
+    _vector(f'{path}.torque_limit', co.torque_limit, check=_positive)
+    if not isinstance(co.friction_compensation, bool):
+        raise ParameterError(f'{path}.friction_compensation: must be true or false')
+
+
+def gains_from_frequency(wn, zeta) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Computed-torque gains ``kp = wn^2``, ``kd = 2 zeta wn`` per joint.
+
+    Parameters
+    ----------
+    wn : sequence of 2 float
+        Natural frequencies [rad/s], > 0.
+    zeta : sequence of 2 float
+        Damping ratios, > 0.
+    """
+    wn = _vector('wn', wn, check=_positive)
+    zeta = _vector('zeta', zeta, check=_positive)
+    return (tuple(w * w for w in wn), tuple(2.0 * z * w for w, z in zip(wn, zeta)))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run: rates, duration, plant, controller and trajectory.
+
+    Attributes
+    ----------
+    name : str
+    duration : float
+        Simulated time [s], > 0.
+    control_rate : float
+        Controller rate [Hz], > 0 (the plant's zero-order-hold period is its inverse).
+    late_window_start : float
+        Start of the "late window" for error bounds [s], >= 0 (optional, default 5).
+    joints : tuple of 2 str
+        Joint names (optional, default ``joint1``, ``joint2``).
+    plant : PlantParameters
+    controller : ControllerParameters
+    trajectory : dict
+        Trajectory description for :func:`manip_control.trajectories.trajectory_from_config`.
+    """
+
+    name: str = 'default'
+    duration: float = 10.0
+    control_rate: float = 1000.0
+    late_window_start: float = _opt(5.0)
+    joints: tuple = _opt(('joint1', 'joint2'))
+    plant: PlantParameters = field(default_factory=PlantParameters)
+    controller: ControllerParameters = field(default_factory=ControllerParameters)
+    trajectory: dict = field(default_factory=lambda: {
+        'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5],
+        'offset': [0.0, 0.0]})
+
+    @property
+    def period(self) -> float:
+        """Control period [s]."""
+        return 1.0 / self.control_rate
+
+    @property
+    def n_ticks(self) -> int:
+        """Number of control ticks in the run."""
+        return int(round(self.duration * self.control_rate))
+
+    def to_dict(self) -> dict:
+        """The fully resolved scenario as plain YAML-able data (loadable by load_scenario)."""
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# building from mappings
+
+
+def _build(cls, data: Any, path: str, sub: Mapping[str, Any] | None = None):
+    """Build dataclass ``cls`` from ``data`` checking keys; ``sub`` converts nested fields."""
+    required, optional = _field_names(cls)
+    _mapping_keys(path, data, required, optional)
+    kwargs = {}
+    for key, value in data.items():
+        if sub and key in sub:
+            value = sub[key](value, f'{path}.{key}')
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[key] = value
+    try:
+        obj = object.__new__(cls)
+        for f in fields(cls):
+            if f.name in kwargs:
+                val = kwargs[f.name]
+            elif f.default is not dataclasses.MISSING:
+                val = f.default
+            else:
+                val = f.default_factory()
+            object.__setattr__(obj, f.name, val)
+    except TypeError as exc:  # pragma: no cover - defensive
+        raise ParameterError(f'{path}: {exc}') from None
+    return obj
+
+
+def _joint_list(cls, validate):
+    def convert(value, path):
+        if not isinstance(value, list) or len(value) != 2:
+            raise ParameterError(f'{path}: must be a list of 2 entries, one per joint')
+        items = tuple(_build(cls, v, f'{path}[{k}]') for k, v in enumerate(value))
+        for k, item in enumerate(items):
+            validate(item, f'{path}[{k}]')
+        return items
+    return convert
+
+
+def arm_from_dict(data: Any, path: str = 'arm') -> ArmParameters:
+    """Build and validate :class:`ArmParameters` from a mapping."""
+    arm = _build(ArmParameters, data, path)
+    _validate_arm(arm, path)
+    return arm
+
+
+def _sensors_from_dict(data, path):
+    se = _build(SensorParameters, data, path)
+    _validate_sensors(se, path)
+    return se
+
+
+def nominal_from_dict(data: Any, path: str = 'nominal') -> NominalModel:
+    """Build and validate a :class:`NominalModel` from a mapping."""
+    nm = _build(NominalModel, data, path, {
+        'arm': arm_from_dict,
+        'friction': _joint_list(FrictionParameters, _validate_friction)})
+    _validate_nominal(nm, path)
+    return nm
+
+
+def plant_from_dict(data: Any, path: str = 'plant') -> PlantParameters:
+    """Build and validate :class:`PlantParameters` from a mapping."""
+    pl = _build(PlantParameters, data, path, {
+        'arm': arm_from_dict,
+        'friction': _joint_list(FrictionParameters, _validate_friction),
+        'motors': _joint_list(MotorParameters, _validate_motor),
+        'sensors': _sensors_from_dict})
+    _validate_plant(pl, path)
+    return pl
+
+
+def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParameters:
+    """Build and validate :class:`ControllerParameters`; accepts wn/zeta instead of kp/kd."""
+    if isinstance(data, Mapping) and ('wn' in data or 'zeta' in data):
+        data = dict(data)
+        if 'kp' in data or 'kd' in data:
+            raise ParameterError(f'{path}: give either kp/kd or wn/zeta, not both')
+        if 'wn' not in data or 'zeta' not in data:
+            missing = 'wn' if 'wn' not in data else 'zeta'
+            raise ParameterError(f'{path}.{missing}: missing (wn and zeta go together)')
+        wn = _vector(f'{path}.wn', data.pop('wn'), check=_positive)
+        zeta = _vector(f'{path}.zeta', data.pop('zeta'), check=_positive)
+        data['kp'], data['kd'] = gains_from_frequency(wn, zeta)
+    co = _build(ControllerParameters, data, path, {'nominal': nominal_from_dict})
+    _validate_controller(co, path)
+    return co
+
+
+def scenario_from_dict(data: Any, path: str = '') -> Scenario:
+    """Build and validate a :class:`Scenario` from a mapping (the YAML document).
+
+    Top-level keys: ``scenario`` (name, duration, control_rate, late_window_start, joints),
+    ``plant``, ``controller``, ``trajectory``; each may be omitted to use the defaults.
+    """
+    if data is None:
+        data = {}
+    _mapping_keys(path or '<root>', data, set(),
+                  {'scenario', 'plant', 'controller', 'trajectory'})
+    top = data.get('scenario', {})
+    if not isinstance(top, Mapping):
+        raise ParameterError('scenario: must be a mapping')
+    allowed = {'name', 'duration', 'control_rate', 'late_window_start', 'joints'}
+    unknown = sorted(set(top) - allowed)
+    if unknown:
+        raise ParameterError(f'scenario.{unknown[0]}: unknown parameter')
+    base = Scenario()
+    name = top.get('name', base.name)
+    if not isinstance(name, str) or not name:
+        raise ParameterError(f'scenario.name: must be a non-empty string (got {name!r})')
+    duration = _positive('scenario.duration', top.get('duration', base.duration))
+    rate = _positive('scenario.control_rate', top.get('control_rate', base.control_rate))
+    late = _nonnegative('scenario.late_window_start',
+                        top.get('late_window_start', base.late_window_start))
+    joints = top.get('joints', list(base.joints))
+    if (not isinstance(joints, (list, tuple)) or len(joints) != 2
+            or not all(isinstance(j, str) and j for j in joints) or joints[0] == joints[1]):
+        raise ParameterError(f'scenario.joints: must be 2 distinct non-empty names '
+                             f'(got {joints!r})')
+    plant = plant_from_dict(data['plant']) if 'plant' in data else PlantParameters()
+    controller = (controller_from_dict(data['controller']) if 'controller' in data
+                  else ControllerParameters())
+    trajectory = data.get('trajectory', base.trajectory)
+    if not isinstance(trajectory, Mapping):
+        raise ParameterError('trajectory: must be a mapping')
+    # Validate the trajectory description now so a bad file fails at load time.
+    from manip_control.trajectories import TrajectoryError, trajectory_from_config
+    try:
+        trajectory_from_config(dict(trajectory), 2)
+    except TrajectoryError as exc:
+        raise ParameterError(str(exc)) from None
+    return Scenario(name=name, duration=duration, control_rate=rate, late_window_start=late,
+                    joints=tuple(joints), plant=plant, controller=controller,
+                    trajectory=_plain(dict(trajectory)))
+
+
+CONFIG_DIR_NAME = 'config'
+
+
+def config_search_path() -> list[Path]:
+    """Directories searched for preset files, in order.
+
+    The installed share directory (ament index, or ``<prefix>/share/manip_control/config``
+    for a pip install) and the source checkout's ``config/``.
+    """
+    import sys
+    dirs = []
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        dirs.append(Path(get_package_share_directory('manip_control')) / CONFIG_DIR_NAME)
+    except Exception:  # noqa: BLE001 - ament index absent or package not installed there
+        pass
+    dirs.append(Path(sys.prefix) / 'share' / 'manip_control' / CONFIG_DIR_NAME)
+    dirs.append(Path(__file__).resolve().parent.parent / CONFIG_DIR_NAME)
+    return dirs
+
+
+def resolve_config(name_or_path: str | Path) -> Path:
+    """Find a scenario file: an existing path, or a preset name such as ``seed001``."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    candidates = [path.name] if path.suffix else [f'{path.name}.yaml', path.name]
+    for directory in config_search_path():
+        for cand in candidates:
+            if (directory / cand).is_file():
+                return directory / cand
+    raise ParameterError(f'config: no such file or preset {str(name_or_path)!r}')
+
+
+def load_scenario(source: str | Path | Mapping | None = None) -> Scenario:
+    """Load and validate a scenario from a YAML file, a preset name or a mapping.
+
+    ``None`` gives the default scenario (preset ``default``).
+    """
+    if isinstance(source, Mapping):
+        return scenario_from_dict(source)
+    path = resolve_config('default' if source is None else source)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ParameterError(f'config {path}: not valid YAML ({exc})') from None
+    except OSError as exc:
+        raise ParameterError(f'config {path}: cannot read ({exc.strerror})') from None
+    return scenario_from_dict(data)

@@ -1,0 +1,70 @@
+"""Joint sensors: ideal, encoder quantization, Gaussian noise, filtered velocity.
+
+Measured position ``q_m = quantize(q + n_q)`` with resolution ``2 pi / counts`` and
+``n_q ~ N(0, position_noise_std^2)``. Measured velocity is either the simulated one plus
+``N(0, velocity_noise_std^2)`` noise, or a backward difference of ``q_m`` through a first-order
+low-pass ``v_k = v_{k-1} + alpha ((q_m,k - q_m,k-1)/T - v_{k-1})`` with
+``alpha = T / (T + 1 / (2 pi f_c))``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from manip_control.parameters import SensorParameters
+
+
+class JointSensors:
+    """Turns the simulated joint state into a measurement, one call per control tick.
+
+    Parameters
+    ----------
+    params : SensorParameters
+    period : float
+        Sampling period [s] (the control period).
+    """
+
+    def __init__(self, params: SensorParameters, period: float):
+        self.params = params
+        self.period = float(period)
+        self.ideal = params.ideal
+        self._res = 2.0 * math.pi / params.encoder_counts if params.encoder_counts else 0.0
+        tau = 1.0 / (2.0 * math.pi * params.velocity_cutoff_hz)
+        self._alpha = self.period / (self.period + tau)
+        self.reset()
+
+    def reset(self) -> None:
+        """Restart the noise sequence and the velocity filter."""
+        self._rng = np.random.default_rng(self.params.seed)
+        self._prev = None
+        self._vel = [0.0, 0.0]
+
+    def measure(self, q1: float, q2: float, v1: float, v2: float):
+        """Measured ``(q1, q2, qd1, qd2)`` [rad, rad/s] for the true state."""
+        if self.ideal:
+            return q1, q2, v1, v2
+        p = self.params
+        q = [q1, q2]
+        if p.position_noise_std:
+            n = self._rng.normal(0.0, p.position_noise_std, 2)
+            q = [q[0] + n[0], q[1] + n[1]]
+        if self._res:
+            q = [round(x / self._res) * self._res for x in q]
+        if p.velocity_source == 'filtered_difference':
+            if self._prev is None:
+                self._vel = [v1, v2]
+            else:
+                a = self._alpha
+                for j in range(2):
+                    raw = (q[j] - self._prev[j]) / self.period
+                    self._vel[j] += a * (raw - self._vel[j])
+            self._prev = q
+            v = list(self._vel)
+        else:
+            v = [v1, v2]
+        if p.velocity_noise_std:
+            n = self._rng.normal(0.0, p.velocity_noise_std, 2)
+            v = [v[0] + n[0], v[1] + n[1]]
+        return q[0], q[1], v[0], v[1]
