@@ -15,8 +15,12 @@ float64 arrays of shape ``(n_joints,)``; ``sample_many(t)`` with arrays of shape
 ``(len(t), n_joints)``; ``n_joints``; ``end_time``; ``bounds()``.
 
 ``sample`` is called at the control rate (1 kHz) from a Python loop, so it uses scalar ``math``
-on precomputed Python floats and builds the outputs with one ``np.array`` call each; see
-``bench/`` for the measured cost. ``sample_many`` is vectorised numpy.
+on precomputed Python floats (no scipy, no numpy ufuncs) and builds each output with one
+``np.array`` call. Measured per call for n = 2 (CPython 3.11, numpy 2.4, best of repeats):
+Hold ~0.5 us, Quintic ~1.3 us (~0.6 us while holding), Sinusoid ~1.3 us, Waypoints
+~1.6-1.8 us independent of the number of waypoints (bisect), SumOfSinusoids with 5 terms
+per joint ~2.8 us; evaluating a ``scipy.interpolate.CubicSpline`` and its two derivatives
+costs ~12 us. ``sample_many`` is vectorised numpy (< 0.5 us per row).
 
 Frequencies are angular frequencies in rad/s (not Hz). Invalid data raise
 :class:`TrajectoryError` (a ``ValueError``) whose message names the offending key, e.g.
@@ -109,7 +113,7 @@ def _float_array(value: Any, name: str) -> np.ndarray:
         raise TrajectoryError(
             f'{name}: must be a number or a rectangular (nested) list of numbers') from None
     bad = np.argwhere(~np.isfinite(arr))
-    if bad.size:
+    if bad.shape[0]:
         idx = tuple(int(i) for i in bad[0])
         where = ''.join(f'[{i}]' for i in idx)
         raise TrajectoryError(f'{name}{where}: must be finite (got {arr[idx]})')
@@ -145,8 +149,8 @@ def _joint_vector(value: Any, name: str, n_joints: int | None) -> np.ndarray:
     return arr
 
 
-def _broadcast_joint_params(params: dict[str, Any], n_joints: int | None,
-                            ) -> tuple[int, dict[str, np.ndarray]]:
+def _broadcast_joint_params(
+        params: dict[str, Any], n_joints: int | None) -> tuple[int, dict[str, np.ndarray]]:
     """Parse parameters that are each a scalar (all joints) or one number per joint.
 
     ``params`` maps the full key name (used in messages) to the raw value. Returns the number
@@ -280,6 +284,11 @@ class Sinusoid(Trajectory):
     path : str, optional
         Prefix of the key names in error messages (default ``'trajectory'``).
 
+    Attributes
+    ----------
+    amplitude, frequency, offset, phase : np.ndarray
+        Read-only, shape ``(n_joints,)`` (scalars broadcast).
+
     Raises
     ------
     TrajectoryError
@@ -310,6 +319,7 @@ class Sinusoid(Trajectory):
                         float(a[j] * w[j]), float(a[j] * w[j] * w[j])) for j in range(n)]
 
     def sample(self, t: float) -> Sample:
+        t = float(t)  # numpy scalars make the scalar math below several times slower
         sin, cos = math.sin, math.cos
         q, qd, qdd = [], [], []
         for o, a, w, ph, aw, aw2 in self._terms:
@@ -364,6 +374,13 @@ class SumOfSinusoids(Trajectory):
         Expected number of joints (checked against ``len(amplitudes)``).
     path : str, optional
         Prefix of the key names in error messages.
+
+    Attributes
+    ----------
+    amplitudes, frequencies, phases : tuple of np.ndarray
+        Read-only per-joint term arrays.
+    offset : np.ndarray
+        Read-only, shape ``(n_joints,)``.
 
     Notes
     -----
@@ -439,6 +456,7 @@ class SumOfSinusoids(Trajectory):
             for j in range(n)]
 
     def sample(self, t: float) -> Sample:
+        t = float(t)  # numpy scalars make the scalar math below several times slower
         sin, cos = math.sin, math.cos
         q, qd, qdd = [], [], []
         for o, terms in self._joint_terms:
@@ -500,6 +518,12 @@ class Quintic(Trajectory):
         Expected number of joints.
     path : str, optional
         Prefix of the key names in error messages.
+
+    Attributes
+    ----------
+    q_start, q_goal : np.ndarray
+        Read-only, shape ``(n_joints,)``.
+    duration, t_start : float
     """
 
     def __init__(self, q_start: Any, q_goal: Any, duration: Any, t_start: Any = 0.0, *,
@@ -510,6 +534,8 @@ class Quintic(Trajectory):
         T = _scalar(duration, f'{path}.duration')
         if T <= 0.0:
             raise TrajectoryError(f'{path}.duration: must be > 0 s (got {T})')
+        if T * T == 0.0 or math.isinf(1.0 / (T * T)):
+            raise TrajectoryError(f'{path}.duration: too small (got {T})')
         t0 = _scalar(t_start, f'{path}.t_start')
         self._n = q0.size
         self.q_start = _readonly(q0)
@@ -526,6 +552,7 @@ class Quintic(Trajectory):
         self._inv_T2 = 1.0 / (T * T)
 
     def sample(self, t: float) -> Sample:
+        t = float(t)
         if t >= self._end_time:
             return np.array(self._goal_list), np.zeros(self._n), np.zeros(self._n)
         t0 = self.t_start
@@ -607,6 +634,14 @@ class Waypoints(Trajectory):
         Expected number of joints.
     path : str, optional
         Prefix of the key names in error messages.
+
+    Attributes
+    ----------
+    times : np.ndarray
+        Read-only, shape ``(m,)``.
+    positions, knot_velocities, knot_accelerations : np.ndarray
+        Read-only, shape ``(m, n_joints)``: position [rad], velocity [rad/s] and
+        acceleration [rad/s^2] of the path at each waypoint.
     """
 
     def __init__(self, times: Any, positions: Any, velocities: Any = None, *,
@@ -625,23 +660,35 @@ class Waypoints(Trajectory):
         pos = self._matrix(positions, f'{path}.positions', m, n_joints)
         n = pos.shape[1]
         h = np.diff(ts)[:, None]
-        if velocities is None:
-            vel, acc = self._spline_knots(ts, pos)
-        else:
+        if velocities is not None:
             vel = self._matrix(velocities, f'{path}.velocities', m, n)
             for k in (0, m - 1):
                 if np.any(vel[k] != 0.0):
                     raise TrajectoryError(
                         f'{path}.velocities[{k}]: must be zero at the first and last waypoint '
                         f'(the path holds there), got {vel[k].tolist()}')
-            acc = self._c3_accelerations(h, pos, vel)
+        too_close = TrajectoryError(
+            f'{path}.times: waypoints too close in time for their positions/velocities '
+            '(non-finite path coefficients)')
+        try:
+            with np.errstate(all='ignore'):
+                if velocities is None:
+                    vel, acc = self._spline_knots(ts, pos)
+                else:
+                    acc = self._c3_accelerations(h, pos, vel)
+                coef = _quintic_hermite(h, pos[:-1], vel[:-1], acc[:-1], pos[1:], vel[1:],
+                                        acc[1:])
+        except (ValueError, np.linalg.LinAlgError):
+            raise too_close from None
+        if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(vel))
+                and np.all(np.isfinite(acc))):
+            raise too_close
         self._n = n
         self._end_time = float(ts[-1])
         self.times = _readonly(ts)
         self.positions = _readonly(pos)
         self.knot_velocities = _readonly(vel)
         self.knot_accelerations = _readonly(acc)
-        coef = _quintic_hermite(h, pos[:-1], vel[:-1], acc[:-1], pos[1:], vel[1:], acc[1:])
         self._coef = coef                                     # (m-1, n, 6)
         self._dcoef = coef[..., 1:] * np.arange(1, 6)          # (m-1, n, 5)
         self._ddcoef = coef[..., 2:] * np.array([2.0, 6.0, 12.0, 20.0])  # (m-1, n, 4)
@@ -649,11 +696,9 @@ class Waypoints(Trajectory):
         self._times_list = [float(v) for v in ts]
         self._first_list = [float(v) for v in pos[0]]
         self._last_list = [float(v) for v in pos[-1]]
-        self._seg_terms = [
-            [tuple(float(v) for v in np.concatenate((coef[k, j], self._dcoef[k, j],
-                                                      self._ddcoef[k, j])))
-             for j in range(n)]
-            for k in range(m - 1)]
+        flat = np.concatenate((coef, self._dcoef, self._ddcoef), axis=2)  # (m-1, n, 15)
+        self._seg_terms = [[tuple(float(v) for v in flat[k, j]) for j in range(n)]
+                           for k in range(m - 1)]
 
     @staticmethod
     def _matrix(value: Any, name: str, m: int, n_joints: int | None) -> np.ndarray:
@@ -715,6 +760,7 @@ class Waypoints(Trajectory):
         return acc
 
     def sample(self, t: float) -> Sample:
+        t = float(t)
         ts = self._times_list
         if t >= ts[-1]:
             return np.array(self._last_list), np.zeros(self._n), np.zeros(self._n)
@@ -770,14 +816,14 @@ class Waypoints(Trajectory):
 
 
 def _roots_in(coef: np.ndarray, h: float) -> list[float]:
-    """Real roots in (0, h) of the ascending-coefficient polynomial ``coef``."""
+    """Candidate roots in (0, h) of the ascending-coefficient polynomial ``coef``."""
     c = np.trim_zeros(np.asarray(coef, dtype=np.float64), 'b')
     if c.size < 2:
         return []
+    # Every root's real part is kept: a spurious point only adds a value the path really
+    # takes, while a real double root computed with a tiny imaginary part is not lost.
     roots = np.polynomial.polynomial.polyroots(c)
-    scale = max(1.0, h)
-    real = roots[np.abs(roots.imag) <= 1e-9 * scale].real
-    return [float(x) for x in real if 0.0 < x < h]
+    return [float(x) for x in roots.real if 0.0 < x < h]
 
 
 class Hold(Trajectory):
