@@ -1,0 +1,898 @@
+"""Controller-side safety: input validation, safe-mode supervision and safe torques (issue 6).
+
+ROS-free (no rclpy): the nodes feed plain sequences and timestamps in, and get plain floats,
+enums and transition records out. Everything here is deterministic and unit-tested without
+processes.
+
+Input validation
+----------------
+:func:`map_joint_state` maps a JointState-like message (``name``, ``position``, ``velocity``,
+``effort``) onto the configured joint order, or returns a :class:`Refusal` with a specific
+:class:`RefusalReason`. Rules (checked in this order):
+
+1. all sequences must be sequences (of str for names, of numbers for values) -> ``bad_type``;
+2. no names and no values -> ``empty``;
+3. a name given twice -> ``duplicate_name`` (the message is ambiguous);
+4. every value array must be empty or as long as ``name``, and every array the consumer uses
+   (``fields``) must be as long as ``name`` -> ``length_mismatch``;
+5. every configured joint must be named -> ``missing_joint``; names are matched by name,
+   order does not matter, extra joints are ignored;
+6. the used values of the configured joints must be finite -> ``non_finite`` (NaN/Inf in an
+   ignored extra joint or an unused field is not a reason to drop the message).
+
+:func:`map_array_command` does the same for a ``Float64MultiArray`` command (length equal to
+the number of joints, finite), :func:`map_reference` for one trajectory point (positions
+required; empty velocities / accelerations mean zero). :class:`RefusalCounter` counts refusals
+per input and reason and throttles the error log.
+
+Supervision
+-----------
+:class:`SafetySupervisor` is a two-mode state machine, ``NORMAL`` and ``SAFE``, the latter
+with a :class:`SafeReason`. Active conditions, highest priority first:
+
+* ``inactive`` -- lifecycle node not active (zero torque, the node does not command);
+* ``no_state_yet`` -- active, but no valid joint state has arrived since activation (the node
+  does not command; "activate starts commanding only once a fresh joint state has arrived");
+* ``state_timeout`` -- the last accepted state is older than ``state_timeout``
+  (``now - t_last > state_timeout``); clears on the next accepted state;
+* ``position_limit`` -- a joint left ``[position_lower, position_upper]``; **latched** until
+  every joint is back inside the envelope shrunk by ``position_margin``;
+* ``velocity_limit`` -- ``|qd_j| > velocity_limit_j``; latched until every
+  ``|qd_j| <= velocity_limit_j - velocity_margin``.
+
+With ``latch_limits`` true, the two envelope faults instead stay latched until the next
+activation (operator re-arm). Every change of (mode, reason) is returned once as a
+:class:`Transition` so that the node logs exactly once per transition.
+
+Safe torque (``safe_mode``)
+---------------------------
+``zero``: ``tau = 0``. ``hold``: gravity-compensated hold with damping at the hold target::
+
+    tau = g^(q) + Kp_h (q_hold - q) - Kd_h qd          (fresh states, envelope faults)
+    tau = g^(q_last)                                   (state timeout: q, qd unknown)
+
+``q_hold`` is captured when the supervisor enters SAFE: the last measured position, projected
+into the position envelope shrunk by ``2 * position_margin`` -- so a position fault brings the
+arm back just inside and the controller resumes -- unless no in-envelope state was ever seen
+since activation (the arm started outside): then it is held where it is. On a state timeout the
+measured q and qd are unknown; any feedback term computed from the stale sample would be a
+constant open-loop torque that never decays (a stale ``-Kd qd`` keeps pushing after the arm has
+stopped), so only the gravity feed-forward at the last known position remains, which is the
+torque that keeps a still arm still. The command is always clamped to ``+-torque_limit`` and
+replaced by zeros if it is not finite.
+
+Reference watchdog
+------------------
+:class:`ReferenceWatchdog`: when no reference arrived for ``reference_timeout``, the controller
+holds the last reference position with zero velocity and acceleration.
+
+All times are seconds on one clock chosen by the node (the controller node uses a steady
+clock for the watchdogs: sim time freezes when the plant that publishes /clock dies).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from manip_control.parameters import (ParameterError, _build, _choice, _finite, _nonnegative,
+                                      _opt, _positive, _vector)
+
+__all__ = [
+    'RefusalReason', 'Refusal', 'JointSample', 'ReferenceSample',
+    'map_joint_state', 'map_joint_state_message', 'map_array_command', 'map_reference',
+    'map_trajectory_message', 'RefusalCounter',
+    'SafetyParameters', 'safety_from_dict', 'SAFE_MODES',
+    'Mode', 'SafeReason', 'Transition', 'SafetySupervisor', 'ReferenceWatchdog',
+    'hold_torque', 'clamp_torque', 'validate_parameter_update', 'validate_parameter_updates',
+    'RUNTIME_PARAMETERS',
+]
+
+
+# --------------------------------------------------------------------------------------------
+# input validation
+
+
+class RefusalReason(str, Enum):
+    """Why an input message was ignored."""
+
+    EMPTY = 'empty'
+    """No names and no values (or no trajectory point / no data)."""
+    BAD_TYPE = 'bad_type'
+    """A field is not a sequence, a name is not a string or a value is not a number."""
+    DUPLICATE_NAME = 'duplicate_name'
+    """A joint name appears more than once."""
+    LENGTH_MISMATCH = 'length_mismatch'
+    """An array's length differs from the number of names (or joints)."""
+    MISSING_JOINT = 'missing_joint'
+    """A configured joint is not in the message."""
+    NON_FINITE = 'non_finite'
+    """A used value is NaN or infinite."""
+
+
+class Refusal(NamedTuple):
+    """A refused input: the reason and a human-readable detail naming the field."""
+
+    reason: RefusalReason
+    detail: str
+
+    def __str__(self) -> str:
+        return f'{self.reason.value}: {self.detail}'
+
+
+class JointSample(NamedTuple):
+    """Values of the configured joints in configured order (None for fields not requested)."""
+
+    position: tuple | None
+    velocity: tuple | None
+    effort: tuple | None
+
+
+class ReferenceSample(NamedTuple):
+    """One reference sample in configured joint order: q_d [rad], qd_d [rad/s], qdd_d."""
+
+    q: tuple
+    qd: tuple
+    qdd: tuple
+
+
+def _seq_len(value: Any) -> int | None:
+    """len() of a non-string sequence (list, tuple, array.array, ndarray), else None."""
+    if value is None:
+        return 0
+    if isinstance(value, (str, bytes, Mapping)):
+        return None
+    try:
+        return len(value)
+    except TypeError:
+        return None
+
+
+def _pick(values, idx, field_name: str, joints) -> tuple | Refusal:
+    """Float values at ``idx``; a Refusal if one is not a number or not finite."""
+    out = []
+    for j, i in zip(joints, idx):
+        v = values[i]
+        if isinstance(v, (str, bytes, bool)):
+            return Refusal(RefusalReason.BAD_TYPE, f'{field_name} of {j!r} is not a number')
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            return Refusal(RefusalReason.BAD_TYPE, f'{field_name} of {j!r} is not a number')
+        if not math.isfinite(v):
+            return Refusal(RefusalReason.NON_FINITE, f'{field_name} of {j!r} is {v}')
+        out.append(v)
+    return tuple(out)
+
+
+def _map_named(joints: Sequence[str], names, arrays: dict, used: Sequence[str],
+               names_key: str = 'name') -> dict | Refusal:
+    """Map named arrays onto ``joints``: the common core of the message validators.
+
+    ``arrays`` maps a field name to its sequence; every array must be empty or as long as
+    ``names``, the ``used`` ones must be as long as ``names`` and finite for ``joints``.
+    Returns ``{field: tuple of floats in joints order}`` for the used fields, or a Refusal.
+    """
+    n = _seq_len(names)
+    if n is None:
+        return Refusal(RefusalReason.BAD_TYPE, f'{names_key} is not a sequence of strings')
+    lens = {}
+    for key, arr in arrays.items():
+        m = _seq_len(arr)
+        if m is None:
+            return Refusal(RefusalReason.BAD_TYPE, f'{key} is not a sequence of numbers')
+        lens[key] = m
+    if n == 0 and not any(lens.values()):
+        return Refusal(RefusalReason.EMPTY, f'no {names_key} and no values')
+    names = [] if names is None else list(names)
+    for nm in names:
+        if not isinstance(nm, str):
+            return Refusal(RefusalReason.BAD_TYPE, f'{names_key} entry {nm!r} is not a string')
+    if len(set(names)) != n:
+        dup = next(nm for k, nm in enumerate(names) if nm in names[:k])
+        return Refusal(RefusalReason.DUPLICATE_NAME, f'joint {dup!r} named more than once')
+    for key, m in lens.items():
+        if m != n and (m != 0 or key in used):
+            return Refusal(RefusalReason.LENGTH_MISMATCH,
+                           f'{m} {key} values for {n} {names_key} entries')
+    idx = []
+    for j in joints:
+        try:
+            idx.append(names.index(j))
+        except ValueError:
+            return Refusal(RefusalReason.MISSING_JOINT, f'joint {j!r} missing')
+    out = {}
+    for key in used:
+        vals = _pick(arrays[key], idx, key, joints)
+        if isinstance(vals, Refusal):
+            return vals
+        out[key] = vals
+    return out
+
+
+def map_joint_state(joints: Sequence[str], names, position=(), velocity=(), effort=(), *,
+                    fields: Sequence[str] = ('position', 'velocity')
+                    ) -> JointSample | Refusal:
+    """Map a JointState-like message onto ``joints`` (the configured order).
+
+    Parameters
+    ----------
+    joints : sequence of str
+        Configured joint names, in the order the consumer uses.
+    names : sequence of str
+        The message's ``name``.
+    position, velocity, effort : sequence of float
+        The message's arrays; each must be empty or as long as ``names``.
+    fields : sequence of str
+        The arrays the consumer needs (subset of position, velocity, effort); they must be
+        present (as long as ``names``) and finite for the configured joints. A plant taking
+        JointState commands uses ``fields=('effort',)``.
+
+    Returns
+    -------
+    JointSample or Refusal
+        The requested fields in configured order (other fields None), or why the message is
+        refused (see the module docstring for the rules).
+    """
+    out = _map_named(joints, names,
+                     {'position': position, 'velocity': velocity, 'effort': effort}, fields)
+    if isinstance(out, Refusal):
+        return out
+    return JointSample(out.get('position'), out.get('velocity'), out.get('effort'))
+
+
+def map_joint_state_message(joints: Sequence[str], msg: Any, *,
+                            fields: Sequence[str] = ('position', 'velocity')
+                            ) -> JointSample | Refusal:
+    """:func:`map_joint_state` on any object with ``name``, ``position``, ``velocity``,
+    ``effort`` attributes (e.g. a sensor_msgs/JointState)."""
+    try:
+        names, pos, vel, eff = msg.name, msg.position, msg.velocity, msg.effort
+    except AttributeError as exc:
+        return Refusal(RefusalReason.BAD_TYPE, f'not a JointState ({exc})')
+    return map_joint_state(joints, names, pos, vel, eff, fields=fields)
+
+
+def map_array_command(data, n_joints: int) -> tuple | Refusal:
+    """Validate a Float64MultiArray command: exactly ``n_joints`` finite values [N·m].
+
+    Returns the values as a tuple of floats, or a Refusal (``empty``, ``length_mismatch``,
+    ``bad_type``, ``non_finite``). The layout is ignored, as by ros2_control's
+    ForwardCommandController.
+    """
+    m = _seq_len(data)
+    if m is None:
+        return Refusal(RefusalReason.BAD_TYPE, 'data is not a sequence of numbers')
+    if m == 0:
+        return Refusal(RefusalReason.EMPTY, 'no data')
+    if m != n_joints:
+        return Refusal(RefusalReason.LENGTH_MISMATCH, f'{m} values for {n_joints} joints')
+    return _pick(data, range(n_joints), 'data', [f'[{k}]' for k in range(n_joints)])
+
+
+def map_reference(joints: Sequence[str], joint_names, positions, velocities=(),
+                  accelerations=()) -> ReferenceSample | Refusal:
+    """Map one JointTrajectory point onto ``joints``.
+
+    ``positions`` must be as long as ``joint_names``; ``velocities`` and ``accelerations``
+    may be empty (meaning zero) or as long as ``joint_names``. Names are matched by name,
+    extra joints ignored; the used values must be finite.
+    """
+    arrays = {'positions': positions, 'velocities': velocities,
+              'accelerations': accelerations}
+    used = ['positions'] + [k for k in ('velocities', 'accelerations')
+                            if _seq_len(arrays[k])]
+    out = _map_named(joints, joint_names, arrays, used, names_key='joint_names')
+    if isinstance(out, Refusal):
+        return out
+    zeros = (0.0,) * len(joints)
+    return ReferenceSample(out['positions'], out.get('velocities', zeros),
+                           out.get('accelerations', zeros))
+
+
+def map_trajectory_message(joints: Sequence[str], msg: Any) -> ReferenceSample | Refusal:
+    """:func:`map_reference` on a JointTrajectory-like object with exactly one point."""
+    try:
+        names, points = msg.joint_names, msg.points
+    except AttributeError as exc:
+        return Refusal(RefusalReason.BAD_TYPE, f'not a JointTrajectory ({exc})')
+    n_points = _seq_len(points)
+    if n_points is None:
+        return Refusal(RefusalReason.BAD_TYPE, 'points is not a sequence')
+    if n_points == 0:
+        return Refusal(RefusalReason.EMPTY, 'no trajectory point')
+    if n_points != 1:
+        return Refusal(RefusalReason.LENGTH_MISMATCH,
+                       f'{n_points} trajectory points (expected exactly 1)')
+    p = points[0]
+    try:
+        pos, vel, acc = p.positions, p.velocities, p.accelerations
+    except AttributeError as exc:
+        return Refusal(RefusalReason.BAD_TYPE, f'not a JointTrajectoryPoint ({exc})')
+    return map_reference(joints, names, pos, vel, acc)
+
+
+class RefusalCounter:
+    """Counts refused messages per input and reason, and throttles their error log.
+
+    Parameters
+    ----------
+    throttle : float
+        Minimum time between two log lines of one input [s] (on the caller's clock).
+    """
+
+    def __init__(self, throttle: float = 1.0):
+        self.throttle = float(throttle)
+        self.counts: dict[str, dict[str, int]] = {}
+        self._last_log: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def record(self, source: str, refusal: Refusal, now: float) -> str | None:
+        """Count one refusal; return the log line to print now, or None if throttled.
+
+        The line names the input and the reason, and how many refusals were not logged
+        since the previous line.
+        """
+        per = self.counts.setdefault(source, {})
+        key = refusal.reason.value
+        per[key] = per.get(key, 0) + 1
+        last = self._last_log.get(source)
+        if last is not None and now - last < self.throttle and now >= last:
+            self._suppressed[source] = self._suppressed.get(source, 0) + 1
+            return None
+        self._last_log[source] = now
+        skipped = self._suppressed.pop(source, 0)
+        more = f' ({skipped} more refused since the last report)' if skipped else ''
+        return f'ignoring {source} message: {refusal}{more}'
+
+    def total(self, source: str | None = None) -> int:
+        """Number of refusals of one input (all inputs when ``source`` is None)."""
+        if source is not None:
+            return sum(self.counts.get(source, {}).values())
+        return sum(sum(v.values()) for v in self.counts.values())
+
+    def reset(self) -> None:
+        """Forget all counts."""
+        self.counts.clear()
+        self._last_log.clear()
+        self._suppressed.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# parameters
+
+SAFE_MODES = ('hold', 'zero')
+
+
+@dataclass(frozen=True)
+class SafetyParameters:
+    """Controller safety settings (all optional; the defaults suit the simulated default arm).
+
+    Attributes
+    ----------
+    safe_mode : str
+        ``'hold'`` (gravity-compensated hold with damping) or ``'zero'`` (zero torque).
+    state_timeout : float
+        Joint-state watchdog [s], > 0 (default 0.02 s = 20 periods at 1 kHz).
+    reference_timeout : float
+        Reference watchdog [s], > 0 (default 0.1 s).
+    position_lower, position_upper : tuple of 2 float
+        Position envelope [rad], finite, ``upper - lower > 4 position_margin``
+        (default +-pi).
+    velocity_limit : tuple of 2 float
+        ``|qd|`` envelope [rad/s], > 0 (default 10).
+    position_margin : float
+        Hysteresis [rad], >= 0: resume once inside the envelope shrunk by this (default 0.05).
+    velocity_margin : float
+        Hysteresis [rad/s], >= 0, < every velocity limit (default 0.5).
+    hold_kp : tuple of 2 float
+        Hold stiffness [N·m/rad], > 0 (default 100, 30).
+    hold_kd : tuple of 2 float
+        Hold damping [N·m·s/rad], > 0 (default 40, 10).
+    latch_limits : bool
+        Envelope faults stay latched until re-activation (default false).
+    """
+
+    safe_mode: str = _opt('hold')
+    state_timeout: float = _opt(0.02)
+    reference_timeout: float = _opt(0.1)
+    position_lower: tuple = _opt((-math.pi, -math.pi))
+    position_upper: tuple = _opt((math.pi, math.pi))
+    velocity_limit: tuple = _opt((10.0, 10.0))
+    position_margin: float = _opt(0.05)
+    velocity_margin: float = _opt(0.5)
+    hold_kp: tuple = _opt((100.0, 30.0))
+    hold_kd: tuple = _opt((40.0, 10.0))
+    latch_limits: bool = _opt(False)
+
+    def __post_init__(self):
+        _validate_safety(self, 'safety')
+
+    def replace(self, **changes) -> 'SafetyParameters':
+        """A validated copy with some fields changed (lists become tuples)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update({k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+        return SafetyParameters(**data)
+
+
+def _validate_safety(sp: SafetyParameters, path: str) -> None:
+    _choice(f'{path}.safe_mode', sp.safe_mode, SAFE_MODES)
+    _positive(f'{path}.state_timeout', sp.state_timeout)
+    _positive(f'{path}.reference_timeout', sp.reference_timeout)
+    lo = _vector(f'{path}.position_lower', sp.position_lower)
+    hi = _vector(f'{path}.position_upper', sp.position_upper)
+    vl = _vector(f'{path}.velocity_limit', sp.velocity_limit, check=_positive)
+    pm = _nonnegative(f'{path}.position_margin', sp.position_margin)
+    vm = _nonnegative(f'{path}.velocity_margin', sp.velocity_margin)
+    for k in range(2):
+        if not hi[k] - lo[k] > 4.0 * pm:
+            raise ParameterError(
+                f'{path}.position_upper[{k}]: must exceed position_lower[{k}] by more than '
+                f'4 * position_margin = {4.0 * pm} (got lower {lo[k]}, upper {hi[k]})')
+        if not vm < vl[k]:
+            raise ParameterError(f'{path}.velocity_margin: must be < velocity_limit[{k}] = '
+                                 f'{vl[k]} (got {vm})')
+    _vector(f'{path}.hold_kp', sp.hold_kp, check=_positive)
+    _vector(f'{path}.hold_kd', sp.hold_kd, check=_positive)
+    if not isinstance(sp.latch_limits, bool):
+        raise ParameterError(f'{path}.latch_limits: must be true or false '
+                             f'(got {sp.latch_limits!r})')
+
+
+def safety_from_dict(data: Any, path: str = 'safety') -> SafetyParameters:
+    """Build and validate :class:`SafetyParameters` from a mapping (unknown keys rejected).
+
+    Raises
+    ------
+    ParameterError
+        Naming the parameter (e.g. ``safety.velocity_limit[1]``) and the reason.
+    """
+    sp = _build(SafetyParameters, {} if data is None else data, path)
+    _validate_safety(sp, path)
+    return sp
+
+
+# --------------------------------------------------------------------------------------------
+# runtime parameter updates
+
+
+def _scalar_check(check):
+    def run(name, value):
+        return check(name, value)
+    return run
+
+
+def _vec_check(check):
+    def run(name, value):
+        return _vector(name, value, check=check)
+    return run
+
+
+def _gain_check(name, value):
+    from manip_control.control import check_gain_update
+    return check_gain_update(name, value)
+
+
+def _safe_mode_check(name, value):
+    return _choice(name, value, SAFE_MODES)
+
+
+def _bool_check(name, value):
+    if not isinstance(value, bool):
+        raise ParameterError(f'{name}: must be true or false (got {value!r})')
+    return value
+
+
+#: Runtime-changeable controller parameters and their single-value checks. Gains go through
+#: :func:`manip_control.control.check_gain_update` (kp, kd, wn, zeta, torque_limit > 0,
+#: ki >= 0).
+RUNTIME_PARAMETERS = {
+    'kp': _gain_check, 'kd': _gain_check, 'ki': _gain_check, 'wn': _gain_check,
+    'zeta': _gain_check, 'torque_limit': _gain_check,
+    'integral_limit': _vec_check(_nonnegative),
+    'control_rate': _scalar_check(_positive),
+    'safe_mode': _safe_mode_check,
+    'state_timeout': _scalar_check(_positive),
+    'reference_timeout': _scalar_check(_positive),
+    'position_lower': _vec_check(_finite),
+    'position_upper': _vec_check(_finite),
+    'velocity_limit': _vec_check(_positive),
+    'position_margin': _scalar_check(_nonnegative),
+    'velocity_margin': _scalar_check(_nonnegative),
+    'hold_kp': _vec_check(_positive),
+    'hold_kd': _vec_check(_positive),
+    'latch_limits': _bool_check,
+}
+
+_SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
+
+
+def validate_parameter_updates(updates: Mapping[str, Any],
+                               current: SafetyParameters | None = None
+                               ) -> tuple[bool, str]:
+    """Validate a set of runtime parameter changes applied together.
+
+    Parameters
+    ----------
+    updates : mapping
+        Parameter name (optionally prefixed ``safety.``) -> new value.
+    current : SafetyParameters, optional
+        The safety settings in force, for the cross-checks (lower < upper, margins).
+
+    Returns
+    -------
+    (ok, reason)
+        ``(True, '')`` or ``(False, 'velocity_limit[1]: must be > 0 (got -1.0)')``.
+    """
+    safety_changes = {}
+    for name, value in updates.items():
+        key = name[len('safety.'):] if name.startswith('safety.') else name
+        check = RUNTIME_PARAMETERS.get(key)
+        if check is None:
+            return False, f'{name}: not a runtime-changeable parameter'
+        try:
+            value = check(key, value)
+        except ParameterError as exc:
+            return False, str(exc)
+        if key in _SAFETY_KEYS:
+            safety_changes[key] = value
+    if safety_changes:
+        try:
+            (current or SafetyParameters()).replace(**safety_changes)
+        except ParameterError as exc:
+            return False, str(exc).removeprefix('safety.')
+    return True, ''
+
+
+def validate_parameter_update(name: str, value: Any,
+                              current: SafetyParameters | None = None) -> tuple[bool, str]:
+    """Validate one runtime parameter change; see :func:`validate_parameter_updates`."""
+    return validate_parameter_updates({name: value}, current)
+
+
+# --------------------------------------------------------------------------------------------
+# torques
+
+
+def clamp_torque(tau, limit) -> tuple[float, float]:
+    """Clamp each joint to ``+-limit`` [N·m]; all zeros if any entry is not finite."""
+    t1, t2 = float(tau[0]), float(tau[1])
+    if not (math.isfinite(t1) and math.isfinite(t2)):
+        return (0.0, 0.0)
+    l1, l2 = limit
+    return (min(max(t1, -l1), l1), min(max(t2, -l2), l2))
+
+
+def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple[float, float]:
+    """Gravity-compensated hold with damping, clamped.
+
+    ``tau = g^(q) + Kp (q_hold - q) - Kd qd`` [N·m] with the nominal model's gravity vector
+    ``g^`` (:meth:`TwoLinkModel.gravity_vector`); ``qd = 0`` and ``q_hold = q`` give the pure
+    gravity hold ``g^(q)``.
+    """
+    g = model.gravity_vector(q)
+    tau = (g[0] + kp[0] * (q_hold[0] - q[0]) - kd[0] * qd[0],
+           g[1] + kp[1] * (q_hold[1] - q[1]) - kd[1] * qd[1])
+    return clamp_torque(tau, limit)
+
+
+# --------------------------------------------------------------------------------------------
+# supervisor
+
+
+class Mode(str, Enum):
+    """Controller mode."""
+
+    NORMAL = 'normal'
+    SAFE = 'safe'
+
+
+class SafeReason(str, Enum):
+    """Why the controller is in safe mode (``NONE`` in normal mode)."""
+
+    NONE = 'none'
+    INACTIVE = 'inactive'
+    NO_STATE_YET = 'no_state_yet'
+    STATE_TIMEOUT = 'state_timeout'
+    POSITION_LIMIT = 'position_limit'
+    VELOCITY_LIMIT = 'velocity_limit'
+
+
+class Transition(NamedTuple):
+    """A change of (mode, reason), reported once."""
+
+    time: float
+    old_mode: Mode
+    old_reason: SafeReason
+    mode: Mode
+    reason: SafeReason
+    detail: str
+
+    @property
+    def resumed(self) -> bool:
+        """True when this is a return to normal from safe (reset the integral, etc.)."""
+        return self.mode is Mode.NORMAL and self.old_mode is Mode.SAFE
+
+    def __str__(self) -> str:
+        if self.mode is Mode.NORMAL:
+            return f'controller mode: normal (resumed from {self.old_reason.value})'
+        return f'controller mode: safe ({self.reason.value}: {self.detail})'
+
+
+class SafetySupervisor:
+    """Joint-state watchdog, position/velocity envelope and safe torque (see module doc).
+
+    Parameters
+    ----------
+    params : SafetyParameters
+    joints : sequence of 2 str
+        Joint names (for the transition details).
+
+    Notes
+    -----
+    Feed every accepted (validated) joint state with :meth:`update_state` and call
+    :meth:`check` periodically (at least once per control period) and before every command.
+    Both return a :class:`Transition` when the (mode, reason) changed, else None.
+    """
+
+    def __init__(self, params: SafetyParameters | None = None,
+                 joints: Sequence[str] = ('joint1', 'joint2')):
+        self.params = params or SafetyParameters()
+        self.joints = tuple(joints)
+        self.mode = Mode.SAFE
+        self.reason = SafeReason.INACTIVE
+        self.detail = 'not activated'
+        self.active = False
+        self.last_q: tuple | None = None
+        self.last_qd: tuple | None = None
+        self.last_state_time: float | None = None
+        self.hold_target: tuple | None = None
+        self.safe_since: float | None = None
+        self.entries: dict[str, int] = {}
+        self.last_transition: Transition | None = None
+        self._pos_fault = ''
+        self._vel_fault = ''
+        self._seen_inside = False
+        self._timed_out = False
+
+    # -- configuration ------------------------------------------------------------------------
+    def set_params(self, params: SafetyParameters) -> None:
+        """Replace the settings; takes effect at the next state / check."""
+        self.params = params
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def activate(self, now: float) -> Transition | None:
+        """Arm the supervisor: SAFE(no_state_yet) until an accepted state arrives.
+
+        Clears latched envelope faults and forgets the last state (it may be from before).
+        """
+        self.active = True
+        self.last_q = self.last_qd = self.last_state_time = None
+        self._pos_fault = self._vel_fault = ''
+        self._seen_inside = False
+        self._timed_out = False
+        return self._evaluate(now)
+
+    def deactivate(self, now: float) -> Transition | None:
+        """Disarm: SAFE(inactive)."""
+        self.active = False
+        return self._evaluate(now)
+
+    # -- inputs --------------------------------------------------------------------------------
+    def update_state(self, now: float, q, qd) -> Transition | None:
+        """Feed an accepted joint state (positions [rad], velocities [rad/s]) received at ``now``.
+
+        Non-finite values are ignored (the caller should have refused them).
+        """
+        q1, q2, v1, v2 = float(q[0]), float(q[1]), float(qd[0]), float(qd[1])
+        if not (math.isfinite(q1) and math.isfinite(q2) and math.isfinite(v1)
+                and math.isfinite(v2)):
+            return self._evaluate(now)
+        self.last_q, self.last_qd, self.last_state_time = (q1, q2), (v1, v2), now
+        if self.active:
+            self._update_envelope(self.last_q, self.last_qd)
+        return self._evaluate(now)
+
+    def check(self, now: float) -> Transition | None:
+        """Evaluate the watchdog at ``now``; returns the transition if the mode changed."""
+        return self._evaluate(now)
+
+    # -- queries -----------------------------------------------------------------------------
+    @property
+    def is_safe(self) -> bool:
+        """True in safe mode (any reason)."""
+        return self.mode is Mode.SAFE
+
+    @property
+    def should_command(self) -> bool:
+        """True when the node publishes commands (active and a state has arrived)."""
+        return self.reason not in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)
+
+    def state_age(self, now: float) -> float:
+        """Age of the last accepted state [s] (inf when none)."""
+        return math.inf if self.last_state_time is None else now - self.last_state_time
+
+    def safe_torque(self, model, torque_limit) -> tuple[float, float]:
+        """The safe-mode command [N·m] for the current reason (see the module docstring).
+
+        Parameters
+        ----------
+        model : TwoLinkModel
+            The controller's nominal model (for ``g^``).
+        torque_limit : sequence of 2 float
+            Per-joint clamp [N·m].
+        """
+        p = self.params
+        if (p.safe_mode == 'zero' or self.last_q is None
+                or self.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)):
+            return (0.0, 0.0)
+        q = self.last_q
+        if self.reason is SafeReason.STATE_TIMEOUT:
+            return hold_torque(model, q, (0.0, 0.0), q, (0.0, 0.0), (0.0, 0.0), torque_limit)
+        target = self.hold_target if self.hold_target is not None else q
+        return hold_torque(model, q, self.last_qd, target, p.hold_kp, p.hold_kd, torque_limit)
+
+    def clamp_reference(self, q_d, qd_d, qdd_d) -> tuple[tuple, tuple, tuple, bool]:
+        """Keep a reference inside the envelope: q_d into the envelope shrunk by
+        ``2 position_margin`` (with zero velocity and acceleration on a clamped joint), qd_d to
+        ``+-(velocity_limit - velocity_margin)``. Returns (q_d, qd_d, qdd_d, clamped)."""
+        p = self.params
+        m = 2.0 * p.position_margin
+        q, v, a = list(q_d), list(qd_d), list(qdd_d)
+        clamped = False
+        for k in range(2):
+            lo, hi = p.position_lower[k] + m, p.position_upper[k] - m
+            if q[k] < lo or q[k] > hi:
+                q[k] = lo if q[k] < lo else hi
+                v[k] = a[k] = 0.0
+                clamped = True
+            vmax = p.velocity_limit[k] - p.velocity_margin
+            if v[k] > vmax or v[k] < -vmax:
+                v[k] = vmax if v[k] > 0.0 else -vmax
+                clamped = True
+        return tuple(q), tuple(v), tuple(a), clamped
+
+    def status(self) -> dict[str, str]:
+        """Key/value strings for diagnostics."""
+        return {
+            'mode': self.mode.value,
+            'reason': self.reason.value,
+            'detail': self.detail,
+            'safe_mode': self.params.safe_mode,
+            'hold_target': ('' if self.hold_target is None
+                            else ', '.join(f'{v:.6g}' for v in self.hold_target)),
+            **{f'safe_entries.{k}': str(v) for k, v in sorted(self.entries.items())},
+        }
+
+    # -- internals ---------------------------------------------------------------------------
+    def _update_envelope(self, q, qd) -> None:
+        p = self.params
+        lo, hi, vl = p.position_lower, p.position_upper, p.velocity_limit
+        pm, vm = p.position_margin, p.velocity_margin
+        out = ''
+        for k in range(2):
+            if q[k] < lo[k]:
+                out = f'{self.joints[k]} position {q[k]:.6g} < lower limit {lo[k]:.6g}'
+                break
+            if q[k] > hi[k]:
+                out = f'{self.joints[k]} position {q[k]:.6g} > upper limit {hi[k]:.6g}'
+                break
+        if out:
+            self._pos_fault = out
+        elif self._pos_fault and not p.latch_limits:
+            if all(lo[k] + pm <= q[k] <= hi[k] - pm for k in range(2)):
+                self._pos_fault = ''
+        if not out:
+            self._seen_inside = True
+        vout = ''
+        for k in range(2):
+            if abs(qd[k]) > vl[k]:
+                vout = (f'{self.joints[k]} |velocity| {abs(qd[k]):.6g} > limit {vl[k]:.6g}')
+                break
+        if vout:
+            self._vel_fault = vout
+        elif self._vel_fault and not p.latch_limits:
+            if all(abs(qd[k]) <= vl[k] - vm for k in range(2)):
+                self._vel_fault = ''
+
+    def _conditions(self, now: float) -> tuple[SafeReason, str]:
+        if not self.active:
+            return SafeReason.INACTIVE, 'not active'
+        if self.last_state_time is None:
+            return SafeReason.NO_STATE_YET, 'waiting for the first valid joint state'
+        age = now - self.last_state_time
+        if age > self.params.state_timeout:
+            return SafeReason.STATE_TIMEOUT, (
+                f'no valid joint state for {age * 1e3:.1f} ms '
+                f'(timeout {self.params.state_timeout * 1e3:.1f} ms)')
+        if self._pos_fault:
+            return SafeReason.POSITION_LIMIT, self._pos_fault
+        if self._vel_fault:
+            return SafeReason.VELOCITY_LIMIT, self._vel_fault
+        return SafeReason.NONE, ''
+
+    def _evaluate(self, now: float) -> Transition | None:
+        reason, detail = self._conditions(now)
+        mode = Mode.NORMAL if reason is SafeReason.NONE else Mode.SAFE
+        if mode is self.mode and reason is self.reason:
+            if mode is Mode.SAFE and reason is not SafeReason.STATE_TIMEOUT:
+                self.detail = detail
+            return None
+        old_mode, old_reason = self.mode, self.reason
+        if mode is Mode.SAFE:
+            if old_mode is Mode.NORMAL or self.hold_target is None:
+                self.hold_target = self._capture_hold_target()
+                self.safe_since = now
+            if reason not in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET):
+                self.entries[reason.value] = self.entries.get(reason.value, 0) + 1
+        else:
+            self.hold_target = None
+            self.safe_since = None
+        self.mode, self.reason, self.detail = mode, reason, detail
+        tr = Transition(now, old_mode, old_reason, mode, reason, detail)
+        self.last_transition = tr
+        return tr
+
+    def _capture_hold_target(self) -> tuple | None:
+        if self.last_q is None:
+            return None
+        if not self._seen_inside:
+            return self.last_q
+        p = self.params
+        m = 2.0 * p.position_margin
+        return tuple(min(max(self.last_q[k], p.position_lower[k] + m), p.position_upper[k] - m)
+                     for k in range(2))
+
+
+class ReferenceWatchdog:
+    """Hold the last reference position (zero velocity and acceleration) when the reference
+    stops arriving.
+
+    Parameters
+    ----------
+    timeout : float
+        Maximum age of the last reference [s] before holding.
+    """
+
+    def __init__(self, timeout: float):
+        self.timeout = float(timeout)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the last reference."""
+        self.last: ReferenceSample | None = None
+        self.last_time: float | None = None
+        self.holding = False
+        self.hold_count = 0
+
+    def update(self, now: float, sample: ReferenceSample) -> None:
+        """Feed an accepted reference sample received at ``now``."""
+        self.last = ReferenceSample(tuple(sample.q), tuple(sample.qd), tuple(sample.qdd))
+        self.last_time = now
+
+    def get(self, now: float) -> tuple[ReferenceSample | None, str | None]:
+        """The reference to use at ``now`` and a log line when the hold state changed.
+
+        Returns ``(None, None)`` before the first reference. After ``timeout`` without a
+        new sample: ``(q_last, 0, 0)`` and, once, ``'reference lost ...'``; when samples
+        return, once, ``'reference resumed'``.
+        """
+        if self.last is None:
+            return None, None
+        stale = now - self.last_time > self.timeout
+        note = None
+        if stale != self.holding:
+            self.holding = stale
+            if stale:
+                self.hold_count += 1
+                note = (f'reference lost for {(now - self.last_time) * 1e3:.1f} ms (timeout '
+                        f'{self.timeout * 1e3:.1f} ms): holding the last reference position '
+                        f'{", ".join(f"{v:.6g}" for v in self.last.q)} with zero velocity')
+            else:
+                note = 'reference resumed'
+        if stale:
+            z = (0.0,) * len(self.last.q)
+            return ReferenceSample(self.last.q, z, z), note
+        return self.last, note

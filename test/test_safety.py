@@ -1,0 +1,583 @@
+"""Unit tests of manip_control.safety (ROS-free).
+
+Gravity torques are checked against the closed form written out here, and against a
+central difference of the potential energy computed here from first principles, never
+against the model under test.
+"""
+
+import array
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import ArmParameters, ParameterError, PlantParameters
+from manip_control.plant import Plant
+from manip_control.safety import (
+    Mode, ReferenceSample, ReferenceWatchdog, Refusal, RefusalCounter, RefusalReason,
+    SafeReason, SafetyParameters, SafetySupervisor, clamp_torque, hold_torque,
+    map_array_command, map_joint_state, map_joint_state_message, map_reference,
+    map_trajectory_message, safety_from_dict, validate_parameter_update,
+    validate_parameter_updates)
+
+J = ('joint1', 'joint2')
+NAN, INF = float('nan'), float('inf')
+R = RefusalReason
+
+
+def reason(res):
+    assert isinstance(res, Refusal), res
+    return res.reason
+
+
+# --------------------------------------------------------------------------------------------
+# joint states
+
+
+def test_joint_state_in_order():
+    res = map_joint_state(J, ['joint1', 'joint2'], [0.1, 0.2], [1.0, 2.0], [5.0, 6.0])
+    assert res.position == (0.1, 0.2) and res.velocity == (1.0, 2.0) and res.effort is None
+    assert all(type(v) is float for v in res.position + res.velocity)
+
+
+def test_joint_state_reordered_and_extra_joints():
+    res = map_joint_state(J, ['gripper', 'joint2', 'joint1'], [NAN, 0.2, 0.1],
+                          [INF, 2.0, 1.0], [])
+    # names matched by name; the extra joint (even with NaN/Inf values) is ignored
+    assert res.position == (0.1, 0.2) and res.velocity == (1.0, 2.0)
+
+
+@pytest.mark.parametrize('arr', [array.array('d', [0.1, 0.2]), np.array([0.1, 0.2]),
+                                 (0.1, 0.2), [0, 1]])
+def test_joint_state_accepts_any_numeric_sequence(arr):
+    res = map_joint_state(J, J, arr, arr)
+    assert not isinstance(res, Refusal)
+    assert res.position == tuple(float(v) for v in arr)
+
+
+def test_joint_state_effort_may_be_empty_but_not_wrong_length():
+    assert not isinstance(map_joint_state(J, J, [0, 0], [0, 0], []), Refusal)
+    res = map_joint_state(J, J, [0, 0], [0, 0], [1.0])
+    assert reason(res) is R.LENGTH_MISMATCH and 'effort' in res.detail
+
+
+def test_unused_field_nan_is_not_a_refusal():
+    res = map_joint_state(J, J, [0, 0], [0, 0], [NAN, INF])
+    assert res.position == (0.0, 0.0)
+
+
+@pytest.mark.parametrize('kwargs,why,word', [
+    (dict(names=[], position=[], velocity=[]), R.EMPTY, 'no name'),
+    (dict(names=[], position=[0.0, 0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH, '0 name'),
+    (dict(names=['joint1'], position=[0.0], velocity=[0.0]), R.MISSING_JOINT, 'joint2'),
+    (dict(names=['a', 'b'], position=[0.0, 0.0], velocity=[0.0, 0.0]), R.MISSING_JOINT,
+     'joint1'),
+    (dict(names=list(J), position=[0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH,
+     '1 position'),
+    (dict(names=list(J), position=[0.0, 0.0, 0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH,
+     '3 position'),
+    (dict(names=list(J), position=[0.0, 0.0], velocity=[0.0]), R.LENGTH_MISMATCH,
+     '1 velocity'),
+    (dict(names=list(J), position=[0.0, 0.0], velocity=[]), R.LENGTH_MISMATCH, '0 velocity'),
+    (dict(names=list(J), position=[0.0, 0.0], velocity=[0.0, 0.0, 0.0]), R.LENGTH_MISMATCH,
+     '3 velocity'),
+    (dict(names=['joint1', 'joint2', 'joint1'], position=[0.0] * 3, velocity=[0.0] * 3),
+     R.DUPLICATE_NAME, 'joint1'),
+    (dict(names=list(J), position=[NAN, 0.0], velocity=[0.0, 0.0]), R.NON_FINITE,
+     "position of 'joint1'"),
+    (dict(names=list(J), position=[0.0, INF], velocity=[0.0, 0.0]), R.NON_FINITE,
+     "position of 'joint2'"),
+    (dict(names=list(J), position=[0.0, 0.0], velocity=[-INF, 0.0]), R.NON_FINITE,
+     "velocity of 'joint1'"),
+    (dict(names=list(J), position=[0.0, 0.0], velocity=[0.0, NAN]), R.NON_FINITE,
+     "velocity of 'joint2'"),
+    (dict(names=None, position=[0.0, 0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH, '0 name'),
+    (dict(names='joint1', position=[0.0], velocity=[0.0]), R.BAD_TYPE, 'name'),
+    (dict(names=list(J), position=5.0, velocity=[0.0, 0.0]), R.BAD_TYPE, 'position'),
+    (dict(names=[1, 2], position=[0.0, 0.0], velocity=[0.0, 0.0]), R.BAD_TYPE, 'not a str'),
+    (dict(names=list(J), position=['x', 0.0], velocity=[0.0, 0.0]), R.BAD_TYPE,
+     'not a number'),
+    (dict(names=list(J), position=[None, 0.0], velocity=[0.0, 0.0]), R.BAD_TYPE,
+     'not a number'),
+])
+def test_joint_state_refusals(kwargs, why, word):
+    res = map_joint_state(J, **kwargs)
+    assert reason(res) is why
+    assert word in res.detail
+    assert str(res).startswith(why.value + ': ')
+
+
+def test_joint_state_as_command_by_name():
+    res = map_joint_state(J, ['joint2', 'joint1'], [], [], [2.0, 1.0], fields=('effort',))
+    assert res.effort == (1.0, 2.0) and res.position is None and res.velocity is None
+    assert reason(map_joint_state(J, J, [0.0, 0.0], [], [], fields=('effort',))) \
+        is R.LENGTH_MISMATCH
+    assert reason(map_joint_state(J, J, [], [], [NAN, 0.0], fields=('effort',))) \
+        is R.NON_FINITE
+
+
+def test_joint_state_message_duck_typed():
+    msg = SimpleNamespace(name=['joint2', 'joint1'], position=[2.0, 1.0], velocity=[0.0, 0.5],
+                          effort=[])
+    assert map_joint_state_message(J, msg).position == (1.0, 2.0)
+    assert reason(map_joint_state_message(J, object())) is R.BAD_TYPE
+
+
+# --------------------------------------------------------------------------------------------
+# array commands and references
+
+
+def test_array_command():
+    assert map_array_command([1.0, -2.0], 2) == (1.0, -2.0)
+    assert map_array_command(array.array('d', [1.0, 2.0]), 2) == (1.0, 2.0)
+    assert reason(map_array_command([], 2)) is R.EMPTY
+    assert reason(map_array_command([1.0], 2)) is R.LENGTH_MISMATCH
+    assert reason(map_array_command([1.0, 2.0, 3.0], 2)) is R.LENGTH_MISMATCH
+    assert reason(map_array_command([NAN, 2.0], 2)) is R.NON_FINITE
+    assert reason(map_array_command([1.0, -INF], 2)) is R.NON_FINITE
+    assert reason(map_array_command('ab', 2)) is R.BAD_TYPE
+    assert reason(map_array_command(3.0, 2)) is R.BAD_TYPE
+
+
+def test_reference_mapping():
+    res = map_reference(J, ['joint2', 'extra', 'joint1'], [2.0, 9.0, 1.0], [0.2, NAN, 0.1],
+                        [])
+    assert res == ReferenceSample((1.0, 2.0), (0.1, 0.2), (0.0, 0.0))
+    assert map_reference(J, J, [1.0, 2.0]).qd == (0.0, 0.0)
+    assert reason(map_reference(J, [], [])) is R.EMPTY
+    assert reason(map_reference(J, J, [])) is R.LENGTH_MISMATCH
+    assert reason(map_reference(J, J, [1.0, 2.0], [0.0])) is R.LENGTH_MISMATCH
+    assert reason(map_reference(J, J, [1.0, 2.0], [], [0.0, 0.0, 0.0])) is R.LENGTH_MISMATCH
+    assert reason(map_reference(J, ['joint1', 'x'], [1.0, 2.0])) is R.MISSING_JOINT
+    assert reason(map_reference(J, ['joint1', 'joint1'], [1.0, 2.0])) is R.DUPLICATE_NAME
+    res = map_reference(J, J, [1.0, 2.0], [0.0, 0.0], [0.0, INF])
+    assert reason(res) is R.NON_FINITE and 'accelerations' in res.detail
+    assert reason(map_reference(J, J, [NAN, 2.0])) is R.NON_FINITE
+
+
+def _traj(names, *points):
+    return SimpleNamespace(joint_names=names, points=[
+        SimpleNamespace(positions=p, velocities=v, accelerations=a) for p, v, a in points])
+
+
+def test_trajectory_message():
+    ok = map_trajectory_message(J, _traj(['joint2', 'joint1'], ([2.0, 1.0], [], [])))
+    assert ok.q == (1.0, 2.0)
+    assert reason(map_trajectory_message(J, _traj(list(J)))) is R.EMPTY
+    two = _traj(list(J), ([0, 0], [], []), ([1, 1], [], []))
+    assert reason(map_trajectory_message(J, two)) is R.LENGTH_MISMATCH
+    assert reason(map_trajectory_message(J, SimpleNamespace(joint_names=J))) is R.BAD_TYPE
+    bad_point = SimpleNamespace(joint_names=J, points=[object()])
+    assert reason(map_trajectory_message(J, bad_point)) is R.BAD_TYPE
+
+
+def test_refusal_counter_counts_and_throttles():
+    c = RefusalCounter(throttle=1.0)
+    nan = Refusal(R.NON_FINITE, 'x')
+    short = Refusal(R.LENGTH_MISMATCH, 'y')
+    line = c.record('/joint_states', nan, 10.0)
+    assert line and '/joint_states' in line and 'non_finite' in line
+    assert c.record('/joint_states', short, 10.5) is None
+    assert c.record('/joint_states', nan, 10.9) is None
+    assert c.record('/reference', nan, 10.9) is not None  # per input
+    line = c.record('/joint_states', nan, 11.1)
+    assert line and '2 more refused' in line
+    assert c.counts['/joint_states'] == {'non_finite': 3, 'length_mismatch': 1}
+    assert c.total('/joint_states') == 4 and c.total() == 5 and c.total('/x') == 0
+    # a clock that jumps back (sim time restart) does not silence the log
+    assert c.record('/joint_states', nan, 0.0) is not None
+    c.reset()
+    assert c.total() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# parameters
+
+
+def test_safety_defaults_and_overrides():
+    sp = safety_from_dict({})
+    assert sp == SafetyParameters() and sp.safe_mode == 'hold'
+    sp = safety_from_dict({'safe_mode': 'zero', 'velocity_limit': [3, 4], 'state_timeout': 0.01})
+    assert sp.velocity_limit == (3, 4) and sp.safe_mode == 'zero'
+    assert safety_from_dict(None) == SafetyParameters()
+
+
+@pytest.mark.parametrize('data,path', [
+    ({'bogus': 1}, 'safety.bogus: unknown'),
+    ([1, 2], 'safety: must be a mapping'),
+    ({'safe_mode': 'brake'}, 'safety.safe_mode'),
+    ({'state_timeout': 0.0}, 'safety.state_timeout: must be > 0'),
+    ({'state_timeout': -1.0}, 'safety.state_timeout: must be > 0'),
+    ({'state_timeout': 'fast'}, 'safety.state_timeout: must be a number'),
+    ({'state_timeout': True}, 'safety.state_timeout: must be a number'),
+    ({'state_timeout': float('nan')}, 'safety.state_timeout: must be finite'),
+    ({'reference_timeout': 0}, 'safety.reference_timeout: must be > 0'),
+    ({'velocity_limit': [1.0, 0.0]}, 'safety.velocity_limit[1]: must be > 0'),
+    ({'velocity_limit': [1.0]}, 'safety.velocity_limit: must have 2'),
+    ({'velocity_limit': 1.0}, 'safety.velocity_limit: must be a list'),
+    ({'position_lower': [0.0, 'a']}, 'safety.position_lower[1]: must be a number'),
+    ({'position_upper': [1.0, INF]}, 'safety.position_upper[1]: must be finite'),
+    ({'position_lower': [1.0, -1.0], 'position_upper': [0.5, 1.0]},
+     'safety.position_upper[0]: must exceed'),
+    ({'position_margin': -0.1}, 'safety.position_margin: must be >= 0'),
+    ({'position_margin': 2.0}, 'safety.position_upper[0]: must exceed'),
+    ({'velocity_margin': -1.0}, 'safety.velocity_margin: must be >= 0'),
+    ({'velocity_margin': 10.0}, 'safety.velocity_margin: must be <'),
+    ({'hold_kp': [0.0, 1.0]}, 'safety.hold_kp[0]: must be > 0'),
+    ({'hold_kd': [1.0, -1.0]}, 'safety.hold_kd[1]: must be > 0'),
+    ({'latch_limits': 'yes'}, 'safety.latch_limits: must be true or false'),
+])
+def test_safety_invalid_parameters(data, path):
+    with pytest.raises(ParameterError) as exc:
+        safety_from_dict(data)
+    assert str(exc.value).startswith(path), str(exc.value)
+
+
+@pytest.mark.parametrize('name,value', [
+    ('kp', [10.0, 5.0]), ('kd', [1.0, 1.0]), ('ki', [0.0, 0.0]), ('wn', [5.0, 5.0]),
+    ('zeta', [0.7, 1.0]), ('torque_limit', [10.0, 5.0]), ('integral_limit', [0.0, 1.0]),
+    ('control_rate', 500.0), ('state_timeout', 0.01), ('safety.state_timeout', 0.01),
+    ('reference_timeout', 1.0), ('safe_mode', 'zero'), ('position_lower', [-1.0, -1.0]),
+    ('position_upper', [1.0, 1.0]), ('velocity_limit', [1.0, 1.0]), ('position_margin', 0.0),
+    ('velocity_margin', 0.0), ('hold_kp', [1.0, 1.0]), ('hold_kd', [1.0, 1.0]),
+    ('latch_limits', True),
+])
+def test_runtime_update_accepted(name, value):
+    assert validate_parameter_update(name, value) == (True, '')
+
+
+@pytest.mark.parametrize('name,value,word', [
+    ('kp', [0.0, 5.0], 'kp[0]: must be > 0'),
+    ('kd', [1.0, -1.0], 'kd[1]: must be > 0'),
+    ('ki', [-1.0, 0.0], 'ki[0]: must be >= 0'),
+    ('wn', [0.0, 1.0], 'wn[0]: must be > 0'),
+    ('zeta', [1.0, 0.0], 'zeta[1]: must be > 0'),
+    ('zeta', [1.0], 'zeta: must have 2'),
+    ('torque_limit', [-1.0, 1.0], 'torque_limit[0]: must be > 0'),
+    ('integral_limit', [-1.0, 1.0], 'integral_limit[0]: must be >= 0'),
+    ('control_rate', 0.0, 'control_rate: must be > 0'),
+    ('control_rate', -5.0, 'control_rate: must be > 0'),
+    ('state_timeout', 0.0, 'state_timeout: must be > 0'),
+    ('safety.state_timeout', -1.0, 'state_timeout: must be > 0'),
+    ('reference_timeout', NAN, 'reference_timeout: must be finite'),
+    ('safe_mode', 'off', 'safe_mode: must be one of'),
+    ('velocity_limit', [1.0, -1.0], 'velocity_limit[1]: must be > 0'),
+    ('position_lower', [4.0, -1.0], 'position_upper[0]: must exceed position_lower[0]'),
+    ('position_upper', [1.0, NAN], 'position_upper[1]: must be finite'),
+    ('position_margin', -0.1, 'position_margin: must be >= 0'),
+    ('velocity_margin', 100.0, 'velocity_margin: must be <'),
+    ('hold_kp', [0.0, 1.0], 'hold_kp[0]: must be > 0'),
+    ('latch_limits', 1, 'latch_limits: must be true or false'),
+    ('law', 'pd_gravity', 'law: not a runtime-changeable parameter'),
+])
+def test_runtime_update_refused_with_reason(name, value, word):
+    ok, why = validate_parameter_update(name, value)
+    assert not ok and why.startswith(word), why
+
+
+def test_runtime_updates_cross_checked_together():
+    cur = SafetyParameters()
+    # moving the whole envelope in one call is fine even though each half alone is not
+    assert not validate_parameter_update('position_lower', [5.0, 5.0], cur)[0]
+    assert validate_parameter_updates({'position_lower': [5.0, 5.0],
+                                       'position_upper': [6.0, 6.0]}, cur) == (True, '')
+    narrow = cur.replace(velocity_limit=[1.0, 1.0])
+    ok, why = validate_parameter_update('velocity_margin', 1.0, narrow)
+    assert not ok and 'velocity_margin' in why
+
+
+# --------------------------------------------------------------------------------------------
+# supervisor
+
+
+def make(**kw):
+    sp = SafetyParameters(**{'state_timeout': 0.005, **kw})
+    sup = SafetySupervisor(sp, J)
+    return sup
+
+
+def test_initial_and_activation_transitions():
+    sup = make()
+    assert sup.mode is Mode.SAFE and sup.reason is SafeReason.INACTIVE
+    assert not sup.should_command
+    # a state while inactive is remembered but does not arm anything
+    assert sup.update_state(0.0, (0.0, 0.0), (0.0, 0.0)) is None
+    tr = sup.activate(1.0)
+    assert (tr.old_reason, tr.reason) == (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)
+    assert not sup.should_command and sup.last_q is None
+    assert sup.check(5.0) is None  # no timeout before the first state
+    tr = sup.update_state(5.0, (0.1, 0.2), (0.0, 0.0))
+    assert tr.mode is Mode.NORMAL and tr.resumed and sup.should_command
+    assert sup.check(5.001) is None
+    tr = sup.deactivate(6.0)
+    assert tr.reason is SafeReason.INACTIVE and not sup.should_command
+    assert sup.deactivate(6.1) is None
+
+
+def test_state_timeout_once_and_resume():
+    sup = make()
+    sup.activate(0.0)
+    sup.update_state(0.0, (0.1, 0.2), (0.3, 0.4))
+    assert sup.check(0.005) is None  # age == timeout is still fresh
+    tr = sup.check(0.0051)
+    assert tr.mode is Mode.SAFE and tr.reason is SafeReason.STATE_TIMEOUT
+    assert 'timeout 5.0 ms' in tr.detail and str(tr).startswith('controller mode: safe')
+    assert sup.check(0.006) is None and sup.check(1.0) is None  # logged once
+    assert sup.hold_target == (0.1, 0.2)
+    assert sup.entries == {'state_timeout': 1}
+    tr = sup.update_state(1.0, (0.1, 0.2), (0.0, 0.0))
+    assert tr.resumed and tr.old_reason is SafeReason.STATE_TIMEOUT
+    assert sup.hold_target is None and str(tr) == \
+        'controller mode: normal (resumed from state_timeout)'
+    assert sup.state_age(1.002) == pytest.approx(0.002)
+
+
+def test_position_limit_latches_until_inside_with_margin():
+    sup = make(position_lower=(-1.0, -1.0), position_upper=(1.0, 1.0), position_margin=0.05)
+    sup.activate(0.0)
+    sup.update_state(0.0, (0.9, 0.0), (0.0, 0.0))
+    tr = sup.update_state(0.001, (1.01, 0.0), (0.0, 0.0))
+    assert tr.reason is SafeReason.POSITION_LIMIT and 'joint1 position 1.01 > upper' in tr.detail
+    # hold target: last position projected 2 margins inside the envelope
+    assert sup.hold_target == pytest.approx((0.9, 0.0))
+    assert sup.update_state(0.002, (0.99, 0.0), (0.0, 0.0)) is None  # inside but in margin
+    assert sup.update_state(0.003, (0.951, 0.0), (0.0, 0.0)) is None
+    tr = sup.update_state(0.004, (0.95, 0.0), (0.0, 0.0))
+    assert tr.resumed
+    tr = sup.update_state(0.005, (0.0, -1.2), (0.0, 0.0))
+    assert tr.reason is SafeReason.POSITION_LIMIT and 'joint2 position -1.2 < lower' in tr.detail
+    assert sup.entries == {'position_limit': 2}
+
+
+def test_velocity_limit_hysteresis():
+    sup = make(velocity_limit=(2.0, 3.0), velocity_margin=0.5)
+    sup.activate(0.0)
+    sup.update_state(0.0, (0.0, 0.0), (0.0, 0.0))
+    assert sup.update_state(0.001, (0.0, 0.0), (2.0, -3.0)) is None  # at the limit is inside
+    tr = sup.update_state(0.002, (0.3, 0.0), (0.0, -3.1))
+    assert tr.reason is SafeReason.VELOCITY_LIMIT and 'joint2 |velocity| 3.1' in tr.detail
+    assert sup.hold_target == (0.3, 0.0)
+    assert sup.update_state(0.003, (0.3, 0.0), (0.0, 2.6)) is None
+    assert sup.update_state(0.004, (0.3, 0.0), (0.0, 2.5)).resumed
+
+
+def test_latch_limits_until_reactivation():
+    sup = make(velocity_limit=(2.0, 2.0), latch_limits=True)
+    sup.activate(0.0)
+    sup.update_state(0.0, (0.0, 0.0), (5.0, 0.0))
+    assert sup.reason is SafeReason.VELOCITY_LIMIT
+    assert sup.update_state(0.001, (0.0, 0.0), (0.0, 0.0)) is None
+    assert sup.reason is SafeReason.VELOCITY_LIMIT
+    sup.deactivate(0.002)
+    sup.activate(0.003)
+    assert sup.update_state(0.004, (0.0, 0.0), (0.0, 0.0)).mode is Mode.NORMAL
+
+
+def test_reason_priority_and_hold_target_kept():
+    sup = make(position_lower=(-1.0, -1.0), position_upper=(1.0, 1.0))
+    sup.activate(0.0)
+    sup.update_state(0.0, (0.5, 0.0), (0.0, 0.0))
+    sup.update_state(0.001, (1.2, 0.0), (20.0, 0.0))  # both out: position wins
+    assert sup.reason is SafeReason.POSITION_LIMIT
+    target = sup.hold_target
+    tr = sup.check(0.1)  # and a timeout beats both
+    assert tr.old_reason is SafeReason.POSITION_LIMIT and tr.reason is SafeReason.STATE_TIMEOUT
+    assert sup.hold_target == target
+    tr = sup.update_state(0.2, (0.0, 0.0), (20.0, 0.0))
+    assert tr.reason is SafeReason.VELOCITY_LIMIT and sup.hold_target == target
+    assert sup.update_state(0.201, (0.0, 0.0), (0.0, 0.0)).resumed
+
+
+def test_first_state_outside_envelope_is_held_where_it_is():
+    sup = make(position_lower=(-1.0, -1.0), position_upper=(1.0, 1.0))
+    sup.activate(0.0)
+    tr = sup.update_state(0.0, (1.5, 0.0), (0.0, 0.0))
+    assert tr.old_reason is SafeReason.NO_STATE_YET and tr.reason is SafeReason.POSITION_LIMIT
+    assert sup.hold_target == (1.5, 0.0)  # no pull-back motion from an unknown situation
+
+
+def test_non_finite_state_is_ignored():
+    sup = make()
+    sup.activate(0.0)
+    assert sup.update_state(0.0, (NAN, 0.0), (0.0, 0.0)) is None
+    assert sup.reason is SafeReason.NO_STATE_YET and sup.last_q is None
+
+
+def test_status_values():
+    sup = make()
+    sup.activate(0.0)
+    sup.update_state(0.0, (0.1, 0.2), (0.0, 0.0))
+    sup.check(1.0)
+    st = sup.status()
+    assert st['mode'] == 'safe' and st['reason'] == 'state_timeout'
+    assert st['hold_target'] == '0.1, 0.2' and st['safe_entries.state_timeout'] == '1'
+
+
+# --------------------------------------------------------------------------------------------
+# safe torques
+
+ARM = ArmParameters()  # m = 3 / 2 kg, l = 1 m, lc = 0.5 m
+
+
+def gravity_closed_form(q, m1=3.0, m2=2.0, l1=1.0, lc1=0.5, lc2=0.5, g0=9.81):
+    """Spong et al. 6.4: g = dV/dq of V = m1 g lc1 s1 + m2 g (l1 s1 + lc2 s12)."""
+    q1, q2 = q
+    return np.array([(m1 * lc1 + m2 * l1) * g0 * math.cos(q1)
+                     + m2 * lc2 * g0 * math.cos(q1 + q2), m2 * lc2 * g0 * math.cos(q1 + q2)])
+
+
+def gravity_from_energy(q, m1=3.0, m2=2.0, l1=1.0, lc1=0.5, lc2=0.5, g0=9.81, h=1e-6):
+    def V(a, b):
+        return m1 * g0 * lc1 * math.sin(a) + m2 * g0 * (l1 * math.sin(a) + lc2 * math.sin(a + b))
+    return np.array([(V(q[0] + h, q[1]) - V(q[0] - h, q[1])) / (2 * h),
+                     (V(q[0], q[1] + h) - V(q[0], q[1] - h)) / (2 * h)])
+
+
+LIM = (89.0, 25.0)
+MODEL = TwoLinkModel(ARM, (0.1, 0.05))
+
+
+@pytest.mark.parametrize('q', [(0.0, 0.0), (0.3, -0.7), (-1.2, 2.0), (math.pi / 2, 0.0)])
+def test_gravity_hold_equals_closed_form(q):
+    ref = gravity_closed_form(q)
+    np.testing.assert_allclose(ref, gravity_from_energy(q), atol=1e-6)
+    tau = hold_torque(MODEL, q, (0.0, 0.0), q, (100.0, 30.0), (40.0, 10.0), (1e3, 1e3))
+    np.testing.assert_allclose(tau, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_hold_torque_pd_terms_and_clamp():
+    q, qd, qh = (0.3, -0.2), (0.5, -1.0), (0.35, -0.1)
+    kp, kd = (100.0, 30.0), (40.0, 10.0)
+    ref = gravity_closed_form(q) + np.array(kp) * (np.array(qh) - q) - np.array(kd) * qd
+    np.testing.assert_allclose(hold_torque(MODEL, q, qd, qh, kp, kd, (1e3, 1e3)), ref,
+                               rtol=1e-12)
+    tau = hold_torque(MODEL, q, (-100.0, 100.0), qh, kp, kd, LIM)
+    assert tau == (89.0, -25.0)
+    assert hold_torque(MODEL, (NAN, 0.0), (0.0, 0.0), (0.0, 0.0), kp, kd, LIM) == (0.0, 0.0)
+
+
+def test_clamp_torque():
+    assert clamp_torque((100.0, -100.0), LIM) == (89.0, -25.0)
+    assert clamp_torque((1.0, -2.0), LIM) == (1.0, -2.0)
+    assert clamp_torque((NAN, 1.0), LIM) == (0.0, 0.0)
+    assert clamp_torque((1.0, INF), LIM) == (0.0, 0.0)
+
+
+def test_safe_torque_per_reason():
+    sup = make(position_lower=(-1.0, -1.0), position_upper=(1.0, 1.0))
+    assert sup.safe_torque(MODEL, LIM) == (0.0, 0.0)  # inactive
+    sup.activate(0.0)
+    assert sup.safe_torque(MODEL, LIM) == (0.0, 0.0)  # no state yet
+    sup.update_state(0.0, (0.5, 0.2), (0.0, 0.0))
+    sup.update_state(0.001, (1.1, 0.2), (2.0, -1.0))  # position fault, moving
+    kp, kd = np.array(sup.params.hold_kp), np.array(sup.params.hold_kd)
+    qh = np.array([0.9, 0.2])  # 1.0 - 2 * 0.05
+    ref = gravity_closed_form((1.1, 0.2)) + kp * (qh - (1.1, 0.2)) - kd * (2.0, -1.0)
+    ref = np.clip(ref, -np.array(LIM), LIM)
+    np.testing.assert_allclose(sup.safe_torque(MODEL, LIM), ref, rtol=1e-12)
+    sup.check(1.0)  # stale: pure gravity hold at the last position, no stale feedback
+    assert sup.reason is SafeReason.STATE_TIMEOUT
+    np.testing.assert_allclose(sup.safe_torque(MODEL, LIM), gravity_closed_form((1.1, 0.2)),
+                               rtol=1e-12)
+    assert make(safe_mode='zero').safe_torque(MODEL, LIM) == (0.0, 0.0)
+    zs = make(safe_mode='zero')
+    zs.activate(0.0)
+    zs.update_state(0.0, (0.5, 0.2), (0.0, 0.0))
+    zs.check(1.0)
+    assert zs.is_safe and zs.safe_torque(MODEL, LIM) == (0.0, 0.0)
+
+
+def test_hold_mode_holds_the_simulated_arm():
+    """Closed loop on an ideal-actuator plant with the exact model: a state timeout at rest
+    keeps the arm where it was (pure gravity hold); a position fault brings it back just
+    inside and the supervisor resumes."""
+    plant_p = PlantParameters(actuator='ideal', rotor_inertia=False, torque_limit=(1e3, 1e3),
+                              initial_position=(0.4, 0.3))
+    T = 1e-3
+    plant = Plant(plant_p, T)
+    model = TwoLinkModel(plant_p.arm)
+    sup = make(position_lower=(-1.0, -1.0), position_upper=(0.38, 1.0))
+    sup.activate(0.0)
+    t = 0.0
+    for k in range(2000):  # arm starts outside: held where it is
+        t = k * T
+        sup.update_state(t, plant.position, plant.velocity)
+        plant.step(*sup.safe_torque(model, (1e3, 1e3)))
+    assert sup.reason is SafeReason.POSITION_LIMIT
+    np.testing.assert_allclose(plant.position, (0.4, 0.3), atol=1e-6)
+    # from inside the envelope: a fault after an in-envelope sample pulls it back
+    sup.set_params(sup.params.replace(position_upper=(0.45, 1.0)))
+    sup.update_state(t, plant.position, plant.velocity)
+    assert sup.mode is Mode.NORMAL
+    sup.set_params(sup.params.replace(position_upper=(0.39, 1.0)))
+    sup.update_state(t, plant.position, plant.velocity)
+    assert sup.reason is SafeReason.POSITION_LIMIT
+    assert sup.hold_target == pytest.approx((0.29, 0.3))
+    resumed = None
+    for k in range(3000):
+        t += T
+        tr = sup.update_state(t, plant.position, plant.velocity)
+        if tr and tr.resumed:
+            resumed = t
+            break
+        plant.step(*sup.safe_torque(model, (1e3, 1e3)))
+    assert resumed is not None and plant.position[0] <= 0.34 + 1e-9
+    # state timeout at rest: pure gravity hold keeps the arm still for a second
+    q0 = plant.position
+    plant.reset(q=q0, qd=(0.0, 0.0))
+    sup.update_state(t, q0, (0.0, 0.0))
+    sup.check(t + 1.0)
+    assert sup.reason is SafeReason.STATE_TIMEOUT
+    tau = sup.safe_torque(model, (1e3, 1e3))
+    for _ in range(1000):
+        plant.step(*tau)
+    np.testing.assert_allclose(plant.position, q0, atol=1e-9)
+
+
+def test_clamp_reference():
+    sup = make(position_lower=(-1.0, -1.0), position_upper=(1.0, 1.0), velocity_limit=(2.0, 2.0))
+    q, v, a, c = sup.clamp_reference((0.5, -0.5), (1.0, -1.0), (3.0, 4.0))
+    assert (q, v, a, c) == ((0.5, -0.5), (1.0, -1.0), (3.0, 4.0), False)
+    q, v, a, c = sup.clamp_reference((1.5, -0.5), (1.0, -5.0), (3.0, 4.0))
+    assert q == pytest.approx((0.9, -0.5)) and v == (0.0, -1.5) and a == (0.0, 4.0) and c
+
+
+# --------------------------------------------------------------------------------------------
+# reference watchdog
+
+
+def test_reference_watchdog_holds_last_position_with_zero_velocity():
+    w = ReferenceWatchdog(0.125)
+    assert w.get(0.0) == (None, None)
+    s = ReferenceSample((0.1, 0.2), (1.0, 2.0), (3.0, 4.0))
+    w.update(1.0, s)
+    assert w.get(1.125) == (s, None)  # age == timeout: still live
+    ref, note = w.get(1.1251)
+    assert ref == ReferenceSample((0.1, 0.2), (0.0, 0.0), (0.0, 0.0))
+    assert note.startswith('reference lost') and '0.1, 0.2' in note
+    assert w.get(5.0) == (ref, None) and w.holding and w.hold_count == 1
+    s2 = ReferenceSample((0.3, 0.4), (0.0, 0.0), (0.0, 0.0))
+    w.update(5.0, s2)
+    assert w.get(5.01) == (s2, 'reference resumed')
+    assert w.get(5.02) == (s2, None)
+    w.reset()
+    assert w.get(6.0) == (None, None)
+
+
+def test_validators_never_raise_on_garbage():
+    rng = np.random.default_rng(0)
+    pool = [None, 3, 'ab', b'x', [], ['joint1'], ['joint2', 'joint1'], ['joint1', 'joint1'],
+            [1.0, NAN], [INF], [0.0, 0.0], [0.0, 0.0, 0.0], ['a', 'b'], [None, None],
+            {'joint1': 1.0}, np.zeros(2), array.array('d', [1.0, 2.0]), [True, False]]
+    for _ in range(3000):
+        args = [pool[rng.integers(len(pool))] for _ in range(4)]
+        cmd = map_array_command(args[0], 2)
+        if not isinstance(cmd, Refusal):
+            assert len(cmd) == 2 and all(type(v) is float and math.isfinite(v) for v in cmd)
+        for res in (map_joint_state(J, *args), map_reference(J, *args[:3]),
+                    map_joint_state(J, *args, fields=('effort',))):
+            if not isinstance(res, Refusal):
+                vals = [v for part in res if part is not None for v in part]
+                assert all(type(v) is float and math.isfinite(v) for v in vals)
