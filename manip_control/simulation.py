@@ -107,3 +107,54 @@ def run_closed_loop(scenario: Scenario, duration: float | None = None) -> Simula
         qd_meas=rec[:, 7:9], q_d=rec[:, 9:11], qd_d=rec[:, 11:13], qdd_d=rec[:, 13:15],
         tau_cmd=rec[:, 15:17], tau_joint=rec[:, 17:19], current=rec[:, 19:21],
         voltage=rec[:, 21:23], saturated=sat, final_state=plant.state)
+
+
+def summarize(result: SimulationResult, late_window_start: float | None = None) -> dict:
+    """Tracking and effort figures of a run, per joint (lists of 2), as plain data.
+
+    The "late window" is ``t >= late_window_start`` (default: the scenario's), after the
+    initial transient: RMS and max |e| there are the figures the lessons' bounds talk about.
+    """
+    sc = result.scenario
+    start = sc.late_window_start if late_window_start is None else late_window_start
+    late = result.t >= start
+    if not np.any(late):
+        late = np.ones_like(result.t, dtype=bool)
+    err = result.error[late]
+    period = sc.period
+    return {
+        'scenario': sc.name,
+        'duration_s': float(len(result.t) * period),
+        'ticks': int(len(result.t)),
+        'late_window_start_s': float(start),
+        'joints': list(sc.joints),
+        'rms_error_rad': np.sqrt(np.mean(err ** 2, axis=0)).tolist(),
+        'max_error_rad': np.abs(err).max(axis=0).tolist(),
+        'max_error_whole_run_rad': np.abs(result.error).max(axis=0).tolist(),
+        'peak_torque_cmd_Nm': np.abs(result.tau_cmd).max(axis=0).tolist(),
+        'rms_torque_cmd_Nm': np.sqrt(np.mean(result.tau_cmd ** 2, axis=0)).tolist(),
+        'peak_current_A': np.abs(result.current).max(axis=0).tolist(),
+        'peak_voltage_V': np.abs(result.voltage).max(axis=0).tolist(),
+        'saturation_time_s': (result.saturated.sum(axis=0) * period).tolist(),
+    }
+
+
+def format_summary(summary: dict) -> str:
+    """Human-readable table of :func:`summarize`'s figures."""
+    rows = [
+        ('RMS |e| (late) [rad]', 'rms_error_rad', '{:.3e}'),
+        ('max |e| (late) [rad]', 'max_error_rad', '{:.3e}'),
+        ('max |e| (whole) [rad]', 'max_error_whole_run_rad', '{:.3e}'),
+        ('peak torque cmd [N·m]', 'peak_torque_cmd_Nm', '{:.2f}'),
+        ('RMS torque cmd [N·m]', 'rms_torque_cmd_Nm', '{:.2f}'),
+        ('peak current [A]', 'peak_current_A', '{:.2f}'),
+        ('peak voltage [V]', 'peak_voltage_V', '{:.2f}'),
+        ('time saturated [s]', 'saturation_time_s', '{:.3f}'),
+    ]
+    joints = summary['joints']
+    lines = [f"scenario {summary['scenario']}: {summary['duration_s']:.3f} s, "
+             f"{summary['ticks']} ticks, late window t >= {summary['late_window_start_s']} s",
+             f"{'':24}" + ''.join(f'{j:>14}' for j in joints)]
+    for label, key, fmt in rows:
+        lines.append(f'{label:24}' + ''.join(f'{fmt.format(v):>14}' for v in summary[key]))
+    return '\n'.join(lines)
