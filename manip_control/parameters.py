@@ -80,12 +80,13 @@ def _choice(path: str, value: Any, choices: tuple[str, ...]) -> str:
 def _mapping_keys(path: str, data: Any, required: set[str], optional: set[str]) -> None:
     if not isinstance(data, Mapping):
         raise ParameterError(f'{path}: must be a mapping (got {type(data).__name__})')
-    unknown = sorted(set(data) - required - optional)
+    prefix = '' if path == '<root>' else f'{path}.'  # top-level keys are their own path
+    unknown = sorted(set(data) - required - optional, key=str)
     if unknown:
-        raise ParameterError(f'{path}.{unknown[0]}: unknown parameter')
+        raise ParameterError(f'{prefix}{unknown[0]}: unknown parameter')
     missing = sorted(required - set(data))
     if missing:
-        raise ParameterError(f'{path}.{missing[0]}: missing required parameter')
+        raise ParameterError(f'{prefix}{missing[0]}: missing required parameter')
 
 
 def _field_names(cls) -> tuple[set[str], set[str]]:
@@ -547,8 +548,18 @@ class Scenario:
         return int(round(self.duration * self.control_rate))
 
     def to_dict(self) -> dict:
-        """The fully resolved scenario as plain YAML-able data (loadable by load_scenario)."""
-        return _plain(dataclasses.asdict(self))
+        """The fully resolved scenario as plain YAML-able data (loadable by load_scenario).
+
+        Laid out like a scenario file: top-level ``scenario`` (name, duration, control_rate,
+        late_window_start, joints), ``plant``, ``controller`` and ``trajectory``.
+        """
+        data = _plain(dataclasses.asdict(self))
+        top = {k: data.pop(k) for k in _SCENARIO_KEYS}
+        return {'scenario': top, **data}
+
+
+_SCENARIO_KEYS = ('name', 'duration', 'control_rate', 'late_window_start', 'joints')
+_SCENARIO_REQUIRED = ('name', 'duration', 'control_rate')
 
 
 def _plain(obj):
@@ -663,10 +674,13 @@ def scenario_from_dict(data: Any, path: str = '') -> Scenario:
     top = data.get('scenario', {})
     if not isinstance(top, Mapping):
         raise ParameterError('scenario: must be a mapping')
-    allowed = {'name', 'duration', 'control_rate', 'late_window_start', 'joints'}
-    unknown = sorted(set(top) - allowed)
+    unknown = sorted(set(top) - set(_SCENARIO_KEYS), key=str)
     if unknown:
         raise ParameterError(f'scenario.{unknown[0]}: unknown parameter')
+    if 'scenario' in data:  # a given section must have its required keys (loading rules)
+        missing = [k for k in _SCENARIO_REQUIRED if k not in top]
+        if missing:
+            raise ParameterError(f'scenario.{missing[0]}: missing required parameter')
     base = Scenario()
     name = top.get('name', base.name)
     if not isinstance(name, str) or not name:

@@ -1,0 +1,102 @@
+"""Tests of manip_control.friction: viscous + smoothed Coulomb (+ Stribeck) joint friction."""
+
+import numpy as np
+import pytest
+
+from manip_control.friction import friction_torque, friction_torque_scalar
+from manip_control.parameters import FrictionParameters
+
+FR = (FrictionParameters(b=0.5, tau_c=0.8, eps=0.01),
+      FrictionParameters(b=0.3, tau_c=0.4, eps=0.05))
+FR_STRIBECK = FrictionParameters(b=0.2, tau_c=0.5, eps=1e-4, tau_s=0.3, v_s=0.1)
+
+SPEEDS = np.concatenate([-np.logspace(-6, 2, 60), [0.0], np.logspace(-6, 2, 60)])
+
+
+def _reference(v, b, tau_c, eps, tau_s=0.0, v_s=0.1):
+    """Independent numpy evaluation of b v + (tau_c + tau_s exp(-(v/v_s)^2)) tanh(v/eps)."""
+    v = np.asarray(v, dtype=float)
+    return b * v + (tau_c + tau_s * np.exp(-np.square(v / v_s))) * np.tanh(v / eps)
+
+
+@pytest.mark.parametrize('fr', FR + (FR_STRIBECK,))
+def test_matches_independent_numpy_evaluation(fr):
+    got = np.array([friction_torque_scalar(float(v), fr) for v in SPEEDS])
+    ref = _reference(SPEEDS, fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s)
+    assert np.allclose(got, ref, rtol=1e-13, atol=1e-15)
+
+
+def test_vector_api_matches_reference_per_joint():
+    rng = np.random.default_rng(0)
+    for qd in rng.uniform(-2.0, 2.0, (50, 2)):
+        got = friction_torque(qd, FR)
+        assert got.shape == (2,) and got.dtype == np.float64
+        for j in range(2):
+            ref = _reference(qd[j], FR[j].b, FR[j].tau_c, FR[j].eps)
+            assert got[j] == pytest.approx(float(ref), rel=1e-13, abs=1e-15)
+
+
+@pytest.mark.parametrize('fr', FR + (FR_STRIBECK,))
+def test_odd(fr):
+    for v in SPEEDS:
+        assert friction_torque_scalar(-v, fr) == -friction_torque_scalar(v, fr)
+    assert friction_torque_scalar(0.0, fr) == 0.0
+
+
+@pytest.mark.parametrize('fr', FR + (FR_STRIBECK,))
+def test_smooth_across_zero(fr):
+    # continuity: |f(h) - f(-h)| -> 0 with h
+    for h in (1e-4, 1e-6, 1e-8):
+        h = h * fr.eps
+        assert abs(friction_torque_scalar(h, fr) - friction_torque_scalar(-h, fr)) < \
+            4.0 * (fr.b + (fr.tau_c + fr.tau_s) / fr.eps) * h
+    # continuous derivative: one-sided difference quotients on both sides agree with each
+    # other and with the analytic slope at 0, f'(0) = b + (tau_c + tau_s) / eps
+    slope0 = fr.b + (fr.tau_c + fr.tau_s) / fr.eps
+    h = 1e-4 * fr.eps
+    for v in (0.0, 1e-3 * fr.eps):
+        right = (friction_torque_scalar(v + h, fr) - friction_torque_scalar(v, fr)) / h
+        left = (friction_torque_scalar(v, fr) - friction_torque_scalar(v - h, fr)) / h
+        assert right == pytest.approx(left, rel=1e-3)
+        assert right == pytest.approx(slope0, rel=1e-3)
+        assert left == pytest.approx(slope0, rel=1e-3)
+    # the derivative, sampled densely through zero, has no jump
+    v = np.linspace(-5 * fr.eps, 5 * fr.eps, 2001)
+    f = np.array([friction_torque_scalar(float(x), fr) for x in v])
+    d = np.diff(f) / np.diff(v)
+    assert np.max(np.abs(np.diff(d))) < 0.02 * slope0
+
+
+@pytest.mark.parametrize('fr', FR)
+def test_tends_to_viscous_plus_coulomb_far_from_zero(fr):
+    for v in (50 * fr.eps, 3.0, 40.0):
+        assert friction_torque_scalar(v, fr) == pytest.approx(fr.b * v + fr.tau_c, rel=1e-12)
+        assert friction_torque_scalar(-v, fr) == pytest.approx(-fr.b * v - fr.tau_c,
+                                                              rel=1e-12)
+
+
+def test_stribeck_adds_tau_s_at_low_speed_and_vanishes_at_high_speed():
+    fr = FR_STRIBECK
+    no_s = FrictionParameters(b=fr.b, tau_c=fr.tau_c, eps=fr.eps, tau_s=0.0, v_s=fr.v_s)
+    # eps << v << v_s: the full breakaway level tau_c + tau_s
+    v = 0.002
+    assert friction_torque_scalar(v, fr) == pytest.approx(fr.b * v + fr.tau_c + fr.tau_s,
+                                                          rel=1e-3)
+    assert friction_torque_scalar(v, fr) - friction_torque_scalar(v, no_s) == \
+        pytest.approx(fr.tau_s, rel=1e-3)
+    assert friction_torque_scalar(-v, fr) == pytest.approx(-(fr.b * v + fr.tau_c + fr.tau_s),
+                                                           rel=1e-3)
+    # at v = v_s the extra term is tau_s / e
+    assert friction_torque_scalar(fr.v_s, fr) - friction_torque_scalar(fr.v_s, no_s) == \
+        pytest.approx(fr.tau_s * np.exp(-1.0), rel=1e-9)
+    # v >> v_s: Stribeck term gone
+    for v in (0.6, 2.0):
+        assert friction_torque_scalar(v, fr) == pytest.approx(fr.b * v + fr.tau_c, rel=1e-9)
+        assert friction_torque_scalar(v, fr) - friction_torque_scalar(v, no_s) < 1e-9
+
+
+@pytest.mark.parametrize('qd', [np.zeros(3), np.zeros(1), np.zeros((2, 1)), np.zeros((1, 2)),
+                                0.0, [[0.1, 0.2]]])
+def test_friction_torque_rejects_wrong_shape(qd):
+    with pytest.raises(ValueError, match='shape'):
+        friction_torque(qd, FR)
