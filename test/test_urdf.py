@@ -97,8 +97,8 @@ class UrdfModel:
                     continue
                 t = poses[j['parent']] @ j['origin']
                 if j['name'] in qmap:
-                    axes[j['name']] = (t[:3, 3].copy(), t[:3, :3] @ np.asarray(j['axis'],
-                                                                                float))
+                    axis = np.asarray(j['axis'], float)
+                    axes[j['name']] = (t[:3, 3].copy(), t[:3, :3] @ axis)
                     rot = np.eye(4)
                     rot[:3, :3] = _axis_angle(j['axis'], qmap[j['name']])
                     t = t @ rot

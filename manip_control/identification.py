@@ -1,0 +1,817 @@
+"""Least-squares identification of the 2R arm's dynamic parameters from recorded runs.
+
+The rigid-body dynamics plus joint friction are linear in a set of base parameters
+(:mod:`manip_control.dynamics`, :mod:`manip_control.friction`)::
+
+    tau = M(q) qdd + C(q, qd) qd + g(q) + f(qd) = Y(q, qd, qdd) theta
+
+    theta = [a, b, d, Jr2, G1, G2, bv1, tc1, bv2, tc2]
+    a  = I1 + I2 + m1 lc1^2 + m2 (l1^2 + lc2^2) + Jr1      [kg m^2]
+    b  = m2 l1 lc2                                          [kg m^2]
+    d  = I2 + m2 lc2^2                                      [kg m^2]
+    Jr2 = reflected rotor inertia of joint 2 (M22 = d + Jr2) [kg m^2]
+    G1 = (m1 lc1 + m2 l1) g0,  G2 = m2 lc2 g0               [N m]
+    bv_j, tc_j = viscous [N m s/rad] and Coulomb [N m] friction of joint j
+
+with ``c2 = cos q2``, ``s2 = sin q2``, ``C1 = cos q1``, ``C12 = cos(q1 + q2)``,
+``T_j = tanh(qd_j / eps_j)`` (the Coulomb smoothing ``eps`` is assumed known)::
+
+    Y = [[qdd1, 2 c2 qdd1 + c2 qdd2 - s2 (2 qd1 qd2 + qd2^2), qdd2,        0,    C1, C12,
+          qd1, T1, 0,   0 ],
+         [0,    c2 qdd1 + s2 qd1^2,                          qdd1 + qdd2, qdd2, 0,  C12,
+          0,   0,  qd2, T2]]
+
+Every column is independent for a trajectory that moves both joints through a range of q2
+(joint 2's torque sees ``d + Jr2`` on ``qdd2`` while joint 1's sees ``d``, so ``d`` and
+``Jr2`` separate). ``Jr1`` is not separable from ``I1``: both only appear in ``a``. In the
+horizontal plane (g0 = 0) the G columns are dropped.
+
+The physical model adds one relation the free regressor does not know: ``b / l1 = G2 / g0
+= m2 lc2``. For the nominal model the data are therefore fitted a second time with that
+constraint (``phi = [a, m2 lc2, d, Jr2, m1 lc1 + m2 l1, bv1, tc1, bv2, tc2]``, with the
+known ``l1`` and ``g0``) and ``phi`` is mapped to physical parameters by
+:func:`nominal_from_estimate` (the lengths kept, the prior's centre-of-mass distances kept
+when they are consistent, ``Jr1`` lumped into ``I1``). That nominal model reproduces the
+constrained estimate's M, c and g exactly.
+
+Acceleration and filtering ("parallel filtering"): with ``F`` a zero-phase Butterworth
+low-pass (``scipy.signal.sosfiltfilt``, default 5 Hz) and ``D`` the central difference,
+``q_f = F q``, ``qd_f = F qd``, ``qdd_f = D qd_f``; then the same ``F`` is applied to both
+sides, ``F[Y(q_f, qd_f, qdd_f)] theta = F[tau]``, which keeps them consistent where ``Y`` is
+sharp (Coulomb friction at velocity reversals). Ends (filter transients, ``5 / fc``) are
+trimmed and the rows decimated to about ``4 fc``.
+
+Estimator: ordinary least squares, then weighted least squares with each joint's rows
+divided by its OLS residual standard deviation. Standard errors are
+``sqrt(diag(sigma^2 (Y^T W Y)^-1))``; they treat the (filtered, decimated) residuals as
+white, so they are indicative, not rigorous.
+
+Excitation check: the condition number of the regressor with its columns scaled to unit
+norm (unit-free, it measures how close the columns are to being linearly dependent). Above
+``max_condition`` (default 100) the identification refuses and names the worst-excited
+combination of parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import yaml
+from scipy.signal import butter, sosfiltfilt
+
+from manip_control.parameters import (ArmParameters, FrictionParameters, NominalModel,
+                                      ParameterError, Scenario, load_scenario)
+
+#: Names of the free base parameters, in column order of :func:`regressor`.
+BASE_NAMES = ('a', 'b', 'd', 'Jr2', 'G1', 'G2', 'bv1', 'tc1', 'bv2', 'tc2')
+#: Units of :data:`BASE_NAMES`.
+BASE_UNITS = ('kg m^2', 'kg m^2', 'kg m^2', 'kg m^2', 'N m', 'N m', 'N m s/rad', 'N m',
+              'N m s/rad', 'N m')
+#: Names of the physically constrained parameters ``phi``.
+PHYS_NAMES = ('a', 'm2lc2', 'd', 'Jr2', 'm1lc1+m2l1', 'bv1', 'tc1', 'bv2', 'tc2')
+PHYS_UNITS = ('kg m^2', 'kg m', 'kg m^2', 'kg m^2', 'kg m', 'N m s/rad', 'N m', 'N m s/rad',
+              'N m')
+_GRAVITY_COLUMNS = (4, 5)
+
+DEFAULT_CUTOFF_HZ = 5.0
+DEFAULT_MAX_CONDITION = 100.0
+
+
+class IdentificationError(ValueError):
+    """The data cannot give a trustworthy estimate (not exciting, too short, inconsistent)."""
+
+
+# --------------------------------------------------------------------------------------------
+# model side
+
+
+def base_parameters(arm: ArmParameters, rotor_inertia=(0.0, 0.0),
+                    friction: Sequence[FrictionParameters] | None = None) -> np.ndarray:
+    """True base parameters ``theta`` (order :data:`BASE_NAMES`) of a physical arm.
+
+    Parameters
+    ----------
+    arm : ArmParameters
+    rotor_inertia : sequence of 2 float
+        Reflected rotor inertia ``Jm N^2`` per joint [kg m^2].
+    friction : sequence of 2 FrictionParameters, optional
+        Joint friction (Stribeck terms are not part of the model); default none.
+    """
+    m1, m2, l1, lc1, lc2 = arm.m1, arm.m2, arm.l1, arm.lc1, arm.lc2
+    g0 = arm.gravity
+    fr = friction or (FrictionParameters(), FrictionParameters())
+    return np.array([
+        arm.I1 + arm.I2 + m1 * lc1 ** 2 + m2 * (l1 ** 2 + lc2 ** 2) + rotor_inertia[0],
+        m2 * l1 * lc2,
+        arm.I2 + m2 * lc2 ** 2,
+        rotor_inertia[1],
+        (m1 * lc1 + m2 * l1) * g0,
+        m2 * lc2 * g0,
+        fr[0].b, fr[0].tau_c, fr[1].b, fr[1].tau_c])
+
+
+def regressor(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
+              eps: Sequence[float] = (0.01, 0.01)) -> np.ndarray:
+    """Regressor ``Y`` with ``tau = Y theta``, shape (N, 2, 10) for samples of shape (N, 2).
+
+    Parameters
+    ----------
+    q, qd, qdd : ndarray, shape (N, 2)
+        Joint position [rad], velocity [rad/s], acceleration [rad/s^2].
+    eps : sequence of 2 float
+        Coulomb smoothing velocity of ``tanh(qd / eps)`` per joint [rad/s].
+    """
+    q, qd, qdd = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q, qd, qdd))
+    n = q.shape[0]
+    c2, s2 = np.cos(q[:, 1]), np.sin(q[:, 1])
+    c1, c12 = np.cos(q[:, 0]), np.cos(q[:, 0] + q[:, 1])
+    v1, v2 = qd[:, 0], qd[:, 1]
+    a1, a2 = qdd[:, 0], qdd[:, 1]
+    y = np.zeros((n, 2, len(BASE_NAMES)))
+    y[:, 0, 0] = a1
+    y[:, 0, 1] = 2.0 * c2 * a1 + c2 * a2 - s2 * (2.0 * v1 * v2 + v2 * v2)
+    y[:, 0, 2] = a2
+    y[:, 0, 4] = c1
+    y[:, 0, 5] = c12
+    y[:, 0, 6] = v1
+    y[:, 0, 7] = np.tanh(v1 / eps[0])
+    y[:, 1, 1] = c2 * a1 + s2 * v1 * v1
+    y[:, 1, 2] = a1 + a2
+    y[:, 1, 3] = a2
+    y[:, 1, 5] = c12
+    y[:, 1, 8] = v2
+    y[:, 1, 9] = np.tanh(v2 / eps[1])
+    return y
+
+
+def constraint_matrix(l1: float, g0: float) -> np.ndarray:
+    """``T`` with ``theta = T phi`` (``b = l1 m2lc2``, ``G2 = g0 m2lc2``, ``G1 = g0 p1``)."""
+    t = np.zeros((len(BASE_NAMES), len(PHYS_NAMES)))
+    t[0, 0] = 1.0            # a
+    t[1, 1] = l1             # b = l1 * m2 lc2
+    t[5, 1] = g0             # G2 = g0 * m2 lc2
+    t[2, 2] = 1.0            # d
+    t[3, 3] = 1.0            # Jr2
+    t[4, 4] = g0             # G1 = g0 * (m1 lc1 + m2 l1)
+    for k in range(4):       # friction
+        t[6 + k, 5 + k] = 1.0
+    return t
+
+
+def physical_from_base(theta: np.ndarray, l1: float, g0: float) -> np.ndarray:
+    """The constrained parameters ``phi`` implied by a consistent ``theta`` (for references)."""
+    theta = np.asarray(theta, dtype=float)
+    p2 = theta[1] / l1
+    p1 = theta[4] / g0 if g0 > 0 else float('nan')
+    return np.array([theta[0], p2, theta[2], theta[3], p1, *theta[6:10]])
+
+
+# --------------------------------------------------------------------------------------------
+# signal processing
+
+
+@dataclass
+class Prepared:
+    """Filtered, trimmed, decimated data used for the fit."""
+
+    t: np.ndarray
+    """Sample times [s], shape (N,)."""
+    y: np.ndarray
+    """Filtered regressor ``F[Y(q_f, qd_f, qdd_f)]``, shape (N, 2, 10)."""
+    tau: np.ndarray
+    """Filtered torque ``F[tau]`` [N m], shape (N, 2)."""
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    """Filtered q [rad], qd [rad/s] and qdd [rad/s^2] at the kept samples, shape (N, 2)."""
+    sample_rate: float
+    cutoff_hz: float
+
+
+def _uniform(t: np.ndarray, arrays: list[np.ndarray]):
+    """Check (and if needed restore by linear interpolation) uniform sampling."""
+    dt = np.diff(t)
+    if np.any(dt <= 0.0):
+        k = int(np.flatnonzero(dt <= 0.0)[0])
+        raise IdentificationError(f'time stamps must be strictly increasing (sample {k + 1}: '
+                                  f'{t[k + 1]:.9f} s after {t[k]:.9f} s)')
+    h = float(np.median(dt))
+    if np.max(np.abs(dt - h)) <= 0.01 * h:
+        return t, arrays, h
+    grid = t[0] + h * np.arange(int(math.floor((t[-1] - t[0]) / h)) + 1)
+    return grid, [np.column_stack([np.interp(grid, t, a[:, j]) for j in range(a.shape[1])])
+                  for a in arrays], h
+
+
+def prepare(t, q, qd, tau, *, eps: Sequence[float] = (0.01, 0.01),
+            cutoff_hz: float = DEFAULT_CUTOFF_HZ, order: int = 4, trim_s: float | None = None,
+            velocity: str = 'measured') -> Prepared:
+    """Filtered regressor and torque ("parallel filtering").
+
+    With ``F`` a zero-phase Butterworth low-pass (``sosfiltfilt``) and ``D`` the central
+    difference: ``q_f = F q``, ``qd_f = F qd`` (or ``D q_f`` with ``velocity='position'``),
+    ``qdd_f = D qd_f``; then both sides of ``Y theta = tau`` get the same filter:
+    ``F[Y(q_f, qd_f, qdd_f)] theta = F[tau]``. The second pass keeps the two sides
+    consistent where the regressor is nonlinear and sharp (the Coulomb ``tanh`` at velocity
+    reversals), and removes the residual noise of ``qdd_f``.
+
+    Parameters
+    ----------
+    t : array_like, shape (N,)
+        Sample times [s] (uniform; jitter above 1 % of the period is interpolated away).
+    q, qd, tau : array_like, shape (N, 2)
+        Measured joint position [rad], velocity [rad/s] and applied joint torque [N m].
+        ``qd`` may be None with ``velocity='position'``.
+    eps : sequence of 2 float
+        Coulomb smoothing velocities [rad/s].
+    cutoff_hz : float
+        Butterworth cutoff [Hz]: about 5-10x the excitation's highest frequency and below the
+        Nyquist frequency.
+    order : int
+        Butterworth order (the forward-backward pass doubles it).
+    trim_s : float, optional
+        Time dropped at both ends (filter transients) [s]; default ``5 / cutoff_hz``.
+    velocity : str
+        ``'measured'`` (filter the recorded velocity) or ``'position'`` (differentiate the
+        filtered position; for recordings without or with poor velocity).
+    """
+    if velocity not in ('measured', 'position'):
+        raise IdentificationError(f"velocity: must be 'measured' or 'position' "
+                                  f'(got {velocity!r})')
+    t = np.asarray(t, dtype=float).ravel()
+    if qd is None:
+        if velocity == 'measured':
+            raise IdentificationError('the data have no velocity; use velocity=position')
+        qd = np.zeros((t.size, 2))
+    arrays = [np.asarray(x, dtype=float) for x in (q, qd, tau)]
+    for name, a in zip(('q', 'qd', 'tau'), arrays):
+        if a.shape != (t.size, 2):
+            raise IdentificationError(f'{name}: expected shape ({t.size}, 2), got {a.shape}')
+        if not np.all(np.isfinite(a)):
+            raise IdentificationError(f'{name}: contains non-finite values')
+    if t.size < 50:
+        raise IdentificationError(f'too few samples ({t.size}); need a run of several '
+                                  'seconds at the control rate')
+    t, arrays, h = _uniform(t, arrays)
+    fs = 1.0 / h
+    if not 0.0 < cutoff_hz < 0.5 * fs:
+        raise IdentificationError(f'cutoff {cutoff_hz} Hz must be in (0, {0.5 * fs:g}) Hz '
+                                  f'(Nyquist of the {fs:g} Hz samples)')
+    trim_s = 5.0 / cutoff_hz if trim_s is None else float(trim_s)
+    trim = int(math.ceil(trim_s * fs))
+    step = max(1, int(fs // (4.0 * cutoff_hz)))
+    sl = slice(trim, t.size - trim, step)
+    if t[sl].size < 20:
+        raise IdentificationError(f'run too short ({t[-1] - t[0]:.3g} s) after trimming '
+                                  f'{trim_s:g} s of filter transient at each end')
+    q, qd, tau = arrays
+    sos = butter(order, cutoff_hz, fs=fs, output='sos')
+    q_f = sosfiltfilt(sos, q, axis=0)
+    if velocity == 'position':
+        qd_f = np.gradient(q_f, h, axis=0)
+    else:
+        qd_f = sosfiltfilt(sos, qd, axis=0)
+    qdd_f = np.gradient(qd_f, h, axis=0)
+    y = sosfiltfilt(sos, regressor(q_f, qd_f, qdd_f, eps), axis=0)
+    tau_f = sosfiltfilt(sos, tau, axis=0)
+    return Prepared(t[sl], y[sl], tau_f[sl], q_f[sl], qd_f[sl], qdd_f[sl], fs, cutoff_hz)
+
+
+# --------------------------------------------------------------------------------------------
+# estimation
+
+
+@dataclass
+class LeastSquaresFit:
+    """One (weighted) least-squares fit ``tau = Y theta``."""
+
+    names: tuple
+    units: tuple
+    estimate: np.ndarray
+    std_error: np.ndarray
+    condition_number: float
+    residual_rms: np.ndarray
+    """Per-joint RMS of the unweighted residual [N m]."""
+    relative_residual: np.ndarray
+    """Per-joint ``||tau - Y theta|| / ||tau||``."""
+    weakest: str
+    """The worst-excited parameter combination (smallest singular direction)."""
+
+    def table(self) -> str:
+        """Aligned text table: name, estimate, standard error, relative standard error."""
+        lines = [f'{"parameter":<12} {"estimate":>13} {"std error":>11} {"rel":>8}  unit']
+        for n, u, v, s in zip(self.names, self.units, self.estimate, self.std_error):
+            rel = f'{100 * s / abs(v):7.3f}%' if v != 0 else '     n/a'
+            lines.append(f'{n:<12} {v:13.6g} {s:11.3g} {rel:>8}  {u}')
+        return '\n'.join(lines)
+
+
+def _weakest(vt_row: np.ndarray, names) -> str:
+    order = np.argsort(-np.abs(vt_row))
+    terms = [f'{vt_row[k]:+.2f}*{names[k]}' for k in order[:3] if abs(vt_row[k]) > 0.1]
+    return ' '.join(terms)
+
+
+def _fit(y: np.ndarray, tau: np.ndarray, names, units) -> LeastSquaresFit:
+    """OLS then per-joint weighted LS on rows ``y`` (N, 2, p), ``tau`` (N, 2)."""
+    n, _, p = y.shape
+    y2 = y.reshape(2 * n, p)
+    t2 = tau.reshape(2 * n)
+    norms = np.linalg.norm(y2, axis=0)
+    dead = [names[k] for k in range(p) if norms[k] == 0.0]
+    if dead:
+        raise IdentificationError(f'the data do not excite {", ".join(dead)} at all '
+                                  '(regressor column is zero)')
+    ys = y2 / norms
+    sv = np.linalg.svd(ys, compute_uv=False)
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
+    theta, *_ = np.linalg.lstsq(y2, t2, rcond=None)
+    res = (t2 - y2 @ theta).reshape(n, 2)
+    sigma = np.sqrt(np.mean(res ** 2, axis=0))
+    sigma = np.where(sigma > 0, sigma, 1.0)
+    w = np.tile(1.0 / sigma, n)
+    yw, tw = y2 * w[:, None], t2 * w
+    theta, *_ = np.linalg.lstsq(yw, tw, rcond=None)
+    rw = tw - yw @ theta
+    dof = max(1, yw.shape[0] - p)
+    s2 = float(rw @ rw) / dof
+    ysw = yw / np.linalg.norm(yw, axis=0)
+    _, _, vt = np.linalg.svd(ysw, full_matrices=False)
+    cov = s2 * np.linalg.pinv(yw.T @ yw)
+    res = (t2 - y2 @ theta).reshape(n, 2)
+    rel = np.linalg.norm(res, axis=0) / np.maximum(np.linalg.norm(tau, axis=0), 1e-300)
+    return LeastSquaresFit(tuple(names), tuple(units), theta, np.sqrt(np.diag(cov)), cond,
+                           np.sqrt(np.mean(res ** 2, axis=0)), rel, _weakest(vt[-1], names))
+
+
+@dataclass
+class IdentificationResult:
+    """Free base-parameter fit, physically constrained fit and the data used."""
+
+    base: LeastSquaresFit
+    """Fit of the free base parameters :data:`BASE_NAMES` (without G1, G2 if g0 = 0)."""
+    physical: LeastSquaresFit
+    """Fit of ``phi`` (:data:`PHYS_NAMES`) with ``b = l1 m2lc2``, ``G2 = g0 m2lc2``."""
+    l1: float
+    g0: float
+    eps: tuple
+    prepared: Prepared = field(repr=False)
+
+    @property
+    def theta(self) -> np.ndarray:
+        """The free base-parameter estimate as a full 10-vector (G1 = G2 = 0 if g0 = 0)."""
+        return _expand(self.base.estimate, self.g0)
+
+    @property
+    def consistency(self) -> float:
+        """Relative disagreement of ``m2 lc2`` from ``b / l1`` and from ``G2 / g0``."""
+        if self.g0 <= 0.0:
+            return 0.0
+        th = self.theta
+        p_b, p_g = th[1] / self.l1, th[5] / self.g0
+        return abs(p_b - p_g) / max(abs(p_g), 1e-300)
+
+
+def _expand(est: np.ndarray, g0: float) -> np.ndarray:
+    if g0 > 0.0:
+        return np.asarray(est, dtype=float)
+    full = np.zeros(len(BASE_NAMES))
+    keep = [k for k in range(len(BASE_NAMES)) if k not in _GRAVITY_COLUMNS]
+    full[keep] = est
+    return full
+
+
+def identify(t, q, qd, tau, *, l1: float, g0: float, eps: Sequence[float] = (0.01, 0.01),
+             cutoff_hz: float = DEFAULT_CUTOFF_HZ, max_condition: float = DEFAULT_MAX_CONDITION,
+             trim_s: float | None = None, velocity: str = 'measured') -> IdentificationResult:
+    """Estimate the base parameters from a recorded run.
+
+    Parameters
+    ----------
+    t : array_like, shape (N,)
+        Sample times [s].
+    q, qd : array_like, shape (N, 2)
+        Measured joint position [rad] and velocity [rad/s].
+    tau : array_like, shape (N, 2)
+        Applied (actuator) joint torque [N m] -- not the command, when they differ.
+    l1 : float
+        Known length of link 1 [m] (for the constrained fit).
+    g0 : float
+        Gravity [m/s^2] along -y of the arm plane; 0 for a horizontal arm.
+    eps : sequence of 2 float
+        Coulomb smoothing velocity per joint [rad/s] (assumed known).
+    cutoff_hz, trim_s, velocity
+        See :func:`prepare`.
+    max_condition : float
+        Refuse when the column-scaled regressor's condition number exceeds this.
+
+    Raises
+    ------
+    IdentificationError
+        Bad or too little data, or the data do not excite the parameters.
+    """
+    if not (l1 > 0.0 and math.isfinite(l1)):
+        raise IdentificationError(f'l1: must be > 0 (got {l1})')
+    if not (g0 >= 0.0 and math.isfinite(g0)):
+        raise IdentificationError(f'g0: must be >= 0 (got {g0})')
+    eps = tuple(float(e) for e in eps)
+    if len(eps) != 2 or not all(e > 0.0 for e in eps):
+        raise IdentificationError(f'eps: must be 2 values > 0 (got {eps})')
+    prep = prepare(t, q, qd, tau, eps=eps, cutoff_hz=cutoff_hz, trim_s=trim_s,
+                   velocity=velocity)
+    y = prep.y
+    tmat = constraint_matrix(l1, g0)
+    if g0 > 0.0:
+        y_base, names, units = y, BASE_NAMES, BASE_UNITS
+        y_phys, pnames, punits = y @ tmat, PHYS_NAMES, PHYS_UNITS
+    else:
+        keep = [k for k in range(len(BASE_NAMES)) if k not in _GRAVITY_COLUMNS]
+        y_base = y[:, :, keep]
+        names = tuple(BASE_NAMES[k] for k in keep)
+        units = tuple(BASE_UNITS[k] for k in keep)
+        pkeep = [k for k in range(len(PHYS_NAMES)) if k != 4]   # m1lc1+m2l1 unobservable
+        y_phys = (y @ tmat)[:, :, pkeep]
+        pnames = tuple(PHYS_NAMES[k] for k in pkeep)
+        punits = tuple(PHYS_UNITS[k] for k in pkeep)
+    base = _fit(y_base, prep.tau, names, units)
+    if not base.condition_number <= max_condition:
+        raise IdentificationError(
+            f'the data do not excite the parameters: regressor condition number '
+            f'{base.condition_number:.3g} > {max_condition:g} (columns scaled to unit norm); '
+            f'worst-determined combination {base.weakest}. Record an excitation run '
+            '(e.g. config/excitation.yaml) that moves both joints over a wide range of q2 '
+            'with varied speeds and accelerations')
+    phys = _fit(y_phys, prep.tau, pnames, punits)
+    return IdentificationResult(base, phys, float(l1), float(g0), eps, prep)
+
+
+# --------------------------------------------------------------------------------------------
+# mapping to a physical nominal model
+
+
+def nominal_from_estimate(phi: Sequence[float], prior: NominalModel,
+                          eps: Sequence[float] | None = None) -> NominalModel:
+    """Physical :class:`NominalModel` reproducing the constrained estimate's M, c, g.
+
+    Choices (the split is not unique; M, c, g and the friction are): the link lengths
+    ``l1``, ``l2``, ``g0`` and the plane come from ``prior``; ``lc2`` is the prior's if the
+    result is valid, otherwise the middle of the valid interval
+    ``(m2lc2 l1 / p1, min(l2, d / m2lc2)]``; then ``m2 = m2lc2 / lc2``,
+    ``I2 = d - m2lc2 lc2``; ``lc1`` likewise (valid interval ``(0, min(l1, R / p1')]``
+    with ``p1' = p1 - m2 l1`` and ``R = a - d - m2 l1^2``), ``m1 = p1' / lc1``,
+    ``I1 = R - p1' lc1`` and ``Jr1 = 0`` (joint 1's rotor inertia is lumped into ``I1``).
+    A negative ``Jr2`` or friction estimate (noise around zero) is set to 0.
+
+    In the horizontal plane ``p1 = m1 lc1 + m2 l1`` is not observable: the prior's ``m1``
+    and ``lc1`` are kept (``m1`` reduced if ``I1`` would become negative).
+
+    Parameters
+    ----------
+    phi : sequence of 9 float (8 without gravity)
+        Constrained estimate in :data:`PHYS_NAMES` order.
+    prior : NominalModel
+        Source of the lengths, gravity, plane, Coulomb ``eps`` and the preferred
+        centre-of-mass distances.
+    eps : sequence of 2 float, optional
+        Coulomb smoothing velocities (default: the prior's).
+
+    Raises
+    ------
+    IdentificationError
+        The estimate admits no physically valid split (e.g. ``d <= 0`` or ``m2lc2 <= 0``).
+    """
+    arm0 = prior.arm
+    g0 = arm0.gravity
+    phi = [float(v) for v in phi]
+    if g0 > 0.0:
+        a, p2, d, jr2, p1, bv1, tc1, bv2, tc2 = phi
+    else:
+        a, p2, d, jr2, bv1, tc1, bv2, tc2 = phi
+        p1 = None
+    l1, l2 = arm0.l1, arm0.l2
+    if not (p2 > 0.0 and d > 0.0):
+        raise IdentificationError(f'estimate not physical: m2*lc2 = {p2:.4g} kg m and '
+                                  f'd = {d:.4g} kg m^2 must both be > 0')
+    lo2 = p2 * l1 / p1 if p1 is not None else 0.0
+    if p1 is not None and p1 <= 0.0:
+        raise IdentificationError(f'estimate not physical: m1*lc1 + m2*l1 = {p1:.4g} kg m '
+                                  'must be > 0')
+    hi2 = min(l2, d / p2)
+    if not lo2 < hi2:
+        raise IdentificationError(
+            f'estimate not physical: no lc2 in (0, l2] gives m1*lc1 > 0 and I2 >= 0 '
+            f'(needs {lo2:.4g} < lc2 <= {hi2:.4g} m)')
+    lc2 = arm0.lc2 if lo2 < arm0.lc2 <= hi2 else 0.5 * (lo2 + hi2)
+    m2 = p2 / lc2
+    i2 = max(0.0, d - p2 * lc2)
+    r1 = a - d - m2 * l1 ** 2       # = I1 + m1 lc1^2 (+ Jr1)
+    if r1 <= 0.0:
+        raise IdentificationError(f'estimate not physical: a - d - m2 l1^2 = {r1:.4g} '
+                                  'kg m^2 must be > 0')
+    if p1 is not None:
+        p1r = p1 - m2 * l1           # m1 lc1
+        hi1 = min(l1, r1 / p1r)
+        lc1 = arm0.lc1 if arm0.lc1 <= hi1 else 0.5 * hi1
+        m1 = p1r / lc1
+    else:
+        lc1 = arm0.lc1
+        m1 = min(arm0.m1, 0.5 * r1 / lc1 ** 2)
+    i1 = max(0.0, r1 - m1 * lc1 ** 2)
+    arm = ArmParameters(m1=m1, m2=m2, l1=l1, l2=l2, lc1=lc1, lc2=lc2, I1=i1, I2=i2,
+                        g0=arm0.g0, plane=arm0.plane)
+    eps = tuple(eps) if eps is not None else (prior.friction[0].eps, prior.friction[1].eps)
+    friction = (FrictionParameters(b=max(0.0, bv1), tau_c=max(0.0, tc1), eps=eps[0]),
+                FrictionParameters(b=max(0.0, bv2), tau_c=max(0.0, tc2), eps=eps[1]))
+    return NominalModel(arm=arm, friction=friction, rotor_inertia=(0.0, max(0.0, jr2)))
+
+
+def nominal_to_dict(nominal: NominalModel) -> dict:
+    """Plain data of a nominal model (the ``controller.nominal`` mapping of a scenario)."""
+    from dataclasses import asdict
+
+    def plain(x):
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        if isinstance(x, float):
+            return float(f'{x:.10g}')
+        return x
+
+    data = plain(asdict(nominal))
+    for fr in data['friction']:
+        fr.pop('tau_s', None)
+        fr.pop('v_s', None)
+    return data
+
+
+def scenario_with_nominal(scenario: Scenario, nominal: NominalModel) -> dict:
+    """The scenario's plain data with ``controller.nominal`` replaced."""
+    data = scenario.to_dict()
+    data['controller']['nominal'] = nominal_to_dict(nominal)
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# bags
+
+
+JOINT_STATES_TOPIC = '/joint_states'
+
+
+@dataclass
+class JointStateData:
+    """Joint states read from a bag: stamps [s], q [rad], qd [rad/s] (or None), tau [N m]."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray | None
+    tau: np.ndarray
+    params: dict | None
+    """The bag's ``params.yaml`` (the recorded scenario), if any."""
+
+
+def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint2'),
+                      topic: str = JOINT_STATES_TOPIC) -> JointStateData:
+    """Read position, velocity and effort (actual joint torque) of two joints from a bag.
+
+    Uses :class:`manip_control.bag_io.BagReader`. Time is the header stamp (the bag receive
+    time if the stamps are all zero). Messages missing a value of either joint are dropped;
+    a velocity that is absent altogether gives ``qd = None``.
+
+    Raises
+    ------
+    manip_control.bag_io.BagError
+        Unreadable bag.
+    IdentificationError
+        No such topic, joints missing, no effort.
+    """
+    from manip_control.bag_io import BagReader, JOINT_STATE
+    with BagReader(bag) as reader:
+        if topic not in reader.topics:
+            have = ', '.join(sorted(reader.topics)) or 'none'
+            raise IdentificationError(f'{bag}: no topic {topic} (topics: {have})')
+        info = reader.topics[topic]
+        if info.msgtype != JOINT_STATE:
+            raise IdentificationError(f'{bag}: {topic} is {info.msgtype}, not {JOINT_STATE}')
+        series = reader.read_series([topic])[topic]
+        params = reader.params
+    missing = [j for j in joints if j not in series.names]
+    if missing:
+        raise IdentificationError(f'{bag}: {topic} has no joint {missing[0]!r} (joints: '
+                                  f'{", ".join(series.names) or "none"}); pass --joints')
+    cols = [series.names.index(j) for j in joints]
+    stamp = series.stamp_ns if np.any(series.stamp_ns) else series.recv_ns
+    t = stamp.astype(np.float64) * 1e-9
+    q, qd, tau = (np.asarray(a, float)[:, cols] if a.size else np.full((len(t), 2), np.nan)
+                  for a in (series.position, series.velocity, series.effort))
+    if np.all(np.isnan(tau)):
+        raise IdentificationError(f'{bag}: {topic} carries no effort (joint torque) for '
+                                  f'{", ".join(joints)}; identification needs the applied torque')
+    no_velocity = bool(np.all(np.isnan(qd)))
+    ok = np.all(np.isfinite(q), axis=1) & np.all(np.isfinite(tau), axis=1)
+    if not no_velocity:
+        ok &= np.all(np.isfinite(qd), axis=1)
+    order = np.argsort(t[ok], kind='stable')
+    t, q, tau = t[ok][order], q[ok][order], tau[ok][order]
+    qd = None if no_velocity else qd[ok][order]
+    keep = np.concatenate(([True], np.diff(t) > 0.0))     # drop repeated stamps
+    t, q, tau = t[keep], q[keep], tau[keep]
+    qd = None if qd is None else qd[keep]
+    return JointStateData(t - t[0] if t.size else t, q, qd, tau, params)
+
+
+def write_joint_states_bag(result, path: str | Path, joints: Sequence[str] = ('joint1',
+                                                                              'joint2'),
+                           topic: str = JOINT_STATES_TOPIC, storage: str = 'mcap',
+                           params: dict | None = None) -> Path:
+    """Record a :class:`~manip_control.simulation.SimulationResult` as ``/joint_states``.
+
+    Same contract as the ROS recorder: ``sensor_msgs/JointState`` with header stamp ``t_k``,
+    position and velocity the *measured* state and effort the actual actuator torque,
+    serialized with the ROS 2 Jazzy typestore and written through
+    :class:`manip_control.bag_io.BagWriter` (with ``params.yaml`` = the scenario).
+    """
+    from rosbags.typesys import Stores, get_typestore
+
+    from manip_control.bag_io import BagWriter, JOINT_STATE, make_qos
+    store = get_typestore(Stores.ROS2_JAZZY)
+    types = store.types
+    JointState = types['sensor_msgs/msg/JointState']
+    Header = types['std_msgs/msg/Header']
+    Time = types['builtin_interfaces/msg/Time']
+    names = list(joints)
+    writer = BagWriter(path, storage=storage)
+    with writer:
+        writer.add_topic(topic, JOINT_STATE, qos=make_qos('reliable', 'volatile', depth=10))
+        writer.write_params(params if params is not None else result.scenario.to_dict())
+        serialize = store.serialize_cdr
+        for k in range(len(result.t)):
+            ns = int(round(result.t[k] * 1e9))
+            msg = JointState(header=Header(stamp=Time(sec=ns // 1_000_000_000,
+                                                      nanosec=ns % 1_000_000_000),
+                                           frame_id=''),
+                             name=names, position=result.q_meas[k].copy(),
+                             velocity=result.qd_meas[k].copy(),
+                             effort=result.tau_joint[k].copy())
+            writer.write(topic, ns, serialize(msg, JOINT_STATE))
+    return Path(path)
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def _format_nominal(nm: NominalModel) -> str:
+    a = nm.arm
+    return (f'  arm: m1={a.m1:.6g} kg, m2={a.m2:.6g} kg, l1={a.l1:g} m, l2={a.l2:g} m, '
+            f'lc1={a.lc1:.6g} m, lc2={a.lc2:.6g} m, I1={a.I1:.6g} kg m^2, I2={a.I2:.6g} kg m^2\n'
+            f'  rotor_inertia: [{nm.rotor_inertia[0]:.6g}, {nm.rotor_inertia[1]:.6g}] kg m^2\n'
+            f'  friction: b=[{nm.friction[0].b:.6g}, {nm.friction[1].b:.6g}] N m s/rad, '
+            f'tau_c=[{nm.friction[0].tau_c:.6g}, {nm.friction[1].tau_c:.6g}] N m, '
+            f'eps=[{nm.friction[0].eps:g}, {nm.friction[1].eps:g}] rad/s')
+
+
+def _summary_comment(res: IdentificationResult, source: str) -> str:
+    lines = [f'Identified by manip-identify from {source}',
+             f'regressor condition number {res.base.condition_number:.4g} (columns scaled), '
+             f'relative residual joint1 {res.base.relative_residual[0]:.3g}, '
+             f'joint2 {res.base.relative_residual[1]:.3g}',
+             'base parameters (estimate +- standard error):']
+    lines += ['  ' + ln for ln in res.base.table().splitlines()]
+    return ''.join(f'# {ln}\n' for ln in lines)
+
+
+def _dump_yaml(path: Path, data: dict, comment: str) -> None:
+    text = comment + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=99)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding='utf-8')
+    except OSError as exc:
+        raise IdentificationError(f'{path}: cannot write ({exc.strerror})') from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='manip-identify',
+        description='Least-squares identification of the 2R arm dynamic parameters (inertia, '
+                    'gravity, viscous + Coulomb friction) from the /joint_states of a '
+                    'rosbag2 recording (position, velocity, effort = actual joint torque). '
+                    'Writes a controller section with the identified nominal model.')
+    p.add_argument('bag', help='rosbag2 directory or .mcap/.db3 file')
+    p.add_argument('--scenario', metavar='NAME|FILE',
+                   help="prior scenario: link lengths, gravity, Coulomb eps, preferred CoM "
+                        "distances and the controller the result is written into (default: "
+                        "the bag's params.yaml if it holds a scenario, else 'default'); its "
+                        'plant section is never used')
+    p.add_argument('--topic', default=JOINT_STATES_TOPIC, help='joint state topic')
+    p.add_argument('--joints', nargs=2, metavar=('J1', 'J2'),
+                   help="joint names (default: the scenario's)")
+    p.add_argument('--cutoff', type=float, default=DEFAULT_CUTOFF_HZ, metavar='HZ',
+                   help='zero-phase low-pass cutoff for the filtered derivative '
+                        f'(default {DEFAULT_CUTOFF_HZ:g} Hz)')
+    p.add_argument('--max-condition', type=float, default=DEFAULT_MAX_CONDITION,
+                   help='refuse above this regressor condition number '
+                        f'(default {DEFAULT_MAX_CONDITION:g})')
+    p.add_argument('--velocity', choices=('measured', 'position'), default='measured',
+                   help='use the recorded velocity or differentiate the position')
+    p.add_argument('--out', default='identified_nominal.yaml', metavar='FILE',
+                   help='controller section with the identified nominal model '
+                        '(default identified_nominal.yaml)')
+    p.add_argument('--write-scenario', metavar='FILE',
+                   help='also write the full prior scenario with the identified nominal model')
+    p.add_argument('--record', metavar='CONFIG',
+                   help='first simulate scenario CONFIG offline and record its /joint_states '
+                        'into BAG (which must not exist), then identify from it')
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``manip-identify`` entry point; returns the exit code (2 on any error)."""
+    from manip_control.bag_io import BagError
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cutoff <= 0 or not math.isfinite(args.cutoff):
+            raise IdentificationError(f'--cutoff: must be > 0 (got {args.cutoff})')
+        if args.record:
+            from manip_control.simulation import run_closed_loop
+            if Path(args.bag).exists():
+                raise IdentificationError(f'{args.bag}: exists; --record writes a new bag')
+            rec_scenario = load_scenario(args.record)
+            print(f'recording {rec_scenario.name} ({rec_scenario.duration:g} s) offline '
+                  f'into {args.bag}')
+            write_joint_states_bag(run_closed_loop(rec_scenario), args.bag,
+                                   rec_scenario.joints)
+        prior_src = args.scenario
+        prior = None
+        if prior_src is None:
+            from manip_control.bag_io import read_params
+            params = read_params(args.bag) if Path(args.bag).exists() else None
+            if isinstance(params, dict):
+                try:
+                    prior = load_scenario(params)
+                    prior_src = f"{args.bag}'s params.yaml"
+                except ParameterError:
+                    prior = None
+            if prior is None:
+                prior_src = 'default'
+        if prior is None:
+            prior = load_scenario(prior_src)
+        joints = tuple(args.joints) if args.joints else prior.joints
+        data = read_joint_states(args.bag, joints, args.topic)
+        velocity = args.velocity
+        if data.qd is None and velocity == 'measured':
+            print(f'note: {args.topic} has no velocity; differentiating the position')
+            velocity = 'position'
+        nm0 = prior.controller.nominal
+        eps = (nm0.friction[0].eps, nm0.friction[1].eps)
+        g0 = nm0.arm.gravity
+        print(f'{args.bag}: {args.topic}, {len(data.t)} samples over {data.t[-1]:.3f} s; '
+              f'prior {prior_src} (l1 = {nm0.arm.l1:g} m, l2 = {nm0.arm.l2:g} m, '
+              f'g0 = {g0:g} m/s^2, eps = {eps[0]:g}/{eps[1]:g} rad/s)')
+        res = identify(data.t, data.q, data.qd, data.tau, l1=nm0.arm.l1, g0=g0, eps=eps,
+                       cutoff_hz=args.cutoff, max_condition=args.max_condition,
+                       velocity=velocity)
+        print(f'\nregressor condition number {res.base.condition_number:.4g} '
+              f'(columns scaled to unit norm; limit {args.max_condition:g})')
+        print(f'fit residual RMS joint1 {res.base.residual_rms[0]:.4g} N m '
+              f'({100 * res.base.relative_residual[0]:.3g} % of the torque), '
+              f'joint2 {res.base.residual_rms[1]:.4g} N m '
+              f'({100 * res.base.relative_residual[1]:.3g} %)')
+        print('\nbase parameters (free fit, standard errors assume white residuals):')
+        print(res.base.table())
+        if g0 > 0:
+            print(f'\nconsistency: m2*lc2 from b/l1 and from G2/g0 differ by '
+                  f'{100 * res.consistency:.3g} %')
+        print('\nphysically constrained fit (b = l1 m2lc2, G2 = g0 m2lc2):')
+        print(res.physical.table())
+        nominal = nominal_from_estimate(res.physical.estimate, nm0, eps)
+        print('\nnominal model (lengths kept; see docs/identification.md for the split):')
+        print(_format_nominal(nominal))
+        comment = _summary_comment(res, str(args.bag))
+        scenario_data = scenario_with_nominal(prior, nominal)
+        out = Path(args.out)
+        _dump_yaml(out, {'controller': scenario_data['controller']},
+                   comment + '# Controller section of a scenario file; load with '
+                   'manip_control.parameters.load_scenario\n# (or merge into a scenario).\n')
+        print(f'\nwrote {out}')
+        if args.write_scenario:
+            path = Path(args.write_scenario)
+            _dump_yaml(path, scenario_data,
+                       comment + f'# Scenario {prior.name} with the identified nominal '
+                       'model.\n')
+            print(f'wrote {path}')
+    except (IdentificationError, ParameterError, BagError) as exc:
+        print(f'error: {exc}', file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Monte Carlo robustness study: seeded draws, ISS-style bound, gains and mismatch trends."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+from scipy.signal import impulse
+
+from manip_control.parameters import load_scenario
+from manip_control.robustness import (PERTURBED, gain_sets, h_l1_norm, main, make_specs,
+                                      perturbed_nominal, run_study, summarize)
+
+
+@pytest.fixture(scope='module')
+def seed001():
+    return load_scenario('seed001')
+
+
+@pytest.fixture(scope='module')
+def study(seed001):
+    return run_study(seed001, levels=(0.05, 0.2), runs=2, seed=3, jobs=2)
+
+
+def test_draws_are_seeded_and_shared_by_gain_sets(seed001):
+    gains = gain_sets(seed001.controller, 2.0)
+    a = make_specs((0.1, 0.2), 3, 7, gains)
+    b = make_specs((0.1, 0.2), 3, 7, gains)
+    c = make_specs((0.1, 0.2), 3, 8, gains)
+    assert [s.delta for s in a] == [s.delta for s in b]
+    assert [s.delta for s in a] != [s.delta for s in c]
+    for s in a:
+        assert len(s.delta) == len(PERTURBED)
+        assert all(abs(d) <= s.level for d in s.delta)
+    pairs = {}
+    for s in a:
+        pairs.setdefault((s.level, s.index), []).append(s)
+    for group in pairs.values():
+        assert {s.gain_set for s in group} == {'A', 'B'}
+        assert group[0].delta == group[1].delta
+    kp_b, kd_b = gains['B']
+    assert kp_b == (100.0, 64.0) and kd_b == (20.0, 16.0)
+
+
+def test_perturbed_nominal_scales_only_masses_and_inertias(seed001):
+    nm = perturbed_nominal(seed001, (0.1, -0.2, 0.05, -0.05))
+    arm, true = nm.arm, seed001.plant.arm
+    assert arm.m1 == pytest.approx(1.1 * true.m1) and arm.m2 == pytest.approx(0.8 * true.m2)
+    assert arm.I1 == pytest.approx(1.05 * true.I1) and arm.I2 == pytest.approx(0.95 * true.I2)
+    assert (arm.l1, arm.l2, arm.lc1, arm.lc2) == (true.l1, true.l2, true.lc1, true.lc2)
+
+
+@pytest.mark.parametrize('kp, kd', [(25.0, 10.0), (16.0, 12.0), (25.0, 4.0), (100.0, 6.0)])
+def test_h_l1_norm_against_scipy_impulse(kp, kd):
+    t = np.linspace(0.0, 60.0, 600001)
+    _, h = impulse(([1.0], [1.0, kd, kp]), T=t)
+    ref = np.trapezoid(np.abs(h), t)
+    assert h_l1_norm(kp, kd) == pytest.approx(ref, rel=2e-3)
+    if kd >= 2.0 * math.sqrt(kp):
+        assert h_l1_norm(kp, kd) == pytest.approx(1.0 / kp)
+
+
+def test_error_grows_with_mismatch_and_shrinks_with_gains(study):
+    summary = {(s.gain_set, s.level): s for s in summarize(study)}
+    for gs in ('A', 'B'):
+        assert summary[(gs, 0.2)].max_error > summary[(gs, 0.05)].max_error
+        assert summary[(gs, 0.2)].max_predicted > summary[(gs, 0.05)].max_predicted
+    by_draw = {}
+    for r in study:
+        by_draw.setdefault((r.spec.level, r.spec.index), {})[r.spec.gain_set] = r
+    for pair in by_draw.values():
+        a, b = max(pair['A'].error), max(pair['B'].error)
+        # wn doubled: the bound is divided by 4; the measured error follows it
+        assert 2.5 < a / b < 6.0, (a, b)
+        pa, pb = max(pair['A'].predicted), max(pair['B'].predicted)
+        assert pa / pb == pytest.approx(4.0, rel=1e-9)
+
+
+def test_measured_error_within_iss_prediction(study):
+    for r in study:
+        for e, p in zip(r.error, r.predicted):
+            assert e <= 1.25 * p + 1e-4, (r.spec, r.error, r.predicted)
+        assert max(r.error) >= 0.5 * max(r.predicted)     # the bound is not vacuous
+        assert not r.saturated
+
+
+def test_parallel_equals_serial(seed001):
+    par = run_study(seed001, levels=(0.1,), runs=1, seed=11, jobs=2)
+    ser = run_study(seed001, levels=(0.1,), runs=1, seed=11, jobs=1)
+    assert [r.error for r in par] == [r.error for r in ser]
+
+
+def test_cli_writes_png_csv_and_table(tmp_path, capsys):
+    out = tmp_path / 'rob'
+    assert main(['--levels', '0.1', '--runs', '1', '--jobs', '1', '--out', str(out)]) == 0
+    text = capsys.readouterr().out
+    assert 'max/bound' in text and 'A kp=25/16' in text and 'B kp=100/64' in text
+    png = (out / 'robustness.png').read_bytes()
+    assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
+    rows = list(csv.DictReader((out / 'robustness.csv').open()))
+    assert len(rows) == 2 and {r['gain_set'] for r in rows} == {'A', 'B'}
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--levels', '1.5'], 'levels'),
+    (['--scenario', 'seed004'], 'computed_torque'),
+    (['--scenario', 'no_such_scenario'], 'no such file'),
+    (['--runs', '0'], 'runs'),
+])
+def test_cli_errors_exit_2(argv, message, tmp_path, capsys):
+    assert main(argv + ['--out', str(tmp_path / 'x')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and message in err and 'Traceback' not in err
