@@ -1,0 +1,154 @@
+"""Control laws: cross-checks, perfect-model error dynamics, gravity-mismatch steady state."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import fsolve
+
+from manip_control.control import Controller, computed_torque, pd_gravity
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import (ArmParameters, ControllerParameters, FrictionParameters,
+                                      NominalModel, ParameterError, load_scenario)
+from manip_control.simulation import run_closed_loop
+
+ARM = ArmParameters()
+RNG = np.random.default_rng(7)
+
+
+def _ct(**kw):
+    base = dict(law='computed_torque', nominal=NominalModel(arm=ARM), kp=(25.0, 16.0),
+                kd=(10.0, 8.0), torque_limit=(1e6, 1e6), friction_compensation=False)
+    base.update(kw)
+    return ControllerParameters(**base)
+
+
+@pytest.mark.parametrize('trial', range(10))
+def test_scalar_update_matches_matrix_form(trial):
+    q, qd, r, rv, ra = (RNG.uniform(-2, 2, 2) for _ in range(5))
+    ctrl = Controller(_ct(), 1e-3)
+    out = ctrl.update(*q, *qd, *r, *rv, *ra)
+    ref = computed_torque(q, qd, r, rv, ra, TwoLinkModel(ARM), (25.0, 16.0), (10.0, 8.0))
+    np.testing.assert_allclose([out.tau1, out.tau2], ref, rtol=1e-12, atol=1e-12)
+    pd = Controller(_ct(law='pd_gravity'), 1e-3).update(*q, *qd, *r, *rv, *ra)
+    ref = pd_gravity(q, qd, r, TwoLinkModel(ARM), (25.0, 16.0), (10.0, 8.0))
+    np.testing.assert_allclose([pd.tau1, pd.tau2], ref, rtol=1e-12, atol=1e-12)
+
+
+def test_friction_compensation_adds_the_nominal_friction():
+    fr = (FrictionParameters(b=0.5, tau_c=0.8, eps=0.01), FrictionParameters(b=0.3, tau_c=0.4))
+    nominal = NominalModel(arm=ARM, friction=fr)
+    args = (0.1, 0.2, 0.5, -1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    on = Controller(_ct(nominal=nominal, friction_compensation=True), 1e-3).update(*args)
+    off = Controller(_ct(nominal=nominal), 1e-3).update(*args)
+    expected = (0.5 * 0.5 + 0.8 * math.tanh(0.5 / 0.01), -0.3 * 1.0 - 0.4 * math.tanh(100.0))
+    np.testing.assert_allclose([on.tau1 - off.tau1, on.tau2 - off.tau2], expected, rtol=1e-12)
+
+
+def test_perfect_model_error_follows_the_linear_error_dynamics():
+    """e'' + Kd e' + Kp e = 0: critically damped (kp=25, kd=10) -> e = (e0 + 5 e0 t) e^-5t."""
+    sc = load_scenario('seed001')
+    sc = dataclasses.replace(
+        sc, control_rate=10000.0, duration=3.0,
+        trajectory={'type': 'hold', 'position': [0.3, -0.2]},
+        plant=dataclasses.replace(sc.plant, initial_position=(0.2, -0.1)),
+        controller=dataclasses.replace(sc.controller, nominal=NominalModel(arm=sc.plant.arm)))
+    res = run_closed_loop(sc)
+    e0 = np.array([0.2 - 0.3, -0.1 + 0.2])
+    t = res.t[:, None]
+    wn = np.array([5.0, 4.0])  # kp = wn^2, kd = 2 wn (zeta = 1)
+    expected = (e0 + wn * e0 * t) * np.exp(-wn * t)
+    err = np.abs(res.error - expected).max()
+    assert err < 2e-4 * np.abs(e0).max()  # zero-order hold at 10 kHz
+    assert np.abs(res.error[-1]).max() < 1e-3
+
+
+def _mismatch_controller(law, kp, kd):
+    nominal = NominalModel(arm=dataclasses.replace(ARM, m1=2.5, m2=1.5))
+    return _ct(law=law, nominal=nominal, kp=kp, kd=kd)
+
+
+@pytest.mark.parametrize('law,kp,kd', [('pd_gravity', (60.0, 30.0), (20.0, 8.0)),
+                                       ('computed_torque', (25.0, 16.0), (10.0, 8.0))])
+def test_gravity_mismatch_steady_state_error(law, kp, kd):
+    """Set-point hold with wrong masses: the error settles where the law balances delta_g.
+
+    PD + gravity: ``Kp e = -delta_g(q_d + e)``; computed torque: ``M^(q) Kp e = -delta_g(q)``
+    with ``delta_g = g - g^`` (solved here with fsolve, independently of the simulation).
+    """
+    q_d = np.array([0.4, 0.3])
+    sc = load_scenario('seed001')
+    sc = dataclasses.replace(sc, duration=12.0, trajectory={'type': 'hold',
+                                                            'position': q_d.tolist()},
+                             plant=dataclasses.replace(sc.plant, initial_position=(0.4, 0.3)),
+                             controller=_mismatch_controller(law, kp, kd))
+    res = run_closed_loop(sc)
+    true = TwoLinkModel(sc.plant.arm)
+    nom = TwoLinkModel(sc.controller.nominal.arm)
+
+    def balance(e):
+        q = q_d + e
+        dg = true.gravity_vector(q) - nom.gravity_vector(q)
+        if law == 'pd_gravity':
+            return np.asarray(kp) * e + dg
+        return nom.inertia_matrix(q) @ (np.asarray(kp) * e) + dg
+
+    e_inf = fsolve(balance, np.zeros(2), xtol=1e-13)
+    assert np.abs(e_inf).min() > 1e-3  # a real offset, not zero
+    np.testing.assert_allclose(res.error[-1], e_inf, atol=1e-6)
+
+
+def test_torque_limit_saturates_and_reports():
+    ctrl = Controller(_ct(torque_limit=(5.0, 2.0)), 1e-3)
+    out = ctrl.update(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert (out.tau1, out.tau2) == (5.0, 2.0)  # gravity at q = 0 exceeds both limits
+    assert out.saturated1 and out.saturated2
+    small = Controller(_ct(), 1e-3).update(0.0, 1.5707963, 0, 0, 0, 1.5707963, 0, 0, 0, 0)
+    assert not small.saturated2
+
+
+def test_integral_action_removes_gravity_mismatch_offset():
+    ctrl_params = dataclasses.replace(_mismatch_controller('pd_gravity', (60.0, 30.0),
+                                                           (20.0, 8.0)),
+                                      ki=(80.0, 40.0), integral_limit=(1.0, 1.0))
+    sc = load_scenario('seed001')
+    sc = dataclasses.replace(sc, duration=20.0,
+                             trajectory={'type': 'hold', 'position': [0.4, 0.3]},
+                             plant=dataclasses.replace(sc.plant, initial_position=(0.4, 0.3)),
+                             controller=ctrl_params)
+    res = run_closed_loop(sc)
+    assert np.abs(res.error[-1]).max() < 1e-4
+
+
+def test_anti_windup_clamps_the_integral():
+    ctrl = Controller(_ct(ki=(10.0, 10.0), integral_limit=(0.05, 0.05),
+                          torque_limit=(1e6, 1e6)), 1e-3)
+    for _ in range(2000):  # 2 s of a 1 rad error would integrate to 2 rad s
+        ctrl.update(1.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0)
+    assert ctrl._z1 == pytest.approx(0.05) and ctrl._z2 == pytest.approx(0.05)
+    sat = Controller(_ct(ki=(10.0, 10.0), torque_limit=(1.0, 1.0)), 1e-3)
+    for _ in range(100):  # saturated in the direction of the error: no integration
+        sat.update(1.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0)
+    assert sat._z1 == 0.0 and sat._z2 == 0.0
+
+
+@pytest.mark.parametrize('kp,kd,ki,match', [((0.0, 1.0), (1, 1), None, r'kp\[0\]: must be > 0'),
+                                            ((1, 1), (1, -2), None, r'kd\[1\]: must be > 0'),
+                                            ((1, 1), (1, 1), (-1, 0), r'ki\[0\]: must be >= 0'),
+                                            ((1, math.nan), (1, 1), None, 'finite'),
+                                            ((1, 2, 3), (1, 1), None, 'kp: must have 2')])
+def test_invalid_runtime_gains_are_refused(kp, kd, ki, match):
+    ctrl = Controller(_ct(), 1e-3)
+    with pytest.raises(ParameterError, match=match):
+        ctrl.set_gains(kp, kd, ki)
+    assert ctrl.kp == (25.0, 16.0)  # unchanged
+
+
+def test_gains_from_wn_zeta_in_config():
+    from manip_control.parameters import controller_from_dict
+    co = controller_from_dict({'law': 'computed_torque', 'nominal': {'arm': {
+        'm1': 3, 'm2': 2, 'l1': 1, 'l2': 1, 'lc1': 0.5, 'lc2': 0.5, 'I1': 0.2, 'I2': 0.1}},
+        'wn': [5.0, 4.0], 'zeta': [1.0, 0.7], 'torque_limit': [50, 20]})
+    assert co.kp == (25.0, 16.0)
+    assert co.kd == pytest.approx((10.0, 5.6))

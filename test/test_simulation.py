@@ -1,0 +1,91 @@
+"""Offline closed loop: the seed-001 lesson figures, convergence, summaries and the CLI."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from manip_control.offline import main as offline_main
+from manip_control.parameters import NominalModel, load_scenario
+from manip_control.simulation import format_summary, run_closed_loop, summarize
+
+
+def test_seed001_mismatch_stays_bounded_at_the_lesson_figures():
+    """Lesson: with ideal torque, max |e| after 5 s is about 0.13 / 0.25 rad."""
+    res = run_closed_loop(load_scenario('seed001'))
+    late = res.t >= 5.0
+    bound = np.abs(res.error[late]).max(axis=0)
+    print('seed-001 mismatch late-window max |e|:', bound)
+    np.testing.assert_allclose(bound, [0.13, 0.25], atol=0.01)
+    # bounded: the late window is no worse than the 2.5-5 s window (no growth)
+    mid = (res.t >= 2.5) & (res.t < 5.0)
+    assert np.all(bound <= np.abs(res.error[mid]).max(axis=0) * 1.05)
+
+
+def test_seed001_perfect_model_converges():
+    sc = load_scenario('seed001')
+    sc = dataclasses.replace(sc, controller=dataclasses.replace(
+        sc.controller, nominal=NominalModel(arm=sc.plant.arm)))
+    res = run_closed_loop(sc)
+    late = np.abs(res.error[res.t >= 5.0]).max()
+    early = np.abs(res.error[res.t < 1.0]).max()
+    print(f'seed-001 perfect model: max |e| first second {early:.2e}, late {late:.2e}')
+    assert late < 1e-3  # only the 1 kHz zero-order-hold residual remains
+    assert late < early / 10
+
+
+def test_default_scenario_full_plant_tracks_and_uses_the_motors():
+    res = run_closed_loop(load_scenario('default'))
+    s = summarize(res)
+    assert all(0.0 < e < 0.3 for e in s['max_error_rad'])
+    assert all(i > 0.5 for i in s['peak_current_A'])
+    assert s['saturation_time_s'] == [0.0, 0.0]
+    text = format_summary(s)
+    assert 'joint1' in text and 'max |e| (late)' in text
+
+
+def test_summary_figures_are_those_of_the_records():
+    res = run_closed_loop(load_scenario('seed001'), duration=6.0)
+    s = summarize(res, late_window_start=5.0)
+    late = res.t >= 5.0
+    e = res.q[late] - res.q_d[late]
+    assert s['rms_error_rad'] == pytest.approx(np.sqrt((e ** 2).mean(axis=0)).tolist())
+    assert s['max_error_rad'] == pytest.approx(np.abs(e).max(axis=0).tolist())
+    assert s['ticks'] == 6000
+
+
+def test_records_follow_the_tick_semantics():
+    sc = load_scenario('seed001')
+    res = run_closed_loop(sc, duration=0.01)
+    np.testing.assert_allclose(res.t, np.arange(10) * 1e-3)
+    # reference sampled at t_k, first state is the initial state
+    np.testing.assert_allclose(res.q_d[:, 0], 0.5 * np.sin(0.5 * res.t), atol=1e-15)
+    np.testing.assert_array_equal(res.q[0], [0.0, 0.0])
+
+
+def test_offline_cli_json(capsys):
+    assert offline_main(['--config', 'seed001', '--duration', '6', '--json']) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out['ticks'] == 6000 and out['real_time_factor'] > 0
+
+
+@pytest.mark.parametrize('argv,needle', [(['--config', 'no_such_preset'], 'no such file'),
+                                         (['--duration', '-1'], '--duration: must be > 0')])
+def test_offline_cli_bad_input_is_a_clear_error(argv, needle, capsys):
+    assert offline_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error:') and needle in err
+
+
+def test_offline_cli_bad_yaml_file_no_traceback(tmp_path):
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text('plant:\n  arm: {m1: -3, m2: 2, l1: 1, l2: 1, lc1: .5, lc2: .5, I1: .2, '
+                   'I2: .1}\n  actuator: motor\n')
+    proc = subprocess.run([sys.executable, '-m', 'manip_control.offline', '--config', str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert 'plant.arm.m1: must be > 0' in proc.stderr
+    assert 'Traceback' not in proc.stderr
