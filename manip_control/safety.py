@@ -866,6 +866,7 @@ class ReferenceWatchdog:
         self.last_time: float | None = None
         self.holding = False
         self.hold_count = 0
+        self.hold_age: float | None = None
 
     def update(self, now: float, sample: ReferenceSample) -> None:
         """Feed an accepted reference sample received at ``now``."""
@@ -887,6 +888,7 @@ class ReferenceWatchdog:
             self.holding = stale
             if stale:
                 self.hold_count += 1
+                self.hold_age = now - self.last_time
                 note = (f'reference lost for {(now - self.last_time) * 1e3:.1f} ms (timeout '
                         f'{self.timeout * 1e3:.1f} ms): holding the last reference position '
                         f'{", ".join(f"{v:.6g}" for v in self.last.q)} with zero velocity')
