@@ -258,6 +258,10 @@ def prepare(t, q, qd, tau, *, eps: Sequence[float] = (0.01, 0.01),
     if t.size < 50:
         raise IdentificationError(f'too few samples ({t.size}); need a run of several '
                                   'seconds at the control rate')
+    for j in range(2):
+        if not np.any(arrays[2][:, j]):
+            raise IdentificationError(f'the torque (effort) of joint {j + 1} is zero '
+                                      'throughout: the recording carries no applied torque')
     t, arrays, h = _uniform(t, arrays)
     fs = 1.0 / h
     if not 0.0 < cutoff_hz < 0.5 * fs:

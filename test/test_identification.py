@@ -8,6 +8,7 @@ through :mod:`manip_control.dynamics` / :mod:`manip_control.friction` (M, c, g, 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,8 @@ from manip_control.simulation import run_closed_loop
 from manip_control.trajectories import trajectory_from_config, validate_limits
 from manip_control.urdf import joint_limits
 
+REAL_BAG = (Path(__file__).resolve().parent.parent.parent / 'shared' / 'fixtures' / 'real_bags'
+            / 'iiwa_effort_humble')
 NOISE = {'encoder_counts': 262144, 'position_noise_std': 1.0e-5, 'velocity_noise_std': 0.005,
          'seed': 1}
 
@@ -269,3 +272,16 @@ def test_cli_errors_exit_2_without_traceback(tmp_path, capsys):
     err = capsys.readouterr().err
     assert 'do not excite' in err and 'Traceback' not in err
     assert not (tmp_path / 'x.yaml').exists()
+
+
+@pytest.mark.skipif(not REAL_BAG.is_dir(), reason='shared fixture bag not available')
+def test_foreign_real_bag_is_refused_with_reason(tmp_path, capsys):
+    """A 7-joint iiwa recording (Humble, sqlite3): wrong joint names, then zero effort."""
+    out = tmp_path / 'x.yaml'
+    assert main([str(REAL_BAG), '--out', str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no joint 'joint1'" in err and 'joint_a1' in err and 'Traceback' not in err
+    assert main([str(REAL_BAG), '--joints', 'joint_a2', 'joint_a4', '--out', str(out)]) == 2
+    err = capsys.readouterr().err
+    assert 'zero throughout' in err and 'Traceback' not in err
+    assert not out.exists()
