@@ -1,0 +1,1337 @@
+"""manip-analyze: tracking, effort and loop-timing report of a recorded run (rosbag2).
+
+``manip-analyze BAG [--out DIR] [--json] [--csv] [--time header|receive]``
+
+Topics are found by type and name (see DEVELOPERS.md, topic contract) or chosen with
+``--joint-states``, ``--commands``, ``--reference``, ``--motor`` (``none`` disables a role):
+
+* joint states: ``sensor_msgs/JointState`` named like ``joint_states``;
+* commands: ``sensor_msgs/JointState`` named like ``*command*`` (``/joint_commands``; its
+  header stamp is the stamp of the state it answers), else ``std_msgs/Float64MultiArray``
+  named like ``*command*`` (``/effort_controller/commands``, columns in joint order);
+* reference: ``trajectory_msgs/JointTrajectory`` (``/reference``; every point is a sample at
+  header stamp + time_from_start), else the positions of JointState commands;
+* motor: ``sensor_msgs/JointState`` named like ``*motor*`` (position = current [A],
+  velocity = terminal voltage [V], effort = current reference [A]).
+
+Figures (all SI; times in s relative to the first joint state):
+
+* tracking error ``e = q_d - q`` [rad] per joint: RMS, max |e|, late-window max |e|
+  (window from ``--transient``, else ``late_window_start`` in params.yaml, else the final 50 %);
+  for a reference that ends constant (point-to-point): 2 % settling time, overshoot [%] and
+  steady-state error (mean e over the final 10 % of the run, inside the final hold);
+* commanded effort u [N·m]: peak |u|, RMS, fraction of samples with |u| at the limit;
+  measured effort (joint_states effort) peak / RMS; motor current / voltage peaks;
+* timing: rates, period jitter |T_k - T_nom| (p50 / p99 / max), gaps (T_k > 1.5 T_nom) and
+  dropped ticks (sum of round(T_k / T_nom) - 1 over gaps), state-to-command latency;
+* power ``P = sum_j tau_j qd_j`` [W] and actuator work ``W = int P dt`` [J]; mechanical energy
+  ``T + V`` [J] of the 2R arm when params.yaml has the model (``plant.arm``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from manip_control.bag_io import (
+    FLOAT64_MULTI_ARRAY,
+    JOINT_STATE,
+    JOINT_TRAJECTORY,
+    ArraySeries,
+    BagError,
+    BagReader,
+    JointStateSeries,
+    TopicInfo,
+    TrajectorySeries,
+)
+
+__all__ = ['AnalysisError', 'select_topics', 'load_run', 'analyze_run', 'analyze',
+           'write_report', 'write_csv', 'render_markdown', 'render_summary',
+           'mechanical_energy', 'main']
+
+ROLES = ('joint_states', 'commands', 'reference', 'motor')
+GAP_FACTOR = 1.5            # a period longer than GAP_FACTOR * nominal is a gap
+SETTLING_BAND = 0.02        # 2 % settling band
+HOLD_FRACTION = 0.10        # a reference "ends constant" if its final hold is >= 10 % of the run
+STEADY_FRACTION = 0.10      # steady-state error: mean over the final 10 % of the run
+PROGRESS_MIN_MESSAGES = 100_000
+
+
+class AnalysisError(Exception):
+    """The bag has no usable data for the analysis (e.g. no joint-state topic)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# topic selection
+
+
+@dataclass
+class Selection:
+    """Topic chosen for each role (None: absent or disabled) and how it was chosen."""
+
+    joint_states: str | None = None
+    commands: str | None = None
+    reference: str | None = None
+    motor: str | None = None
+    how: dict = field(default_factory=dict)
+
+
+def _rank(name: str, preferred: tuple[str, ...], words: tuple[str, ...]) -> tuple:
+    low = name.lower()
+    return (0 if low in preferred else 1,
+            0 if any(low.endswith(w) for w in words) else 1,
+            len(name), name)
+
+
+def select_topics(topics: dict[str, TopicInfo], overrides: dict[str, str | None] | None = None
+                  ) -> Selection:
+    """Choose the joint-state, command, reference and motor topics of a bag.
+
+    ``overrides`` maps a role to a topic name, or to ``'none'`` to disable the role.
+    Raises :class:`AnalysisError` if an override names a missing or undecodable topic.
+    """
+    overrides = overrides or {}
+    sel = Selection()
+    usable = {n: i for n, i in topics.items() if i.decodable}
+
+    def of_type(msgtype: str) -> list[str]:
+        with_data = [n for n, i in usable.items() if i.msgtype == msgtype and i.count > 0]
+        return with_data
+
+    js = of_type(JOINT_STATE)
+    motor = [n for n in js if 'motor' in n.lower()]
+    js_cmd = [n for n in js if ('command' in n.lower() or 'cmd' in n.lower()) and n not in motor]
+    states = [n for n in js if n not in motor and n not in js_cmd
+              and 'dynamic' not in n.lower()]
+    named_states = [n for n in states if 'joint_state' in n.lower()]
+    auto = {
+        'joint_states': (sorted(named_states or (states if len(states) == 1 else []),
+                                key=lambda n: _rank(n, ('/joint_states',), ('joint_states',)))),
+        'motor': sorted(motor, key=lambda n: _rank(n, ('/motor_states',), ('motor_states',))),
+    }
+    f64_cmd = [n for n in of_type(FLOAT64_MULTI_ARRAY)
+               if 'command' in n.lower() or 'cmd' in n.lower()]
+    auto['commands'] = (
+        sorted(js_cmd, key=lambda n: _rank(n, ('/joint_commands',), ('joint_commands',)))
+        + sorted(f64_cmd, key=lambda n: _rank(n, ('/effort_controller/commands',),
+                                              ('effort_controller/commands', '/commands'))))
+    traj = of_type(JOINT_TRAJECTORY)
+    auto['reference'] = sorted(traj, key=lambda n: (0 if 'reference' in n.lower() else 1,
+                                                    len(n), n))
+    for role in ROLES:
+        want = overrides.get(role)
+        if want is not None and str(want).lower() == 'none':
+            sel.how[role] = 'disabled'
+            continue
+        if want is not None:
+            if want not in topics:
+                raise AnalysisError(f'--{role.replace("_", "-")}: no topic {want} in the bag '
+                                    f'(topics: {", ".join(sorted(topics))})')
+            info = topics[want]
+            if not info.decodable:
+                raise AnalysisError(f'--{role.replace("_", "-")}: topic {want} cannot be '
+                                    f'decoded ({info.reason})')
+            allowed = {'joint_states': (JOINT_STATE,), 'motor': (JOINT_STATE,),
+                       'commands': (JOINT_STATE, FLOAT64_MULTI_ARRAY),
+                       'reference': (JOINT_TRAJECTORY,)}[role]
+            if info.msgtype not in allowed:
+                raise AnalysisError(f'--{role.replace("_", "-")}: topic {want} has type '
+                                    f'{info.msgtype}, expected {" or ".join(allowed)}')
+            setattr(sel, role, want)
+            sel.how[role] = 'flag'
+            continue
+        cands = [c for c in auto[role] if c not in
+                 {getattr(sel, r) for r in ROLES if r != role}]
+        if cands:
+            setattr(sel, role, cands[0])
+            sel.how[role] = 'auto'
+    return sel
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+
+def _lookup(params: dict | None, *paths: str) -> Any:
+    """First value found at one of the dotted ``paths`` (also under a top-level 'scenario')."""
+    if not isinstance(params, dict):
+        return None
+    for path in paths:
+        for root in (params, params.get('scenario')):
+            node: Any = root
+            for key in path.split('.'):
+                if isinstance(node, dict) and key in node:
+                    node = node[key]
+                else:
+                    node = None
+                    break
+            if node is not None:
+                return node
+    return None
+
+
+def _per_joint(value: Any, n: int) -> list[float] | None:
+    """A scalar or a list of n numbers as n positive floats, else None."""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            vals = [float(value)] * n
+        elif isinstance(value, (list, tuple)) and len(value) == n:
+            vals = [float(v) for v in value]
+        elif isinstance(value, str):
+            parts = [float(p) for p in value.replace(';', ',').split(',') if p.strip()]
+            vals = parts * n if len(parts) == 1 else parts
+        else:
+            return None
+    except (TypeError, ValueError):
+        return None
+    if len(vals) != n or not all(math.isfinite(v) and v > 0 for v in vals):
+        return None
+    return vals
+
+
+def mechanical_energy(params: dict | None, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:
+    """Mechanical energy ``T + V`` [J] of the planar 2R arm, or None without a model.
+
+    ``T = 1/2 qd^T M(q) qd`` with ``M = [[a + 2 b cos q2, d + b cos q2], [d + b cos q2,
+    d + Jr2]]``, ``a = I1 + I2 + m1 lc1^2 + m2 (l1^2 + lc2^2) + Jr1``, ``b = m2 l1 lc2``,
+    ``d = I2 + m2 lc2^2``, ``Jr = Jm N^2`` (if ``plant.rotor_inertia``), and
+    ``V = g (m1 lc1 sin q1 + m2 (l1 sin q1 + lc2 sin(q1 + q2)))``, ``g = g0`` in the vertical
+    plane, 0 in the horizontal one (same model as :mod:`manip_control.dynamics`).
+
+    This is the model hook: it needs ``plant.arm`` (m1, m2, l1, l2, lc1, lc2, I1, I2) in the
+    run parameters and exactly 2 joints.
+    """
+    arm = _lookup(params, 'plant.arm')
+    if not isinstance(arm, dict) or q.shape[1] != 2:
+        return None
+    try:
+        m1, m2, l1, lc1, lc2, i1, i2 = (float(arm[k]) for k in
+                                        ('m1', 'm2', 'l1', 'lc1', 'lc2', 'I1', 'I2'))
+        g0 = float(arm.get('g0', 9.81))
+    except (KeyError, TypeError, ValueError):
+        return None
+    g = g0 if str(arm.get('plane', 'vertical')) == 'vertical' else 0.0
+    jr = [0.0, 0.0]
+    motors = _lookup(params, 'plant.motors')
+    if _lookup(params, 'plant.rotor_inertia') is not False and isinstance(motors, list) \
+            and len(motors) == 2:
+        try:
+            jr = [float(m.get('Jm', 0.0)) * float(m.get('N', 1.0)) ** 2 for m in motors]
+        except (AttributeError, TypeError, ValueError):
+            jr = [0.0, 0.0]
+    a = i1 + i2 + m1 * lc1 ** 2 + m2 * (l1 ** 2 + lc2 ** 2) + jr[0]
+    b = m2 * l1 * lc2
+    d = i2 + m2 * lc2 ** 2
+    c2 = np.cos(q[:, 1])
+    m11 = a + 2.0 * b * c2
+    m12 = d + b * c2
+    m22 = d + jr[1]
+    kin = 0.5 * (m11 * qd[:, 0] ** 2 + 2.0 * m12 * qd[:, 0] * qd[:, 1] + m22 * qd[:, 1] ** 2)
+    pot = g * (m1 * lc1 * np.sin(q[:, 0])
+               + m2 * (l1 * np.sin(q[:, 0]) + lc2 * np.sin(q[:, 0] + q[:, 1])))
+    return kin + pot
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+@dataclass
+class RunData:
+    """Decoded topics of one run on a common time base (int64 ns; ``t0_ns`` = first state)."""
+
+    bag: str
+    time_base: str
+    selection: Selection
+    bag_info: dict
+    params: dict | None
+    joints: list[str]
+    t0_ns: int
+    state: JointStateSeries
+    state_t: np.ndarray
+    command: ArraySeries | JointStateSeries | None = None
+    command_t: np.ndarray | None = None
+    command_u: np.ndarray | None = None           # (Nc, J) commanded effort in joint order
+    ref_source: str | None = None
+    ref_t: np.ndarray | None = None                # (S,) ns
+    ref_q: np.ndarray | None = None                # (S, J)
+    ref_qd: np.ndarray | None = None
+    motor: JointStateSeries | None = None
+    motor_t: np.ndarray | None = None
+    notes: list[str] = field(default_factory=list)
+    # filled by the analysis
+    q_d: np.ndarray | None = None                  # reference aligned to the states
+    qd_d: np.ndarray | None = None
+    error: np.ndarray | None = None
+
+    def rel(self, t_ns: np.ndarray) -> np.ndarray:
+        """Seconds since the first joint state."""
+        return (np.asarray(t_ns, np.int64) - self.t0_ns) / 1e9
+
+
+def _cols(src_names: list[str], joints: list[str], values: np.ndarray) -> np.ndarray:
+    """Reorder (N, len(src_names)) columns into joint order (NaN for missing joints)."""
+    out = np.full((values.shape[0], len(joints)), np.nan)
+    idx = {n: j for j, n in enumerate(src_names)}
+    for j, name in enumerate(joints):
+        if name in idx and idx[name] < values.shape[1]:
+            out[:, j] = values[:, idx[name]]
+    return out
+
+
+class _Progress:
+    """Plain ``\\r`` percentage on stderr for long bags."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled
+        self.last = -1
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < PROGRESS_MIN_MESSAGES:
+            return
+        pct = int(100 * done / max(total, 1))
+        if pct != self.last:
+            self.last = pct
+            self.shown = True
+            sys.stderr.write(f'\r{self.label}: {pct:3d}%')
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write('\n')
+            sys.stderr.flush()
+            self.shown = False
+
+
+def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
+             progress=None) -> RunData:
+    """Open ``bag``, pick topics and decode them onto one time base."""
+    if time_base not in ('header', 'receive'):
+        raise AnalysisError(f'--time: expected header or receive, got {time_base!r}')
+    with BagReader(bag) as reader:
+        sel = select_topics(reader.topics, overrides)
+        info = {
+            'path': str(bag),
+            'storage': reader.storage,
+            'metadata_version': reader.metadata_version,
+            'message_count': reader.message_count,
+            'duration_s': (reader.end_ns - reader.start_ns) / 1e9 if reader.message_count
+            else 0.0,
+            'topics': [{'name': t.name, 'type': t.msgtype, 'count': t.count,
+                        'role': next((r for r in ROLES if getattr(sel, r) == t.name), None)}
+                       for t in reader.topics.values()],
+            'skipped': [{'topic': t, 'type': reader.topics[t].msgtype, 'reason': r}
+                        for t, r in reader.skipped.items()],
+            'params_file': reader.params is not None,
+        }
+        if sel.joint_states is None:
+            js = [t for t, i in reader.topics.items() if i.msgtype == JOINT_STATE]
+            raise AnalysisError(
+                f'{bag}: no joint-state topic (sensor_msgs/msg/JointState named like '
+                f'joint_states with messages) found; JointState topics: {js or "none"}; '
+                'choose one with --joint-states')
+        wanted = [getattr(sel, r) for r in ROLES if getattr(sel, r)]
+        series = reader.read_series(wanted, progress)
+        params = reader.params
+        decode_errors = dict(reader.decode_errors)
+    info['decode_errors'] = decode_errors
+
+    state: JointStateSeries = series[sel.joint_states]
+    if len(state) == 0:
+        raise AnalysisError(f'{bag}: joint-state topic {sel.joint_states} has no decodable '
+                            'messages')
+    notes: list[str] = []
+    use_header = time_base == 'header'
+    if use_header and not state.stamp_ns.any():
+        notes.append('joint-state header stamps are all zero: using receive time')
+        use_header = False
+    base = 'header' if use_header else 'receive'
+    state_t = state.stamp_ns if use_header else state.recv_ns
+    if (np.diff(state_t) < 0).any():
+        order = np.argsort(state_t, kind='stable')
+        notes.append(f'{int((np.diff(state_t) < 0).sum())} joint states out of order on the '
+                     f'{base} time base (sorted)')
+        state = JointStateSeries(state.topic, state.msgtype, state.recv_ns[order],
+                                 state.stamp_ns[order], state.names, state.position[order],
+                                 state.velocity[order], state.effort[order],
+                                 state.decode_errors, state.decode_stats)
+        state_t = state_t[order]
+    joints = list(state.names)
+    run = RunData(str(bag), base, sel, info, params, joints, int(state_t[0]), state, state_t,
+                  notes=notes)
+
+    # commands
+    if sel.commands:
+        cmd = series[sel.commands]
+        run.command = cmd
+        if isinstance(cmd, JointStateSeries):
+            run.command_t = cmd.stamp_ns if use_header and cmd.stamp_ns.any() else cmd.recv_ns
+            run.command_u = _cols(cmd.names, joints, cmd.effort)
+        else:
+            width = cmd.data.shape[1]
+            order_names = _lookup(params, 'joints')
+            if (isinstance(order_names, list) and len(order_names) == width
+                    and set(order_names) <= set(joints)):
+                run.command_u = _cols(list(order_names), joints, cmd.data)
+            else:
+                run.command_u = _cols(joints[:width], joints, cmd.data)
+                if width != len(joints):
+                    notes.append(f'{sel.commands} has {width} values per message for '
+                                 f'{len(joints)} joints; mapped by position')
+            if use_header:
+                # a command answers the latest state received before it: give it that stamp
+                k = np.searchsorted(state.recv_ns, cmd.recv_ns, side='right') - 1
+                t = np.where(k >= 0, state.stamp_ns[np.clip(k, 0, None)], np.iinfo(np.int64).min)
+                keep = k >= 0
+                run.command_t = t[keep]
+                run.command_u = run.command_u[keep]
+                if not keep.all():
+                    notes.append(f'{int((~keep).sum())} commands before the first joint state '
+                                 'ignored on the header time base')
+            else:
+                run.command_t = cmd.recv_ns
+
+    # reference
+    if sel.reference:
+        ref: TrajectorySeries = series[sel.reference]
+        if len(ref.sample_msg):
+            t = ref.sample_times_ns(base)
+            order = np.argsort(t, kind='stable')
+            run.ref_t = t[order]
+            run.ref_q = _cols(ref.joint_names, joints, ref.positions[order])
+            run.ref_qd = _cols(ref.joint_names, joints, ref.velocities[order])
+            run.ref_source = sel.reference
+    elif (isinstance(run.command, JointStateSeries)
+          and np.isfinite(run.command.position).any()):
+        cmd = run.command
+        order = np.argsort(run.command_t, kind='stable')
+        run.ref_t = run.command_t[order]
+        run.ref_q = _cols(cmd.names, joints, cmd.position)[order]
+        run.ref_qd = _cols(cmd.names, joints, cmd.velocity)[order]
+        run.ref_source = f'{sel.commands} (position = q_d)'
+
+    # motor
+    if sel.motor:
+        mot: JointStateSeries = series[sel.motor]
+        run.motor = mot
+        run.motor_t = mot.stamp_ns if use_header and mot.stamp_ns.any() else mot.recv_ns
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics
+
+
+def _f(x: Any) -> float | None:
+    """JSON-friendly float (None for NaN / inf / missing)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _dist(values: np.ndarray) -> dict | None:
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return None
+    p50, p99 = np.percentile(v, [50, 99])
+    return {'n': int(v.size), 'mean': _f(v.mean()), 'min': _f(v.min()), 'p50': _f(p50),
+            'p99': _f(p99), 'max': _f(v.max())}
+
+
+def _timing(t_ns: np.ndarray, nominal: float | None, nominal_source: str, base: str,
+            t0_ns: int) -> dict:
+    """Rate, period jitter, gaps and dropped ticks of one message stream."""
+    n = int(len(t_ns))
+    out: dict[str, Any] = {'count': n, 'time_base': base}
+    if n < 2:
+        out.update({'rate_hz': None, 'nominal_period_s': nominal})
+        return out
+    dt = np.diff(t_ns).astype(np.float64) / 1e9
+    span = (int(t_ns[-1]) - int(t_ns[0])) / 1e9
+    positive = dt[dt > 0]
+    if nominal is None:
+        nominal = float(np.median(positive)) if positive.size else None
+        nominal_source = 'median period'
+    out.update({
+        'span_s': span,
+        'rate_hz': (n - 1) / span if span > 0 else None,
+        'nominal_period_s': nominal,
+        'nominal_source': nominal_source,
+        'period_mean_s': float(dt.mean()),
+        'period_std_s': float(dt.std()),
+        'period_min_s': float(dt.min()),
+        'period_max_s': float(dt.max()),
+        'nonpositive_periods': int((dt <= 0).sum()),
+    })
+    if not nominal:
+        return out
+    dev = np.abs(dt - nominal)
+    p50, p99 = np.percentile(dev, [50, 99])
+    gaps = np.flatnonzero(dt > GAP_FACTOR * nominal)
+    dropped = int(np.sum(np.rint(dt[gaps] / nominal) - 1)) if gaps.size else 0
+    out.update({
+        'jitter_p50_s': float(p50), 'jitter_p99_s': float(p99), 'jitter_max_s': float(dev.max()),
+        'gaps': int(gaps.size),
+        'dropped_ticks': dropped,
+        'max_gap_s': float(dt[gaps].max()) if gaps.size else None,
+        'gap_list': [{'t_s': (int(t_ns[i]) - t0_ns) / 1e9, 'period_s': float(dt[i])}
+                     for i in gaps[:10]],
+    })
+    return out
+
+
+def _align(ref_t: np.ndarray, ref_v: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, int]:
+    """Reference values at times ``t``: exact stamp match, else linear interpolation inside
+    the reference span, else NaN. Returns (values (N, J), number of exact matches)."""
+    # unique times (keep the last sample of a repeated stamp)
+    keep = np.ones(len(ref_t), bool)
+    keep[:-1] = ref_t[1:] != ref_t[:-1]
+    rt, rv = ref_t[keep], ref_v[keep]
+    out = np.full((len(t), rv.shape[1]), np.nan)
+    if rt.size == 0:
+        return out, 0
+    pos = np.searchsorted(rt, t)
+    posc = np.clip(pos, 0, rt.size - 1)
+    exact = rt[posc] == t
+    out[exact] = rv[posc[exact]]
+    inner = ~exact & (pos > 0) & (pos < rt.size)
+    if inner.any():
+        a = pos[inner] - 1
+        b = pos[inner]
+        frac = ((t[inner] - rt[a]).astype(np.float64) / (rt[b] - rt[a]).astype(np.float64))
+        out[inner] = rv[a] + frac[:, None] * (rv[b] - rv[a])
+    return out, int(exact.sum())
+
+
+def _zoh(src_t: np.ndarray, src_v: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Zero-order hold: value of the last sample at or before each time (NaN before the first)."""
+    k = np.searchsorted(src_t, t, side='right') - 1
+    out = src_v[np.clip(k, 0, None)].astype(float, copy=True)
+    out[k < 0] = np.nan
+    return out
+
+
+def _point_to_point(t: np.ndarray, qd_ref: np.ndarray, q: np.ndarray, valid: np.ndarray,
+                    run_span: float) -> dict | None:
+    """Settling time, overshoot and steady-state error for a reference that ends constant."""
+    tv, r, y = t[valid], qd_ref[valid], q[valid]
+    if tv.size < 3:
+        return None
+    final = r[-1]
+    tol = 1e-9 * max(1.0, float(np.ptp(r)))
+    moving = np.abs(r - final) > tol
+    i_h = int(np.flatnonzero(moving)[-1] + 1) if moving.any() else 0
+    hold = tv[-1] - tv[i_h]
+    if hold < HOLD_FRACTION * run_span:
+        return None
+    out: dict[str, Any] = {'target': _f(final), 'hold_start_s': _f(tv[i_h])}
+    # steady-state error over the final 10 % of the run, inside the hold
+    t_ss = max(tv[-1] - STEADY_FRACTION * run_span, tv[i_h])
+    ss = tv >= t_ss
+    out['steady_state_error'] = _f(np.mean(final - y[ss]))
+    if i_h == 0:
+        out.update({'move_start_s': None, 'amplitude': 0.0, 'settling_time_s': None,
+                    'overshoot_pct': None, 'settled': None})
+        return out
+    # start of the last move: the first sample that differs from the previous constant
+    # stretch (sample 0 if the reference moves from the start)
+    steps = np.abs(np.diff(r[:i_h + 1])) > tol
+    still = np.flatnonzero(~steps)
+    i_m = min(int(still[-1]) + 2, i_h) if still.size else 0
+    amp = float(final - y[i_m])
+    out.update({'move_start_s': _f(tv[i_m]), 'amplitude': _f(amp)})
+    if abs(amp) < 1e-9:
+        out.update({'settling_time_s': None, 'overshoot_pct': None, 'settled': None})
+        return out
+    after = slice(i_m, None)
+    dev = np.abs(y[after] - final)
+    outside = np.flatnonzero(dev > SETTLING_BAND * abs(amp))
+    if outside.size == 0:
+        settling, settled = 0.0, True
+    elif outside[-1] + 1 < dev.size:
+        settling, settled = float(tv[i_m + outside[-1] + 1] - tv[i_m]), True
+    else:
+        settling, settled = None, False
+    over = float(np.max(np.sign(amp) * (y[after] - final)))
+    out.update({'settling_time_s': _f(settling), 'settled': settled,
+                'overshoot_pct': max(0.0, over) / abs(amp) * 100.0})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# analysis
+
+
+def analyze_run(run: RunData, *, transient: float | None = None,
+                torque_limit: str | float | list | None = None,
+                rate: float | None = None) -> dict:
+    """All report figures of a loaded run (a JSON-ready dict). Fills ``run.q_d/error``."""
+    joints = run.joints
+    nj = len(joints)
+    st = run.state
+    t = run.rel(run.state_t)
+    span = float(t[-1] - t[0]) if t.size > 1 else 0.0
+    params = run.params
+    report: dict[str, Any] = {
+        'bag': run.bag_info,
+        'time_base': run.time_base,
+        'topics': {r: getattr(run.selection, r) for r in ROLES},
+        'topic_selection': run.selection.how,
+        'joints': joints,
+        'duration_s': span,
+        'notes': list(run.notes),
+    }
+
+    # nominal period
+    nominal, nominal_src = None, 'median period'
+    if rate:
+        nominal, nominal_src = 1.0 / float(rate), '--rate'
+    else:
+        pr = _lookup(params, 'control_rate')
+        if isinstance(pr, (int, float)) and pr > 0:
+            nominal, nominal_src = 1.0 / float(pr), 'params.yaml control_rate'
+
+    # ---- tracking
+    late_start, late_src = None, None
+    if transient is not None:
+        late_start, late_src = float(transient), '--transient'
+    else:
+        lw = _lookup(params, 'late_window_start')
+        if isinstance(lw, (int, float)) and not isinstance(lw, bool):
+            late_start, late_src = float(lw), 'params.yaml late_window_start'
+    if late_start is None or late_start >= span:
+        if late_start is not None:
+            report['notes'].append(f'late window start {late_start:g} s is after the end of '
+                                   'the run: using the final 50 %')
+        late_start, late_src = 0.5 * span, 'final 50 % of the run'
+
+    tracking: dict[str, Any] = {'available': False, 'source': run.ref_source}
+    if run.ref_t is not None and run.ref_t.size:
+        q_d, exact = _align(run.ref_t, run.ref_q, run.state_t)
+        qd_d, _ = _align(run.ref_t, run.ref_qd, run.state_t)
+        e = q_d - st.position
+        run.q_d, run.qd_d, run.error = q_d, qd_d, e
+        aligned = np.isfinite(e).all(axis=1) if nj else np.zeros(len(t), bool)
+        tracking.update({
+            'available': bool(aligned.any()),
+            'error_definition': 'e = q_d - q [rad]',
+            'samples': int(aligned.sum()),
+            'exact_stamp_matches': exact,
+            'interpolated': int(aligned.sum()) - min(exact, int(aligned.sum())),
+            'late_window_start_s': late_start,
+            'late_window_source': late_src,
+        })
+        late = aligned & (t >= late_start)
+        ref_valid = np.isfinite(q_d).all(axis=1)
+        per: dict[str, Any] = {}
+        p2p_all = True
+        for j, name in enumerate(joints):
+            ej = e[aligned, j]
+            entry: dict[str, Any] = {
+                'rms': _f(np.sqrt(np.mean(ej ** 2))) if ej.size else None,
+                'max_abs': _f(np.max(np.abs(ej))) if ej.size else None,
+                'late_max_abs': _f(np.max(np.abs(e[late, j]))) if late.any() else None,
+                'mean': _f(np.mean(ej)) if ej.size else None,
+            }
+            p2p = _point_to_point(t, q_d[:, j], st.position[:, j],
+                                  ref_valid & np.isfinite(st.position[:, j]), span)
+            if p2p is None:
+                p2p_all = False
+            entry['point_to_point'] = p2p
+            per[name] = entry
+        tracking['point_to_point'] = p2p_all
+        tracking['per_joint'] = per
+    else:
+        tracking['reason'] = 'no reference topic (trajectory_msgs/JointTrajectory) in the bag'
+    report['tracking'] = tracking
+
+    # ---- efforts
+    limit_vals, limit_src = None, 'unknown'
+    if torque_limit is not None:
+        limit_vals = _per_joint(torque_limit, nj)
+        limit_src = '--torque-limit'
+        if limit_vals is None:
+            raise AnalysisError(f'--torque-limit: expected one positive number or {nj} '
+                                f'(got {torque_limit!r})')
+    else:
+        for path in ('controller.torque_limit', 'torque_limit', 'plant.torque_limit'):
+            limit_vals = _per_joint(_lookup(params, path), nj)
+            if limit_vals is not None:
+                limit_src = f'params.yaml {path}'
+                break
+    effort: dict[str, Any] = {'source': run.selection.commands,
+                              'limit_source': limit_src,
+                              'limit': limit_vals if limit_vals is not None else 'unknown'}
+    if run.command_u is not None and len(run.command_u):
+        per = {}
+        for j, name in enumerate(joints):
+            u = run.command_u[:, j]
+            u = u[np.isfinite(u)]
+            if not u.size:
+                per[name] = None
+                continue
+            entry = {'peak_abs': _f(np.max(np.abs(u))), 'rms': _f(np.sqrt(np.mean(u ** 2))),
+                     'mean': _f(u.mean())}
+            if limit_vals is not None:
+                lim = limit_vals[j]
+                entry['fraction_at_limit'] = float(np.mean(np.abs(u) >= lim * (1 - 1e-9)))
+            else:
+                entry['fraction_at_limit'] = 'unknown'
+            per[name] = entry
+        effort['per_joint'] = per
+        effort['available'] = True
+    else:
+        effort['available'] = False
+    report['commanded_effort'] = effort
+    meas = {}
+    for j, name in enumerate(joints):
+        u = st.effort[:, j]
+        u = u[np.isfinite(u)]
+        meas[name] = ({'peak_abs': _f(np.max(np.abs(u))), 'rms': _f(np.sqrt(np.mean(u ** 2)))}
+                      if u.size else None)
+    report['measured_effort'] = {'source': f'{st.topic} effort', 'per_joint': meas}
+
+    # ---- motor
+    if run.motor is not None and len(run.motor):
+        mot = run.motor
+        cur = _cols(mot.names, joints, mot.position)
+        volt = _cols(mot.names, joints, mot.velocity)
+        iref = _cols(mot.names, joints, mot.effort)
+        imax = _per_joint([m.get('i_max') if isinstance(m, dict) else None
+                           for m in (_lookup(params, 'plant.motors') or [])], nj)
+        per = {}
+        for j, name in enumerate(joints):
+            c = cur[:, j][np.isfinite(cur[:, j])]
+            v = volt[:, j][np.isfinite(volt[:, j])]
+            r = iref[:, j][np.isfinite(iref[:, j])]
+            entry = {
+                'current_peak_abs': _f(np.max(np.abs(c))) if c.size else None,
+                'current_rms': _f(np.sqrt(np.mean(c ** 2))) if c.size else None,
+                'voltage_peak_abs': _f(np.max(np.abs(v))) if v.size else None,
+                'current_ref_peak_abs': _f(np.max(np.abs(r))) if r.size else None,
+            }
+            if imax is not None and r.size:
+                entry['i_max'] = imax[j]
+                entry['fraction_current_ref_at_limit'] = float(
+                    np.mean(np.abs(r) >= imax[j] * (1 - 1e-9)))
+            per[name] = entry
+        report['motor'] = {'available': True, 'source': mot.topic, 'per_joint': per}
+    else:
+        report['motor'] = {'available': False}
+
+    # ---- timing
+    timing: dict[str, Any] = {
+        'state': _timing(run.state_t, nominal, nominal_src, run.time_base, run.t0_ns)}
+    if run.time_base == 'header':
+        timing['state_receive'] = _timing(st.recv_ns, nominal, nominal_src, 'receive',
+                                          int(st.recv_ns[0]))
+    if run.command is not None and len(run.command):
+        cmd = run.command
+        if isinstance(cmd, JointStateSeries):
+            cbase = run.time_base if cmd.stamp_ns.any() else 'receive'
+            ct = cmd.stamp_ns if cbase == 'header' else cmd.recv_ns
+        else:
+            cbase, ct = 'receive', cmd.recv_ns
+        timing['command'] = _timing(ct, nominal, nominal_src, cbase,
+                                    run.t0_ns if cbase == run.time_base else int(ct[0]))
+        timing['latency'] = _latency(run)
+    report['timing'] = timing
+
+    # ---- power and energy
+    report['power'] = _power(run, t)
+    return report
+
+
+def _latency(run: RunData) -> dict:
+    """State-to-command latency on receive times [s]."""
+    st, cmd = run.state, run.command
+    s_recv = st.recv_ns
+    if isinstance(cmd, JointStateSeries) and cmd.stamp_ns.any():
+        # commands carry the stamp of the state they answer
+        order = np.argsort(st.stamp_ns, kind='stable')
+        stamps = st.stamp_ns[order]
+        pos = np.clip(np.searchsorted(stamps, cmd.stamp_ns), 0, max(len(stamps) - 1, 0))
+        match = stamps[pos] == cmd.stamp_ns
+        lat = (cmd.recv_ns[match] - s_recv[order][pos[match]]) / 1e9
+        return {'method': 'command header stamp == state header stamp; receive-time '
+                          'difference',
+                'matched_commands': int(match.sum()),
+                'unmatched_commands': int((~match).sum()),
+                'latency_s': _dist(lat)}
+    c_recv = cmd.recv_ns
+    k = np.searchsorted(c_recv, s_recv, side='left')      # next command at or after the state
+    has_next = k < len(c_recv)
+    first_cmd = c_recv[0]
+    prev = np.searchsorted(s_recv, first_cmd, side='right') - 1   # state before the 1st command
+    in_span = (np.arange(len(s_recv)) >= max(prev, 0)) & (s_recv <= c_recv[-1])
+    nxt_state = np.append(s_recv[1:], np.iinfo(np.int64).max)
+    cand = in_span & has_next
+    kk = np.clip(k, 0, len(c_recv) - 1)
+    answered = cand & (c_recv[kk] < nxt_state)
+    lat = (c_recv[kk[answered]] - s_recv[answered]) / 1e9
+    return {'method': 'each state to the next command (receive times), for states in the '
+                      'command span whose next command arrives before the next state',
+            'states_in_command_span': int(in_span.sum()),
+            'answered_states': int(answered.sum()),
+            'unanswered_states': int((in_span & ~answered).sum()),
+            'latency_s': _dist(lat)}
+
+
+def _power(run: RunData, t: np.ndarray) -> dict:
+    st = run.state
+    tau, src = st.effort, f'{st.topic} effort'
+    if not np.isfinite(tau).any() and run.command_u is not None:
+        tau = _zoh(run.command_t, run.command_u, run.state_t)
+        src = f'{run.selection.commands} (zero-order hold)'
+    qd = st.velocity
+    p = np.nansum(tau * qd, axis=1)
+    ok = np.isfinite(tau).any(axis=1) & np.isfinite(qd).any(axis=1)
+    out: dict[str, Any] = {'definition': 'P = sum_j tau_j * qd_j [W]', 'torque_source': src}
+    if ok.sum() < 2:
+        out['available'] = False
+        return out
+    tp, pp = t[ok], p[ok]
+    work = np.concatenate([[0.0], np.cumsum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tp))])
+    pos = np.clip(pp, 0, None)
+    out.update({'available': True, 'peak_w': _f(pp.max()), 'min_w': _f(pp.min()),
+                'mean_w': _f(pp.mean()), 'work_j': _f(work[-1]),
+                'positive_work_j': _f(np.sum(0.5 * (pos[1:] + pos[:-1]) * np.diff(tp)))})
+    energy = mechanical_energy(run.params, st.position, st.velocity)
+    if energy is not None and np.isfinite(energy).any():
+        e = energy[np.isfinite(energy)]
+        out['mechanical_energy'] = {'definition': 'T + V of the 2R model in params.yaml [J]',
+                                    'initial_j': _f(e[0]), 'final_j': _f(e[-1]),
+                                    'min_j': _f(e.min()), 'max_j': _f(e.max()),
+                                    'dissipated_j': _f(work[-1] - (e[-1] - e[0]))}
+    else:
+        out['mechanical_energy'] = None
+    return out
+
+
+def analyze(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
+            transient: float | None = None, torque_limit=None, rate: float | None = None,
+            progress=None) -> tuple[dict, RunData]:
+    """Load and analyse a bag: returns (report dict, RunData)."""
+    run = load_run(bag, overrides=overrides, time_base=time_base, progress=progress)
+    return analyze_run(run, transient=transient, torque_limit=torque_limit, rate=rate), run
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering
+
+
+def _fmt(x: Any, unit: str = '', scale: float = 1.0, digits: int = 4) -> str:
+    if x is None:
+        return 'n/a'
+    if isinstance(x, str):
+        return x
+    if isinstance(x, bool):
+        return 'yes' if x else 'no'
+    v = float(x) * scale
+    return f'{v:.{digits}g}{(" " + unit) if unit else ""}'
+
+
+def _timing_lines(name: str, tm: dict) -> list[str]:
+    if not tm or tm.get('rate_hz') is None:
+        return [f'| {name} | {tm.get("count", 0) if tm else 0} | n/a | | | | | |']
+    return [f'| {name} ({tm["time_base"]}) | {tm["count"]} | {_fmt(tm["rate_hz"])} | '
+            f'{_fmt(tm.get("nominal_period_s"), "ms", 1e3)} | '
+            f'{_fmt(tm.get("jitter_p50_s"), "µs", 1e6)} | '
+            f'{_fmt(tm.get("jitter_p99_s"), "µs", 1e6)} | '
+            f'{_fmt(tm.get("jitter_max_s"), "µs", 1e6)} | '
+            f'{tm.get("gaps", "n/a")} / {tm.get("dropped_ticks", "n/a")} |']
+
+
+def render_markdown(report: dict, plots: list[str] | None = None) -> str:
+    """report.md text."""
+    b = report['bag']
+    lines = [f'# Run report: `{b["path"]}`', '',
+             f'- storage: {b["storage"]}, metadata version: {b["metadata_version"]}, '
+             f'{b["message_count"]} messages, {b["duration_s"]:.3f} s',
+             f'- time base: **{report["time_base"]}**; joints ({len(report["joints"])}): '
+             + ', '.join(f'`{j}`' for j in report['joints'])]
+    for role, topic in report['topics'].items():
+        lines.append(f'- {role.replace("_", " ")}: '
+                     + (f'`{topic}` ({report["topic_selection"].get(role)})' if topic
+                        else f'none ({report["topic_selection"].get(role, "not found")})'))
+    if b['skipped']:
+        lines.append('- skipped topics: ' + '; '.join(f'`{s["topic"]}` ({s["reason"]})'
+                                                      for s in b['skipped']))
+    for note in report['notes']:
+        lines.append(f'- note: {note}')
+    tr = report['tracking']
+    lines += ['', '## Tracking', '']
+    if tr['available']:
+        lines += [f'Reference: `{tr["source"]}`; {tr["samples"]} samples '
+                  f'({tr["exact_stamp_matches"]} exact stamp matches). Error e = q_d - q. '
+                  f'Late window from {tr["late_window_start_s"]:.3g} s '
+                  f'({tr["late_window_source"]}).', '',
+                  '| joint | RMS [rad] | max abs [rad] | late max abs [rad] | settling 2 % [s] '
+                  '| overshoot [%] | steady-state error [rad] |',
+                  '|---|---|---|---|---|---|---|']
+        for name, e in tr['per_joint'].items():
+            p = e.get('point_to_point') or {}
+            settle = p.get('settling_time_s')
+            if p and p.get('settled') is False:
+                settle = 'not settled'
+            lines.append(f'| {name} | {_fmt(e["rms"])} | {_fmt(e["max_abs"])} | '
+                         f'{_fmt(e["late_max_abs"])} | {_fmt(settle)} | '
+                         f'{_fmt(p.get("overshoot_pct"), digits=3)} | '
+                         f'{_fmt(p.get("steady_state_error"))} |')
+        if not tr.get('point_to_point'):
+            lines += ['', 'The reference does not end constant on every joint: settling / '
+                      'overshoot / steady-state figures only where it does.']
+    else:
+        lines.append(f'Not available: {tr.get("reason", "no aligned reference samples")}.')
+    ef = report['commanded_effort']
+    lines += ['', '## Effort', '']
+    if ef['available']:
+        lim = ef['limit']
+        lines += [f'Commanded effort from `{ef["source"]}`; limit: '
+                  + (', '.join(f'{v:g}' for v in lim) + f' N·m ({ef["limit_source"]})'
+                     if isinstance(lim, list) else 'unknown'), '',
+                  '| joint | peak abs u [N·m] | RMS u [N·m] | time at limit | peak abs measured '
+                  '[N·m] | RMS measured [N·m] |', '|---|---|---|---|---|---|']
+        for name in report['joints']:
+            e = ef['per_joint'].get(name) or {}
+            m = report['measured_effort']['per_joint'].get(name) or {}
+            fr = e.get('fraction_at_limit')
+            frs = f'{100 * fr:.2f} %' if isinstance(fr, float) else _fmt(fr)
+            lines.append(f'| {name} | {_fmt(e.get("peak_abs"))} | {_fmt(e.get("rms"))} | {frs} '
+                         f'| {_fmt(m.get("peak_abs"))} | {_fmt(m.get("rms"))} |')
+    else:
+        lines.append('No command topic.')
+    mo = report['motor']
+    if mo['available']:
+        lines += ['', f'Motor telemetry `{mo["source"]}`:', '',
+                  '| joint | peak abs current [A] | RMS current [A] | peak abs voltage [V] | '
+                  'peak abs current ref [A] |', '|---|---|---|---|---|']
+        for name, e in mo['per_joint'].items():
+            lines.append(f'| {name} | {_fmt(e["current_peak_abs"])} | {_fmt(e["current_rms"])} '
+                         f'| {_fmt(e["voltage_peak_abs"])} | '
+                         f'{_fmt(e["current_ref_peak_abs"])} |')
+    tm = report['timing']
+    lines += ['', '## Timing', '',
+              '| stream | messages | rate [Hz] | nominal period | jitter p50 | jitter p99 | '
+              'jitter max | gaps / dropped ticks |', '|---|---|---|---|---|---|---|---|']
+    lines += _timing_lines('joint states', tm['state'])
+    if 'state_receive' in tm:
+        lines += _timing_lines('joint states', tm['state_receive'])
+    if 'command' in tm:
+        lines += _timing_lines('commands', tm['command'])
+    if 'latency' in tm:
+        la = tm['latency']
+        d = la.get('latency_s')
+        lines += ['', f'State-to-command latency ({la["method"]}): '
+                  + (f'mean {_fmt(d["mean"], "ms", 1e3)}, p50 {_fmt(d["p50"], "ms", 1e3)}, '
+                     f'p99 {_fmt(d["p99"], "ms", 1e3)}, max {_fmt(d["max"], "ms", 1e3)} '
+                     f'over {d["n"]} samples' if d else 'no samples')
+                  + (f'; {la["unanswered_states"]} states without a command before the next '
+                     'state' if 'unanswered_states' in la else
+                     f'; {la["unmatched_commands"]} commands without a matching state')
+                  + '.']
+    pw = report['power']
+    lines += ['', '## Power', '']
+    if pw.get('available'):
+        lines.append(f'P = Σ τ·qd from {pw["torque_source"]}: peak {_fmt(pw["peak_w"], "W")}, '
+                     f'mean {_fmt(pw["mean_w"], "W")}, work {_fmt(pw["work_j"], "J")} '
+                     f'(positive work {_fmt(pw["positive_work_j"], "J")}).')
+        me = pw.get('mechanical_energy')
+        if me:
+            lines.append(f'Mechanical energy T + V: initial {_fmt(me["initial_j"], "J")}, final '
+                         f'{_fmt(me["final_j"], "J")}, range {_fmt(me["min_j"], "J")} .. '
+                         f'{_fmt(me["max_j"], "J")}; work minus energy change '
+                         f'{_fmt(me["dissipated_j"], "J")}.')
+        else:
+            lines.append('Mechanical energy: no model in params.yaml.')
+    else:
+        lines.append('Not available (no effort and velocity).')
+    if plots:
+        lines += ['', '## Plots', ''] + [f'![{Path(p).stem}]({Path(p).name})' for p in plots]
+    return '\n'.join(lines) + '\n'
+
+
+def render_summary(report: dict) -> str:
+    """Short human-readable summary for the terminal."""
+    b = report['bag']
+    lines = [f'bag: {b["path"]} ({b["storage"]}, {b["message_count"]} messages, '
+             f'{b["duration_s"]:.2f} s)',
+             f'joints ({len(report["joints"])}): {", ".join(report["joints"])}',
+             'topics: ' + ', '.join(f'{r}={t or "-"}' for r, t in report['topics'].items())]
+    if b['skipped']:
+        lines.append('skipped: ' + ', '.join(f'{s["topic"]} ({s["type"]})' for s in b['skipped']))
+    tr = report['tracking']
+    if tr['available']:
+        lines.append(f'tracking error e = q_d - q (late window from '
+                     f'{tr["late_window_start_s"]:.3g} s):')
+        for name, e in tr['per_joint'].items():
+            p = e.get('point_to_point') or {}
+            extra = ''
+            if p.get('amplitude'):
+                extra = (f', settling {_fmt(p.get("settling_time_s"), "s")}, overshoot '
+                         f'{_fmt(p.get("overshoot_pct"), "%", digits=3)}')
+            if p:
+                extra += f', steady-state {_fmt(p.get("steady_state_error"), "rad")}'
+            lines.append(f'  {name}: RMS {_fmt(e["rms"], "rad")}, max {_fmt(e["max_abs"], "rad")}'
+                         f', late max {_fmt(e["late_max_abs"], "rad")}{extra}')
+    else:
+        lines.append('tracking: n/a (' + tr.get('reason', 'no aligned reference') + ')')
+    ef = report['commanded_effort']
+    if ef['available']:
+        lines.append(f'commanded effort ({ef["source"]}, limit '
+                     f'{ef["limit"] if isinstance(ef["limit"], str) else ef["limit"]}):')
+        for name, e in ef['per_joint'].items():
+            if e:
+                fr = e['fraction_at_limit']
+                frs = f'{100 * fr:.2f} %' if isinstance(fr, float) else fr
+                lines.append(f'  {name}: peak {_fmt(e["peak_abs"], "N·m")}, RMS '
+                             f'{_fmt(e["rms"], "N·m")}, at limit {frs}')
+    if report['motor']['available']:
+        for name, e in report['motor']['per_joint'].items():
+            lines.append(f'  motor {name}: peak current {_fmt(e["current_peak_abs"], "A")}, '
+                         f'peak voltage {_fmt(e["voltage_peak_abs"], "V")}')
+    tm = report['timing']
+    for key, label in (('state', 'joint states'), ('state_receive', 'joint states'),
+                       ('command', 'commands')):
+        s = tm.get(key)
+        if s and s.get('rate_hz') is not None:
+            lines.append(f'{label} [{s["time_base"]}]: {s["count"]} msgs, '
+                         f'{_fmt(s["rate_hz"], "Hz")}, jitter p50/p99/max '
+                         f'{_fmt(s.get("jitter_p50_s"), "", 1e6)}/'
+                         f'{_fmt(s.get("jitter_p99_s"), "", 1e6)}/'
+                         f'{_fmt(s.get("jitter_max_s"), "µs", 1e6)}, gaps {s.get("gaps")}, '
+                         f'dropped ticks {s.get("dropped_ticks")}')
+    la = tm.get('latency')
+    if la and la.get('latency_s'):
+        d = la['latency_s']
+        lines.append(f'state->command latency: p50 {_fmt(d["p50"], "ms", 1e3)}, p99 '
+                     f'{_fmt(d["p99"], "ms", 1e3)}, max {_fmt(d["max"], "ms", 1e3)} '
+                     f'({d["n"]} samples)')
+    pw = report['power']
+    if pw.get('available'):
+        lines.append(f'power: peak {_fmt(pw["peak_w"], "W")}, work {_fmt(pw["work_j"], "J")}')
+    for note in report['notes']:
+        lines.append(f'note: {note}')
+    return '\n'.join(lines)
+
+
+def _decimate(t: np.ndarray, y: np.ndarray, max_points: int = 4000):
+    """Min/max envelope decimation for plotting long series."""
+    n = len(t)
+    if n <= max_points:
+        return t, y
+    k = int(math.ceil(n / (max_points // 2)))
+    m = (n // k) * k
+    tt = t[:m].reshape(-1, k)
+    yy = y[:m].reshape(-1, k)
+    with np.errstate(invalid='ignore'):
+        lo = np.nanmin(yy, axis=1) if np.isfinite(yy).any() else yy[:, 0]
+        hi = np.nanmax(yy, axis=1) if np.isfinite(yy).any() else yy[:, 0]
+    ts = np.repeat(tt[:, 0], 2)
+    ys = np.empty(2 * len(lo))
+    ys[0::2], ys[1::2] = lo, hi
+    return ts, ys
+
+
+def write_plots(run: RunData, report: dict, out_dir: Path) -> list[str]:
+    """q vs q_d, error, effort/current and timing PNGs; returns the file paths."""
+    import warnings
+
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    warnings.filterwarnings('ignore', message='All-NaN', category=RuntimeWarning)
+    files: list[str] = []
+    t = run.rel(run.state_t)
+    nj = len(run.joints)
+    rows = max(nj, 1)
+
+    def save(fig, name):
+        path = out_dir / name
+        fig.subplots_adjust(left=0.1, right=0.97, top=0.97, bottom=0.1, hspace=0.25,
+                            wspace=0.3)
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        files.append(str(path))
+
+    fig, axes = plt.subplots(rows, 1, figsize=(9, 1.9 * rows + 0.6), sharex=True, squeeze=False)
+    for j, name in enumerate(run.joints):
+        ax = axes[j, 0]
+        ax.plot(*_decimate(t, run.state.position[:, j]), lw=0.8, label='q')
+        if run.q_d is not None:
+            ax.plot(*_decimate(t, run.q_d[:, j]), lw=0.8, ls='--', label='q_d')
+        ax.set_ylabel(f'{name} [rad]')
+        ax.legend(loc='upper right', fontsize=7)
+    axes[-1, 0].set_xlabel('t [s]')
+    save(fig, 'tracking.png')
+
+    if run.error is not None:
+        fig, axes = plt.subplots(rows, 1, figsize=(9, 1.9 * rows + 0.6), sharex=True,
+                                 squeeze=False)
+        for j, name in enumerate(run.joints):
+            axes[j, 0].plot(*_decimate(t, run.error[:, j]), lw=0.7)
+            axes[j, 0].set_ylabel(f'e {name} [rad]')
+            axes[j, 0].axvline(report['tracking']['late_window_start_s'], color='k', lw=0.5,
+                               ls=':')
+        axes[-1, 0].set_xlabel('t [s]')
+        save(fig, 'error.png')
+
+    has_motor = run.motor is not None and len(run.motor)
+    if run.command_u is not None or np.isfinite(run.state.effort).any() or has_motor:
+        ncol = 2 if has_motor else 1
+        fig, axes = plt.subplots(rows, ncol, figsize=(9 + 3 * (ncol - 1), 1.9 * rows + 0.6),
+                                 sharex=True, squeeze=False)
+        for j, name in enumerate(run.joints):
+            ax = axes[j, 0]
+            if run.command_u is not None:
+                ax.plot(*_decimate(run.rel(run.command_t), run.command_u[:, j]), lw=0.7,
+                        label='u (command)')
+            if np.isfinite(run.state.effort[:, j]).any():
+                ax.plot(*_decimate(t, run.state.effort[:, j]), lw=0.7, label='measured')
+            ax.set_ylabel(f'{name} [N·m]')
+            ax.legend(loc='upper right', fontsize=7)
+            if has_motor:
+                cur = _cols(run.motor.names, run.joints, run.motor.position)[:, j]
+                axes[j, 1].plot(*_decimate(run.rel(run.motor_t), cur), lw=0.7)
+                axes[j, 1].set_ylabel(f'{name} current [A]')
+        for k in range(ncol):
+            axes[-1, k].set_xlabel('t [s]')
+        save(fig, 'effort.png')
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), squeeze=False)
+    dt = np.diff(run.state_t) / 1e6
+    if dt.size:
+        axes[0, 0].hist(dt, bins=100, log=True)
+    axes[0, 0].set_xlabel(f'joint-state period [ms] ({run.time_base})')
+    axes[0, 0].set_ylabel('count')
+    lat = None
+    if run.command is not None:
+        lat = _latency_samples(run)
+    if lat is not None and lat.size:
+        axes[0, 1].hist(lat * 1e3, bins=100, log=True)
+    axes[0, 1].set_xlabel('state-to-command latency [ms] (receive)')
+    save(fig, 'timing.png')
+    return files
+
+
+def _latency_samples(run: RunData) -> np.ndarray | None:
+    st, cmd = run.state, run.command
+    if isinstance(cmd, JointStateSeries) and cmd.stamp_ns.any():
+        order = np.argsort(st.stamp_ns, kind='stable')
+        stamps = st.stamp_ns[order]
+        pos = np.clip(np.searchsorted(stamps, cmd.stamp_ns), 0, max(len(stamps) - 1, 0))
+        match = stamps[pos] == cmd.stamp_ns
+        return (cmd.recv_ns[match] - st.recv_ns[order][pos[match]]) / 1e9
+    c = cmd.recv_ns
+    k = np.searchsorted(c, st.recv_ns, side='left')
+    ok = k < len(c)
+    nxt = np.append(st.recv_ns[1:], np.iinfo(np.int64).max)
+    kk = np.clip(k, 0, len(c) - 1)
+    ok &= c[kk] < nxt
+    return (c[kk[ok]] - st.recv_ns[ok]) / 1e9
+
+
+def write_csv(run: RunData, path: Path) -> int:
+    """All series resampled onto the joint-state times; returns the number of rows.
+
+    Columns: ``t`` [s since the first state], then per joint ``q``, ``qd``, ``tau`` (measured),
+    ``q_d``, ``qd_d``, ``e``, ``u`` (command, zero-order hold), ``i``, ``v``, ``i_ref`` (motor,
+    zero-order hold) when present. Reference values are matched by stamp or interpolated; gaps
+    inside a series are held; rows before every column has started are dropped.
+    """
+    t = run.rel(run.state_t)
+    cols: list[tuple[str, np.ndarray]] = [('t', t)]
+    st = run.state
+    per_joint: list[tuple[str, np.ndarray]] = [('q', st.position), ('qd', st.velocity),
+                                               ('tau', st.effort)]
+    if run.q_d is None and run.ref_t is not None:
+        run.q_d, _ = _align(run.ref_t, run.ref_q, run.state_t)
+        run.qd_d, _ = _align(run.ref_t, run.ref_qd, run.state_t)
+        run.error = run.q_d - st.position
+    if run.q_d is not None:
+        per_joint += [('q_d', run.q_d), ('qd_d', run.qd_d), ('e', run.error)]
+    if run.command_u is not None and len(run.command_u):
+        order = np.argsort(run.command_t, kind='stable')
+        per_joint.append(('u', _zoh(run.command_t[order], run.command_u[order], run.state_t)))
+    if run.motor is not None and len(run.motor):
+        order = np.argsort(run.motor_t, kind='stable')
+        mt = run.motor_t[order]
+        for label, arr in (('i', run.motor.position), ('v', run.motor.velocity),
+                           ('i_ref', run.motor.effort)):
+            per_joint.append((label, _zoh(mt, _cols(run.motor.names, run.joints, arr)[order],
+                                          run.state_t)))
+    for label, arr in per_joint:
+        for j, name in enumerate(run.joints):
+            col = arr[:, j]
+            if np.isfinite(col).any():
+                cols.append((f'{label}_{name}', col))
+    data = np.column_stack([c for _, c in cols])
+    # hold the last finite value forward inside each column
+    finite = np.isfinite(data)
+    idx = np.where(finite, np.arange(len(data))[:, None], -1)
+    np.maximum.accumulate(idx, axis=0, out=idx)
+    started = (idx >= 0).all(axis=1)
+    filled = np.take_along_axis(data, np.clip(idx, 0, None), axis=0)
+    filled = filled[started]
+    header = ','.join(name for name, _ in cols)
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write(header + '\n')
+        if len(filled):
+            np.savetxt(fh, filled, fmt='%.10g', delimiter=',')
+    return int(len(filled))
+
+
+def _json_clean(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_clean(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return _f(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def write_report(run: RunData, report: dict, out_dir: Path, *, plots: bool = True,
+                 csv: bool = False) -> dict[str, Any]:
+    """Write report.json, report.md, PNG plots (and timeseries.csv) to ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Any] = {}
+    plot_files = write_plots(run, report, out_dir) if plots else []
+    if csv:
+        csv_path = out_dir / 'timeseries.csv'
+        files['csv_rows'] = write_csv(run, csv_path)
+        files['csv'] = str(csv_path)
+    files['plots'] = plot_files
+    report['outputs'] = {'dir': str(out_dir), **files}
+    (out_dir / 'report.json').write_text(json.dumps(_json_clean(report), indent=2) + '\n',
+                                         encoding='utf-8')
+    (out_dir / 'report.md').write_text(render_markdown(report, plot_files), encoding='utf-8')
+    return files
+
+
+def _writable(path: Path) -> bool:
+    """True if ``path`` (or its nearest existing parent) is writable by permission bits.
+
+    Checks the mode bits as well as ``os.access`` so that a read-only fixture is left alone
+    even when running as root.
+    """
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        mode = probe.stat().st_mode
+    except OSError:
+        return False
+    return os.access(probe, os.W_OK) and bool(mode & 0o222)
+
+
+def default_out_dir(bag: Path) -> Path:
+    """BAG/report for a bag directory, ``<file stem>_report`` beside a bare storage file."""
+    return bag / 'report' if bag.is_dir() else bag.with_name(bag.stem + '_report')
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='manip-analyze',
+        description='Tracking, effort and loop-timing report of a recorded rosbag2 run.')
+    p.add_argument('bag', help='bag directory or bare .db3 / .mcap file')
+    p.add_argument('--out', metavar='DIR', help='report directory (default: BAG/report, or '
+                   '<stem>_report beside a bare file)')
+    p.add_argument('--json', action='store_true', help='print the JSON report to stdout')
+    p.add_argument('--csv', action='store_true',
+                   help='also write timeseries.csv (all topics on the joint-state times)')
+    p.add_argument('--time', choices=('header', 'receive'), default='header',
+                   help='time base: message header stamps (default) or bag receive times')
+    for role in ROLES:
+        p.add_argument(f'--{role.replace("_", "-")}', metavar='TOPIC', default=None,
+                       help=f'{role.replace("_", " ")} topic (default: auto; "none" disables)')
+    p.add_argument('--transient', type=float, metavar='S', default=None,
+                   help='late window starts S seconds after the first state (default: '
+                        'params.yaml late_window_start, else the final 50%%)')
+    p.add_argument('--torque-limit', metavar='N·m', default=None,
+                   help='command limit, one value or one per joint (comma separated); '
+                        'default: params.yaml')
+    p.add_argument('--rate', type=float, metavar='HZ', default=None,
+                   help='nominal loop rate (default: params.yaml control_rate, else the '
+                        'median period)')
+    p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    p.add_argument('--quiet', action='store_true', help='no progress output')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``manip-analyze``; returns the exit code (0 ok, 2 error)."""
+    args = _parser().parse_args(argv)
+    bag = Path(args.bag)
+    overrides = {r: getattr(args, r) for r in ROLES if getattr(args, r) is not None}
+    progress = _Progress(f'reading {bag.name}', enabled=not args.quiet)
+    try:
+        if not bag.exists():
+            raise BagError(f'{bag}: no such file or directory')
+        if args.rate is not None and not args.rate > 0:
+            raise AnalysisError(f'--rate: must be > 0 (got {args.rate})')
+        try:
+            report, run = analyze(bag, overrides=overrides, time_base=args.time,
+                                  transient=args.transient, torque_limit=args.torque_limit,
+                                  rate=args.rate, progress=progress)
+        finally:
+            progress.done()
+        out_dir = Path(args.out) if args.out else default_out_dir(bag)
+        written = True
+        try:
+            if not args.out and not _writable(out_dir):
+                raise PermissionError(13, 'the bag location is read-only')
+            write_report(run, report, out_dir, plots=not args.no_plots, csv=args.csv)
+        except OSError as exc:
+            if args.out:
+                raise AnalysisError(f'cannot write the report to {out_dir}: '
+                                    f'{exc.strerror or exc}') from None
+            written = False
+            print(f'warning: report not written to {out_dir} ({exc.strerror or exc}); '
+                  'use --out DIR', file=sys.stderr)
+        if args.json:
+            print(json.dumps(_json_clean(report), indent=2))
+        elif not args.out:
+            print(render_summary(report))
+            if written:
+                print(f'report: {out_dir}')
+        else:
+            print(f'report: {out_dir}')
+        return 0
+    except (BagError, AnalysisError) as exc:
+        print(f'error: {exc}', file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print('error: interrupted', file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the CLI contract is "never a traceback"
+        if os.environ.get('MANIP_DEBUG'):
+            raise
+        print(f'error: unexpected failure analysing {bag}: {type(exc).__name__}: {exc} '
+              '(set MANIP_DEBUG=1 for a traceback)', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())

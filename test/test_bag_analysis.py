@@ -1,0 +1,496 @@
+"""Tests of manip-analyze (manip_control.bag_analysis) on synthetic runs with known signals,
+on the real iiwa fixture (figures recomputed with a plain rosbags loop) and for CLI errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rosbags.rosbag2 import Reader
+from rosbags.typesys import Stores, get_typestore
+
+from manip_control import bag_analysis
+from manip_control.bag_analysis import main, mechanical_energy
+from manip_control.bag_io import BagWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / '..' / 'shared' / 'fixtures' / 'real_bags' / 'iiwa_effort_humble'
+TS = get_typestore(Stores.ROS2_JAZZY)
+T = TS.types
+JS, F64, JT = ('sensor_msgs/msg/JointState', 'std_msgs/msg/Float64MultiArray',
+               'trajectory_msgs/msg/JointTrajectory')
+NAMES = ['joint1', 'joint2']
+
+
+def _time(ns):
+    return T['builtin_interfaces/msg/Time'](sec=int(ns) // 10**9, nanosec=int(ns) % 10**9)
+
+
+def _js(ns, names, pos, vel, eff):
+    return bytes(TS.serialize_cdr(T[JS](
+        header=T['std_msgs/msg/Header'](stamp=_time(ns), frame_id=''), name=list(names),
+        position=np.asarray(pos, float), velocity=np.asarray(vel, float),
+        effort=np.asarray(eff, float)), JS))
+
+
+def _f64(data):
+    return bytes(TS.serialize_cdr(T[F64](
+        layout=T['std_msgs/msg/MultiArrayLayout'](dim=[], data_offset=0),
+        data=np.asarray(data, float)), F64))
+
+
+def _jt(ns, names, pos, vel):
+    pt = T['trajectory_msgs/msg/JointTrajectoryPoint'](
+        positions=np.asarray(pos, float), velocities=np.asarray(vel, float),
+        accelerations=np.zeros(0), effort=np.zeros(0),
+        time_from_start=T['builtin_interfaces/msg/Duration'](sec=0, nanosec=0))
+    return bytes(TS.serialize_cdr(T[JT](
+        header=T['std_msgs/msg/Header'](stamp=_time(ns), frame_id=''),
+        joint_names=list(names), points=[pt]), JT))
+
+
+def write_run(path: Path, *, stamps, recv, q, qd, tau, ref=None, cmds=None, js_cmds=None,
+              motor=None, params=None, storage='mcap') -> Path:
+    """Write a synthetic run. ref = (stamps, recv, q_d, qd_d); cmds = (recv, u);
+    js_cmds = (stamps, recv, u, q_d, qd_d); motor = (stamps, recv, i, v, i_ref)."""
+    with BagWriter(path, storage=storage) as w:
+        w.add_topic('/joint_states', JS)
+        for k in range(len(stamps)):
+            w.write('/joint_states', int(recv[k]), _js(stamps[k], NAMES, q[k], qd[k], tau[k]))
+        if ref is not None:
+            w.add_topic('/reference', JT)
+            for s, r, p, v in zip(*ref):
+                w.write('/reference', int(r), _jt(s, NAMES, p, v))
+        if cmds is not None:
+            w.add_topic('/effort_controller/commands', F64)
+            for r, u in zip(*cmds):
+                w.write('/effort_controller/commands', int(r), _f64(u))
+        if js_cmds is not None:
+            w.add_topic('/joint_commands', JS)
+            for s, r, u, p, v in zip(*js_cmds):
+                w.write('/joint_commands', int(r), _js(s, NAMES, p, v, u))
+        if motor is not None:
+            w.add_topic('/motor_states', JS)
+            for s, r, i, v, ir in zip(*motor):
+                w.write('/motor_states', int(r), _js(s, NAMES, i, v, ir))
+        if params is not None:
+            w.write_params(params)
+    return path
+
+
+ARM = {'m1': 3.0, 'm2': 2.0, 'l1': 1.0, 'l2': 0.8, 'lc1': 0.5, 'lc2': 0.4, 'I1': 0.2,
+       'I2': 0.1, 'g0': 9.81, 'plane': 'vertical'}
+MOTORS = [{'Jm': 1e-5, 'N': 100.0, 'i_max': 15.0}, {'Jm': 5e-6, 'N': 50.0, 'i_max': 6.0}]
+
+
+@pytest.fixture(scope='module')
+def tracking_run(tmp_path_factory):
+    """3 s at 1 kHz, sinusoidal reference, known error e = q_d - q, F64 commands with a
+    clipped joint, motor telemetry, 250 µs command latency."""
+    n = 3000
+    k = np.arange(n)
+    t = k / 1000.0
+    stamps = 5 * 10**9 + k * 1_000_000
+    recv = stamps + 80_000
+    q_d = np.column_stack([0.5 * np.sin(2 * np.pi * 0.5 * t), 0.3 * np.cos(2 * np.pi * t)])
+    qd_d = np.column_stack([0.5 * np.pi * np.cos(np.pi * t), -0.6 * np.pi * np.sin(2 * np.pi * t)])
+    e = np.column_stack([0.01 * np.sin(2 * np.pi * 3 * t), 0.002 + 0.001 * np.cos(10 * np.pi * t)])
+    e[2500, 0] = 0.05            # one spike inside the late window
+    e[100, 1] = -0.08            # one spike before it
+    q = q_d - e
+    qd = qd_d + 0.01
+    tau = np.column_stack([20 * np.sin(t), 5 * np.cos(3 * t)])
+    u = np.column_stack([60 * np.sin(2 * np.pi * t), np.clip(30 * np.sin(4 * np.pi * t), -25, 25)])
+    cmd_recv = recv[10:] + 250_000        # first command answers state 10
+    cur = u / 7.0
+    motor = (stamps, recv + 5_000, cur, 12 * np.tanh(u / 20), cur * 1.01)
+    params = {'control_rate': 1000.0, 'late_window_start': 2.0, 'joints': NAMES,
+              'controller': {'torque_limit': [89.0, 25.0]},
+              'plant': {'arm': ARM, 'motors': MOTORS, 'rotor_inertia': True}}
+    path = write_run(tmp_path_factory.mktemp('runs') / 'track', stamps=stamps, recv=recv, q=q,
+                     qd=qd, tau=tau, ref=(stamps, recv + 10_000, q_d, qd_d),
+                     cmds=(cmd_recv, u[10:]), motor=motor, params=params)
+    return {'path': path, 't': t, 'e': e, 'u': u[10:], 'tau': tau, 'qd': qd, 'q': q,
+            'cur': cur, 'params': params, 'stamps': stamps, 'recv': recv}
+
+
+def run_json(args, capsys) -> dict:
+    assert main([*args, '--json', '--quiet']) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tracking_figures_exact(tracking_run, tmp_path, capsys):
+    r = tracking_run
+    rep = run_json([str(r['path']), '--out', str(tmp_path / 'rep')], capsys)
+    assert rep['joints'] == NAMES
+    assert rep['topics'] == {'joint_states': '/joint_states',
+                             'commands': '/effort_controller/commands',
+                             'reference': '/reference', 'motor': '/motor_states'}
+    tr = rep['tracking']
+    assert tr['available'] and tr['exact_stamp_matches'] == 3000 and tr['interpolated'] == 0
+    assert tr['late_window_start_s'] == 2.0 and 'late_window_start' in tr['late_window_source']
+    late = r['t'] >= 2.0
+    for j, name in enumerate(NAMES):
+        ej = r['e'][:, j]
+        got = tr['per_joint'][name]
+        assert got['rms'] == pytest.approx(math.sqrt(np.mean(ej ** 2)), rel=1e-12, abs=1e-15)
+        assert got['max_abs'] == pytest.approx(np.max(np.abs(ej)), rel=1e-12)
+        assert got['late_max_abs'] == pytest.approx(np.max(np.abs(ej[late])), rel=1e-12)
+        assert got['point_to_point'] is None          # a sinusoid does not end constant
+    assert tr['per_joint']['joint1']['late_max_abs'] == pytest.approx(0.05, rel=1e-9)
+    assert tr['per_joint']['joint2']['max_abs'] == pytest.approx(0.08, rel=1e-9)
+    assert tr['per_joint']['joint2']['late_max_abs'] < 0.0031
+    # --transient overrides params.yaml
+    rep2 = run_json([str(r['path']), '--out', str(tmp_path / 'rep2'), '--transient', '2.6'],
+                    capsys)
+    assert rep2['tracking']['per_joint']['joint1']['late_max_abs'] == pytest.approx(
+        np.max(np.abs(r['e'][r['t'] >= 2.6, 0])), rel=1e-12)
+    assert (tmp_path / 'rep' / 'report.md').is_file()
+    for png in ('tracking.png', 'error.png', 'effort.png', 'timing.png'):
+        assert (tmp_path / 'rep' / png).stat().st_size > 1000
+    on_disk = json.loads((tmp_path / 'rep' / 'report.json').read_text())
+    assert on_disk['tracking'] == tr
+
+
+def test_effort_motor_latency_power(tracking_run, tmp_path, capsys):
+    r = tracking_run
+    rep = run_json([str(r['path']), '--out', str(tmp_path / 'rep')], capsys)
+    ef = rep['commanded_effort']
+    assert ef['limit'] == [89.0, 25.0] and 'controller.torque_limit' in ef['limit_source']
+    u = r['u']
+    for j, name in enumerate(NAMES):
+        got = ef['per_joint'][name]
+        assert got['peak_abs'] == pytest.approx(np.max(np.abs(u[:, j])), rel=1e-12)
+        assert got['rms'] == pytest.approx(math.sqrt(np.mean(u[:, j] ** 2)), rel=1e-12)
+    assert ef['per_joint']['joint1']['fraction_at_limit'] == 0.0
+    at_limit = np.count_nonzero(np.abs(u[:, 1]) >= 25.0) / len(u)
+    assert at_limit > 0.3
+    assert ef['per_joint']['joint2']['fraction_at_limit'] == pytest.approx(at_limit, abs=1e-12)
+    mo = rep['motor']['per_joint']
+    assert mo['joint1']['current_peak_abs'] == pytest.approx(np.max(np.abs(r['cur'][:, 0])))
+    assert mo['joint2']['i_max'] == 6.0
+    la = rep['timing']['latency']
+    assert la['answered_states'] == 2990 and la['unanswered_states'] == 0
+    for key in ('p50', 'p99', 'max', 'min'):
+        assert la['latency_s'][key] == pytest.approx(250e-6, abs=1e-12)
+    tm = rep['timing']['state']
+    assert tm['rate_hz'] == pytest.approx(1000.0, rel=1e-12)
+    assert tm['gaps'] == 0 and tm['dropped_ticks'] == 0 and tm['jitter_max_s'] < 1e-12
+    assert tm['nominal_source'] == 'params.yaml control_rate'
+    # power and work with tau from joint_states effort
+    p = np.sum(r['tau'] * r['qd'], axis=1)
+    pw = rep['power']
+    assert pw['peak_w'] == pytest.approx(p.max(), rel=1e-12)
+    assert pw['mean_w'] == pytest.approx(p.mean(), rel=1e-12)
+    assert pw['work_j'] == pytest.approx(np.trapezoid(p, r['t']), rel=1e-9)
+    assert pw['mechanical_energy']['initial_j'] == pytest.approx(
+        energy_from_kinematics(r['q'][:1], r['qd'][:1])[0], rel=1e-12)
+
+
+def energy_from_kinematics(q, qd):
+    """T + V from link centre-of-mass velocities (independent of the M(q) formula)."""
+    a = ARM
+    q1, q2, w1, w2 = q[:, 0], q[:, 1], qd[:, 0], qd[:, 1]
+    v1 = a['lc1'] * w1
+    x2d = -a['l1'] * np.sin(q1) * w1 - a['lc2'] * np.sin(q1 + q2) * (w1 + w2)
+    y2d = a['l1'] * np.cos(q1) * w1 + a['lc2'] * np.cos(q1 + q2) * (w1 + w2)
+    jr = [m['Jm'] * m['N'] ** 2 for m in MOTORS]
+    kin = (0.5 * a['m1'] * v1 ** 2 + 0.5 * a['I1'] * w1 ** 2
+           + 0.5 * a['m2'] * (x2d ** 2 + y2d ** 2) + 0.5 * a['I2'] * (w1 + w2) ** 2
+           + 0.5 * jr[0] * w1 ** 2 + 0.5 * jr[1] * w2 ** 2)
+    y1 = a['lc1'] * np.sin(q1)
+    y2 = a['l1'] * np.sin(q1) + a['lc2'] * np.sin(q1 + q2)
+    return kin + a['g0'] * (a['m1'] * y1 + a['m2'] * y2)
+
+
+def test_mechanical_energy_model_hook():
+    rng = np.random.default_rng(0)
+    q, qd = rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
+    params = {'plant': {'arm': ARM, 'motors': MOTORS}}
+    np.testing.assert_allclose(mechanical_energy(params, q, qd), energy_from_kinematics(q, qd),
+                               rtol=1e-12)
+    assert mechanical_energy(None, q, qd) is None
+    assert mechanical_energy(params, np.zeros((3, 7)), np.zeros((3, 7))) is None
+
+
+def test_point_to_point_settling_overshoot_steady_state(tmp_path, capsys):
+    n = 5000
+    k = np.arange(n)
+    t = k / 1000.0
+    stamps = k * 1_000_000
+    q_d = np.column_stack([np.where(k >= 1000, 1.0, 0.0), np.full(n, 0.5)])
+    q1 = np.zeros(n)
+    up = (k >= 1000) & (k <= 1500)
+    q1[up] = 1.1 * (t[up] - 1.0) / 0.5
+    down = (k > 1500) & (k < 2000)
+    q1[down] = 1.1 - 0.1 * (t[down] - 1.5) / 0.5
+    q1[k >= 2000] = 1.001
+    q = np.column_stack([q1, np.full(n, 0.5)])
+    path = write_run(tmp_path / 'p2p', stamps=stamps, recv=stamps + 1000, q=q,
+                     qd=np.zeros((n, 2)), tau=np.zeros((n, 2)),
+                     ref=(stamps, stamps + 2000, q_d, np.zeros((n, 2))), storage='sqlite3')
+    rep = run_json([str(path), '--out', str(tmp_path / 'rep')], capsys)
+    tr = rep['tracking']
+    assert tr['point_to_point'] is True
+    p1 = tr['per_joint']['joint1']['point_to_point']
+    assert p1['move_start_s'] == pytest.approx(1.0, abs=1e-12)
+    assert p1['amplitude'] == pytest.approx(1.0, abs=1e-12)
+    assert p1['overshoot_pct'] == pytest.approx(10.0, rel=1e-9)
+    # |q - 1| > 2 % while t < 1.9 on the way down: settled 0.9 s after the move start
+    assert p1['settled'] is True
+    assert p1['settling_time_s'] == pytest.approx(0.9, abs=1.5e-3)
+    assert p1['steady_state_error'] == pytest.approx(-0.001, abs=1e-12)
+    p2 = tr['per_joint']['joint2']['point_to_point']
+    assert p2['settling_time_s'] is None and p2['steady_state_error'] == 0.0
+    # the late window defaults to the final 50 % without params.yaml
+    assert tr['late_window_start_s'] == pytest.approx(0.5 * 4.999)
+    assert rep['commanded_effort']['available'] is False
+
+
+def test_timing_gaps_jitter_and_joint_state_commands(tmp_path, capsys):
+    n_ticks = 3000
+    ticks = np.array([k for k in range(n_ticks) if not (1000 <= k <= 1004 or k == 2000)])
+    stamps = 10**9 + ticks * 1_000_000
+    recv = stamps + 100_000
+    recv[[500, 1500]] += 300_000                      # two late deliveries
+    n = len(ticks)
+    q = np.column_stack([np.sin(ticks / 1000.0), np.cos(ticks / 1000.0)])
+    e = 1e-3 * np.column_stack([np.ones(n), -np.ones(n)])
+    keep = np.ones(n, bool)
+    keep[[7, 8, 9]] = False                           # three ticks without a command
+    cmd = (stamps[keep], recv[keep] + 150_000, np.full((keep.sum(), 2), 2.0),
+           (q + e)[keep], np.zeros((keep.sum(), 2)))
+    path = write_run(tmp_path / 'timing', stamps=stamps, recv=recv, q=q, qd=np.zeros((n, 2)),
+                     tau=np.zeros((n, 2)), js_cmds=cmd, params={'control_rate': 1000.0})
+    rep = run_json([str(path), '--out', str(tmp_path / 'rep')], capsys)
+    assert rep['topics']['commands'] == '/joint_commands'
+    st = rep['timing']['state']
+    assert st['time_base'] == 'header' and st['count'] == n
+    assert st['gaps'] == 2 and st['dropped_ticks'] == 6
+    assert st['max_gap_s'] == pytest.approx(6e-3)
+    assert [g['t_s'] for g in st['gap_list']] == pytest.approx([0.999, 1.999])
+    assert st['jitter_p50_s'] == 0.0 and st['jitter_max_s'] == pytest.approx(5e-3)
+    dev = np.abs(np.diff(recv) / 1e9 - 1e-3)
+    sr = rep['timing']['state_receive']
+    assert sr['jitter_max_s'] == pytest.approx(dev.max(), abs=1e-12)
+    assert sr['jitter_p99_s'] == pytest.approx(np.percentile(dev, 99), abs=1e-12)
+    assert sr['gaps'] == 2
+    la = rep['timing']['latency']
+    assert la['matched_commands'] == n - 3 and la['unmatched_commands'] == 0
+    assert la['latency_s']['max'] == pytest.approx(150e-6, abs=1e-12)
+    assert la['latency_s']['min'] == pytest.approx(150e-6, abs=1e-12)
+    # without a /reference, the positions of the JointState commands are q_d
+    tr = rep['tracking']
+    assert '/joint_commands' in tr['source'] and tr['samples'] == n
+    assert tr['exact_stamp_matches'] == n - 3 and tr['interpolated'] == 3
+    assert tr['per_joint']['joint1']['rms'] == pytest.approx(1e-3, rel=1e-6)  # 3 interpolated
+    # on the receive time base the gaps are still found
+    rep_r = run_json([str(path), '--out', str(tmp_path / 'rr'), '--time', 'receive'], capsys)
+    assert rep_r['time_base'] == 'receive' and rep_r['timing']['state']['gaps'] == 2
+
+
+def test_csv_resampled_without_blank_cells(tracking_run, tmp_path, capsys):
+    r = tracking_run
+    out = tmp_path / 'rep'
+    assert main([str(r['path']), '--out', str(out), '--csv', '--no-plots', '--quiet']) == 0
+    assert f'report: {out}' in capsys.readouterr().out
+    with open(out / 'timeseries.csv') as fh:
+        rows = list(csv.reader(fh))
+    header, body = rows[0], rows[1:]
+    assert header[:2] == ['t', 'q_joint1']
+    for col in ('q_d_joint2', 'e_joint1', 'u_joint2', 'i_joint1', 'v_joint2', 'i_ref_joint1'):
+        assert col in header
+    assert all(cell != '' for row in body for cell in row)
+    # commands start with state 10 (header time base: a command takes its state's stamp)
+    assert len(body) == 3000 - 10
+    data = np.array(body, float)
+    np.testing.assert_allclose(data[:, 0], r['t'][10:], atol=1e-12)
+    np.testing.assert_allclose(data[:, header.index('u_joint2')], r['u'][:, 1], rtol=1e-9)
+    np.testing.assert_allclose(data[:, header.index('e_joint1')], r['e'][10:, 0], rtol=1e-8,
+                               atol=1e-15)
+    assert not (out / 'tracking.png').exists()
+
+
+def test_summary_and_default_out_for_bare_file(tracking_run, tmp_path, capsys):
+    (mcap,) = tracking_run['path'].glob('*.mcap')
+    bare = tmp_path / 'copy.mcap'
+    bare.write_bytes(mcap.read_bytes())
+    assert main([str(bare), '--quiet', '--no-plots']) == 0
+    out = capsys.readouterr().out
+    assert 'joints (2): joint1, joint2' in out and 'tracking error' in out
+    assert (tmp_path / 'copy_report' / 'report.json').is_file()
+
+
+def _plain_fixture():
+    """Independent figures of the iiwa fixture from a plain rosbags loop."""
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    states, cmds = [], []
+    with Reader(FIXTURE) as reader:
+        for c, t, raw in reader.messages():
+            if c.topic == '/joint_states':
+                m = ts.deserialize_cdr(raw, c.msgtype)
+                states.append((t, m.header.stamp.sec * 10**9 + m.header.stamp.nanosec,
+                               list(m.name)))
+            elif c.topic == '/effort_controller/commands':
+                cmds.append((t, list(ts.deserialize_cdr(raw, c.msgtype).data)))
+    return states, cmds
+
+
+def test_iiwa_fixture_report(tmp_path, capsys):
+    if not FIXTURE.is_dir():
+        pytest.skip(f'fixture {FIXTURE} absent (shared/ must sit beside the project)')
+    rep = run_json([str(FIXTURE), '--out', str(tmp_path / 'rep')], capsys)
+    states, cmds = _plain_fixture()
+    assert rep['joints'] == states[0][2] == [f'joint_a{k}' for k in range(1, 8)]
+    assert rep['topics']['joint_states'] == '/joint_states'
+    assert rep['topics']['commands'] == '/effort_controller/commands'
+    assert rep['topics']['reference'] is None and rep['tracking']['available'] is False
+    assert {s['topic'] for s in rep['bag']['skipped']} == {'/dynamic_joint_states'}
+    assert rep['bag']['metadata_version'] == 5
+    # rates: header stamps for the states, receive times for the commands
+    st, cm = rep['timing']['state'], rep['timing']['command']
+    assert st['count'] == len(states) == 696 and cm['count'] == len(cmds) == 512
+    hs = [s[1] for s in states]
+    assert st['rate_hz'] == pytest.approx((len(hs) - 1) / ((hs[-1] - hs[0]) / 1e9), rel=1e-12)
+    rs = [s[0] for s in states]
+    assert rep['timing']['state_receive']['rate_hz'] == pytest.approx(
+        (len(rs) - 1) / ((rs[-1] - rs[0]) / 1e9), rel=1e-12)
+    cr = [c[0] for c in cmds]
+    assert cm['rate_hz'] == pytest.approx((len(cr) - 1) / ((cr[-1] - cr[0]) / 1e9), rel=1e-12)
+    periods = np.diff(rs) / 1e9
+    med = float(np.median(periods))
+    assert rep['timing']['state_receive']['gaps'] == int(np.sum(periods > 1.5 * med))
+    # effort statistics per joint
+    u = np.array([c[1] for c in cmds])
+    for j, name in enumerate(rep['joints']):
+        got = rep['commanded_effort']['per_joint'][name]
+        assert got['peak_abs'] == pytest.approx(max(abs(x) for x in u[:, j]), rel=1e-12)
+        assert got['rms'] == pytest.approx(math.sqrt(sum(x * x for x in u[:, j]) / len(u)),
+                                           rel=1e-12)
+        assert got['fraction_at_limit'] == 'unknown'
+    assert rep['commanded_effort']['limit'] == 'unknown'
+    # latency: each state (from the one before the first command, up to the last command)
+    # to the next command, when that command arrives before the next state
+    lat = []
+    first = max(i for i, s in enumerate(rs) if s <= cr[0]) if rs[0] <= cr[0] else 0
+    for i in range(first, len(rs)):
+        if rs[i] > cr[-1]:
+            break
+        nxt = next((c for c in cr if c >= rs[i]), None)
+        if nxt is not None and (i + 1 == len(rs) or nxt < rs[i + 1]):
+            lat.append((nxt - rs[i]) / 1e9)
+    la = rep['timing']['latency']
+    assert la['answered_states'] == len(lat) > 300
+    assert la['latency_s']['mean'] == pytest.approx(sum(lat) / len(lat), rel=1e-9)
+    assert la['latency_s']['max'] == pytest.approx(max(lat), rel=1e-12)
+    assert la['latency_s']['p50'] == pytest.approx(float(np.median(lat)), rel=1e-12)
+    # the fixture directory was left untouched
+    assert sorted(p.name for p in FIXTURE.iterdir()) == ['metadata.yaml', 'my_bag_1_0.db3']
+
+
+def test_fixture_summary_without_out_leaves_fixture_alone(capsys):
+    if not FIXTURE.is_dir():
+        pytest.skip(f'fixture {FIXTURE} absent (shared/ must sit beside the project)')
+    assert main([str(FIXTURE), '--quiet']) == 0
+    captured = capsys.readouterr()
+    assert 'joints (7)' in captured.out and '/dynamic_joint_states' in captured.out
+    assert 'report not written' in captured.err
+    assert sorted(p.name for p in FIXTURE.iterdir()) == ['metadata.yaml', 'my_bag_1_0.db3']
+
+
+def test_cli_errors(tmp_path, capsys, tracking_run):
+    def err(args):
+        code = main([*args, '--quiet'])
+        text = capsys.readouterr().err
+        assert code == 2
+        assert text.startswith('error: ') and 'Traceback' not in text
+        return text
+
+    assert str(tmp_path / 'missing') in err([str(tmp_path / 'missing')])
+    (tmp_path / 'notes.txt').write_text('x')
+    assert 'not a rosbag2 bag' in err([str(tmp_path / 'notes.txt')])
+    (tmp_path / 'empty').mkdir()
+    assert 'not a rosbag2 bag' in err([str(tmp_path / 'empty')])
+    # truncated storage file
+    bad = tmp_path / 'bad'
+    bad.mkdir()
+    (src,) = tracking_run['path'].glob('*.mcap')
+    (bad / 'metadata.yaml').write_text((tracking_run['path'] / 'metadata.yaml').read_text())
+    (bad / src.name).write_bytes(src.read_bytes()[:20000])
+    assert src.name in err([str(bad)])
+    # a bag without joint states
+    nojs = tmp_path / 'nojs'
+    with BagWriter(nojs) as w:
+        w.add_topic('/effort_controller/commands', F64)
+        w.write('/effort_controller/commands', 1, _f64([1.0]))
+    assert 'no joint-state topic' in err([str(nojs)])
+    path = str(tracking_run['path'])
+    assert 'no topic /nope' in err([path, '--joint-states', '/nope', '--out', str(tmp_path)])
+    assert 'expected' in err([path, '--reference', '/joint_states', '--out', str(tmp_path)])
+    assert '--torque-limit' in err([path, '--torque-limit', '1,2,3', '--out', str(tmp_path)])
+    assert '--rate' in err([path, '--rate', '-5', '--out', str(tmp_path)])
+    with pytest.raises(SystemExit) as info:
+        main([path, '--time', 'sometimes'])
+    assert info.value.code == 2
+
+
+def test_cli_subprocess_error_exit_code(tmp_path):
+    proc = subprocess.run([sys.executable, '-m', 'manip_control.bag_analysis',
+                           str(tmp_path / 'no_such_bag')], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith('error: ') and 'no_such_bag' in proc.stderr
+    assert 'Traceback' not in proc.stderr and proc.stdout == ''
+
+
+def test_topic_overrides_and_disable(tracking_run, tmp_path, capsys):
+    rep = run_json([str(tracking_run['path']), '--out', str(tmp_path / 'r'), '--reference',
+                    'none', '--motor', 'none', '--torque-limit', '30'], capsys)
+    assert rep['topics']['reference'] is None and rep['topic_selection']['reference'] == \
+        'disabled'
+    assert rep['tracking']['available'] is False and rep['motor']['available'] is False
+    assert rep['commanded_effort']['limit'] == [30.0, 30.0]
+    assert rep['commanded_effort']['per_joint']['joint2']['fraction_at_limit'] == 0.0
+
+
+def test_progress_on_long_bags(capsys, monkeypatch):
+    monkeypatch.setattr(bag_analysis, 'PROGRESS_MIN_MESSAGES', 10)
+    prog = bag_analysis._Progress('reading x', enabled=True)
+    for done in (0, 5, 10):
+        prog(done, 10)
+    prog.done()
+    err = capsys.readouterr().err
+    assert '\rreading x:   0%' in err and '100%' in err and err.endswith('\n')
+
+
+def test_float64_command_latency_counts_unanswered_states(tmp_path, capsys):
+    """Commands answer every other state only: the odd states are 'unanswered'."""
+    n = 1000
+    k = np.arange(n)
+    stamps = 10**9 + k * 1_000_000
+    recv = stamps + 50_000
+    z = np.zeros((n, 2))
+    answered = k[(k % 2 == 0) & (k >= 100)]            # commands start with state 100
+    cmds = (recv[answered] + 300_000, np.ones((len(answered), 2)))
+    path = write_run(tmp_path / 'half', stamps=stamps, recv=recv, q=z, qd=z, tau=z, cmds=cmds)
+    la = run_json([str(path), '--out', str(tmp_path / 'r')], capsys)['timing']['latency']
+    # states 100..998 are in the command span (the last command follows state 998)
+    assert la['states_in_command_span'] == 899
+    assert la['answered_states'] == len(answered) == 450
+    assert la['unanswered_states'] == 449
+    assert la['latency_s']['max'] == pytest.approx(300e-6, abs=1e-12)
+    assert la['latency_s']['min'] == pytest.approx(300e-6, abs=1e-12)
+
+
+def test_core_modules_do_not_import_rclpy():
+    code = ('import sys, manip_control.bag_io, manip_control.bag_analysis; '
+            'sys.exit(1 if "rclpy" in sys.modules else 0)')
+    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr

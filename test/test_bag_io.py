@@ -1,0 +1,420 @@
+"""Tests of manip_control.bag_io: writer (metadata v8, definitions, QoS, params), reader
+(directories, bare files, trailing bytes, corrupt files, undecodable topics) and the fast
+bulk decoders checked against the rosbags deserializer."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from rosbags.highlevel import AnyReader
+from rosbags.rosbag2 import Reader, Writer
+from rosbags.serde import SerdeError
+from rosbags.typesys import Stores, get_typestore
+
+from manip_control.bag_io import (
+    BagError,
+    BagReader,
+    BagWriter,
+    DecodeError,
+    deserialize_tolerant,
+    make_qos,
+    read_params,
+    write_params,
+)
+
+TS = get_typestore(Stores.ROS2_JAZZY)
+T = TS.types
+JS, F64, JT = ('sensor_msgs/msg/JointState', 'std_msgs/msg/Float64MultiArray',
+               'trajectory_msgs/msg/JointTrajectory')
+STORAGES = ['mcap', 'sqlite3']
+FIXTURE = (Path(__file__).resolve().parents[1] / '..' / 'shared' / 'fixtures' / 'real_bags'
+           / 'iiwa_effort_humble')
+
+
+def stamp(ns: int):
+    return T['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9)
+
+
+def joint_state(ns, names, pos, vel=(), eff=(), frame=''):
+    return T[JS](header=T['std_msgs/msg/Header'](stamp=stamp(ns), frame_id=frame),
+                 name=list(names), position=np.array(pos, float),
+                 velocity=np.array(vel, float), effort=np.array(eff, float))
+
+
+def f64_array(data, dims=()):
+    dim = [T['std_msgs/msg/MultiArrayDimension'](label=lab, size=sz, stride=st)
+           for lab, sz, st in dims]
+    return T[F64](layout=T['std_msgs/msg/MultiArrayLayout'](dim=dim, data_offset=0),
+                  data=np.array(data, float))
+
+
+def trajectory(ns, names, points):
+    Point, Duration = T['trajectory_msgs/msg/JointTrajectoryPoint'], \
+        T['builtin_interfaces/msg/Duration']
+    pts = [Point(positions=np.array(p, float), velocities=np.array(v, float),
+                 accelerations=np.array(a, float), effort=np.zeros(0),
+                 time_from_start=Duration(sec=tfs // 10**9, nanosec=tfs % 10**9))
+           for p, v, a, tfs in points]
+    return T[JT](header=T['std_msgs/msg/Header'](stamp=stamp(ns), frame_id='map'),
+                 joint_names=list(names), points=pts)
+
+
+def ser(msg, typ, little_endian=True) -> bytes:
+    return bytes(TS.serialize_cdr(msg, typ, little_endian=little_endian))
+
+
+# Messages with exact, varied values (different name orders, empty arrays, multi-point).
+STATES = [
+    (1_000_000_000, joint_state(1_000_000_000, ['a', 'b'], [0.1, -0.2], [1.5, 2.5],
+                                [3.0, -4.0])),
+    (1_001_000_000, joint_state(1_001_000_000, ['a', 'b'], [0.125, -0.25], [], [1e-9, 7.0])),
+    (1_002_000_000, joint_state(1_002_000_000, ['b', 'a'], [9.0, 8.0], [7.0, 6.0],
+                                [5.0, 4.0], frame='x')),
+    (1_003_000_000, joint_state(1_003_000_000, ['a', 'b'], [np.pi, -np.e], [0.0, 0.0],
+                                [0.5, 0.25], frame='y')),
+]
+COMMANDS = [
+    (1_000_500_000, f64_array([1.0, -2.0])),
+    (1_001_500_000, f64_array([3.25, 4.5], dims=[('joints', 2, 2)])),
+    (1_002_500_000, f64_array([1e300, -1e-300])),
+]
+REFS = [
+    (1_000_100_000, trajectory(1_000_000_000, ['a', 'b'],
+                               [([0.2, 0.3], [0.0, 0.1], [1.0, 2.0], 0)])),
+    (1_001_100_000, trajectory(1_001_000_000, ['a', 'b'],
+                               [([0.4, 0.5], [0.5, 0.6], [], 0),
+                                ([0.6, 0.7], [], [], 250_000_000)])),
+]
+
+
+def write_bag(path: Path, storage: str, params: dict | None = None) -> Path:
+    with BagWriter(path, storage=storage) as w:
+        w.add_topic('/joint_states', JS, qos=make_qos('reliable', 'volatile', depth=5))
+        w.add_topic('/effort_controller/commands', 'std_msgs/Float64MultiArray')
+        w.add_topic('/reference', JT, qos=[make_qos('best_effort', 'transient_local',
+                                                    depth=1)])
+        for ts, m in STATES:
+            w.write('/joint_states', ts, ser(m, JS))
+        for ts, m in COMMANDS:
+            w.write('/effort_controller/commands', ts, ser(m, F64))
+        for ts, m in REFS:
+            w.write('/reference', ts, ser(m, JT))
+        if params is not None:
+            w.write_params(params)
+    return path
+
+
+def expected_state_arrays():
+    names = ['a', 'b']
+    out = {k: np.full((len(STATES), 2), np.nan) for k in ('position', 'velocity', 'effort')}
+    for i, (_, m) in enumerate(STATES):
+        for key in out:
+            vals = getattr(m, key)
+            for j, nm in enumerate(m.name):
+                if len(vals):
+                    out[key][i, names.index(nm)] = vals[j]
+    return out
+
+
+@pytest.mark.parametrize('storage', STORAGES)
+def test_round_trip_exact(tmp_path, storage):
+    params = {'control_rate': 1000.0, 'joints': ('a', 'b'), 'gain': np.float64(2.5)}
+    bag = write_bag(tmp_path / 'bag', storage, params=params)
+    with BagReader(bag) as r:
+        assert r.storage == storage
+        assert r.metadata_version == 8
+        assert r.skipped == {}
+        assert {t: i.count for t, i in r.topics.items()} == {
+            '/joint_states': 4, '/effort_controller/commands': 3, '/reference': 2}
+        assert r.params == {'control_rate': 1000.0, 'joints': ['a', 'b'], 'gain': 2.5}
+        s = r.read_series(['/joint_states', '/effort_controller/commands', '/reference'])
+    js = s['/joint_states']
+    assert js.names == ['a', 'b']
+    np.testing.assert_array_equal(js.recv_ns, [t for t, _ in STATES])
+    np.testing.assert_array_equal(js.stamp_ns, [t for t, _ in STATES])
+    for key, arr in expected_state_arrays().items():
+        np.testing.assert_array_equal(getattr(js, key), arr)
+    cmd = s['/effort_controller/commands']
+    np.testing.assert_array_equal(cmd.data, [[1.0, -2.0], [3.25, 4.5], [1e300, -1e-300]])
+    np.testing.assert_array_equal(cmd.recv_ns, [t for t, _ in COMMANDS])
+    ref = s['/reference']
+    assert ref.joint_names == ['a', 'b']
+    np.testing.assert_array_equal(ref.stamp_ns, [1_000_000_000, 1_001_000_000])
+    np.testing.assert_array_equal(ref.sample_msg, [0, 1, 1])
+    np.testing.assert_array_equal(ref.time_from_start_ns, [0, 0, 250_000_000])
+    np.testing.assert_array_equal(ref.positions, [[0.2, 0.3], [0.4, 0.5], [0.6, 0.7]])
+    np.testing.assert_array_equal(ref.velocities, [[0.0, 0.1], [0.5, 0.6],
+                                                   [np.nan, np.nan]])
+    np.testing.assert_array_equal(ref.accelerations[0], [1.0, 2.0])
+    assert np.isnan(ref.accelerations[1:]).all()
+    np.testing.assert_array_equal(ref.sample_times_ns(),
+                                  [1_000_000_000, 1_001_000_000, 1_251_000_000])
+    np.testing.assert_array_equal(ref.sample_times_ns('receive'),
+                                  [1_000_100_000, 1_001_100_000, 1_251_100_000])
+
+
+@pytest.mark.parametrize('storage', STORAGES)
+def test_metadata_version_8_definitions_and_qos(tmp_path, storage):
+    bag = write_bag(tmp_path / 'bag', storage)
+    meta = yaml.safe_load((bag / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
+    assert meta['version'] == 8
+    assert meta['storage_identifier'] == storage
+    topics = {t['topic_metadata']['name']: t for t in meta['topics_with_message_count']}
+    qos = yaml.safe_load(topics['/reference']['topic_metadata']['offered_qos_profiles'])
+    assert qos[0]['reliability'] == 2 and qos[0]['durability'] == 1 and qos[0]['depth'] == 1
+    qos = yaml.safe_load(topics['/joint_states']['topic_metadata']['offered_qos_profiles'])
+    assert qos[0]['reliability'] == 1 and qos[0]['durability'] == 2 and qos[0]['depth'] == 5
+    assert topics['/joint_states']['message_count'] == 4
+    # Every connection carries its full definition: AnyReader decodes without a typestore.
+    with AnyReader([bag]) as reader:
+        defs = {c.topic: c.msgdef.data for c in reader.connections}
+        assert 'MSG: std_msgs/Header' in defs['/joint_states'] or \
+            'MSG: std_msgs/msg/Header' in defs['/joint_states']
+        got = [reader.deserialize(raw, c.msgtype).position[0]
+               for c, _, raw in reader.messages() if c.topic == '/joint_states']
+    assert got == [0.1, 0.125, 9.0, np.pi]
+
+
+def test_writer_rejects_bad_use(tmp_path):
+    (tmp_path / 'full').mkdir()
+    (tmp_path / 'full' / 'x').write_text('x')
+    with pytest.raises(BagError, match='full'):
+        BagWriter(tmp_path / 'full').open()
+    with pytest.raises(BagError, match='storage'):
+        BagWriter(tmp_path / 'b', storage='rosbag1')
+    (tmp_path / 'empty').mkdir()          # an existing empty directory is fine
+    with BagWriter(tmp_path / 'empty', storage='sqlite3') as w:
+        w.add_topic('/joint_states', JS)
+        with pytest.raises(BagError, match='not registered'):
+            w.write('/nope', 1, b'\x00\x01\x00\x00')
+        with pytest.raises(BagError, match='twice'):
+            w.add_topic('/joint_states', JS)
+        with pytest.raises(BagError, match='unknown'):
+            w.add_topic('/x', 'nope_msgs/msg/Nothing')
+    assert (tmp_path / 'empty' / 'metadata.yaml').is_file()
+
+
+def test_writer_flush_makes_data_durable_before_close(tmp_path):
+    """A recorder killed before close() still leaves readable data (bare-file reading)."""
+    w = BagWriter(tmp_path / 'bag', storage='sqlite3', flush_every=2).open()
+    w.add_topic('/joint_states', JS)
+    for ts, m in STATES:
+        w.write('/joint_states', ts, ser(m, JS))
+    # no close(): metadata.yaml missing, the directory is read from its storage file
+    with BagReader(tmp_path / 'bag') as r:
+        assert r.metadata_version is None
+        s = r.read_series(['/joint_states'])['/joint_states']
+    assert len(s) == 4
+    w.close()
+
+
+def test_custom_type_from_bag_definition_and_params(tmp_path):
+    msgdef = 'float64 x\nstring label\n'
+    with BagWriter(tmp_path / 'bag', storage='mcap') as w:
+        w.add_topic('/custom', 'my_pkg/msg/Custom', msgdef=msgdef)
+        store = get_typestore(Stores.EMPTY)
+        from rosbags.typesys import get_types_from_msg
+        store.register(get_types_from_msg(msgdef, 'my_pkg/msg/Custom'))
+        Custom = store.types['my_pkg/msg/Custom']
+        raw = store.serialize_cdr(Custom(x=2.5, label='hi'), 'my_pkg/msg/Custom')
+        w.write('/custom', 5, bytes(raw))
+    assert write_params(tmp_path / 'bag', {'a': (1, 2)}) == tmp_path / 'bag' / 'params.yaml'
+    assert read_params(tmp_path / 'bag') == {'a': [1, 2]}
+    with BagReader(tmp_path / 'bag') as r:
+        assert r.topics['/custom'].decodable
+        (topic, ts, msg), = list(r.messages())
+    assert (topic, ts, msg.x, msg.label) == ('/custom', 5, 2.5, 'hi')
+
+
+@pytest.mark.parametrize('storage', STORAGES)
+def test_trailing_bytes_tolerated(tmp_path, storage):
+    raw = ser(STATES[0][1], JS)
+    with pytest.raises(SerdeError):          # what a plain rosbags reader does
+        TS.deserialize_cdr(raw + b'\x00' * 8, JS)
+    msg = deserialize_tolerant(TS, raw + b'\x00' * 8, JS)
+    assert list(msg.position) == [0.1, -0.2]
+    with pytest.raises(DecodeError, match='unexpected bytes'):
+        deserialize_tolerant(TS, raw + b'\x00' * 64, JS)
+    with pytest.raises(DecodeError):
+        deserialize_tolerant(TS, raw[:-9], JS)
+    with BagWriter(tmp_path / 'bag', storage=storage) as w:
+        w.add_topic('/joint_states', JS)
+        for k, (ts, m) in enumerate(STATES):
+            w.write('/joint_states', ts, ser(m, JS) + b'\x00' * (k + 4))
+    with BagReader(tmp_path / 'bag') as r:
+        decoded = [m.position.tolist() for _, _, m in r.messages()]
+        s = r.read_series(['/joint_states'])['/joint_states']
+    assert decoded == [m.position.tolist() for _, m in STATES]
+    for key, arr in expected_state_arrays().items():
+        np.testing.assert_array_equal(getattr(s, key), arr)
+
+
+@pytest.mark.parametrize('storage', STORAGES)
+def test_bare_storage_file(tmp_path, storage):
+    bag = write_bag(tmp_path / 'bag', storage)
+    (f,) = [p for p in bag.iterdir() if p.suffix in ('.mcap', '.db3')]
+    bare = tmp_path / f'copy{f.suffix}'
+    shutil.copy(f, bare)
+    with BagReader(bare) as r:
+        assert r.metadata_version is None and r.storage == storage
+        assert r.topics['/joint_states'].count == 4
+        s = r.read_series(['/joint_states', '/effort_controller/commands'])
+    np.testing.assert_array_equal(s['/joint_states'].position,
+                                  expected_state_arrays()['position'])
+    np.testing.assert_array_equal(s['/effort_controller/commands'].data[1], [3.25, 4.5])
+
+
+@pytest.mark.parametrize('storage', STORAGES)
+def test_truncated_file_names_the_file(tmp_path, storage):
+    bag = tmp_path / 'bag'
+    with BagWriter(bag, storage=storage) as w:
+        w.add_topic('/joint_states', JS)
+        for k in range(3000):
+            w.write('/joint_states', k * 1_000_000,
+                    ser(joint_state(k * 1_000_000, ['a', 'b'], [k, -k], [1, 2], [3, 4]), JS))
+    (f,) = [p for p in bag.iterdir() if p.suffix in ('.mcap', '.db3')]
+    data = f.read_bytes()
+    f.write_bytes(data[:len(data) // 2])
+    with pytest.raises(BagError) as info:
+        with BagReader(bag) as r:
+            r.read_series(['/joint_states'])
+    assert f.name in str(info.value)
+    bare = tmp_path / f'cut{f.suffix}'
+    bare.write_bytes(data[:len(data) // 3])
+    with pytest.raises(BagError, match=bare.name):
+        with BagReader(bare) as r:
+            r.read_series(['/joint_states'])
+    garbage = tmp_path / 'garbage.db3'
+    garbage.write_bytes(b'not a database at all' * 100)
+    with pytest.raises(BagError, match='garbage.db3'):
+        BagReader(garbage).open()
+
+
+def test_not_a_bag(tmp_path):
+    with pytest.raises(BagError, match='no such file'):
+        BagReader(tmp_path / 'missing').open()
+    (tmp_path / 'dir').mkdir()
+    with pytest.raises(BagError, match='not a rosbag2 bag'):
+        BagReader(tmp_path / 'dir').open()
+    (tmp_path / 'notes.txt').write_text('hello')
+    with pytest.raises(BagError, match='notes.txt'):
+        BagReader(tmp_path / 'notes.txt').open()
+    bag = write_bag(tmp_path / 'bag', 'mcap')
+    (bag / 'metadata.yaml').write_text('rosbag2_bagfile_information: {version: 99}\n')
+    with pytest.raises(BagError, match='metadata.yaml'):
+        BagReader(bag).open()
+
+
+def test_undecodable_topic_is_skipped_not_fatal(tmp_path):
+    bag = tmp_path / 'bag'
+    with Writer(bag, version=8) as w:      # a type without definition, unknown to typestores
+        c1 = w.add_connection('/dynamic_joint_states', 'control_msgs/msg/DynamicJointState',
+                              msgdef='', rihs01='RIHS01_' + '0' * 64)
+        c2 = w.add_connection('/joint_states', JS, typestore=TS)
+        w.write(c1, 1, b'\x00\x01\x00\x00' + b'\x00' * 12)
+        w.write(c2, 2, ser(STATES[0][1], JS))
+    with BagReader(bag) as r:
+        assert set(r.skipped) == {'/dynamic_joint_states'}
+        assert 'DynamicJointState' in r.skipped['/dynamic_joint_states']
+        assert not r.topics['/dynamic_joint_states'].decodable
+        assert [t for t, _, _ in r.messages()] == ['/joint_states']
+        with pytest.raises(BagError, match='cannot be decoded'):
+            r.read_series(['/dynamic_joint_states'])
+
+
+def test_fast_decoder_matches_rosbags_on_mixed_layouts(tmp_path):
+    """Batches with several layouts, big-endian and odd messages: fast path == generic."""
+    rng = np.random.default_rng(3)
+    msgs = []
+    for k in range(400):
+        names = [['j1', 'j2', 'j3'], ['j3', 'j1', 'j2'], ['j1', 'j2']][k % 3]
+        n = len(names)
+        vel = rng.normal(size=n) if k % 5 else []
+        m = joint_state(10**9 + k * 10**6, names, rng.normal(size=n), vel, rng.normal(size=n),
+                        frame='ab'[k % 2])
+        msgs.append((10**9 + k * 10**6, m, k % 37 == 0))
+    with BagWriter(tmp_path / 'bag', storage='mcap') as w:
+        w.add_topic('/joint_states', JS)
+        for ts, m, big in msgs:
+            w.write('/joint_states', ts, ser(m, JS, little_endian=not big))
+    with BagReader(tmp_path / 'bag') as r:
+        s = r.read_series(['/joint_states'])['/joint_states']
+    assert s.names == ['j1', 'j2', 'j3']
+    assert s.decode_stats['fast'] > 300 and s.decode_stats['generic'] >= 10
+    for i, (ts, m, _) in enumerate(msgs):
+        assert s.stamp_ns[i] == ts
+        for key in ('position', 'velocity', 'effort'):
+            want = np.full(3, np.nan)
+            vals = getattr(m, key)
+            for j, nm in enumerate(m.name):
+                if len(vals):
+                    want[s.names.index(nm)] = vals[j]
+            np.testing.assert_array_equal(getattr(s, key)[i], want)
+
+
+def test_fixture_dynamic_joint_states_skipped():
+    if not FIXTURE.is_dir():
+        pytest.skip(f'fixture {FIXTURE} absent (shared/ must sit beside the project)')
+    with BagReader(FIXTURE) as r:
+        assert r.metadata_version == 5 and r.storage == 'sqlite3'
+        assert 'control_msgs/msg/DynamicJointState' in r.skipped['/dynamic_joint_states']
+        assert r.topics['/tf'].decodable and r.topics['/joint_states'].count == 696
+        s = r.read_series(['/joint_states', '/effort_controller/commands'])
+    # compare with a plain rosbags loop
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    pos, cmd = [], []
+    with Reader(FIXTURE) as reader:
+        for c, _, raw in reader.messages():
+            if c.topic == '/joint_states':
+                pos.append(ts.deserialize_cdr(raw, c.msgtype).position)
+            elif c.topic == '/effort_controller/commands':
+                cmd.append(ts.deserialize_cdr(raw, c.msgtype).data)
+    np.testing.assert_array_equal(s['/joint_states'].position, np.array(pos))
+    np.testing.assert_array_equal(s['/effort_controller/commands'].data, np.array(cmd))
+    assert s['/joint_states'].names == [f'joint_a{k}' for k in range(1, 8)]
+
+
+def test_sqlite_storage_is_plain_sqlite(tmp_path):
+    bag = write_bag(tmp_path / 'bag', 'sqlite3')
+    (db,) = bag.glob('*.db3')
+    con = sqlite3.connect(db)
+    defs = dict(con.execute('SELECT topic_type, encoded_message_definition '
+                            'FROM message_definitions'))
+    assert 'float64[] position' in defs[JS]
+    assert con.execute('SELECT count(*) FROM messages').fetchone()[0] == 9
+    con.close()
+
+
+@pytest.mark.parametrize('version', [4, 9])
+@pytest.mark.parametrize('storage', STORAGES)
+def test_metadata_versions_and_compression(tmp_path, version, storage):
+    """Bags written by other tools: metadata v9 (and v4, rewritten), zstd compression."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin
+    for mode in (None, CompressionMode.FILE, CompressionMode.MESSAGE):
+        bag = tmp_path / f'bag_{mode}'
+        w = Writer(bag, version=9, storage_plugin=StoragePlugin[storage.upper()])
+        if mode is not None:
+            w.set_compression(mode, CompressionFormat.ZSTD)
+        with w:
+            conn = w.add_connection('/joint_states', JS, typestore=TS)
+            for ts, m in STATES:
+                w.write(conn, ts, ser(m, JS))
+        if version == 4:
+            meta = yaml.safe_load((bag / 'metadata.yaml').read_text())
+            info = meta['rosbag2_bagfile_information']
+            info['version'] = 4
+            for key in ('files', 'custom_data', 'ros_distro'):
+                info.pop(key, None)
+            for topic in info['topics_with_message_count']:
+                topic['topic_metadata'].pop('type_description_hash', None)
+                topic['topic_metadata']['offered_qos_profiles'] = ''
+            (bag / 'metadata.yaml').write_text(yaml.safe_dump(meta))
+        with BagReader(bag) as r:
+            assert r.metadata_version == version
+            s = r.read_series(['/joint_states'])['/joint_states']
+        np.testing.assert_array_equal(s.position, expected_state_arrays()['position'])
