@@ -1,0 +1,243 @@
+"""Recorder node: a rosbag2 bag of the run, written with rosbags (no rosbag2 needed).
+
+Subscribes to ``topics`` with ``raw=True`` (reliable, keep last ``qos_depth``) and writes the
+serialized CDR bytes as they come, stamped with the receive time of the node clock (sim time
+under ``use_sim_time``, as ``ros2 bag record --use-sim-time``), into a bag with metadata
+version 8, MCAP by default (``storage: sqlite3`` on request), via
+:class:`manip_control.bag_io.BagWriter`.
+
+Beside ``metadata.yaml`` the bag directory gets the resolved parameters of the run:
+
+* ``params.yaml`` -- the scenario in the core format (``load_scenario`` reads it, so the run
+  can be replayed offline and checked);
+* ``ros_params.yaml`` -- the nodes' ROS parameters (``node: ros__parameters:`` form; usable as
+  ``--params-file``).
+
+Standalone, the node fetches them from the parameter services of ``params_from`` (default
+plant, controller, trajectory) once those nodes appear; manip-sim hands them over directly.
+Types of the default topics are known; other topics are subscribed when a publisher appears
+(type from the graph). The bag is finished (metadata written) on shutdown (Ctrl-C, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+from rclpy.node import Node
+from rclpy.parameter import parameter_value_to_python
+
+from manip_control.bag_io import BagWriter, make_qos, qos_from_profile
+from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
+from manip_control.nodes.ros_params import (
+    DEFAULT_RECORD_TOPICS,
+    NODE_NAMES,
+    SPECS,
+    STORAGES,
+    declare_parameters,
+    params_yaml,
+    recorder_specs,
+    scenario_from_ros,
+)
+from manip_control.parameters import ParameterError
+
+ROS_PARAMS_FILE = 'ros_params.yaml'
+
+
+def message_class(msgtype: str):
+    """``'sensor_msgs/msg/JointState'`` -> the rclpy message class."""
+    pkg, _, name = msgtype.rpartition('/')
+    module = importlib.import_module(pkg.replace('/', '.'))
+    return getattr(module, name)
+
+
+class RecorderNode(Node):
+    """Records topics into a rosbag2 bag.
+
+    Parameters
+    ----------
+    node_name : str
+    parameter_overrides : list of rclpy Parameter, optional
+    **kwargs
+        Passed to ``rclpy.node.Node``.
+    """
+
+    def __init__(self, node_name: str = 'recorder', *, parameter_overrides=None, **kwargs):
+        super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
+        self.values = declare_parameters(self, recorder_specs(), reject_unknown=False)
+        v = self.values
+        if v['storage'] not in STORAGES:
+            raise ParameterError(f'parameter storage (node {self.get_name()}): must be one of '
+                                 f'{", ".join(STORAGES)} (got {v["storage"]!r})')
+        topics = list(v['topics'] or [])
+        for t in topics:
+            if not t.startswith('/'):
+                raise ParameterError(f'parameter topics (node {self.get_name()}): {t!r} is not '
+                                     'an absolute topic name')
+        bag = v['bag'] or time.strftime('runs/bag_%Y%m%d_%H%M%S')
+        self.bag_path = Path(bag)
+        self.writer = BagWriter(self.bag_path, v['storage'])
+        self.writer.open()
+        self._closed = False
+        self._depth = int(v['qos_depth'])
+        self._wanted = topics
+        self._subs: dict = {}
+        self.callback_errors = 0
+        self.write_errors = 0
+        self._run_params: dict | None = None
+        self._ros_values: dict = {}
+        self._param_clients: dict = {}
+        self._pending_nodes = [n for n in (v['params_from'] or []) if n]
+        for topic in topics:
+            if topic in DEFAULT_RECORD_TOPICS:
+                self._subscribe(topic, DEFAULT_RECORD_TOPICS[topic])
+        self._discovery = self.create_timer(0.5, self._discover, clock=steady_clock())
+        self.get_logger().info(f'recording {len(topics)} topics to {self.bag_path} '
+                               f'({v["storage"]})')
+
+    # -- topics -----------------------------------------------------------------------------
+    def _subscribe(self, topic: str, msgtype: str) -> None:
+        try:
+            cls = message_class(msgtype)
+        except (ImportError, AttributeError, ValueError) as exc:
+            self.get_logger().error(f'{topic}: cannot record type {msgtype} ({exc})')
+            self._subs[topic] = None
+            return
+        offered = [qos_from_profile(info.qos_profile)
+                   for info in self.get_publishers_info_by_topic(topic)]
+        if not offered:
+            offered = [qos_from_profile(data_qos()) if 'diagnostics' not in topic
+                       else make_qos('reliable', 'volatile', depth=10)]
+        self.writer.add_topic(topic, msgtype, qos=offered)
+        write = self.writer.write
+        clock = self.get_clock()
+
+        def on_message(raw: bytes, _topic=topic) -> None:
+            try:
+                write(_topic, clock.now().nanoseconds, raw)
+            except Exception as exc:  # noqa: BLE001 - e.g. after close(); never crash
+                self.write_errors += 1
+                self.get_logger().error(f'{_topic}: not recorded ({exc})',
+                                        throttle_duration_sec=1.0)
+
+        self._subs[topic] = self.create_subscription(cls, topic, on_message,
+                                                     data_qos(self._depth), raw=True)
+
+    @guarded
+    def _discover(self) -> None:
+        missing = [t for t in self._wanted if t not in self._subs]
+        if missing:
+            types = dict(self.get_topic_names_and_types())
+            for topic in missing:
+                if types.get(topic):
+                    self._subscribe(topic, types[topic][0])
+        if self._pending_nodes:
+            self._fetch_parameters()
+
+    def all_matched(self) -> bool:
+        """True when every subscription is matched with every publisher in the graph."""
+        for topic, sub in self._subs.items():
+            if sub is not None and sub.get_publisher_count() < self.count_publishers(topic):
+                return False
+        return True
+
+    def counts(self) -> dict:
+        """Messages written per topic."""
+        return self.writer.counts
+
+    # -- run parameters ---------------------------------------------------------------------
+    def set_run_parameters(self, scenario: dict, ros_values: dict) -> None:
+        """Hand over the resolved parameters (manip-sim) and write them now."""
+        self._run_params = scenario
+        self._ros_values = ros_values
+        self._pending_nodes = []
+        self._write_params()
+
+    def _fetch_parameters(self) -> None:
+        from rclpy.parameter_client import AsyncParameterClient
+        for node in list(self._pending_nodes):
+            client = self._param_clients.get(node)
+            if client is None:
+                client = AsyncParameterClient(self, node)
+                self._param_clients[node] = client
+            if getattr(client, '_busy', False) or not client.services_are_ready():
+                continue
+            client._busy = True
+            client.list_parameters(callback=lambda fut, n=node: self._on_list(n, fut))
+
+    def _on_list(self, node: str, fut) -> None:
+        client = self._param_clients[node]
+        try:
+            names = list(fut.result().result.names)
+        except Exception as exc:  # noqa: BLE001 - service went away
+            self.get_logger().warning(f'cannot list the parameters of {node}: {exc}')
+            client._busy = False
+            return
+        client.get_parameters(names, callback=lambda f, n=node, k=names: self._on_get(n, k, f))
+
+    def _on_get(self, node: str, names: list, fut) -> None:
+        client = self._param_clients[node]
+        try:
+            values = [parameter_value_to_python(v) for v in fut.result().values]
+        except Exception as exc:  # noqa: BLE001
+            self.get_logger().warning(f'cannot get the parameters of {node}: {exc}')
+            client._busy = False
+            return
+        self._ros_values[node] = {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                                  for k, v in zip(names, values)}
+        if node in self._pending_nodes:
+            self._pending_nodes.remove(node)
+        self.get_logger().info(f'parameters of {node} fetched')
+        if not self._pending_nodes:
+            self._write_params()
+
+    def _write_params(self) -> None:
+        """Write params.yaml (scenario) and ros_params.yaml (nodes) into the bag directory."""
+        ros = {}
+        for node, vals in self._ros_values.items():
+            known = {s.name for s in SPECS[node]()} if node in SPECS else None
+            ros[node] = {k: v for k, v in vals.items()
+                         if known is None or k in known or k == 'use_sim_time'}
+        scenario = self._run_params
+        if scenario is None and any(n in ros for n in NODE_NAMES):
+            try:
+                scenario = scenario_from_ros(ros, name='recorded').to_dict()
+            except ParameterError as exc:
+                self.get_logger().warning(f'params.yaml not written: {exc}')
+        if scenario is not None:
+            self.writer.write_params(scenario)
+        if ros:
+            (self.bag_path / ROS_PARAMS_FILE).write_text(params_yaml(
+                ros, header='Resolved ROS parameters of the recorded run (--params-file).'))
+
+    # -- shutdown ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish the bag (metadata.yaml); write the parameters fetched so far."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pending_nodes and self._ros_values:
+            self._write_params()
+        elif self._pending_nodes:
+            self.get_logger().warning(
+                f'no parameters from {", ".join(self._pending_nodes)}: params.yaml not written')
+        self.writer.close()
+        total = sum(self.writer.counts.values())
+        self.get_logger().info(f'bag {self.bag_path}: {total} messages')
+
+    def destroy_node(self) -> None:
+        try:
+            self.close()
+        finally:
+            super().destroy_node()
+
+
+def main(args=None) -> int:
+    """``ros2 run manip_control recorder [--ros-args -p bag:=DIR ...]``."""
+    return run_node(RecorderNode, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

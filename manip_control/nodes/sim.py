@@ -1,0 +1,513 @@
+"""manip-sim: plant, controller and trajectory nodes in one process, a scenario, a summary.
+
+Usage::
+
+    manip-sim [--config FILE|PRESET] [--duration S] [--mode lockstep|realtime]
+              [--bag DIR [--storage mcap|sqlite3]] [--executor events|single] [--quiet]
+
+``--config`` takes a scenario file in the core format (``config/*.yaml``, or a preset name
+such as ``seed001``; default ``default``) or a ROS params file (``node: ros__parameters:``
+sections for plant / controller / trajectory, e.g. ``config/sim_params.yaml``). The three
+nodes talk over DDS topics exactly as separate processes do; the lockstep result equals
+:func:`manip_control.simulation.run_closed_loop` for the same scenario.
+
+``--bag DIR`` adds the recorder node (rosbag2, metadata version 8, MCAP by default) with the
+resolved run parameters in ``DIR/params.yaml`` (scenario format, loadable by
+``load_scenario``) and ``DIR/ros_params.yaml`` (the nodes' parameters).
+
+Exit codes: 0 done, 2 bad configuration (one ``error: ...`` line, nothing published),
+130 interrupted.
+
+Discovery: unless ``ROS_AUTOMATIC_DISCOVERY_RANGE`` (or ``ROS_LOCALHOST_ONLY``) is set, the
+process keeps DDS discovery on this host (``LOCALHOST``); all nodes are in the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from manip_control.nodes.common import EXECUTORS, error_exit, spin_until
+from manip_control.nodes.ros_params import (
+    MODES,
+    NODE_NAMES,
+    STORAGES,
+    controller_specs,
+    is_params_document,
+    load_params_file,
+    parameter_overrides,
+    plant_specs,
+    recorder_specs,
+    ros_params_from_scenario,
+    scenario_from_ros,
+    trajectory_specs,
+)
+from manip_control.parameters import ParameterError, Scenario, load_scenario, resolve_config
+
+READY_TIMEOUT = 10.0
+DRAIN_TIMEOUT = 5.0
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+
+@dataclass
+class RunConfig:
+    """What to run: per-node ROS values and the scenario they describe."""
+
+    name: str
+    values: dict                    # node name -> {ros parameter: value}
+    scenario: Scenario | None = None
+    source: str = ''
+
+
+def load_run_config(config: str | None, mode: str | None = None,
+                    duration: float | None = None) -> RunConfig:
+    """Read ``--config`` (scenario file / preset or ROS params file) and apply overrides."""
+    if duration is not None and not duration > 0.0:
+        raise ParameterError(f'--duration: must be > 0 (got {duration})')
+    path = resolve_config(config or 'default')
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ParameterError(f'config {path}: not valid YAML ({exc})') from None
+    except OSError as exc:
+        raise ParameterError(f'config {path}: cannot read ({exc.strerror})') from None
+    if is_params_document(data):
+        values = load_params_file(path)
+        unknown_nodes = sorted(set(values) - set(NODE_NAMES) - {'recorder'})
+        if unknown_nodes:
+            raise ParameterError(f'params file {path}: unknown node section '
+                                 f'{unknown_nodes[0]!r} (expected {", ".join(NODE_NAMES)})')
+        values = {n: dict(values.get(n, {})) for n in NODE_NAMES}
+        scenario = None
+        name = path.stem
+    else:
+        scenario = load_scenario(path)
+        if duration is not None:
+            scenario = replace(scenario, duration=float(duration))
+        values = ros_params_from_scenario(scenario, mode or 'lockstep')
+        name = scenario.name
+    for node in NODE_NAMES:
+        if mode is not None:
+            values[node]['mode'] = mode
+    if duration is not None:
+        values['plant']['duration'] = float(duration)
+    return RunConfig(name, values, scenario, str(path))
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+
+@dataclass
+class SimOutcome:
+    """Everything a run produced (for the summary, tests and the benchmark)."""
+
+    name: str
+    mode: str
+    scenario: Scenario
+    ticks: int
+    wall_time: float
+    plant_counters: dict
+    controller_counters: dict
+    published: dict = field(default_factory=dict)
+    recorded: dict = field(default_factory=dict)
+    result: object = None           # SimulationResult (lockstep)
+    controller_history: np.ndarray | None = None
+    latencies_ns: np.ndarray | None = None
+    latency_fresh: np.ndarray | None = None
+    interrupted: bool = False
+
+    @property
+    def simulated_time(self) -> float:
+        return self.ticks * self.scenario.period
+
+    @property
+    def real_time_factor(self) -> float:
+        return self.simulated_time / self.wall_time if self.wall_time > 0 else float('nan')
+
+
+def _localhost_discovery() -> None:
+    if 'ROS_AUTOMATIC_DISCOVERY_RANGE' not in os.environ and \
+            'ROS_LOCALHOST_ONLY' not in os.environ:
+        os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+
+
+class SimRunner:
+    """Build the nodes of a run in one process, run them, collect the outcome.
+
+    Parameters
+    ----------
+    run : RunConfig
+    bag : str or Path, optional
+        Record to this bag directory.
+    storage : str
+        ``mcap`` or ``sqlite3``.
+    executor : str
+        ``events`` or ``single``.
+    context : rclpy Context, optional
+        An initialised context (default: the global one, initialised here if needed).
+    """
+
+    def __init__(self, run: RunConfig, bag=None, storage: str = 'mcap',
+                 executor: str = 'events', context=None):
+        import rclpy
+        from rclpy.parameter import Parameter
+
+        from manip_control.nodes.common import make_executor
+        from manip_control.nodes.controller_node import ControllerNode
+        from manip_control.nodes.plant_node import PlantNode
+        from manip_control.nodes.trajectory_node import TrajectoryNode
+
+        self.run = run
+        self.context = context
+        self._owns_context = False
+        if context is None and not rclpy.ok():
+            rclpy.init()
+            self._owns_context = True
+        kw = {'context': context} if context is not None else {}
+        self.nodes = []
+        self.recorder = None
+        self.bag = bag
+        sim_time = Parameter('use_sim_time', value=True)
+        recording = bag is not None
+        v = run.values
+        try:
+            plant_vals = dict(v['plant'])
+            if plant_vals.get('mode', 'lockstep') == 'lockstep':
+                plant_vals.setdefault('wait_for_subscribers', 2 if recording else 1)
+            self.plant = PlantNode(parameter_overrides=parameter_overrides(
+                plant_specs(), plant_vals), autostart=False, keep_history=True, **kw)
+            self.nodes.append(self.plant)
+            self.lockstep = self.plant.lockstep
+            extra = [sim_time] if self.lockstep else []
+            self.controller = ControllerNode(parameter_overrides=parameter_overrides(
+                controller_specs(), v['controller']) + extra, keep_history=True, **kw)
+            self.nodes.append(self.controller)
+            self.trajectory = TrajectoryNode(parameter_overrides=parameter_overrides(
+                trajectory_specs(), v['trajectory']) + extra, **kw)
+            self.nodes.append(self.trajectory)
+            self._check_consistent()
+            self.resolved = {n.get_name(): _resolved_values(n) for n in self.nodes}
+            self.scenario = run.scenario or scenario_from_ros(self.resolved, name=run.name)
+            if recording:
+                from manip_control.nodes.recorder_node import RecorderNode
+                rec_vals = {'bag': str(bag), 'storage': storage, 'params_from': []}
+                self.recorder = RecorderNode(parameter_overrides=parameter_overrides(
+                    recorder_specs(), rec_vals) + extra, **kw)
+                self.nodes.append(self.recorder)
+                self.recorder.set_run_parameters(self.scenario.to_dict(), self.resolved)
+            self.executor = make_executor(executor, context=context)
+            for n in self.nodes:
+                self.executor.add_node(n)
+        except BaseException:
+            self.destroy()
+            raise
+
+    def _check_consistent(self) -> None:
+        nodes = (self.plant, self.controller, self.trajectory)
+        for key in ('joints', 'mode', 'control_rate'):
+            vals = {n.get_name(): n.values[key] for n in nodes}
+            if len({repr(x) for x in vals.values()}) > 1:
+                raise ParameterError(f'parameter {key}: must be the same for plant, controller '
+                                     f'and trajectory (got {vals})')
+
+    def _wait_ready(self) -> None:
+        """Spin until every connection of the loop (and the recorder) is matched."""
+        rec = 1 if self.recorder is not None else 0
+        checks = [
+            lambda: self.plant._state_pub.get_subscription_count() >= 1 + rec,
+            lambda: self.plant._cmd_sub.get_publisher_count() >= 1,
+            lambda: self.trajectory._ref_pub.get_subscription_count() >= 1 + rec,
+        ]
+        if self.lockstep:
+            checks.append(lambda: self.plant._clock_pub.get_subscription_count() >= 1)
+        if self.recorder is not None:
+            checks.append(self.recorder.all_matched)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not all(c() for c in checks):
+            if time.monotonic() > deadline:
+                raise RuntimeError('the nodes did not connect within '
+                                   f'{READY_TIMEOUT:g} s (DDS discovery)')
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def execute(self) -> SimOutcome:
+        """Run until the plant has simulated its duration (or Ctrl-C)."""
+        from rclpy.executors import ExternalShutdownException
+        interrupted = False
+        self._wait_ready()
+        t0 = time.perf_counter()
+        self.plant.start()
+        try:
+            spin_until(self.executor, self.plant.done_future, self.context)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            interrupted = True
+        if not self.plant.done_future.done():
+            interrupted = True
+        wall = (self.plant.wall_end or time.perf_counter()) - (self.plant.wall_start or t0)
+        if not self.lockstep:
+            for node in (self.controller, self.trajectory):
+                timer = getattr(node, '_timer', None)
+                if timer is not None:
+                    timer.cancel()
+        published = self._published()
+        recorded = {}
+        if self.recorder is not None:
+            self._drain(published)
+            self.recorder.close()
+            recorded = self.recorder.counts()
+        return self._outcome(wall, published, recorded, interrupted)
+
+    def _published(self) -> dict:
+        p = self.plant.published
+        return {'/joint_states': p['joint_states'], '/motor_states': p['motor_states'],
+                '/reference': self.trajectory.published,
+                '/joint_commands': self.controller.published_commands,
+                '/effort_controller/commands': self.controller.published_commands}
+
+    def _drain(self, published: dict) -> None:
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline:
+            counts = self.recorder.counts()
+            if all(counts.get(t, 0) >= n for t, n in published.items() if t in counts):
+                break
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
+        sc = self.scenario
+        ch = np.array(self.controller.history, dtype=float).reshape(-1, 13)
+        lat = fresh = None
+        if self.controller.latencies:
+            arr = np.array(self.controller.latencies, dtype=np.int64).reshape(-1, 2)
+            lat, fresh = arr[:, 0], arr[:, 1].astype(bool)
+        result = None
+        if self.lockstep and self.plant.history:
+            result = _simulation_result(sc, np.array(self.plant.history, dtype=float), ch,
+                                        self.plant.plant.state)
+        return SimOutcome(self.run.name, 'lockstep' if self.lockstep else 'realtime', sc,
+                          self.plant.k, wall, self.plant.counters(),
+                          self.controller.counters(), published, recorded, result, ch, lat,
+                          fresh, interrupted)
+
+    def destroy(self) -> None:
+        """Destroy the nodes and executor (and the context when created here)."""
+        import rclpy
+        if self.recorder is not None:
+            try:
+                self.recorder.close()
+            except Exception:  # noqa: BLE001 - best effort on teardown
+                pass
+        ex = getattr(self, 'executor', None)
+        for n in self.nodes:
+            if ex is not None:
+                try:
+                    ex.remove_node(n)
+                except Exception:  # noqa: BLE001
+                    pass
+            n.destroy_node()
+        self.nodes = []
+        if ex is not None:
+            ex.shutdown()
+            self.executor = None
+        if self._owns_context:
+            rclpy.try_shutdown()
+            self._owns_context = False
+
+
+def _resolved_values(node) -> dict:
+    out = {}
+    for name in node.values:
+        value = node.get_parameter(name).value
+        out[name] = list(value) if isinstance(value, (list, tuple)) or hasattr(
+            value, 'tolist') else value
+    return out
+
+
+def _simulation_result(scenario: Scenario, ph: np.ndarray, ch: np.ndarray, final_state):
+    """SimulationResult (the offline record type) from the nodes' per-tick histories."""
+    from manip_control.simulation import SimulationResult
+    n = min(len(ph), len(ch))
+    ph, ch = ph[:n], ch[:n]
+    return SimulationResult(
+        scenario=scenario, t=ph[:, 0], q=ph[:, 1:3], qd=ph[:, 3:5], q_meas=ph[:, 5:7],
+        qd_meas=ph[:, 7:9], q_d=ch[:, 3:5], qd_d=ch[:, 5:7], qdd_d=ch[:, 7:9],
+        tau_cmd=ph[:, 9:11], tau_joint=ph[:, 11:13], current=ph[:, 13:15],
+        voltage=ph[:, 15:17], saturated=ch[:, 11:13].astype(bool),
+        final_state=np.asarray(final_state))
+
+
+# --------------------------------------------------------------------------------------------
+# summary
+
+def tracking_summary(out: SimOutcome) -> dict:
+    """Per-joint tracking figures: error ``e = q - q_d`` [rad] (true q in lockstep, the
+    measured q the controller used in real time), command and saturation."""
+    sc = out.scenario
+    if out.result is not None:
+        t, e = out.result.t, out.result.error
+        tau, sat = out.result.tau_cmd, out.result.saturated
+        source = 'true q'
+    else:
+        ch = out.controller_history
+        if ch is None or len(ch) == 0:
+            return {}
+        t = ch[:, 0] - ch[0, 0]
+        e = ch[:, 1:3] - ch[:, 3:5]
+        tau, sat = ch[:, 9:11], ch[:, 11:13].astype(bool)
+        source = 'measured q'
+    if len(t) == 0:
+        return {}
+    late = t >= sc.late_window_start
+    s = {
+        'error_source': source,
+        'rms': np.sqrt(np.mean(e ** 2, axis=0)),
+        'max_abs': np.max(np.abs(e), axis=0),
+        'late_max_abs': np.max(np.abs(e[late]), axis=0) if late.any() else None,
+        'late_rms': np.sqrt(np.mean(e[late] ** 2, axis=0)) if late.any() else None,
+        'final_abs': np.abs(e[-1]),
+        'tau_max_abs': np.max(np.abs(tau), axis=0),
+        'saturated_pct': 100.0 * np.mean(sat, axis=0),
+    }
+    if out.latencies_ns is not None and len(out.latencies_ns):
+        lat = out.latencies_ns[out.latency_fresh] if out.latency_fresh.any() else \
+            out.latencies_ns
+        s['latency_ms'] = {'p50': np.percentile(lat, 50) * 1e-6,
+                           'p99': np.percentile(lat, 99) * 1e-6, 'max': lat.max() * 1e-6,
+                           'fresh_pct': 100.0 * out.latency_fresh.mean()}
+        expected = max(out.ticks, 1)
+        s['controller_ticks'] = (out.controller_counters['ticks'], expected)
+    return s
+
+
+def format_summary(out: SimOutcome, s: dict, joints) -> str:
+    """The text manip-sim prints."""
+    sc = out.scenario
+    lines = [f'manip-sim: {out.name} | {out.mode} | {out.simulated_time:.3f} s simulated '
+             f'({out.ticks} ticks at {sc.control_rate:g} Hz) in {out.wall_time:.2f} s wall, '
+             f'real-time factor {out.real_time_factor:.2f}x'
+             + (' | INTERRUPTED' if out.interrupted else '')]
+    if not s:
+        lines.append('no ticks ran')
+        return '\n'.join(lines)
+    j1, j2 = joints
+
+    def row(label, arr, fmt='{:12.5f}'):
+        return f'  {label:<34}' + ''.join(fmt.format(v) for v in arr)
+
+    lines.append(f'tracking error e = q - q_d [rad] ({s["error_source"]})'.ljust(36)
+                 + f'{j1:>12}{j2:>12}')
+    lines.append(row('RMS', s['rms']))
+    lines.append(row('max |e|', s['max_abs']))
+    if s['late_max_abs'] is not None:
+        lines.append(row(f'RMS for t >= {sc.late_window_start:g} s', s['late_rms']))
+        lines.append(row(f'max |e| for t >= {sc.late_window_start:g} s', s['late_max_abs']))
+    lines.append(row('|e| at the end', s['final_abs']))
+    lines.append(row('max |tau_cmd| [N m]', s['tau_max_abs'], '{:12.3f}'))
+    lines.append(row('saturated [% of ticks]', s['saturated_pct'], '{:12.2f}'))
+    pc = out.plant_counters
+    lines.append(f'plant: {pc["command_timeouts"]} command timeouts, {pc["refused_commands"]} '
+                 f'refused commands, {pc["watchdog_trips"]} watchdog trips; controller: '
+                 f'{out.controller_counters["ticks"]} ticks')
+    if 'latency_ms' in s:
+        lat = s['latency_ms']
+        done, expected = s['controller_ticks']
+        lines.append(f'real time: controller ticks {done}/{expected} '
+                     f'({100.0 * done / expected:.2f} %), state->command latency p50 '
+                     f'{lat["p50"]:.3f} ms, p99 {lat["p99"]:.3f} ms, max {lat["max"]:.3f} ms')
+    if out.recorded:
+        total = sum(out.recorded.values())
+        lines.append(f'bag: {total} messages: ' + ', '.join(
+            f'{t} {n}' for t, n in out.recorded.items()))
+    return '\n'.join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='manip-sim',
+        description='Run the plant, controller and trajectory ROS 2 nodes in one process on a '
+                    'scenario and print the tracking summary.')
+    p.add_argument('--config', default=None, metavar='FILE',
+                   help='scenario file or preset name (config/*.yaml core format, e.g. '
+                        'seed001), or a ROS params file (node: ros__parameters:); '
+                        'default: the default scenario')
+    p.add_argument('--duration', type=float, default=None, metavar='S',
+                   help='simulated time [s] (default: the scenario duration)')
+    p.add_argument('--mode', choices=MODES, default=None,
+                   help='lockstep (default: deterministic, as fast as possible) or realtime '
+                        '(wall clock, free-running timers)')
+    p.add_argument('--bag', default=None, metavar='DIR',
+                   help='record a rosbag2 bag (metadata version 8) with params.yaml to DIR')
+    p.add_argument('--storage', choices=STORAGES, default='mcap',
+                   help='bag storage (default mcap)')
+    p.add_argument('--executor', choices=EXECUTORS, default='events',
+                   help='rclpy executor (default events: rclpy.experimental.EventsExecutor)')
+    p.add_argument('--quiet', action='store_true', help='no node log lines')
+    return p
+
+
+def run(argv=None) -> tuple[int, SimOutcome | None]:
+    """manip-sim without sys.exit: ``(exit code, outcome)``."""
+    import rclpy
+    from rclpy.utilities import remove_ros_args
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ros_args = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
+    args = build_parser().parse_args(remove_ros_args(['manip-sim'] + argv)[1:])
+    try:
+        cfg = load_run_config(args.config, args.mode, args.duration)
+    except ParameterError as exc:
+        return error_exit(str(exc)), None
+    if args.bag is not None:
+        bag = Path(args.bag)
+        if bag.exists() and (not bag.is_dir() or any(bag.iterdir())):
+            return error_exit(f'--bag {bag}: exists and is not an empty directory'), None
+    _localhost_discovery()
+    if args.quiet:
+        os.environ.setdefault('RCUTILS_LOGGING_SEVERITY', 'WARN')
+        ros_args = ros_args or ['--ros-args']
+        ros_args += ['--log-level', 'warn']
+    try:
+        rclpy.init(args=['manip-sim'] + ros_args)
+    except Exception as exc:  # noqa: BLE001 - malformed --ros-args
+        return error_exit(str(exc).splitlines()[0]), None
+    runner = None
+    try:
+        try:
+            runner = SimRunner(cfg, bag=args.bag, storage=args.storage,
+                               executor=args.executor)
+        except ParameterError as exc:
+            return error_exit(str(exc)), None
+        outcome = runner.execute()
+        summary = tracking_summary(outcome)
+        print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
+        if args.bag is not None:
+            print(f'bag written to {args.bag}', flush=True)
+        return (130 if outcome.interrupted else 0), outcome
+    except KeyboardInterrupt:
+        return 130, None
+    except Exception as exc:  # noqa: BLE001 - e.g. discovery failure, bag errors
+        return error_exit(f'{type(exc).__name__}: {exc}', 1), None
+    finally:
+        if runner is not None:
+            runner.destroy()
+        rclpy.try_shutdown()
+
+
+def main(argv=None) -> int:
+    """Console script ``manip-sim`` (also ``ros2 run manip_control sim``)."""
+    code, _ = run(argv)
+    return code
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Trajectory node: the reference generator (core :mod:`manip_control.trajectories`).
+
+Publishes
+    ``reference`` (trajectory_msgs/JointTrajectory: header.stamp = sample time, joint_names,
+    one point with positions [rad], velocities [rad/s], accelerations [rad/s^2]);
+    ``~/goal_status`` (std_msgs/String: ``accepted: ...`` or ``rejected: <reason>`` per goal).
+Subscribes
+    ``~/goal`` (trajectory_msgs/JointTrajectory: timed waypoints, joints matched by name);
+    ``/clock`` in lockstep (one reference per clock tick, stamped with it).
+
+Time base: the trajectory time is the sim time in lockstep (``t_k = k T``, the same floats as
+:func:`manip_control.simulation.run_closed_loop`) and the wall time since the first sample in
+real time (a free-running timer at ``control_rate``).
+
+Goals: ``header.stamp`` zero means "start now", otherwise the start time. Each point's
+``time_from_start`` must be >= 0 and strictly increasing; positions are required, velocities
+optional (all points or none; zero at the last point), accelerations are ignored (the path is
+a C2 piecewise quintic through the waypoints, :class:`~manip_control.trajectories.Waypoints`).
+If the first point is later than now, the motion starts from the current desired position
+(at rest). A goal with unknown, missing or repeated joint names, no points, non-increasing
+times, non-finite values, or a path beyond ``limits.*`` (checked over the whole path, so
+overshoot between waypoints counts) is rejected with the reason logged and published on
+``~/goal_status``; the current motion continues.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+
+from manip_control.nodes import cdr
+from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
+from manip_control.nodes.messages import stamp_ns
+from manip_control.nodes.ros_params import declare_parameters, trajectory_config, \
+    trajectory_specs
+from manip_control.trajectories import Hold, Trajectory, TrajectoryError, Waypoints, \
+    trajectory_from_config, validate_limits
+
+
+class GoalError(ValueError):
+    """A goal that cannot be accepted; the message is the reason."""
+
+
+def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_position,
+                       origin_ns: int, position_limits, velocity_limits) -> Trajectory:
+    """Validate a JointTrajectory goal and build the new reference (trajectory time).
+
+    Parameters
+    ----------
+    msg : JointTrajectory
+    joints : sequence of str
+        Configured joint names (the order of the result).
+    now : float
+        Current trajectory time [s].
+    current_position : sequence of float
+        Current desired position, the start of a goal whose first point is later than now.
+    origin_ns : int
+        ROS time [ns] of trajectory time 0 (for goals with a non-zero header.stamp).
+    position_limits : list of [lower, upper]; velocity_limits : list of float
+
+    Raises
+    ------
+    GoalError
+        With the reason.
+    """
+    names = list(msg.joint_names)
+    joints = list(joints)
+    unknown = [n for n in names if n not in joints]
+    if unknown:
+        raise GoalError(f'unknown joint names {unknown} (configured: {joints})')
+    missing = [j for j in joints if j not in names]
+    if missing:
+        raise GoalError(f'missing joint names {missing}')
+    if len(set(names)) != len(names):
+        raise GoalError(f'repeated joint names in {names}')
+    if not msg.points:
+        raise GoalError('no points')
+    n = len(names)
+    idx = [names.index(j) for j in joints]
+    with_vel = len(msg.points[0].velocities) > 0
+    times, positions, velocities = [], [], []
+    for k, pt in enumerate(msg.points):
+        t = pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9
+        if t < 0.0:
+            raise GoalError(f'points[{k}].time_from_start: must be >= 0 (got {t} s)')
+        if times and not t > times[-1]:
+            raise GoalError(f'points[{k}].time_from_start: times must be strictly increasing '
+                            f'(got {t} s after {times[-1]} s)')
+        times.append(t)
+        if len(pt.positions) != n:
+            raise GoalError(f'points[{k}].positions: {len(pt.positions)} values for {n} '
+                            'joint names')
+        pos = [pt.positions[i] for i in idx]
+        if not all(math.isfinite(v) for v in pt.positions):
+            raise GoalError(f'points[{k}].positions: not finite ({list(pt.positions)})')
+        positions.append(pos)
+        if (len(pt.velocities) > 0) != with_vel:
+            raise GoalError(f'points[{k}].velocities: give velocities for all points or none')
+        if with_vel:
+            if len(pt.velocities) != n:
+                raise GoalError(f'points[{k}].velocities: {len(pt.velocities)} values for {n} '
+                                'joint names')
+            if not all(math.isfinite(v) for v in pt.velocities):
+                raise GoalError(f'points[{k}].velocities: not finite '
+                                f'({list(pt.velocities)})')
+            velocities.append([pt.velocities[i] for i in idx])
+        if len(pt.accelerations) and not all(math.isfinite(v) for v in pt.accelerations):
+            raise GoalError(f'points[{k}].accelerations: not finite '
+                            f'({list(pt.accelerations)})')
+    start_ns = stamp_ns(msg.header.stamp)
+    start = now if start_ns == 0 else (start_ns - origin_ns) * 1e-9
+    if start < now - 1e-9:
+        raise GoalError(f'header.stamp: start time {start:.6f} s is in the past '
+                        f'(now {now:.6f} s); use 0 for "now"')
+    times = [start + t for t in times]
+    if times[0] > now + 1e-9:
+        times.insert(0, now)
+        positions.insert(0, [float(v) for v in current_position])
+        if with_vel:
+            velocities.insert(0, [0.0] * len(joints))
+    try:
+        if len(times) == 1:
+            if with_vel and any(velocities[0]):
+                raise GoalError('points[0].velocities: a single point must have zero velocity')
+            traj = Hold(positions[0], n_joints=len(joints), path='goal')
+        else:
+            traj = Waypoints(times, positions, velocities if with_vel else None,
+                             n_joints=len(joints), path='goal')
+        validate_limits(traj, position_limits, velocity_limits, joint_names=joints,
+                        path='goal')
+    except TrajectoryError as exc:
+        raise GoalError(str(exc)) from None
+    return traj
+
+
+class TrajectoryNode(Node):
+    """The reference generator as a ROS node.
+
+    Parameters
+    ----------
+    node_name : str
+    parameter_overrides : list of rclpy Parameter, optional
+    **kwargs
+        Passed to ``rclpy.node.Node``.
+    """
+
+    def __init__(self, node_name: str = 'trajectory', *, parameter_overrides=None, **kwargs):
+        super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
+        self.values = declare_parameters(self, trajectory_specs())
+        cfg = self.config = trajectory_config(self.values, self.get_name())
+        self.joints = list(cfg.joints)
+        self.lockstep = cfg.mode == 'lockstep'
+        self.period = cfg.period
+        self.rate = cfg.control_rate
+        self.trajectory: Trajectory = trajectory_from_config(cfg.trajectory, len(self.joints))
+        self.goals_accepted = 0
+        self.goals_rejected = 0
+        self.last_rejection = ''
+        self.published = 0
+        self.callback_errors = 0
+        self.time = 0.0                 # trajectory time of the last sample [s]
+        self._origin_ns: int | None = 0 if self.lockstep else None
+
+        qos = data_qos()
+        self._ref_pub = self.create_publisher(JointTrajectory, 'reference', qos)
+        self._status_pub = self.create_publisher(String, '~/goal_status', 10)
+        self.create_subscription(JointTrajectory, '~/goal', self._on_goal, 10)
+        self._encoder = cdr.ReferenceEncoder(self.joints)   # raw CDR publish (nodes/cdr.py)
+        if self.lockstep:
+            self.create_subscription(Clock, '/clock', self._on_clock, qos, raw=True)
+        else:
+            from rclpy.clock import Clock as RclClock, ClockType
+            self._wall = RclClock(clock_type=ClockType.SYSTEM_TIME)
+            self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
+        self.get_logger().info(f'{cfg.trajectory.get("type")} reference at '
+                               f'{cfg.control_rate:g} Hz, {cfg.mode}')
+
+    # -- sampling ---------------------------------------------------------------------------
+    def sample_time(self, t_ns: int) -> float:
+        """Trajectory time of a lockstep clock stamp: ``k T`` exactly when on the tick grid."""
+        k = round(t_ns * 1e-9 * self.rate)
+        if abs(round(k * self.period * 1e9) - t_ns) <= 1:
+            return k * self.period
+        return t_ns * 1e-9
+
+    def publish_sample(self, t: float, t_ns: int) -> None:
+        """Sample at trajectory time ``t`` and publish it stamped ``t_ns``."""
+        q, qd, qdd = self.trajectory.sample(t)
+        self._ref_pub.publish(self._encoder.encode(t_ns, q.tolist(), qd.tolist(),
+                                                   qdd.tolist()))
+        self.time = t
+        self.published += 1
+
+    @guarded
+    def _on_clock(self, raw: bytes) -> None:
+        t_ns, reason = cdr.decode_clock(raw)
+        if reason:
+            self.get_logger().warning(f'/clock ignored ({reason})', throttle_duration_sec=1.0)
+            return
+        self.publish_sample(self.sample_time(t_ns), t_ns)
+
+    @guarded
+    def _on_timer(self) -> None:
+        now = self._wall.now().nanoseconds
+        if self._origin_ns is None:
+            self._origin_ns = now
+        self.publish_sample((now - self._origin_ns) * 1e-9, now)
+
+    # -- goals ------------------------------------------------------------------------------
+    def _now(self) -> float:
+        if self.lockstep or self._origin_ns is None:
+            return self.time
+        return (self._wall.now().nanoseconds - self._origin_ns) * 1e-9
+
+    @guarded
+    def _on_goal(self, msg: JointTrajectory) -> None:
+        now = self._now()
+        current = self.trajectory.sample(now)[0]
+        try:
+            traj = goal_to_trajectory(msg, self.joints, now, current, self._origin_ns or 0,
+                                      self.config.position_limits,
+                                      self.config.velocity_limits)
+        except GoalError as exc:
+            self.goals_rejected += 1
+            self.last_rejection = str(exc)
+            self.get_logger().error(f'goal rejected: {exc}; the current motion continues')
+            self._status_pub.publish(String(data=f'rejected: {exc}'))
+            return
+        self.trajectory = traj
+        self.goals_accepted += 1
+        end = traj.end_time
+        text = (f'accepted: {len(msg.points)} point(s), motion from t = {now:.3f} s to '
+                f't = {max(end, now):.3f} s')
+        self.get_logger().info(f'goal {text}')
+        self._status_pub.publish(String(data=text))
+
+
+def main(args=None) -> int:
+    """``ros2 run manip_control trajectory [--ros-args ...]``."""
+    return run_node(TrajectoryNode, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
