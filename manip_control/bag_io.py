@@ -232,7 +232,7 @@ _ENUM_NAMES = {
                                      'unknown': 3, 'best_available': 4}),
     'durability': (QosDurability, {'system_default': 0, 'transient_local': 1, 'volatile': 2,
                                    'unknown': 3, 'best_available': 4}),
-    'liveliness': (QosLiveliness, {'system_default': 0, 'automatic': 1,
+    'liveliness': (QosLiveliness, {'system_default': 0, 'automatic': 1, 'manual_by_node': 2,
                                    'manual_by_topic': 3, 'unknown': 4,
                                    'best_available': 5}),
 }

@@ -418,3 +418,31 @@ def test_metadata_versions_and_compression(tmp_path, version, storage):
             assert r.metadata_version == version
             s = r.read_series(['/joint_states'])['/joint_states']
         np.testing.assert_array_equal(s.position, expected_state_arrays()['position'])
+
+
+def test_qos_from_rclpy_like_profile():
+    """qos_from_profile duck-types an rclpy QoSProfile (IntEnum policies, Durations)."""
+    from enum import IntEnum
+    from types import SimpleNamespace
+
+    from rosbags.interfaces import QosDurability, QosReliability, QosTime
+
+    from manip_control.bag_io import qos_from_profile
+
+    class Policy(IntEnum):
+        A = 1
+        B = 2
+
+    profile = SimpleNamespace(reliability=Policy.B, durability=Policy.A, history=Policy.A,
+                              depth=3, liveliness=Policy.A,
+                              deadline=SimpleNamespace(nanoseconds=0),
+                              lifespan=SimpleNamespace(nanoseconds=1_500_000_000),
+                              liveliness_lease_duration=SimpleNamespace(
+                                  nanoseconds=9223372036854775807))
+    q = qos_from_profile(profile)
+    assert q.reliability == QosReliability.BEST_EFFORT
+    assert q.durability == QosDurability.TRANSIENT_LOCAL and q.depth == 3
+    assert q.deadline == QosTime(0, 0) and q.lifespan == QosTime(1, 500_000_000)
+    assert q.liveliness_lease_duration == QosTime(9223372036, 854775807)
+    with pytest.raises(BagError, match='reliability'):
+        make_qos(reliability='sometimes')
