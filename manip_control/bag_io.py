@@ -1464,7 +1464,8 @@ class BagReader:
         """Read MCAP chunks with their message indexes (no per-record parsing loop)."""
         bio = st.bio
         for chunk in st.chunks:
-            cids = [c for c in by_id if chunk.channel_count.get(c)]
+            indexed = bool(chunk.message_index_offsets)
+            cids = [c for c in by_id if chunk.channel_count.get(c)] if indexed else list(by_id)
             if not cids:
                 continue
             bio.seek(chunk.chunk_start_offset + 9 + 24)
@@ -1474,11 +1475,12 @@ class BagReader:
             if len(comp) != chunk.compressed_size:
                 raise ReaderError(f'truncated chunk at offset {chunk.chunk_start_offset}')
             payload = _mcap_decompress(comp, chunk.compression, chunk.uncompressed_size, crc)
+            if not indexed:                    # chunk written without message indexes
+                BagReader._scan_chunk(payload, by_id, acc, tick)
+                continue
             arr = np.frombuffer(payload, np.uint8)
             for cid in cids:
-                off = chunk.message_index_offsets.get(cid)
-                if off is None:
-                    raise ReaderError('chunk without message index')
+                off = chunk.message_index_offsets[cid]
                 bio.seek(off)
                 head = bio.read(15)
                 if len(head) != 15 or head[0] != 0x07:
@@ -1505,6 +1507,35 @@ class BagReader:
                 ts_parts.append(ts)
                 data.extend([payload[a:b] for a, b in zip(starts, ends)])
                 tick(len(starts))
+
+    @staticmethod
+    def _scan_chunk(payload: bytes, by_id, acc, tick) -> None:
+        """Parse the records of one decompressed MCAP chunk one by one."""
+        parts: dict[str, tuple[list, list]] = {t: ([], []) for t in by_id.values()}
+        pos, end = 0, len(payload)
+        unpack_len, unpack_msg = struct.Struct('<Q').unpack_from, struct.Struct('<HIQ').unpack_from
+        count = 0
+        while pos < end:
+            if pos + 9 > end:
+                raise ReaderError('truncated record in chunk')
+            (size,) = unpack_len(payload, pos + 1)
+            if pos + 9 + size > end:
+                raise ReaderError('record exceeds its chunk')
+            if payload[pos] == 0x05:
+                if size < 22:
+                    raise ReaderError(f'invalid message record length {size}')
+                cid, _, log_time = unpack_msg(payload, pos + 9)
+                topic = by_id.get(cid)
+                if topic is not None:
+                    parts[topic][0].append(log_time)
+                    parts[topic][1].append(payload[pos + 31:pos + 9 + size])
+                    count += 1
+            pos += 9 + size
+        for topic, (ts, data) in parts.items():
+            if ts:
+                acc[topic][0].append(np.array(ts, np.int64))
+                acc[topic][1].extend(data)
+        tick(count)
 
     @staticmethod
     def _raw_generic(st, by_id, acc, tick) -> None:

@@ -446,3 +446,19 @@ def test_qos_from_rclpy_like_profile():
     assert q.liveliness_lease_duration == QosTime(9223372036, 854775807)
     with pytest.raises(BagError, match='reliability'):
         make_qos(reliability='sometimes')
+
+
+def test_mcap_chunks_without_message_index(tmp_path):
+    """Chunks lacking message indexes are parsed record by record (same result)."""
+    bag = write_bag(tmp_path / 'bag', 'mcap')
+    with BagReader(bag) as r:
+        want = r.read_series(['/joint_states', '/reference'])
+        for st in r._storages:
+            for chunk in st.chunks:
+                chunk.message_index_offsets.clear()
+                chunk.channel_count.clear()
+        got = r.read_series(['/joint_states', '/reference'])
+    for key in ('position', 'velocity', 'effort', 'stamp_ns', 'recv_ns'):
+        np.testing.assert_array_equal(getattr(got['/joint_states'], key),
+                                      getattr(want['/joint_states'], key))
+    np.testing.assert_array_equal(got['/reference'].positions, want['/reference'].positions)
