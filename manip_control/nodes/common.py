@@ -102,6 +102,29 @@ def error_exit(message: str, code: int = 2) -> int:
     return code
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def init_keeping_context_on_signals(args=None, context=None) -> dict:
+    """``rclpy.init`` without rclpy's signal handlers: Ctrl-C and SIGTERM raise
+    KeyboardInterrupt in the spinning thread instead of shutting the context down, so a node
+    can still publish in ``close()`` (e.g. a last zero-torque command) before the shutdown.
+
+    Returns the previous Python handlers ``{signum: handler}`` (to restore them).
+    """
+    import signal
+
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+    rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
+    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
+                signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    return previous
+
+
 def run_node(factory, args=None) -> int:
     """Init rclpy, build the node (ParameterError -> exit 2 with one message), spin, clean up.
 
@@ -112,7 +135,7 @@ def run_node(factory, args=None) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
     try:
-        rclpy.init(args=args)
+        init_keeping_context_on_signals(args)
     except Exception as exc:  # noqa: BLE001 - e.g. a malformed --params-file
         return error_exit(_rcl_message(exc))
     node = None

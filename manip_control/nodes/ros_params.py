@@ -913,5 +913,10 @@ def parameter_overrides(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -
             value = _typed(spec, value)
         if isinstance(value, tuple):
             value = list(value)
+        if isinstance(value, list) and not value and spec is not None:
+            ptype = (Parameter.Type.STRING_ARRAY if spec.kind == 'str[]'
+                     else Parameter.Type.DOUBLE_ARRAY)
+            out.append(Parameter(key, ptype, []))   # an empty list has no inferable type
+            continue
         out.append(Parameter(key, value=value))
     return out

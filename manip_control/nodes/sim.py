@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from manip_control.nodes.common import EXECUTORS, error_exit, spin_until
+from manip_control.nodes.common import EXECUTORS, error_exit, \
+    init_keeping_context_on_signals, spin_until
 from manip_control.nodes.ros_params import (
     MODES,
     NODE_NAMES,
@@ -199,7 +200,7 @@ class SimRunner:
             self.scenario = run.scenario or scenario_from_ros(self.resolved, name=run.name)
             if recording:
                 from manip_control.nodes.recorder_node import RecorderNode
-                rec_vals = {'bag': str(bag), 'storage': storage, 'params_from': []}
+                rec_vals = {'bag': str(bag), 'storage': storage}
                 self.recorder = RecorderNode(parameter_overrides=parameter_overrides(
                     recorder_specs(), rec_vals) + extra, **kw)
                 self.nodes.append(self.recorder)
@@ -299,11 +300,13 @@ class SimRunner:
     def destroy(self) -> None:
         """Destroy the nodes and executor (and the context when created here)."""
         import rclpy
-        if self.recorder is not None:
-            try:
-                self.recorder.close()
-            except Exception:  # noqa: BLE001 - best effort on teardown
-                pass
+        for n in self.nodes:                  # e.g. the recorder finishes its bag
+            close = getattr(n, 'close', None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - best effort on teardown
+                    pass
         ex = getattr(self, 'executor', None)
         for n in self.nodes:
             if ex is not None:
@@ -473,11 +476,11 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
             return error_exit(f'--bag {bag}: exists and is not an empty directory'), None
     _localhost_discovery()
     if args.quiet:
-        os.environ.setdefault('RCUTILS_LOGGING_SEVERITY', 'WARN')
         ros_args = ros_args or ['--ros-args']
         ros_args += ['--log-level', 'warn']
+    import signal
     try:
-        rclpy.init(args=['manip-sim'] + ros_args)
+        previous = init_keeping_context_on_signals(['manip-sim'] + ros_args)
     except Exception as exc:  # noqa: BLE001 - malformed --ros-args
         return error_exit(str(exc).splitlines()[0]), None
     runner = None
@@ -501,6 +504,8 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
         if runner is not None:
             runner.destroy()
         rclpy.try_shutdown()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def main(argv=None) -> int:

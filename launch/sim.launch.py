@@ -1,0 +1,74 @@
+"""Simulation: plant, controller and trajectory as separate processes on sim time (lockstep).
+
+    ros2 launch manip_control sim.launch.py [duration:=10.0] [headless:=false] [bag:=runs/r1]
+
+The plant owns /clock and steps one control period only after the command of the tick has
+arrived (deterministic, as fast as the loop allows). headless:=false adds
+robot_state_publisher and RViz showing the arm; bag:=DIR adds the recorder.
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition, UnlessCondition
+from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution, \
+    PythonExpression
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+
+def generate_launch_description():
+    params_file = LaunchConfiguration('params_file')
+    duration = LaunchConfiguration('duration')
+    headless = LaunchConfiguration('headless')
+    bag = LaunchConfiguration('bag')
+    log_level = LaunchConfiguration('log_level')
+    urdf = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf', 'manip_2r.urdf'])
+    rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
+                                        'manip_2r.rviz'])
+    ros_args = ['--ros-args', '--log-level', log_level]
+    return LaunchDescription([
+        DeclareLaunchArgument(
+            'params_file',
+            default_value=PathJoinSubstitution([FindPackageShare('manip_control'), 'config',
+                                                'sim_params.yaml']),
+            description='ROS params file with plant, controller and trajectory sections '
+                        '(node_name: ros__parameters:)'),
+        DeclareLaunchArgument(
+            'duration', default_value='0.0',
+            description='simulated time to run [s]; 0 = until stopped (overrides the file)'),
+        DeclareLaunchArgument(
+            'headless', default_value='true',
+            description='true: no GUI; false: also robot_state_publisher and RViz showing the '
+                        'arm'),
+        DeclareLaunchArgument(
+            'bag', default_value='',
+            description="record a rosbag2 bag (MCAP) into this directory; '' = no recording"),
+        DeclareLaunchArgument(
+            'log_level', default_value='info',
+            description='log level of the manip_control nodes (debug, info, warn, error)'),
+        Node(package='manip_control', executable='plant', name='plant', output='screen',
+             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
+                                       'duration': ParameterValue(duration, value_type=float)}],
+             arguments=ros_args),
+        Node(package='manip_control', executable='controller', name='controller',
+             output='screen', parameters=[params_file, {'use_sim_time': True,
+                                                        'mode': 'lockstep'}],
+             arguments=ros_args),
+        Node(package='manip_control', executable='trajectory', name='trajectory',
+             output='screen', parameters=[params_file, {'use_sim_time': True,
+                                                        'mode': 'lockstep'}],
+             arguments=ros_args),
+        Node(package='manip_control', executable='recorder', name='recorder', output='screen',
+             parameters=[{'use_sim_time': True, 'bag': bag}], arguments=ros_args,
+             condition=IfCondition(PythonExpression(["'", bag, "' != ''"]))),
+        Node(package='robot_state_publisher', executable='robot_state_publisher',
+             name='robot_state_publisher', output='screen',
+             parameters=[{'use_sim_time': True,
+                          'robot_description': ParameterValue(Command(['cat ', urdf]),
+                                                              value_type=str)}],
+             condition=UnlessCondition(headless)),
+        Node(package='rviz2', executable='rviz2', name='rviz2', output='screen',
+             arguments=['-d', rviz_config], parameters=[{'use_sim_time': True}],
+             condition=UnlessCondition(headless)),
+    ])

@@ -1,0 +1,165 @@
+"""Controller node over real DDS: joints matched by name, runtime gain changes (applied from
+the next tick, invalid ones refused with the reason), bad inputs refused, time modes."""
+
+import math
+
+import pytest
+
+pytest.importorskip('rclpy')
+
+from conftest import make_node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+
+from manip_control.control import Controller  # noqa: E402
+from manip_control.nodes.controller_node import ControllerNode  # noqa: E402
+from manip_control.nodes.ros_params import controller_specs, ros_params_from_scenario  # noqa
+from manip_control.parameters import load_scenario  # noqa: E402
+
+SCENARIO = load_scenario('default')
+
+
+def _state(stamp_ns, names, q, qd):
+    m = JointState(name=names, position=q, velocity=qd, effort=[0.0] * len(names))
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
+    return m
+
+
+def _ref(stamp_ns, names, q, qd, qdd):
+    m = JointTrajectory(joint_names=names)
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
+    m.points = [JointTrajectoryPoint(positions=q, velocities=qd, accelerations=qdd)]
+    return m
+
+
+class Rig:
+    def __init__(self, ctx, executor, probe, spin, **values):
+        vals = ros_params_from_scenario(SCENARIO)['controller']
+        vals.update(values)
+        self.node = make_node(ControllerNode, ctx, controller_specs(), vals)
+        executor.add_node(self.node)
+        executor.add_node(probe.node)
+        self.ex, self.probe, self.spin = executor, probe, spin
+        probe.sub(JointState, '/joint_commands')
+        probe.sub(Float64MultiArray, '/effort_controller/commands')
+        self.state_pub = probe.pub(JointState, '/joint_states')
+        self.ref_pub = probe.pub(JointTrajectory, '/reference')
+        assert spin(executor, 5.0, lambda: self.state_pub.get_subscription_count() >= 1
+                    and self.ref_pub.get_subscription_count() >= 1
+                    and self.node._cmd_pub.get_subscription_count() >= 1)
+
+    def tick(self, stamp, state_names, q, qd, ref_names, r, rv, ra):
+        m = self.probe.msgs
+        n, k = len(m['/joint_commands']), len(m['/effort_controller/commands'])
+        self.state_pub.publish(_state(stamp, state_names, q, qd))
+        self.ref_pub.publish(_ref(stamp, ref_names, r, rv, ra))
+        assert self.spin(self.ex, 5.0, lambda: len(m['/joint_commands']) > n
+                         and len(m['/effort_controller/commands']) > k)
+        return self.probe.msgs['/joint_commands'][-1]
+
+    def set(self, *params):
+        client = AsyncParameterClient(self.probe.node, 'controller')
+        assert self.spin(self.ex, 5.0, client.services_are_ready)
+        fut = client.set_parameters(list(params))
+        assert self.spin(self.ex, 5.0, fut.done)
+        return fut.result().results
+
+
+def test_lockstep_by_name_and_runtime_gains(ros_context, executor, probe, spin):
+    rig = Rig(ros_context, executor, probe, spin)
+    core = Controller(SCENARIO.controller, SCENARIO.period)
+    # state with an extra joint and joint2 first; reference in the other order
+    q, qd = {'joint1': 0.1, 'joint2': -0.2}, {'joint1': 0.5, 'joint2': 0.3}
+    r, rv, ra = {'joint1': 0.0, 'joint2': 0.1}, {'joint1': 0.2, 'joint2': 0.0}, \
+        {'joint1': -0.1, 'joint2': 0.4}
+    sn = ['gripper', 'joint2', 'joint1']
+    rn = ['joint2', 'joint1']
+
+    def expected():
+        return list(core.update(q['joint1'], q['joint2'], qd['joint1'], qd['joint2'],
+                                r['joint1'], r['joint2'], rv['joint1'], rv['joint2'],
+                                ra['joint1'], ra['joint2'])[:2])
+
+    def tick(stamp):
+        return rig.tick(stamp, sn, [math.nan, q['joint2'], q['joint1']],
+                        [math.inf, qd['joint2'], qd['joint1']], rn,
+                        [r[j] for j in rn], [rv[j] for j in rn], [ra[j] for j in rn])
+
+    cmd = tick(1_000_000)
+    assert list(cmd.name) == ['joint1', 'joint2']
+    assert cmd.header.stamp.nanosec == 1_000_000
+    assert list(cmd.effort) == expected()
+    assert list(cmd.position) == [r['joint1'], r['joint2']]
+    assert list(cmd.velocity) == [rv['joint1'], rv['joint2']]
+    assert list(probe.msgs['/effort_controller/commands'][-1].data) == list(cmd.effort)
+
+    # valid change (integers accepted for doubles): applied from the next tick
+    res = rig.set(Parameter('kp', value=[100, 50]), Parameter('torque_limit', value=[5.0, 3.0]))
+    assert all(x.successful for x in res), [x.reason for x in res]
+    core.set_gains([100.0, 50.0], core.kd)
+    core.set_torque_limit([5.0, 3.0])
+    cmd = tick(2_000_000)
+    assert list(cmd.effort) == expected()
+    assert abs(cmd.effort[0]) <= 5.0 and abs(cmd.effort[1]) <= 3.0
+
+    # invalid changes are refused with the reason; nothing changes
+    for param, why in ((Parameter('kp', value=[-1.0, 2.0]), 'kp[0]: must be > 0'),
+                       (Parameter('kd', value=[1.0]), 'kd: must have 2 elements'),
+                       (Parameter('torque_limit', value=[math.nan, 1.0]),
+                        'torque_limit[0]: must be finite'),
+                       (Parameter('law', value='pd_gravity'), 'read-only'),
+                       (Parameter('kp', value='fast'), 'Wrong parameter type')):
+        res = rig.set(param)
+        assert not res[0].successful and why in res[0].reason, res[0].reason
+    assert list(rig.node.get_parameter('kp').value) == [100.0, 50.0]
+    cmd = tick(3_000_000)
+    assert list(cmd.effort) == expected()
+
+
+def test_bad_inputs_are_refused_without_a_command(ros_context, executor, probe, spin):
+    rig = Rig(ros_context, executor, probe, spin)
+    names = ['joint1', 'joint2']
+    ok_ref = _ref(5, names, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0])
+    for st in (_state(5, names, [math.nan, 0.0], [0.0, 0.0]),
+               _state(5, ['joint1'], [0.0], [0.0]),
+               _state(5, names, [0.0, 0.0, 1.0], [0.0, 0.0])):
+        rig.state_pub.publish(st)
+        rig.ref_pub.publish(ok_ref)
+    assert spin(executor, 3.0, lambda: rig.node.refused_states == 3)
+    rig.ref_pub.publish(_ref(6, names, [0.0, math.inf], [0.0, 0.0], [0.0, 0.0]))
+    assert spin(executor, 3.0, lambda: rig.node.refused_references == 1)
+    spin(executor, 0.2)
+    assert probe.msgs['/joint_commands'] == [] and rig.node.ticks == 0
+    # a good pair still works afterwards (the node did not crash)
+    cmd = rig.tick(7, names, [0.0, 0.0], [0.0, 0.0], names, [0.0, 0.0], [0.0, 0.0],
+                   [0.0, 0.0])
+    assert all(math.isfinite(v) for v in cmd.effort) and rig.node.callback_errors == 0
+
+
+def test_lockstep_resent_state_gets_the_same_command(ros_context, executor, probe, spin):
+    rig = Rig(ros_context, executor, probe, spin, ki=[5.0, 5.0])
+    names = ['joint1', 'joint2']
+    args = (names, [0.3, 0.1], [0.0, 0.0], names, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0])
+    first = rig.tick(9, *args)
+    again = rig.tick(9, *args)              # the plant re-sent tick 9 (start-up)
+    assert list(again.effort) == list(first.effort) and rig.node.ticks == 1
+
+
+@pytest.mark.parametrize('trigger', ['timer', 'state'])
+def test_realtime_triggers(ros_context, executor, probe, spin, trigger):
+    rig = Rig(ros_context, executor, probe, spin, mode='realtime', trigger=trigger)
+    names = ['joint1', 'joint2']
+    rig.ref_pub.publish(_ref(1, names, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]))
+    assert spin(executor, 3.0, lambda: rig.node.reference is not None)
+    rig.state_pub.publish(_state(1, names, [0.1, 0.0], [0.0, 0.0]))
+    spin(executor, 0.3)
+    n = len(probe.msgs['/joint_commands'])
+    if trigger == 'timer':
+        assert n > 50            # free-running at 1 kHz on the held state
+    else:
+        assert n == 1            # one command per received state
+        rig.state_pub.publish(_state(2, names, [0.1, 0.0], [0.0, 0.0]))
+        assert spin(executor, 3.0, lambda: len(probe.msgs['/joint_commands']) == 2)
