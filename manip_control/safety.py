@@ -72,6 +72,7 @@ clock for the watchdogs: sim time freezes when the plant that publishes /clock d
 
 from __future__ import annotations
 
+import array
 import math
 from dataclasses import dataclass, fields
 from enum import Enum
@@ -110,6 +111,8 @@ class RefusalReason(str, Enum):
     """A configured joint is not in the message."""
     NON_FINITE = 'non_finite'
     """A used value is NaN or infinite."""
+    MALFORMED = 'malformed'
+    """The serialized message could not be decoded (raw subscriptions)."""
 
 
 class Refusal(NamedTuple):
@@ -138,8 +141,13 @@ class ReferenceSample(NamedTuple):
     qdd: tuple
 
 
+_SEQ_TYPES = (list, tuple, array.array)
+
+
 def _seq_len(value: Any) -> int | None:
     """len() of a non-string sequence (list, tuple, array.array, ndarray), else None."""
+    if type(value) in _SEQ_TYPES:       # the 1 kHz path: no ABC checks
+        return len(value)
     if value is None:
         return 0
     if isinstance(value, (str, bytes, Mapping)):
@@ -155,6 +163,11 @@ def _pick(values, idx, field_name: str, joints) -> tuple | Refusal:
     out = []
     for j, i in zip(joints, idx):
         v = values[i]
+        if type(v) is float:            # the 1 kHz path
+            if v - v != 0.0:            # NaN or +-inf
+                return Refusal(RefusalReason.NON_FINITE, f'{field_name} of {j!r} is {v}')
+            out.append(v)
+            continue
         if isinstance(v, (str, bytes, bool)):
             return Refusal(RefusalReason.BAD_TYPE, f'{field_name} of {j!r} is not a number')
         try:
@@ -165,6 +178,40 @@ def _pick(values, idx, field_name: str, joints) -> tuple | Refusal:
             return Refusal(RefusalReason.NON_FINITE, f'{field_name} of {j!r} is {v}')
         out.append(v)
     return tuple(out)
+
+
+_NAME_CACHE: dict = {}
+
+
+def _name_index(joints: tuple, names: list, names_key: str):
+    """``(idx, early, late)`` for a name list: the configured joints' indices, or the refusal
+    found before the length checks (``bad_type``, ``duplicate_name``) / after them
+    (``missing_joint``). Cached per (joints, names): a stream repeats one name list."""
+    key = (joints, tuple(names))
+    hit = _NAME_CACHE.get(key)
+    if hit is not None:
+        return hit
+    result = None
+    for nm in names:
+        if not isinstance(nm, str):
+            result = (None, Refusal(RefusalReason.BAD_TYPE,
+                                    f'{names_key} entry {nm!r} is not a string'), None)
+            break
+    if result is None and len(set(names)) != len(names):
+        dup = next(nm for k, nm in enumerate(names) if nm in names[:k])
+        result = (None, Refusal(RefusalReason.DUPLICATE_NAME,
+                                f'joint {dup!r} named more than once'), None)
+    if result is None:
+        missing = [j for j in joints if j not in names]
+        if missing:
+            result = (None, None, Refusal(RefusalReason.MISSING_JOINT,
+                                          f'joint {missing[0]!r} missing'))
+        else:
+            result = ([names.index(j) for j in joints], None, None)
+    if len(_NAME_CACHE) > 256:
+        _NAME_CACHE.clear()
+    _NAME_CACHE[key] = result
+    return result
 
 
 def _map_named(joints: Sequence[str], names, arrays: dict, used: Sequence[str],
@@ -186,27 +233,24 @@ def _map_named(joints: Sequence[str], names, arrays: dict, used: Sequence[str],
         lens[key] = m
     if n == 0 and not any(lens.values()):
         return Refusal(RefusalReason.EMPTY, f'no {names_key} and no values')
-    names = [] if names is None else list(names)
-    for nm in names:
-        if not isinstance(nm, str):
-            return Refusal(RefusalReason.BAD_TYPE, f'{names_key} entry {nm!r} is not a string')
-    if len(set(names)) != n:
-        dup = next(nm for k, nm in enumerate(names) if nm in names[:k])
-        return Refusal(RefusalReason.DUPLICATE_NAME, f'joint {dup!r} named more than once')
+    try:
+        idx, early, late = _name_index(
+            joints if type(joints) is tuple else tuple(joints),
+            [] if names is None else list(names), names_key)
+    except TypeError:                   # unhashable entries
+        return Refusal(RefusalReason.BAD_TYPE, f'{names_key} is not a sequence of strings')
+    if early is not None:
+        return early
     for key, m in lens.items():
         if m != n and (m != 0 or key in used):
             return Refusal(RefusalReason.LENGTH_MISMATCH,
                            f'{m} {key} values for {n} {names_key} entries')
-    idx = []
-    for j in joints:
-        try:
-            idx.append(names.index(j))
-        except ValueError:
-            return Refusal(RefusalReason.MISSING_JOINT, f'joint {j!r} missing')
+    if late is not None:
+        return late
     out = {}
     for key in used:
         vals = _pick(arrays[key], idx, key, joints)
-        if isinstance(vals, Refusal):
+        if vals.__class__ is Refusal:
             return vals
         out[key] = vals
     return out
@@ -699,6 +743,13 @@ class SafetySupervisor:
         """Evaluate the watchdog at ``now``; returns the transition if the mode changed."""
         return self._evaluate(now)
 
+    def touch(self, now: float) -> Transition | None:
+        """Count the last accepted state as received at ``now`` (lockstep: a state the
+        controller has not answered yet does not age -- the plant is waiting for us)."""
+        if self.last_state_time is not None:
+            self.last_state_time = now
+        return self._evaluate(now)
+
     # -- queries -----------------------------------------------------------------------------
     @property
     def is_safe(self) -> bool:
@@ -740,6 +791,11 @@ class SafetySupervisor:
         ``+-(velocity_limit - velocity_margin)``. Returns (q_d, qd_d, qdd_d, clamped)."""
         p = self.params
         m = 2.0 * p.position_margin
+        lo, hi, vl, vm = p.position_lower, p.position_upper, p.velocity_limit, p.velocity_margin
+        if (lo[0] + m <= q_d[0] <= hi[0] - m and lo[1] + m <= q_d[1] <= hi[1] - m
+                and -(vl[0] - vm) <= qd_d[0] <= vl[0] - vm
+                and -(vl[1] - vm) <= qd_d[1] <= vl[1] - vm):
+            return q_d, qd_d, qdd_d, False          # the 1 kHz path: inside, unchanged
         q, v, a = list(q_d), list(qd_d), list(qdd_d)
         clamped = False
         for k in range(2):

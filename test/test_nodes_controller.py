@@ -150,7 +150,10 @@ def test_lockstep_resent_state_gets_the_same_command(ros_context, executor, prob
 
 @pytest.mark.parametrize('trigger', ['timer', 'state'])
 def test_realtime_triggers(ros_context, executor, probe, spin, trigger):
-    rig = Rig(ros_context, executor, probe, spin, mode='realtime', trigger=trigger)
+    # the single state must not go stale during the test (issue 6: a stale state means safe
+    # mode, with the safe command published at the control rate; see test_fault_injection)
+    rig = Rig(ros_context, executor, probe, spin, mode='realtime', trigger=trigger,
+              **{'safety.state_timeout': 10.0})
     names = ['joint1', 'joint2']
     rig.ref_pub.publish(_ref(1, names, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]))
     assert spin(executor, 3.0, lambda: rig.node.reference is not None)

@@ -581,3 +581,14 @@ def test_validators_never_raise_on_garbage():
             if not isinstance(res, Refusal):
                 vals = [v for part in res if part is not None for v in part]
                 assert all(type(v) is float and math.isfinite(v) for v in vals)
+
+
+def test_touch_keeps_an_unanswered_state_fresh():
+    sup = make()
+    sup.activate(0.0)
+    assert sup.touch(0.0) is None and sup.last_state_time is None  # nothing to touch
+    sup.update_state(0.0, (0.1, 0.2), (0.0, 0.0))
+    assert sup.touch(0.5) is None and sup.mode is Mode.NORMAL
+    assert sup.check(0.504) is None
+    assert sup.check(0.506).reason is SafeReason.STATE_TIMEOUT
+    assert sup.touch(0.507).resumed

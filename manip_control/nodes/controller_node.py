@@ -18,9 +18,23 @@ When a tick runs
     latest state and reference; ``trigger: state``: once per received joint state with the
     latest reference.
 
-Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` (``ros2 param set``); an invalid
-value is refused with the reason in the SetParametersResult, a valid one is staged and takes
-effect at the next tick. Every other parameter is read-only.
+Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` and ``safety.*``
+(``ros2 param set``); an invalid value is refused with the reason in the SetParametersResult,
+a valid one is staged and takes effect at the next tick. Every other parameter is read-only.
+
+Lifecycle and safety (issue 6; :mod:`manip_control.nodes.controller_safety`, docs/safety.md):
+a managed node. The parameters are validated at start (a bad one: one ``error:`` line, exit
+code 2, nothing published); ``configure`` builds the controller, topics and the safety layer;
+``activate`` starts commanding once a fresh joint state has arrived; ``deactivate`` sends zero
+torque once and stops commanding; ``cleanup`` / ``shutdown`` release everything.
+``autostart`` (default true) configures and activates at start; with ``autostart:=false`` the
+node waits for ``ros2 lifecycle set /controller configure`` / ``activate``. Inputs are
+validated by :mod:`manip_control.safety` (refusals counted per reason); the joint-state
+watchdog, the position / velocity envelope and the reference watchdog drive the safe mode,
+published on ``/controller/diagnostics``. Lockstep: a state the controller has not answered
+does not age; when the reference of a pending state is later than
+``safety.reference_timeout``, the tick runs with the held reference (last position, zero
+velocity), so a dead trajectory node does not stall the loop.
 
 Structure (for the safety layer of issue 6): :meth:`ControllerNode.on_joint_state` /
 :meth:`on_reference` convert messages and store them, :meth:`tick` runs one control step
@@ -33,7 +47,7 @@ import sys
 from typing import NamedTuple
 
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -41,7 +55,11 @@ from trajectory_msgs.msg import JointTrajectory
 from manip_control.control import ControlOutput, Controller, check_gain_update
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
-from manip_control.nodes.messages import NameMatcher, joint_state_values, reference_values
+from manip_control.nodes.controller_safety import (
+    ControllerSafety,
+    safety_from_values,
+    safety_specs,
+)
 from manip_control.nodes.ros_params import (
     RUNTIME_GAINS,
     coerce_parameter,
@@ -50,6 +68,7 @@ from manip_control.nodes.ros_params import (
     declare_parameters,
 )
 from manip_control.parameters import ParameterError
+from manip_control.safety import RefusalReason, validate_parameter_updates
 
 
 class StateSample(NamedTuple):
@@ -69,8 +88,8 @@ class ReferenceSample(NamedTuple):
     qdd_d: list
 
 
-class ControllerNode(Node):
-    """The feedback controller as a ROS node.
+class ControllerNode(LifecycleNode):
+    """The feedback controller as a ROS (lifecycle) node.
 
     Parameters
     ----------
@@ -79,21 +98,27 @@ class ControllerNode(Node):
     keep_history : bool
         Keep per-tick records in :attr:`history` and latencies in :attr:`latencies`.
     **kwargs
-        Passed to ``rclpy.node.Node``.
+        Passed to ``rclpy.lifecycle.LifecycleNode``.
+
+    Raises
+    ------
+    ParameterError
+        A parameter is invalid (nothing has been published), or the autostart failed.
     """
 
     def __init__(self, node_name: str = 'controller', *, parameter_overrides=None,
                  keep_history: bool = False, **kwargs):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
-        self._specs = {s.name: s for s in controller_specs()}
+        self._specs = {s.name: s for s in controller_specs() + safety_specs()}
         self.values = declare_parameters(self, list(self._specs.values()))
+        # everything is validated at start: a bad configuration never publishes anything
         cfg = self.config = controller_config(self.values, self.get_name())
+        self.safety_params = safety_from_values(self.values, self.get_name())
         self.joints = list(cfg.joints)
         self.lockstep = cfg.mode == 'lockstep'
         self.period = cfg.period
-        self.controller = Controller(cfg.controller, cfg.period)
-        self._matcher_state = NameMatcher(self.joints)
-        self._matcher_ref = NameMatcher(self.joints)
+        self.controller: Controller | None = None
+        self.safety: ControllerSafety | None = None
         self._pending: dict[str, tuple] = {}
         self.add_pre_set_parameters_callback(self._coerce_parameters)
         self.add_on_set_parameters_callback(self._check_parameters)
@@ -110,41 +135,133 @@ class ControllerNode(Node):
         self.callback_errors = 0
         self.history: list | None = [] if keep_history else None
         self.latencies: list | None = [] if keep_history else None
-
-        qos = data_qos()
-        self._array_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands',
-                                                qos)
-        self._cmd_pub = self.create_publisher(JointState, 'joint_commands', qos)
         # Hot-path topics are published and taken as CDR bytes (see nodes/cdr.py).
         self._cmd_enc = cdr.JointStateEncoder(self.joints)
         self._array_enc = cdr.Float64ArrayEncoder(len(self.joints))
         self._cmd_raw = self._array_raw = b''
-        self.create_subscription(JointState, 'joint_states', self.on_joint_state, qos,
-                                 raw=True)
-        self.create_subscription(JointTrajectory, 'reference', self.on_reference, qos,
-                                 raw=True)
+        self._array_pub = self._cmd_pub = None
+        self._subs: list = []
         self._timer = None
-        if not self.lockstep and cfg.trigger == 'timer':
-            self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
         from rclpy.clock import Clock, ClockType
         self._wall = Clock(clock_type=ClockType.SYSTEM_TIME)
+        if self.values['autostart']:
+            if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                raise ParameterError(f'node {self.get_name()}: configure failed')
+            if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                raise ParameterError(f'node {self.get_name()}: activate failed')
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        """Validate the parameters; build the controller, the topics and the safety layer."""
+        try:
+            values = {name: self.get_parameter(name).value for name in self._specs}
+            cfg = self.config = controller_config(values, self.get_name())
+            sp = self.safety_params = safety_from_values(values, self.get_name())
+        except ParameterError as exc:
+            self.get_logger().error(f'configure failed: {exc}')
+            return TransitionCallbackReturn.FAILURE
+        self.controller = Controller(cfg.controller, cfg.period)
+        self._pending = {}
+        qos = data_qos()
+        self._array_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands',
+                                                qos)
+        self._cmd_pub = self.create_publisher(JointState, 'joint_commands', qos)
+        self._subs = [
+            self.create_subscription(JointState, 'joint_states', self.on_joint_state, qos,
+                                     raw=True),
+            self.create_subscription(JointTrajectory, 'reference', self.on_reference, qos,
+                                     raw=True)]
+        if not self.lockstep and cfg.trigger == 'timer':
+            self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
+        self.safety = ControllerSafety(
+            self, self.joints, sp, self.controller.model, self._torque_limit, self.period,
+            self._publish_safe, float(values['diagnostics_rate']))
+        self.safety.before_check = self._before_watchdog
+        self.safety.command_on_timeout = not self.lockstep
+        if self.lockstep:
+            # lockstep: the watchdog only reports and answers late references; a slower
+            # timer costs less of the loop (the run is usually faster than real time)
+            self.safety.watchdog_period = max(
+                self.period, min(sp.state_timeout, sp.reference_timeout) / 4.0)
+        self.safety.on_transition = self._on_transition
+        self.safety.create()
         self.get_logger().info(
             f'{cfg.controller.law} at {cfg.control_rate:g} Hz, {cfg.mode}'
-            + ('' if self.lockstep else f' (trigger: {cfg.trigger})'))
+            + ('' if self.lockstep else f' (trigger: {cfg.trigger})')
+            + f'; safe mode {sp.safe_mode}, state timeout {sp.state_timeout * 1e3:g} ms')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        """Arm: commands start with the first joint state received from now on."""
+        self.state = None
+        self.reference = None
+        self._last_stamp = None
+        self.controller.reset()
+        self.safety.activate()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        """Zero torque once, then no more commands."""
+        self.safety.deactivate()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        """Release everything configure created."""
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        """Release everything (zero torque once if it was commanding)."""
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def close(self) -> None:
+        """Process exit (Ctrl-C, end of manip-sim): as shutdown."""
+        self._release()
+
+    def _release(self) -> None:
+        if self.safety is not None:
+            self.safety.release()           # zero torque once if it was commanding
+            self.safety = None
+        for sub in self._subs:
+            self.destroy_subscription(sub)
+        self._subs = []
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        for pub in (self._array_pub, self._cmd_pub):
+            if pub is not None:
+                self.destroy_publisher(pub)
+        self._array_pub = self._cmd_pub = None
+
+    def _torque_limit(self):
+        return self.controller.torque_limit
+
+    def _on_transition(self, tr) -> None:
+        if tr.resumed and self.controller is not None:
+            self.controller.reset()         # clean resume: no error integral from before
 
     # -- input ------------------------------------------------------------------------------
     @guarded
     def on_joint_state(self, raw: bytes) -> None:
-        """Store the measured state of the configured joints (by name); maybe tick."""
-        msg, reason = cdr.decode_joint_state(raw)
-        if not reason:
-            stamp, names, position, velocity, _ = msg
-            vals, reason = joint_state_values(names, position, velocity, self._matcher_state)
-        if reason:
-            self.refused_states += 1
-            self._warn_refused('joint state', reason)
+        """Validate and store the measured state of the configured joints; maybe tick."""
+        safety = self.safety
+        if safety is None:
             return
-        self.state = StateSample(stamp, vals[0], vals[1])
+        msg, reason = cdr.decode_joint_state(raw)
+        if reason:
+            safety.refuse('joint_states', RefusalReason.MALFORMED, reason)
+            sample = None
+        else:
+            stamp, names, position, velocity, effort = msg
+            sample = safety.accept_joint_state(stamp, names, position, velocity, effort)
+        if sample is None:
+            self.refused_states += 1
+            self.last_refusal = 'joint state refused (see /controller/diagnostics)'
+            return
+        if not safety.should_command:
+            return                          # inactive
+        self.state = StateSample(stamp, list(sample.position), list(sample.velocity))
         if self.lockstep:
             if stamp == self._last_stamp:
                 self._republish()           # the plant re-sent a tick: same answer again
@@ -156,22 +273,25 @@ class ControllerNode(Node):
 
     @guarded
     def on_reference(self, raw: bytes) -> None:
-        """Store the reference sample (by name); maybe tick (lockstep)."""
-        msg, reason = cdr.decode_reference(raw)
-        if not reason:
-            stamp = msg[0]
-            vals, reason = reference_values(msg[1], msg[2], msg[3], msg[4], self._matcher_ref)
-        if reason:
-            self.refused_references += 1
-            self._warn_refused('reference', reason)
+        """Validate and store the reference sample (by name); maybe tick (lockstep)."""
+        safety = self.safety
+        if safety is None:
             return
-        self.reference = ReferenceSample(stamp, *vals)
-        if self.lockstep and stamp != self._last_stamp:
+        msg, reason = cdr.decode_reference(raw)
+        if reason:
+            why = RefusalReason.EMPTY if 'without points' in reason else RefusalReason.MALFORMED
+            safety.refuse('reference', why, reason)
+            ref = None
+        else:
+            stamp = msg[0]
+            ref = safety.accept_reference(msg[1], msg[2], msg[3], msg[4])
+        if ref is None:
+            self.refused_references += 1
+            self.last_refusal = 'reference refused (see /controller/diagnostics)'
+            return
+        self.reference = ReferenceSample(stamp, list(ref.q), list(ref.qd), list(ref.qdd))
+        if self.lockstep and stamp != self._last_stamp and safety.should_command:
             self._lockstep_try()
-
-    def _warn_refused(self, what: str, reason: str) -> None:
-        self.last_refusal = f'{what}: {reason}'
-        self.get_logger().warning(f'{what} ignored ({reason})', throttle_duration_sec=1.0)
 
     def _lockstep_try(self) -> None:
         st, ref = self.state, self.reference
@@ -183,13 +303,57 @@ class ControllerNode(Node):
         if self.state is not None and self.reference is not None:
             self.tick()
 
+    def _before_watchdog(self, now: float) -> None:
+        """Safety watchdog hook, every period. Lockstep: a state the controller has not
+        answered does not age, and it is answered with the held reference once its
+        reference is later than ``safety.reference_timeout``."""
+        st = self.state
+        if (not self.lockstep or st is None or st.stamp_ns == self._last_stamp
+                or not self.safety.should_command):
+            return
+        self.safety.touch()
+        if self.reference is not None and self.safety.held_reference() is not None:
+            self.tick()
+
     # -- the control step -------------------------------------------------------------------
-    def tick(self) -> ControlOutput:
-        """One control step with the stored state and reference: compute, publish."""
+    def tick(self) -> ControlOutput | None:
+        """One control step with the stored state and reference: compute, publish.
+
+        The reference is replaced by the held one (last position, zero velocity) once it is
+        older than ``safety.reference_timeout`` and kept inside the safety envelope; in safe
+        mode the safe command replaces the feedback law. Nothing is published while the
+        states are stale or before the first state (the safety layer commands then).
+        """
         if self._pending:
             self._apply_pending()
+        safety = self.safety
+        if safety is None:
+            return None
+        safety.check()
+        if not safety.should_command or (safety.stale and not self.lockstep):
+            return None                     # the safety watchdog commands while stale
         st, ref = self.state, self.reference
-        out = self.compute(st, ref)
+        held = safety.held_reference()
+        if held is not None:
+            ref = ReferenceSample(ref.stamp_ns, list(held.q), [0.0, 0.0], [0.0, 0.0])
+        q_d, qd_d, qdd_d, clamped = safety.clamp_reference(ref.q_d, ref.qd_d, ref.qdd_d)
+        if clamped:
+            ref = ReferenceSample(ref.stamp_ns, list(q_d), list(qd_d), list(qdd_d))
+        result = []
+
+        def law():
+            out = self.compute(st, ref)
+            result.append(out)
+            return out.tau1, out.tau2
+
+        tau, normal = safety.command(law)
+        if normal:
+            out = result[0]
+        else:
+            lim = self.controller.torque_limit
+            out = ControlOutput(tau[0], tau[1], abs(tau[0]) >= lim[0], abs(tau[1]) >= lim[1])
+            ref = ReferenceSample(ref.stamp_ns, list(safety.hold_target()), [0.0, 0.0],
+                                  [0.0, 0.0])
         self.publish_command(st.stamp_ns, out, ref)
         self.ticks += 1
         self._last_stamp = st.stamp_ns
@@ -211,6 +375,8 @@ class ControllerNode(Node):
 
     def publish_command(self, stamp: int, out: ControlOutput, ref: ReferenceSample) -> None:
         """Publish the command on joint_commands (stamped) and effort_controller/commands."""
+        if self._cmd_pub is None:
+            return
         tau = (out.tau1, out.tau2)
         self._cmd_raw = self._cmd_enc.encode(stamp, ref.q_d, ref.qd_d, tau)
         self._array_raw = self._array_enc.encode(tau)
@@ -218,7 +384,15 @@ class ControllerNode(Node):
         self._array_pub.publish(self._array_raw)
         self.published_commands += 1
 
+    def _publish_safe(self, tau, stamp, hold_q) -> None:
+        """A safety-layer command (safe hold / zero torque), stamped with the last state."""
+        self.publish_command(stamp if stamp is not None else 0,
+                             ControlOutput(tau[0], tau[1], False, False),
+                             ReferenceSample(0, list(hold_q), [0.0, 0.0], [0.0, 0.0]))
+
     def _republish(self) -> None:
+        if self._cmd_pub is None or not self._cmd_raw:
+            return
         self._cmd_pub.publish(self._cmd_raw)
         self._array_pub.publish(self._array_raw)
         self.published_commands += 1
@@ -231,6 +405,14 @@ class ControllerNode(Node):
 
     def _check_parameters(self, params: list) -> SetParametersResult:
         """Validate runtime changes (core rules); stage valid ones for the next tick."""
+        if self.safety is not None:
+            ok, reason = self.safety.check_parameters(params)
+        else:
+            updates = {p.name: p.value for p in params if p.name.startswith('safety.')}
+            ok, reason = validate_parameter_updates(updates, self.safety_params) \
+                if updates else (True, '')
+        if not ok:
+            return SetParametersResult(successful=False, reason=reason)
         staged = {}
         for p in params:
             if p.name not in RUNTIME_GAINS:
@@ -245,11 +427,15 @@ class ControllerNode(Node):
         self._pending.update(staged)
         for name, value in staged.items():
             self.get_logger().info(f'{name} -> {list(value)} from the next tick')
+        if self.safety is not None:
+            self.safety.apply_parameters(params)
         return SetParametersResult(successful=True)
 
     def _apply_pending(self) -> None:
         pending, self._pending = self._pending, {}
         c = self.controller
+        if c is None:
+            return
         if 'kp' in pending or 'kd' in pending or 'ki' in pending:
             c.set_gains(pending.get('kp', c.kp), pending.get('kd', c.kd),
                         pending.get('ki', c.ki))
@@ -258,9 +444,13 @@ class ControllerNode(Node):
 
     def counters(self) -> dict:
         """Counters of the run."""
-        return {'ticks': self.ticks, 'refused_states': self.refused_states,
-                'refused_references': self.refused_references,
-                'last_refusal': self.last_refusal, 'callback_errors': self.callback_errors}
+        out = {'ticks': self.ticks, 'refused_states': self.refused_states,
+               'refused_references': self.refused_references,
+               'last_refusal': self.last_refusal, 'callback_errors': self.callback_errors}
+        if self.safety is not None:
+            out['mode'] = self.safety.supervisor.mode.value
+            out['safe_commands'] = self.safety.safe_commands
+        return out
 
 
 def main(args=None) -> int:

@@ -1,104 +1,139 @@
-"""Safety glue of the controller node: parameters, input validation, watchdog, safe commands,
+"""Safety layer of the controller node: parameters, input validation, watchdogs, safe commands,
 lifecycle bookkeeping and diagnostics (issue 6).
 
-The ROS-free logic lives in :mod:`manip_control.safety`; this module binds it to an rclpy node
-through :class:`ControllerSafety`, a helper the (lifecycle) controller node owns. The node
-keeps its own topics, lockstep protocol and feedback law; it calls:
+The ROS-free logic is :mod:`manip_control.safety`; :class:`ControllerSafety` binds it to the
+(lifecycle) controller node, which keeps its topics, lockstep protocol and feedback law and
+calls the helper at these points:
 
-============================  ===============================================================
-node event                    helper call
-============================  ===============================================================
-``__init__``                  ``ControllerSafety.declare_parameters(node)``
-``on_configure``              ``safety = ControllerSafety(node, joints, model, torque_limit,
-                              period, publish_command)``; ``safety.configure()`` (raises
-                              ParameterError naming ``safety.<name>``)
-``on_activate``               ``safety.activate()``
-``on_deactivate``             ``safety.deactivate(stamp)`` (publishes zero torque once)
-``on_cleanup``/``on_shutdown``  ``safety.cleanup()``
-/joint_states callback        ``sample = safety.accept_joint_state(msg)`` (None if refused)
-/reference callback           ``ref = safety.accept_reference(msg)`` (None if refused)
-computing a command           ``tau, normal = safety.command(sample, normal_fn)`` where
-                              ``normal_fn()`` returns the feedback law's (tau1, tau2)
-reference to use              ``ref = safety.reference(fallback_q)``
-parameter callback            ``safety.check_parameters(params)`` -> (ok, reason)
-============================  ===============================================================
+=============================  ==============================================================
+node                           helper
+=============================  ==============================================================
+``__init__``                   declare :func:`safety_specs` with the node's own specs;
+                               :func:`safety_from_values` validates them (ParameterError with
+                               the ROS parameter name: exit 2 before anything is published)
+``on_configure``               ``ControllerSafety(...)`` then :meth:`~ControllerSafety.create`
+                               (diagnostics publisher, timers)
+``on_activate``                :meth:`~ControllerSafety.activate`
+``on_deactivate``              :meth:`~ControllerSafety.deactivate` (zero torque once)
+``on_cleanup``/``on_shutdown``  :meth:`~ControllerSafety.release`
+joint state callback           :meth:`~ControllerSafety.accept_joint_state` (None: refused)
+reference callback             :meth:`~ControllerSafety.accept_reference` (None: refused)
+each control step              :meth:`~ControllerSafety.command` with the feedback law
+parameter callback             :meth:`~ControllerSafety.check_parameters` /
+                               :meth:`~ControllerSafety.apply_parameters`
+=============================  ==============================================================
 
-The helper owns a steady-clock watchdog timer (one control period): when the node is in safe
-mode and no state arrives, the timer publishes the safe command itself through the node's
-``publish_command(tau, stamp, ref)`` so that a dead plant / driver still gets safe commands
-(a hardware driver keeps the last command otherwise). Watchdogs run on the steady clock:
-sim time stops when the plant that publishes /clock dies, and starts again at zero when a
-new plant comes up.
+Watchdogs run on the steady clock (sim time stops when the plant that publishes /clock dies
+and restarts at zero with a new plant). The helper's watchdog timer (one control period)
+evaluates the state watchdog, calls the node's ``before_check`` hook (lockstep: an unanswered
+state does not age, a stale reference is replaced by the held one) and, while the states are
+stale, publishes the safe command itself at the control rate: nothing else would (a hardware
+driver keeps the last command otherwise, and a driver with its own command watchdog would
+drop a hold sent once). In lockstep (``command_on_timeout`` false) a state timeout is only
+reported: the plant owns the clock and takes nothing but the command of its current tick.
 
-Diagnostics (``/controller/diagnostics``, diagnostic_msgs/DiagnosticArray) are published on
-every mode transition and at ``diagnostics_rate`` (default 10 Hz): one status named
-``<node name>: mode`` with level OK (normal), WARN (inactive / waiting for the first state)
-or ERROR (a fault), the message ``normal`` or ``safe: <reason> (<detail>)`` and key/values:
+Diagnostics (``~/diagnostics`` = ``/controller/diagnostics``, diagnostic_msgs/DiagnosticArray)
+are published at every mode transition, every reference hold / resume and at
+``diagnostics_rate``: one status ``<node>: mode``, level OK (normal), WARN (inactive / no state
+yet) or ERROR (a fault), message ``normal`` or ``safe: <reason> (<detail>)``, and the values
 mode, reason, detail, safe_mode, hold_target, state_age_ms, safe_entries.<reason>,
 refused.<input>.<reason>, refused_total, reference_held, reference_age_at_hold_ms,
-non_finite_commands, commands.
+non_finite_commands, safe_commands.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Sequence
-
-from rclpy.clock import Clock, ClockType
-from rclpy.parameter import Parameter
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from typing import Any, Callable, Mapping, Sequence
 
 from manip_control.parameters import ParameterError
 from manip_control.safety import (Mode, ReferenceSample, ReferenceWatchdog, Refusal,
-                                  RefusalCounter, SafeReason, SafetyParameters,
-                                  SafetySupervisor, map_joint_state_message,
-                                  map_trajectory_message, safety_from_dict,
-                                  validate_parameter_updates)
+                                  RefusalCounter, RefusalReason, SafeReason, SafetyParameters,
+                                  SafetySupervisor, map_joint_state, map_reference,
+                                  safety_from_dict, validate_parameter_updates)
 
 PREFIX = 'safety.'
 SAFETY_FIELDS = tuple(SafetyParameters.__dataclass_fields__)
-DIAGNOSTICS_TOPIC = '/controller/diagnostics'
+DIAGNOSTICS_TOPIC = '~/diagnostics'
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
-           'read_safety_parameters', 'unknown_parameter_overrides']
+           'safety_specs', 'safety_from_values']
+
+_DOC = {
+    'safe_mode': ('safe-mode command: hold (gravity-compensated hold with damping at the last '
+                  'measured position; pure gravity hold while states are stale) or zero '
+                  '(zero torque)', 'hold or zero'),
+    'state_timeout': ('joint-state watchdog [s]: older states mean safe mode', '> 0'),
+    'reference_timeout': ('reference watchdog [s]: older references mean holding the last '
+                          'reference position with zero velocity', '> 0'),
+    'position_lower': ('lower position limit per joint [rad]; below it means safe mode',
+                       'finite, upper - lower > 4 position_margin'),
+    'position_upper': ('upper position limit per joint [rad]; above it means safe mode',
+                       'finite, upper - lower > 4 position_margin'),
+    'velocity_limit': ('speed limit per joint [rad/s]; |qd| above it means safe mode',
+                       'each > 0'),
+    'position_margin': ('hysteresis [rad]: after a position fault, resume once every joint is '
+                        'this far inside the limits (the hold target is 2x inside)', '>= 0'),
+    'velocity_margin': ('hysteresis [rad/s]: after a velocity fault, resume once every |qd| '
+                        '<= velocity_limit - velocity_margin', '>= 0, < velocity_limit'),
+    'hold_kp': ('hold stiffness per joint [N m/rad]', 'each > 0'),
+    'hold_kd': ('hold damping per joint [N m s/rad]', 'each > 0'),
+    'latch_limits': ('position / velocity faults stay latched until the next activation',
+                     ''),
+}
 
 
-def _ros_value(value):
-    """A ROS parameter value as plain Python (arrays -> tuples)."""
-    if value is None:
-        return None
-    if isinstance(value, (list, tuple)) or type(value).__name__ == 'array':
+def safety_specs() -> list:
+    """ROS parameter specs (:class:`manip_control.nodes.ros_params.ParamSpec`) of the safety
+    layer: ``safety.<field>`` (changeable at runtime, validated), ``diagnostics_rate`` and
+    ``autostart`` (read-only)."""
+    from manip_control.nodes.ros_params import ParamSpec
+    defaults = SafetyParameters()
+    specs = []
+    for name in SAFETY_FIELDS:
+        value = getattr(defaults, name)
+        if isinstance(value, tuple):
+            value = [float(v) for v in value]
+        desc, cons = _DOC[name]
+        specs.append(ParamSpec(PREFIX + name, value, desc + '; changeable at runtime', cons,
+                               None, False))
+    specs.append(ParamSpec('diagnostics_rate', 10.0,
+                           'rate of the periodic /controller/diagnostics [Hz] (transitions '
+                           'are published at once)', '> 0', (0.0, 1.0e4)))
+    specs.append(ParamSpec('autostart', True,
+                           'configure and activate at start (lifecycle); false: wait for '
+                           '`ros2 lifecycle set` (hardware bring-up by hand)', ''))
+    return specs
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)) or type(value).__name__ in ('array', 'ndarray'):
         return tuple(value)
     return value
 
 
-def read_safety_parameters(node) -> SafetyParameters:
-    """Build :class:`SafetyParameters` from the node's ``safety.*`` parameters.
+def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
+                       ) -> SafetyParameters:
+    """Validated :class:`SafetyParameters` from the node's ROS values.
 
     Raises
     ------
     ParameterError
-        Naming the parameter (``safety.velocity_limit[1]: must be > 0 (got -1.0)``).
+        ``parameter safety.velocity_limit[1] (node controller): must be > 0 (got -1.0)``.
     """
-    data = {}
-    for name in SAFETY_FIELDS:
-        if node.has_parameter(PREFIX + name):
-            value = _ros_value(node.get_parameter(PREFIX + name).value)
-            if value is not None:
-                data[name] = value
-    return safety_from_dict(data, 'safety')
-
-
-def unknown_parameter_overrides(node, known: Sequence[str]) -> list[str]:
-    """Names given to the node (params file, command line) that it does not declare.
-
-    rclpy silently drops undeclared overrides; a controller must not (a typo would leave a
-    limit at its default).
-    """
-    overrides = getattr(node, '_parameter_overrides', {}) or {}
-    known = set(known) | {'use_sim_time', 'start_type_description_service'}
-    return sorted(n for n in overrides if n not in known)
+    from manip_control.nodes.ros_params import ros_parameter_error
+    data = {name: _plain(values[PREFIX + name]) for name in SAFETY_FIELDS
+            if values.get(PREFIX + name) is not None}
+    rate = values.get('diagnostics_rate', 10.0)
+    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+            and math.isfinite(rate) and rate > 0.0):
+        raise ParameterError(f'parameter diagnostics_rate (node {node}): must be > 0 '
+                             f'(got {rate!r})')
+    try:
+        return safety_from_dict(data, 'safety')
+    except ParameterError as exc:
+        raise ros_parameter_error(node, exc) from None
 
 
 class ControllerSafety:
@@ -106,173 +141,113 @@ class ControllerSafety:
 
     Parameters
     ----------
-    node : rclpy.node.Node
-        The controller (lifecycle) node.
+    node : rclpy node
+        The controller node (timers, publisher, logger, clock).
     joints : sequence of 2 str
         Configured joint names (command order).
+    params : SafetyParameters
     model : TwoLinkModel
         The controller's nominal model (gravity for the hold).
-    torque_limit : callable or sequence of 2 float
-        The command limit [N·m] (a callable is read at each use, so runtime changes apply).
+    torque_limit : callable returning 2 floats
+        The current command limit [N·m] (read at each use: runtime changes apply).
     period : float
-        Control period [s] (the watchdog timer period).
-    publish_command : callable(tau, stamp, ref)
-        Publishes a torque command (tuple of 2 floats [N·m]); ``stamp`` is the header stamp of
-        the last joint state (builtin_interfaces/Time or None) and ``ref`` the
-        ReferenceSample in use (or None).
-    now : callable, optional
-        Steady time source [s] (default ``time.monotonic``).
+        Control period [s] (the default watchdog timer period, :attr:`watchdog_period`).
+    publish : callable(tau, stamp, hold_q)
+        Publishes a safe / zero command: ``tau`` 2 floats [N·m], ``stamp`` the stamp of the
+        last accepted state (as given to :meth:`accept_joint_state`, or None), ``hold_q`` the
+        position reported with it (:meth:`hold_target`).
+    diagnostics_rate : float
+        Periodic diagnostics [Hz].
+    now : callable
+        Steady time [s] (default ``time.monotonic``).
     """
 
-    def __init__(self, node, joints, model, torque_limit, period: float,
-                 publish_command: Callable, now: Callable[[], float] = time.monotonic):
+    def __init__(self, node, joints: Sequence[str], params: SafetyParameters, model,
+                 torque_limit: Callable[[], Sequence[float]], period: float,
+                 publish: Callable, diagnostics_rate: float = 10.0,
+                 now: Callable[[], float] = time.monotonic):
         self.node = node
         self.joints = tuple(joints)
+        self.params = params
         self.model = model
-        self._torque_limit = torque_limit
+        self.torque_limit = torque_limit
         self.period = float(period)
-        self.publish_command = publish_command
+        self.publish = publish
+        self.diagnostics_rate = float(diagnostics_rate)
         self.now = now
-        self.params = SafetyParameters()
-        self.supervisor = SafetySupervisor(self.params, self.joints)
-        self.references = ReferenceWatchdog(self.params.reference_timeout)
+        self.supervisor = SafetySupervisor(params, self.joints)
+        self.references = ReferenceWatchdog(params.reference_timeout)
         self.refusals = RefusalCounter(throttle=1.0)
         self.non_finite_commands = 0
-        self.commands = 0
+        self.safe_commands = 0
         self.last_stamp = None
-        self.diagnostics_rate = 10.0
-        self._diag_pub = None
-        self._timer = None
-        self._diag_timer = None
-        self._last_log_nf = -math.inf
+        self.before_check: Callable[[float], None] | None = None
+        self.command_on_timeout = True
+        self.watchdog_period = self.period
         self.on_transition: Callable | None = None
-
-    # -- parameters --------------------------------------------------------------------------
-    @staticmethod
-    def declare_parameters(node) -> list[str]:
-        """Declare ``safety.*`` (dynamically typed, validated by :meth:`configure`) and
-        ``diagnostics_rate``; returns the declared names."""
-        names = []
-        desc = ParameterDescriptor(dynamic_typing=True)
-        defaults = SafetyParameters()
-        for name in SAFETY_FIELDS:
-            default = getattr(defaults, name)
-            if isinstance(default, tuple):
-                default = list(default)
-            node.declare_parameter(PREFIX + name, default, desc)
-            names.append(PREFIX + name)
-        node.declare_parameter('diagnostics_rate', 10.0, desc)
-        names.append('diagnostics_rate')
-        return names
-
-    @property
-    def torque_limit(self):
-        lim = self._torque_limit
-        return lim() if callable(lim) else lim
-
-    def load_parameters(self) -> SafetyParameters:
-        """Read and validate ``safety.*`` and ``diagnostics_rate``; raises ParameterError."""
-        params = read_safety_parameters(self.node)
-        rate = _ros_value(self.node.get_parameter('diagnostics_rate').value) \
-            if self.node.has_parameter('diagnostics_rate') else 10.0
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) \
-                or not math.isfinite(rate) or rate <= 0.0:
-            raise ParameterError(f'diagnostics_rate: must be a number > 0 (got {rate!r})')
-        self.diagnostics_rate = float(rate)
-        return params
-
-    def check_parameters(self, params: Sequence[Parameter]) -> tuple[bool, str]:
-        """Validate runtime updates of ``safety.*`` / ``diagnostics_rate`` (others pass)."""
-        updates = {}
-        for p in params:
-            if p.name.startswith(PREFIX):
-                if p.name[len(PREFIX):] not in SAFETY_FIELDS:
-                    return False, f'{p.name}: unknown parameter'
-                updates[p.name] = _ros_value(p.value)
-            elif p.name == 'diagnostics_rate':
-                v = p.value
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0.0 \
-                        or not math.isfinite(v):
-                    return False, f'diagnostics_rate: must be a number > 0 (got {v!r})'
-        if not updates:
-            return True, ''
-        return validate_parameter_updates(updates, self.params)
-
-    def apply_parameters(self, params: Sequence[Parameter]) -> None:
-        """Apply already validated runtime updates (call after :meth:`check_parameters`)."""
-        changes = {p.name[len(PREFIX):]: _ros_value(p.value) for p in params
-                   if p.name.startswith(PREFIX)}
-        if changes:
-            self.params = self.params.replace(**changes)
-            self.supervisor.set_params(self.params)
-            self.references.timeout = self.params.reference_timeout
-        for p in params:
-            if p.name == 'diagnostics_rate':
-                self.diagnostics_rate = float(p.value)
-                if self._diag_timer is not None:
-                    self.node.destroy_timer(self._diag_timer)
-                    self._diag_timer = self._make_timer(1.0 / self.diagnostics_rate,
-                                                        self.publish_diagnostics)
-
-    def parameter_callback(self, params: Sequence[Parameter]) -> SetParametersResult:
-        """An ``add_on_set_parameters_callback`` callback for the safety parameters only."""
-        ok, reason = self.check_parameters(params)
-        if not ok:
-            self.node.get_logger().warn(f'refused parameter update: {reason}')
-            return SetParametersResult(successful=False, reason=reason)
-        self.apply_parameters(params)
-        return SetParametersResult(successful=True)
+        self._diag_pub = None
+        self._timers: list = []
+        self._last_nf_log = -math.inf
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _make_timer(self, period, callback):
-        return self.node.create_timer(period, callback,
-                                      clock=Clock(clock_type=ClockType.STEADY_TIME))
+    def _steady_timer(self, period, callback):
+        from rclpy.clock import Clock, ClockType
+        timer = self.node.create_timer(period, callback,
+                                       clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._timers.append(timer)
+        return timer
 
-    def configure(self, params: SafetyParameters | None = None) -> None:
-        """Load the parameters (raises ParameterError), create the diagnostics publisher."""
+    def create(self) -> None:
+        """Configure: the diagnostics publisher and the watchdog / diagnostics timers."""
         from diagnostic_msgs.msg import DiagnosticArray
-        self.params = params if params is not None else self.load_parameters()
-        self.supervisor = SafetySupervisor(self.params, self.joints)
-        self.references = ReferenceWatchdog(self.params.reference_timeout)
-        self.refusals.reset()
-        self.non_finite_commands = 0
-        self.commands = 0
-        if self._diag_pub is None:
-            self._diag_pub = self.node.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
-        if self._diag_timer is None:
-            self._diag_timer = self._make_timer(1.0 / self.diagnostics_rate,
-                                                self.publish_diagnostics)
+        self._diag_pub = self.node.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self._steady_timer(self.watchdog_period, self.watchdog_tick)
+        self._steady_timer(1.0 / self.diagnostics_rate, self.publish_diagnostics)
+        self.publish_diagnostics()
 
     def activate(self) -> None:
         """Arm: commands start with the first joint state received from now on."""
         self.references.reset()
         self.last_stamp = None
         self._log(self.supervisor.activate(self.now()))
-        if self._timer is None:
-            self._timer = self._make_timer(self.period, self.watchdog_tick)
 
     def deactivate(self) -> None:
         """Publish zero torque once (if commanding) and stop commanding."""
         was_commanding = self.supervisor.should_command
         self._log(self.supervisor.deactivate(self.now()))
-        if self._timer is not None:
-            self.node.destroy_timer(self._timer)
-            self._timer = None
         if was_commanding:
-            self.publish_command((0.0, 0.0), self.last_stamp, None)
+            self.publish((0.0, 0.0), self.last_stamp, self.hold_target())
 
-    def cleanup(self) -> None:
-        """Release timers and the diagnostics publisher (deactivating first if active)."""
+    def release(self) -> None:
+        """Cleanup / shutdown: deactivate if active, destroy the timers and the publisher."""
         if self.supervisor.active:
             self.deactivate()
-        for attr in ('_timer', '_diag_timer'):
-            timer = getattr(self, attr)
-            if timer is not None:
-                self.node.destroy_timer(timer)
-                setattr(self, attr, None)
+        for timer in self._timers:
+            self.node.destroy_timer(timer)
+        self._timers = []
         if self._diag_pub is not None:
             self.node.destroy_publisher(self._diag_pub)
             self._diag_pub = None
+
+    # -- parameters --------------------------------------------------------------------------
+    def check_parameters(self, params) -> tuple[bool, str]:
+        """Validate runtime updates of ``safety.*`` (other parameters pass)."""
+        updates = {p.name: _plain(p.value) for p in params if p.name.startswith(PREFIX)}
+        if not updates:
+            return True, ''
+        ok, reason = validate_parameter_updates(updates, self.params)
+        return ok, (reason if ok or reason.startswith(PREFIX) else PREFIX + reason)
+
+    def apply_parameters(self, params) -> None:
+        """Apply validated runtime updates of ``safety.*``."""
+        changes = {p.name[len(PREFIX):]: _plain(p.value) for p in params
+                   if p.name.startswith(PREFIX)}
+        if changes:
+            self.params = self.params.replace(**changes)
+            self.supervisor.set_params(self.params)
+            self.references.timeout = self.params.reference_timeout
+            self.node.get_logger().info(
+                'safety parameters: ' + ', '.join(f'{k} -> {v}' for k, v in changes.items()))
 
     # -- inputs --------------------------------------------------------------------------------
     def _refused(self, source: str, refusal: Refusal) -> None:
@@ -280,29 +255,38 @@ class ControllerSafety:
         if line:
             self.node.get_logger().error(line)
 
-    def accept_joint_state(self, msg, source: str = 'joint_states'):
-        """Validate a JointState; feed the supervisor. Returns the JointSample or None."""
-        sample = map_joint_state_message(self.joints, msg)
+    def refuse(self, source: str, reason: RefusalReason, detail: str) -> None:
+        """Count (and log, throttled) a refused ``source`` message."""
+        self._refused(source, Refusal(reason, detail))
+
+    def accept_joint_state(self, stamp, names, position, velocity, effort=()):
+        """Validate a joint state (decoded JointState fields) and feed the supervisor.
+
+        Returns the :class:`~manip_control.safety.JointSample` or None (refused, counted).
+        ``stamp`` is kept for the safe commands' header.
+        """
+        sample = map_joint_state(self.joints, names, position, velocity, effort)
         if isinstance(sample, Refusal):
-            self._refused(source, sample)
+            self._refused('joint_states', sample)
             return None
-        self.last_stamp = getattr(getattr(msg, 'header', None), 'stamp', None)
+        self.last_stamp = stamp
         self._log(self.supervisor.update_state(self.now(), sample.position, sample.velocity))
         return sample
 
-    def accept_reference(self, msg, source: str = 'reference'):
-        """Validate a one-point JointTrajectory; feed the reference watchdog."""
-        ref = map_trajectory_message(self.joints, msg)
+    def accept_reference(self, names, positions, velocities=(), accelerations=()):
+        """Validate one reference point and feed the reference watchdog; the
+        :class:`~manip_control.safety.ReferenceSample` or None (refused, counted)."""
+        ref = map_reference(self.joints, names, positions, velocities, accelerations)
         if isinstance(ref, Refusal):
-            self._refused(source, ref)
+            self._refused('reference', ref)
             return None
         self.references.update(self.now(), ref)
         return ref
 
-    def reference(self, fallback_q=None) -> ReferenceSample | None:
-        """The reference to track now: the latest one, or the held last position once it is
-        older than ``reference_timeout``; before any reference, ``fallback_q`` at rest (None
-        if not given). Clamped into the envelope (see SafetySupervisor.clamp_reference)."""
+    def held_reference(self) -> ReferenceSample | None:
+        """The held reference (last position, zero velocity and acceleration) when no
+        reference arrived for ``reference_timeout``; None while references are fresh or
+        before the first one. Logs the hold and the resume once."""
         ref, note = self.references.get(self.now())
         if note:
             # one call site per severity: rclpy refuses a severity change at a call site
@@ -311,54 +295,74 @@ class ControllerSafety:
             else:
                 self.node.get_logger().info(note)
             self.publish_diagnostics()
-        if ref is None:
-            if fallback_q is None:
-                return None
-            ref = ReferenceSample(tuple(fallback_q), (0.0, 0.0), (0.0, 0.0))
-        q, v, a, _ = self.supervisor.clamp_reference(ref.q, ref.qd, ref.qdd)
-        return ReferenceSample(q, v, a)
+        return ref if self.references.holding else None
 
-    # -- outputs -------------------------------------------------------------------------------
-    def command(self, normal_fn: Callable[[], Sequence[float]]) -> tuple[tuple, bool]:
-        """The command to publish now: ``normal_fn()`` in normal mode (checked finite and
-        clamped), the safe torque otherwise. Returns ``(tau, normal)``; call only when
-        :attr:`should_command`."""
-        self._log(self.supervisor.check(self.now()))
-        lim = self.torque_limit
-        if self.supervisor.mode is Mode.NORMAL:
-            tau = normal_fn()
-            t1, t2 = float(tau[0]), float(tau[1])
-            if math.isfinite(t1) and math.isfinite(t2):
-                self.commands += 1
-                return (min(max(t1, -lim[0]), lim[0]), min(max(t2, -lim[1]), lim[1])), True
-            self.non_finite_commands += 1
-            now = time.monotonic()
-            if now - self._last_log_nf >= 1.0:
-                self._last_log_nf = now
-                self.node.get_logger().error(
-                    f'feedback law returned a non-finite torque ({t1}, {t2}); sending the '
-                    f'safe command instead ({self.non_finite_commands} so far)')
-        self.commands += 1
-        return self.supervisor.safe_torque(self.model, lim), False
+    def clamp_reference(self, q_d, qd_d, qdd_d):
+        """``(q_d, qd_d, qdd_d, clamped)``: the reference kept inside the envelope (the same
+        objects when inside)."""
+        return self.supervisor.clamp_reference(q_d, qd_d, qdd_d)
 
+    # -- state -------------------------------------------------------------------------------
     @property
     def should_command(self) -> bool:
-        """Active and a joint state has arrived since activation."""
+        """Active and a valid joint state has arrived since activation."""
         return self.supervisor.should_command
 
     @property
-    def is_normal(self) -> bool:
-        return self.supervisor.mode is Mode.NORMAL
+    def stale(self) -> bool:
+        """Safe mode because of the state watchdog (the watchdog timer commands then)."""
+        return self.supervisor.reason is SafeReason.STATE_TIMEOUT
+
+    def check(self) -> None:
+        """Evaluate the watchdog now (logs a transition once)."""
+        self._log(self.supervisor.check(self.now()))
+
+    def touch(self) -> None:
+        """Lockstep: the last state is unanswered, so it does not age."""
+        self._log(self.supervisor.touch(self.now()))
+
+    # -- outputs -------------------------------------------------------------------------------
+    def command(self, normal_fn: Callable[[], Sequence[float]]) -> tuple[tuple, bool]:
+        """The command of this control step: ``normal_fn()`` in normal mode when it is finite,
+        the safe torque otherwise. Returns ``((tau1, tau2), normal)``."""
+        self.check()
+        if self.supervisor.mode is Mode.NORMAL:
+            tau = normal_fn()
+            t1, t2 = tau[0], tau[1]
+            if math.isfinite(t1) and math.isfinite(t2):
+                return (t1, t2), True
+            self.non_finite_commands += 1
+            now = time.monotonic()
+            if now - self._last_nf_log >= 1.0:
+                self._last_nf_log = now
+                self.node.get_logger().error(
+                    f'feedback law returned a non-finite torque ({t1}, {t2}); sending the '
+                    f'safe command instead ({self.non_finite_commands} so far)')
+        self.safe_commands += 1
+        return self.safe_torque(), False
+
+    def safe_torque(self) -> tuple[float, float]:
+        """The safe-mode torque for the current reason [N·m] (clamped, finite)."""
+        return self.supervisor.safe_torque(self.model, self.torque_limit())
+
+    def hold_target(self):
+        """The position reported with a safe command: the hold target, else the last
+        measured position (zeros before any state)."""
+        sup = self.supervisor
+        if sup.is_safe and sup.hold_target is not None \
+                and sup.reason is not SafeReason.STATE_TIMEOUT:
+            return sup.hold_target
+        return sup.last_q if sup.last_q is not None else (0.0,) * len(self.joints)
 
     def watchdog_tick(self) -> None:
-        """Steady timer, one control period: evaluate the watchdog; in safe mode with stale
-        states keep publishing the safe command (nothing else publishes then)."""
-        self._log(self.supervisor.check(self.now()))
-        sup = self.supervisor
-        if sup.reason is SafeReason.STATE_TIMEOUT and sup.should_command:
-            self.commands += 1
-            self.publish_command(sup.safe_torque(self.model, self.torque_limit),
-                                 self.last_stamp, None)
+        """Steady timer, one control period: the node's ``before_check`` hook, the watchdog,
+        and the safe command while states are stale (if :attr:`command_on_timeout`)."""
+        if self.before_check is not None:
+            self.before_check(self.now())
+        self.check()
+        if self.stale and self.supervisor.should_command and self.command_on_timeout:
+            self.safe_commands += 1
+            self.publish(self.safe_torque(), self.last_stamp, self.hold_target())
 
     # -- logging and diagnostics ---------------------------------------------------------
     def _log(self, transition) -> None:
@@ -389,7 +393,7 @@ class ControllerSafety:
         age = self.references.hold_age
         values['reference_age_at_hold_ms'] = '' if age is None else f'{age * 1e3:.3f}'
         values['non_finite_commands'] = str(self.non_finite_commands)
-        values['commands'] = str(self.commands)
+        values['safe_commands'] = str(self.safe_commands)
         return values
 
     def diagnostics_message(self):
@@ -414,181 +418,6 @@ class ControllerSafety:
         return arr
 
     def publish_diagnostics(self) -> None:
-        """Publish the diagnostics now (no-op before configure / after cleanup)."""
+        """Publish the diagnostics now (no-op before :meth:`create` / after release)."""
         if self._diag_pub is not None:
             self._diag_pub.publish(self.diagnostics_message())
-
-
-# --------------------------------------------------------------------------------------------
-# A self-contained lifecycle controller using the helper above. The fault-injection tests run
-# it (``python -m manip_control.nodes.controller_safety``) when the package's controller node
-# is not a lifecycle node yet; it follows the DEVELOPERS.md topic contract.
-
-
-def _make_lifecycle_controller():
-    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
-    from trajectory_msgs.msg import JointTrajectory
-
-    from manip_control.control import Controller
-    from manip_control.parameters import load_scenario
-
-    class SafeLifecycleController(LifecycleNode):
-        """Lifecycle controller: configure loads the scenario (``config``) and the safety
-        parameters, activate commands once a fresh state arrived (event-driven: one command
-        per joint state), deactivate sends zero torque once."""
-
-        def __init__(self):
-            super().__init__('controller')
-            desc = ParameterDescriptor(dynamic_typing=True)
-            self.declare_parameter('config', 'default', desc)
-            self.declare_parameter('autostart', False, desc)
-            self._declared = ['config', 'autostart']
-            self._declared += ControllerSafety.declare_parameters(self)
-            self.safety = None
-            self.ctrl = None
-            self._subs = []
-            self._pubs = []
-            self.add_on_set_parameters_callback(self._on_params)
-            # fail fast: a bad configuration stops the node at start, before publishing
-            self._load()
-
-        def _load(self):
-            unknown = unknown_parameter_overrides(self, self._declared)
-            if unknown:
-                raise ParameterError(f'{unknown[0]}: unknown parameter')
-            cfg = self.get_parameter('config').value
-            if not isinstance(cfg, str):
-                raise ParameterError(f'config: must be a file name or preset (got {cfg!r})')
-            scenario = load_scenario(cfg)
-            return scenario, read_safety_parameters(self)
-
-        def _on_params(self, params):
-            if self.safety is None:
-                return SetParametersResult(successful=True)
-            return self.safety.parameter_callback(params)
-
-        def on_configure(self, state):
-            try:
-                scenario, sp = self._load()
-            except ParameterError as exc:
-                self.get_logger().error(f'configure failed: {exc}')
-                return TransitionCallbackReturn.FAILURE
-            self.scenario = scenario
-            self.joints = tuple(scenario.joints)
-            self.ctrl = Controller(scenario.controller, scenario.period)
-            self.safety = ControllerSafety(self, self.joints, self.ctrl.model,
-                                           lambda: self.ctrl.torque_limit, scenario.period,
-                                           self._publish)
-            self.safety.configure(sp)
-            self.safety.on_transition = self._on_transition
-            self._cmd_pub = self.create_publisher(Float64MultiArray,
-                                                  '/effort_controller/commands', 10)
-            self._jc_pub = self.create_publisher(JointState, '/joint_commands', 10)
-            self._pubs = [self._cmd_pub, self._jc_pub]
-            self._subs = [self.create_subscription(JointState, '/joint_states', self._on_state,
-                                                   10),
-                          self.create_subscription(JointTrajectory, '/reference', self._on_ref,
-                                                   10)]
-            return TransitionCallbackReturn.SUCCESS
-
-        def _on_transition(self, tr):
-            if tr.resumed:
-                self.ctrl.reset()
-
-        def on_activate(self, state):
-            self.ctrl.reset()
-            self.safety.activate()
-            return TransitionCallbackReturn.SUCCESS
-
-        def on_deactivate(self, state):
-            self.safety.deactivate()
-            return TransitionCallbackReturn.SUCCESS
-
-        def _release(self):
-            if self.safety is not None:
-                self.safety.cleanup()
-            for s in self._subs:
-                self.destroy_subscription(s)
-            for p in self._pubs:
-                self.destroy_publisher(p)
-            self._subs, self._pubs = [], []
-            self.safety = None
-
-        def on_cleanup(self, state):
-            self._release()
-            return TransitionCallbackReturn.SUCCESS
-
-        def on_shutdown(self, state):
-            self._release()
-            return TransitionCallbackReturn.SUCCESS
-
-        def _on_ref(self, msg):
-            self.safety.accept_reference(msg)
-
-        def _on_state(self, msg):
-            sample = self.safety.accept_joint_state(msg)
-            if sample is None or not self.safety.should_command:
-                return
-            q, v = sample.position, sample.velocity
-            ref = self.safety.reference(q)
-
-            def normal():
-                out = self.ctrl.update(q[0], q[1], v[0], v[1], ref.q[0], ref.q[1], ref.qd[0],
-                                       ref.qd[1], ref.qdd[0], ref.qdd[1])
-                return out.tau1, out.tau2
-            tau, _ = self.safety.command(normal)
-            self._publish(tau, msg.header.stamp, ref)
-
-        def _publish(self, tau, stamp, ref):
-            if not self._pubs:
-                return
-            m = Float64MultiArray()
-            m.data = [float(tau[0]), float(tau[1])]
-            self._cmd_pub.publish(m)
-            jc = JointState()
-            if stamp is not None:
-                jc.header.stamp = stamp
-            jc.name = list(self.joints)
-            jc.effort = m.data
-            if ref is not None:
-                jc.position = [float(x) for x in ref.q]
-                jc.velocity = [float(x) for x in ref.qd]
-            self._jc_pub.publish(jc)
-
-    return SafeLifecycleController
-
-
-def main(args=None) -> int:
-    """Run the self-contained lifecycle controller; exit 2 with one line on a bad config."""
-    import sys
-
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
-
-    rclpy.init(args=args)
-    try:
-        node = _make_lifecycle_controller()()
-    except ParameterError as exc:
-        print(f'error: {exc}', file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        if node.get_parameter('autostart').value is True:
-            from rclpy.lifecycle import TransitionCallbackReturn as R
-            if node.trigger_configure() != R.SUCCESS or node.trigger_activate() != R.SUCCESS:
-                print('error: could not configure and activate the controller',
-                      file=sys.stderr)
-                return 2
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
-
-
-if __name__ == '__main__':
-    raise SystemExit(main())
