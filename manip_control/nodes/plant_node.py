@@ -127,6 +127,7 @@ class PlantNode(Node):
         self._clock_raw = b''
 
         self.k = 0                      # index of the tick whose state was published last
+        self.first_tick_ns: int | None = None
         self._phase = 'idle'            # idle -> starting -> waiting -> done (lockstep)
         self._tick_ns = 0
         self._tick_wall = 0.0
@@ -191,6 +192,8 @@ class PlantNode(Node):
         x = self.plant._x
         y1, y2, w1, w2 = self.sensors.measure(x[0], x[1], x[2], x[3])
         tj = self.plant.joint_torque_at(x)
+        if self.first_tick_ns is None:
+            self.first_tick_ns = t_ns
         self._tick_ns = t_ns
         if self._clock_pub is not None:
             self._clock_raw = cdr.encode_clock(t_ns)
@@ -212,11 +215,14 @@ class PlantNode(Node):
         self.resends += 1
         self._last_send = time.monotonic()
 
-    def _apply(self, tau1: float, tau2: float) -> None:
+    def _apply(self, tau1: float, tau2: float, publish: bool = True) -> None:
         """Integrate one period with the command held; publish the motor telemetry."""
         plant = self.plant
         x = plant._x
         plant.step(tau1, tau2)
+        if not publish:
+            self.k += 1
+            return
         # Telemetry at t_k+ (the new command applied), as simulation.run_closed_loop records.
         cur1, cur2 = x[4], x[5]
         v1, v2 = plant.drive_voltage_at(x)
@@ -237,9 +243,11 @@ class PlantNode(Node):
         if self._timer is not None:
             self._timer.cancel()
         self._publish_diagnostics()
+        wall = self.wall_end - self.wall_start
         self.get_logger().info(
             f'run finished: {self.k} ticks, {self.command_timeouts} command timeouts, '
-            f'{self.refused_commands} refused commands')
+            f'{self.refused_commands} refused commands; {wall:.3f} s wall, real-time factor '
+            f'{self.k * self.period / wall:.2f}x')
         if not self.done_future.done():
             self.done_future.set_result(True)
 
@@ -301,10 +309,21 @@ class PlantNode(Node):
 
     @guarded
     def _realtime_tick(self) -> None:
+        """Real time: integrate the periods elapsed since the last tick, publish the state.
+
+        A late timer (the process did not get the CPU in time) is caught up by integrating
+        every elapsed period with the held command (the arm does not wait), counted in
+        ``missed_ticks``; only the current state is published.
+        """
         if self._phase != 'running':
             return
         now = time.monotonic()
+        due = int((time.perf_counter() - self.wall_start) / self.period) - 1
         if self.published['joint_states'] > 0:
+            steps = max(1, due - self.k)
+            if self.n_ticks:
+                steps = min(steps, self.n_ticks - self.k)
+            self.missed_ticks += steps - 1
             cmd = self._latest_cmd
             if cmd is None or now - self._latest_wall > self.config.command_timeout:
                 if not self._watchdog_active:
@@ -318,12 +337,12 @@ class PlantNode(Node):
             elif self._watchdog_active:
                 self._watchdog_active = False
                 self.get_logger().info('watchdog: commands are back')
+            for _ in range(steps - 1):
+                self._apply(cmd[0], cmd[1], publish=False)
             self._apply(cmd[0], cmd[1])
             if self.n_ticks and self.k >= self.n_ticks:
                 self._finish()
                 return
-        expected = int((time.perf_counter() - self.wall_start) / self.period)
-        self.missed_ticks = max(self.missed_ticks, expected - self.k)
         self._publish_tick(self._wall_clock.now().nanoseconds)
 
     # -- commands ---------------------------------------------------------------------------
@@ -381,6 +400,16 @@ class PlantNode(Node):
         self._last_cmd = (vals[0], vals[1])
         self._apply(vals[0], vals[1])
         self._lockstep_next()
+
+    def close(self) -> None:
+        """Before the process exits: let the last messages reach their (reliable) readers."""
+        from rclpy.duration import Duration
+        for pub in (self._state_pub, self._motor_pub, self._clock_pub, self._diag_pub):
+            if pub is not None:
+                try:
+                    pub.wait_for_all_acked(Duration(seconds=0.5))
+                except Exception:  # noqa: BLE001 - context already gone
+                    pass
 
     # -- diagnostics ------------------------------------------------------------------------
     def counters(self) -> dict:

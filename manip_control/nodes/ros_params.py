@@ -55,7 +55,7 @@ from manip_control.parameters import (
 N_JOINTS = 2
 MODES = ('lockstep', 'realtime')
 COMMAND_SOURCES = ('joint_commands', 'effort_commands')
-TRIGGERS = ('timer', 'state')
+TRIGGERS = ('state', 'timer')
 STORAGES = ('mcap', 'sqlite3')
 INF = math.inf
 
@@ -294,9 +294,11 @@ def controller_specs() -> list[ParamSpec]:
     specs = _node_common('joint names: order of the commands (Float64MultiArray data, '
                          'JointState names) and of every per-joint parameter')
     specs.append(ParamSpec(
-        'trigger', 'timer',
-        'realtime only: timer (free-running wall timer at control_rate using the latest joint '
-        'state and reference) or state (one tick per received joint state)', 'timer or state'))
+        'trigger', 'state',
+        'realtime only: state (one tick per received joint state, with the latest reference: '
+        'the lowest state-to-command latency) or timer (a free-running wall timer at '
+        'control_rate using the latest joint state and reference; latency up to one period)',
+        'state or timer'))
     for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'torque_limit',
                  'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]

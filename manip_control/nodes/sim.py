@@ -3,7 +3,8 @@
 Usage::
 
     manip-sim [--config FILE|PRESET] [--duration S] [--mode lockstep|realtime]
-              [--bag DIR [--storage mcap|sqlite3]] [--executor events|single] [--quiet]
+              [--bag DIR [--storage mcap|sqlite3]] [--executor events|single]
+              [--rt-priority N] [--quiet]
 
 ``--config`` takes a scenario file in the core format (``config/*.yaml``, or a preset name
 such as ``seed001``; default ``default``) or a ROS params file (``node: ros__parameters:``
@@ -125,6 +126,7 @@ class SimOutcome:
     latencies_ns: np.ndarray | None = None
     latency_fresh: np.ndarray | None = None
     interrupted: bool = False
+    state_window_ns: tuple | None = None    # stamps of the first and last published state
 
     @property
     def simulated_time(self) -> float:
@@ -292,10 +294,12 @@ class SimRunner:
         if self.lockstep and self.plant.history:
             result = _simulation_result(sc, np.array(self.plant.history, dtype=float), ch,
                                         self.plant.plant.state)
+        window = (self.plant.first_tick_ns, self.plant.tick_stamp_ns) \
+            if self.plant.first_tick_ns is not None else None
         return SimOutcome(self.run.name, 'lockstep' if self.lockstep else 'realtime', sc,
                           self.plant.k, wall, self.plant.counters(),
                           self.controller.counters(), published, recorded, result, ch, lat,
-                          fresh, interrupted)
+                          fresh, interrupted, window)
 
     def destroy(self) -> None:
         """Destroy the nodes and executor (and the context when created here)."""
@@ -378,14 +382,22 @@ def tracking_summary(out: SimOutcome) -> dict:
         'tau_max_abs': np.max(np.abs(tau), axis=0),
         'saturated_pct': 100.0 * np.mean(sat, axis=0),
     }
-    if out.latencies_ns is not None and len(out.latencies_ns):
+    if out.latencies_ns is not None and len(out.latencies_ns) and out.state_window_ns:
         lat = out.latencies_ns[out.latency_fresh] if out.latency_fresh.any() else \
             out.latencies_ns
         s['latency_ms'] = {'p50': np.percentile(lat, 50) * 1e-6,
                            'p99': np.percentile(lat, 99) * 1e-6, 'max': lat.max() * 1e-6,
                            'fresh_pct': 100.0 * out.latency_fresh.mean()}
-        expected = max(out.ticks, 1)
-        s['controller_ticks'] = (out.controller_counters['ticks'], expected)
+        # controller ticks executed in the wall-clock window of the run, against the ticks
+        # due in it at the control rate
+        period_ns = 1e9 / sc.control_rate
+        first, last = out.state_window_ns
+        ch = out.controller_history
+        compute_ns = np.round(ch[:, 0] * 1e9).astype(np.int64) + out.latencies_ns
+        end = last + period_ns
+        done = int(np.count_nonzero((compute_ns >= first) & (compute_ns < end)))
+        expected = int(round((end - first) / period_ns))
+        s['controller_ticks'] = (done, max(expected, 1))
     return s
 
 
@@ -415,8 +427,10 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
     lines.append(row('max |tau_cmd| [N m]', s['tau_max_abs'], '{:12.3f}'))
     lines.append(row('saturated [% of ticks]', s['saturated_pct'], '{:12.2f}'))
     pc = out.plant_counters
+    late = (f', {pc["missed_ticks"]} late timer periods caught up' if out.mode == 'realtime'
+            else '')
     lines.append(f'plant: {pc["command_timeouts"]} command timeouts, {pc["refused_commands"]} '
-                 f'refused commands, {pc["watchdog_trips"]} watchdog trips; controller: '
+                 f'refused commands, {pc["watchdog_trips"]} watchdog trips{late}; controller: '
                  f'{out.controller_counters["ticks"]} ticks')
     if 'latency_ms' in s:
         lat = s['latency_ms']
@@ -454,8 +468,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help='bag storage (default mcap)')
     p.add_argument('--executor', choices=EXECUTORS, default='events',
                    help='rclpy executor (default events: rclpy.experimental.EventsExecutor)')
+    p.add_argument('--rt-priority', type=int, default=0, metavar='N',
+                   help='run the process with SCHED_FIFO priority N (1-99; needs the '
+                        'privilege; 0 = normal scheduling, the default)')
     p.add_argument('--quiet', action='store_true', help='no node log lines')
     return p
+
+
+def set_realtime_priority(priority: int) -> None:
+    """SCHED_FIFO at ``priority`` for this process (before rclpy starts its DDS threads, which
+    inherit it). Raises ParameterError if not permitted."""
+    if priority == 0:
+        return
+    if not 1 <= priority <= 99:
+        raise ParameterError(f'--rt-priority: must be in 1..99 (got {priority})')
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as exc:
+        raise ParameterError(f'--rt-priority: SCHED_FIFO not permitted here ({exc})') from None
 
 
 def run(argv=None) -> tuple[int, SimOutcome | None]:
@@ -468,6 +498,7 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
     args = build_parser().parse_args(remove_ros_args(['manip-sim'] + argv)[1:])
     try:
         cfg = load_run_config(args.config, args.mode, args.duration)
+        set_realtime_priority(args.rt_priority)
     except ParameterError as exc:
         return error_exit(str(exc)), None
     if args.bag is not None:

@@ -1,0 +1,263 @@
+"""Static checks of the launch files (launch_ros is not installable here).
+
+Every executable, parameter file and launch argument a launch file names must exist: the
+files are parsed with ``ast`` (and executed once against stand-in ``launch`` / ``launch_ros``
+modules that record what is built). The process-level behaviour of the launch files is
+covered by test_launch_integration.py (launch_testing) where launch_ros is importable, and
+here by test_sim.py, which starts the same executables with the same --ros-args.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import types
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from manip_control.nodes import ros_params as rp
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH_FILES = [ROOT / 'launch' / 'sim.launch.py', ROOT / 'launch' / 'hardware.launch.py']
+ALLOWED_ACTIONS = {'DeclareLaunchArgument', 'Node'}
+OUR_TOPICS = {'plant': {'joint_states', 'motor_states', 'joint_commands',
+                        'effort_controller/commands'},
+              'controller': {'joint_states', 'reference', 'joint_commands',
+                             'effort_controller/commands'},
+              'trajectory': {'reference'}}
+
+
+def _call_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+            else None
+    return None
+
+
+def _const(node):
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _kw(call: ast.Call, name: str):
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    return None
+
+
+def _console_scripts() -> dict[str, str]:
+    tree = ast.parse((ROOT / 'setup.py').read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if _const(k) == 'console_scripts':
+                    out = {}
+                    for item in v.elts:
+                        name, _, target = _const(item).partition('=')
+                        out[name.strip()] = target.strip()
+                    return out
+    raise AssertionError('no console_scripts in setup.py')
+
+
+def _installed_share_dirs() -> set[str]:
+    text = (ROOT / 'setup.py').read_text()
+    return {d for d in ('config', 'launch', 'urdf', 'rviz') if f"glob('{d}/" in text}
+
+
+def _exec_depends() -> set[str]:
+    root = ET.parse(ROOT / 'package.xml').getroot()
+    return {e.text for e in root.iter('exec_depend')}
+
+
+def _node_parameter_names(node: str) -> set[str]:
+    names = {s.name for s in rp.SPECS[node]()} | {'use_sim_time'}
+    if node == 'controller':
+        try:
+            from manip_control.nodes.controller_safety import safety_specs
+            names |= {s.name for s in safety_specs()}
+        except ImportError:
+            pass
+    return names
+
+
+@pytest.fixture(params=LAUNCH_FILES, ids=lambda p: p.name)
+def launch_file(request):
+    return request.param
+
+
+def _ld_elements(path: Path) -> list[ast.Call]:
+    tree = ast.parse(path.read_text())
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)
+             and n.name == 'generate_launch_description']
+    assert len(funcs) == 1, 'generate_launch_description missing'
+    returns = [n for n in ast.walk(funcs[0]) if isinstance(n, ast.Return)]
+    assert len(returns) == 1
+    call = returns[0].value
+    assert _call_name(call) == 'LaunchDescription' and len(call.args) == 1
+    assert isinstance(call.args[0], ast.List), 'one flat LaunchDescription([...])'
+    return call.args[0].elts
+
+
+def test_one_flat_launch_description(launch_file):
+    elements = _ld_elements(launch_file)
+    names = [_call_name(e) for e in elements]
+    assert set(names) <= ALLOWED_ACTIONS, names     # no groups, includes, nested descriptions
+    text = launch_file.read_text()
+    for forbidden in ('GroupAction', 'IncludeLaunchDescription', 'PushRosNamespace'):
+        assert forbidden not in text
+
+
+def test_every_argument_is_declared_described_and_used(launch_file):
+    tree = ast.parse(launch_file.read_text())
+    declared = {}
+    used = set()
+    for node in ast.walk(tree):
+        name = _call_name(node)
+        if name == 'DeclareLaunchArgument':
+            arg = _const(node.args[0])
+            desc = _const(_kw(node, 'description'))
+            assert isinstance(arg, str) and isinstance(desc, str) and len(desc) > 10, arg
+            assert _kw(node, 'default_value') is not None, f'{arg}: no default'
+            declared[arg] = desc
+        elif name == 'LaunchConfiguration':
+            used.add(_const(node.args[0]))
+    assert used <= set(declared), f'undeclared: {used - set(declared)}'
+    assert set(declared) <= used, f'declared but unused: {set(declared) - used}'
+    assert 'headless' in declared
+
+
+def test_executables_and_packages_exist(launch_file):
+    scripts = _console_scripts()
+    depends = _exec_depends()
+    nodes = [e for e in _ld_elements(launch_file) if _call_name(e) == 'Node']
+    assert nodes
+    for n in nodes:
+        pkg, exe = _const(_kw(n, 'package')), _const(_kw(n, 'executable'))
+        assert pkg and exe
+        if pkg == 'manip_control':
+            assert exe in scripts, f'{exe} is not a console script of setup.py'
+            module, _, func = scripts[exe].partition(':')
+            assert (ROOT / (module.replace('.', '/') + '.py')).is_file()
+            if _rclpy_available():
+                assert callable(getattr(importlib.import_module(module), func))
+        else:
+            assert pkg in depends, f'{pkg} is not an exec_depend of package.xml'
+
+
+def _rclpy_available() -> bool:
+    try:
+        import rclpy  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def test_package_files_exist_and_are_installed(launch_file):
+    tree = ast.parse(launch_file.read_text())
+    share = _installed_share_dirs()
+    found = 0
+    for node in ast.walk(tree):
+        if _call_name(node) == 'PathJoinSubstitution':
+            parts = node.args[0].elts
+            if _call_name(parts[0]) == 'FindPackageShare':
+                assert _const(parts[0].args[0]) == 'manip_control'
+                rel = [_const(p) for p in parts[1:]]
+                assert all(isinstance(r, str) for r in rel)
+                assert (ROOT.joinpath(*rel)).is_file(), rel
+                assert rel[0] in share, f'{rel[0]}/ is not installed by setup.py'
+                found += 1
+    assert found >= 2
+
+
+def _params_files(launch_file) -> list[Path]:
+    tree = ast.parse(launch_file.read_text())
+    out = []
+    for node in ast.walk(tree):
+        if _call_name(node) == 'PathJoinSubstitution':
+            rel = [_const(p) for p in node.args[0].elts[1:]]
+            if rel and rel[0] == 'config':
+                out.append(ROOT.joinpath(*rel))
+    return out
+
+
+def test_params_files_match_the_nodes(launch_file):
+    nodes = {}
+    for e in _ld_elements(launch_file):
+        if _call_name(e) == 'Node' and _const(_kw(e, 'package')) == 'manip_control':
+            nodes[_const(_kw(e, 'name'))] = e
+    files = _params_files(launch_file)
+    assert len(files) == 1
+    data = yaml.safe_load(files[0].read_text())
+    assert set(data) == set(nodes) - {'recorder'}, (set(data), set(nodes))
+    values = rp.load_params_file(files[0])
+    for name in data:
+        unknown = set(values[name]) - _node_parameter_names(name)
+        assert not unknown, f'{files[0].name}: {name}: unknown {unknown}'
+    # the in-line parameters and remappings of each node exist too
+    for name, call in nodes.items():
+        for item in getattr(_kw(call, 'parameters'), 'elts', []):
+            if isinstance(item, ast.Dict):
+                keys = {_const(k) for k in item.keys}
+                assert keys <= _node_parameter_names(name), (name, keys)
+        for item in getattr(_kw(call, 'remappings'), 'elts', []):
+            src = _const(item.elts[0])
+            assert src in OUR_TOPICS.get(name, set()), (name, src)
+
+
+def test_params_files_are_valid_configurations(launch_file):
+    values = rp.load_params_file(_params_files(launch_file)[0])
+    rp.controller_config(values['controller'])
+    rp.trajectory_config(values['trajectory'])
+    if values['plant']:
+        rp.plant_config(values['plant'])
+
+
+# --------------------------------------------------------------------------------------------
+# execute generate_launch_description() against recording stand-ins
+
+
+class _Rec:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+def _stub_modules() -> dict[str, types.ModuleType]:
+    names = {
+        'launch': ['LaunchDescription'],
+        'launch.actions': ['DeclareLaunchArgument'],
+        'launch.conditions': ['IfCondition', 'UnlessCondition'],
+        'launch.substitutions': ['Command', 'LaunchConfiguration', 'PathJoinSubstitution',
+                                 'PythonExpression'],
+        'launch_ros': [],
+        'launch_ros.actions': ['Node'],
+        'launch_ros.parameter_descriptions': ['ParameterValue'],
+        'launch_ros.substitutions': ['FindPackageShare'],
+    }
+    mods = {}
+    for mod, classes in names.items():
+        m = types.ModuleType(mod)
+        for c in classes:
+            setattr(m, c, type(c, (_Rec,), {}))
+        mods[mod] = m
+    return mods
+
+
+def test_launch_file_runs_against_stand_ins(launch_file, monkeypatch):
+    for name, mod in _stub_modules().items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    ns: dict = {}
+    exec(compile(launch_file.read_text(), str(launch_file), 'exec'), ns)
+    ld = ns['generate_launch_description']()
+    actions = ld.args[0]
+    kinds = [type(a).__name__ for a in actions]
+    assert kinds.count('DeclareLaunchArgument') >= 3 and 'Node' in kinds
+    execs = {a.kwargs['executable'] for a in actions if type(a).__name__ == 'Node'}
+    if launch_file.name == 'sim.launch.py':
+        assert {'plant', 'controller', 'trajectory'} <= execs
+    else:
+        assert {'controller', 'trajectory'} <= execs and 'plant' not in execs
