@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -50,15 +51,25 @@ def _run(run_cfg, executor='events', bag=None):
         rclpy.try_shutdown(context=ctx)
 
 
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def lockstep(duration: float) -> list[str]:
+    """RTF = simulated / wall time; also simulated / CPU time of the process (all its threads,
+    DDS included), which a machine shared with other jobs does not change."""
     rows = []
     for executor, bag in (('events', False), ('single', False), ('events', True)):
         cfg = sim.load_run_config('default', duration=duration)
         with tempfile.TemporaryDirectory() as tmp:
+            c0 = _cpu()
             out = _run(cfg, executor, Path(tmp) / 'bag' if bag else None)
+            cpu = _cpu() - c0
         label = f'{executor:<6} executor' + (' + recorder (MCAP)' if bag else '')
-        rows.append(f'  {label:<40} {out.ticks:>6} ticks  {out.wall_time:7.2f} s wall  '
-                    f'RTF {out.real_time_factor:5.2f}x  (timeouts '
+        rows.append(f'  {label:<36} {out.ticks:>6} ticks  {out.wall_time:6.2f} s wall  '
+                    f'RTF {out.real_time_factor:5.2f}x  | {cpu:6.2f} s CPU  '
+                    f'sim/CPU {out.simulated_time / cpu:5.2f}x  (timeouts '
                     f'{out.plant_counters["command_timeouts"]})')
     return rows
 
