@@ -16,7 +16,7 @@ Topics are found by type and name (see DEVELOPERS.md, topic contract) or chosen 
 
 Figures (all SI; times in s relative to the first joint state):
 
-* tracking error ``e = q_d - q`` [rad] per joint: RMS, max |e|, late-window max |e|
+* tracking error ``e = q - q_d`` [rad] per joint: RMS, max |e|, late-window max |e|
   (window from ``--transient``, else ``late_window_start`` in params.yaml, else the final 50 %);
   for a reference that ends constant (point-to-point): 2 % settling time, overshoot [%] and
   steady-state error (mean e over the final 10 % of the run, inside the final hold);
@@ -540,7 +540,7 @@ def _point_to_point(t: np.ndarray, qd_ref: np.ndarray, q: np.ndarray, valid: np.
     # steady-state error over the final 10 % of the run, inside the hold
     t_ss = max(tv[-1] - STEADY_FRACTION * run_span, tv[i_h])
     ss = tv >= t_ss
-    out['steady_state_error'] = _f(np.mean(final - y[ss]))
+    out['steady_state_error'] = _f(np.mean(y[ss] - final))
     if i_h == 0:
         out.update({'move_start_s': None, 'amplitude': 0.0, 'settling_time_s': None,
                     'overshoot_pct': None, 'settled': None})
@@ -621,12 +621,12 @@ def analyze_run(run: RunData, *, transient: float | None = None,
     if run.ref_t is not None and run.ref_t.size:
         q_d, exact = _align(run.ref_t, run.ref_q, run.state_t)
         qd_d, _ = _align(run.ref_t, run.ref_qd, run.state_t)
-        e = q_d - st.position
+        e = st.position - q_d
         run.q_d, run.qd_d, run.error = q_d, qd_d, e
         aligned = np.isfinite(e).all(axis=1) if nj else np.zeros(len(t), bool)
         tracking.update({
             'available': bool(aligned.any()),
-            'error_definition': 'e = q_d - q [rad]',
+            'error_definition': 'e = q - q_d [rad]',
             'samples': int(aligned.sum()),
             'exact_stamp_matches': exact,
             'interpolated': int(aligned.sum()) - min(exact, int(aligned.sum())),
@@ -875,7 +875,7 @@ def render_markdown(report: dict, plots: list[str] | None = None) -> str:
     lines += ['', '## Tracking', '']
     if tr['available']:
         lines += [f'Reference: `{tr["source"]}`; {tr["samples"]} samples '
-                  f'({tr["exact_stamp_matches"]} exact stamp matches). Error e = q_d - q. '
+                  f'({tr["exact_stamp_matches"]} exact stamp matches). Error e = q - q_d. '
                   f'Late window from {tr["late_window_start_s"]:.3g} s '
                   f'({tr["late_window_source"]}).', '',
                   '| joint | RMS [rad] | max abs [rad] | late max abs [rad] | settling 2 % [s] '
@@ -974,7 +974,7 @@ def render_summary(report: dict) -> str:
         lines.append('skipped: ' + ', '.join(f'{s["topic"]} ({s["type"]})' for s in b['skipped']))
     tr = report['tracking']
     if tr['available']:
-        lines.append(f'tracking error e = q_d - q (late window from '
+        lines.append(f'tracking error e = q - q_d (late window from '
                      f'{tr["late_window_start_s"]:.3g} s):')
         for name, e in tr['per_joint'].items():
             p = e.get('point_to_point') or {}
@@ -1160,7 +1160,7 @@ def write_csv(run: RunData, path: Path) -> int:
     if run.q_d is None and run.ref_t is not None:
         run.q_d, _ = _align(run.ref_t, run.ref_q, run.state_t)
         run.qd_d, _ = _align(run.ref_t, run.ref_qd, run.state_t)
-        run.error = run.q_d - st.position
+        run.error = st.position - run.q_d
     if run.q_d is not None:
         per_joint += [('q_d', run.q_d), ('qd_d', run.qd_d), ('e', run.error)]
     if run.command_u is not None and len(run.command_u):

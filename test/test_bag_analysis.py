@@ -91,7 +91,7 @@ MOTORS = [{'Jm': 1e-5, 'N': 100.0, 'i_max': 15.0}, {'Jm': 5e-6, 'N': 50.0, 'i_ma
 
 @pytest.fixture(scope='module')
 def tracking_run(tmp_path_factory):
-    """3 s at 1 kHz, sinusoidal reference, known error e = q_d - q, F64 commands with a
+    """3 s at 1 kHz, sinusoidal reference, known error e = q - q_d, F64 commands with a
     clipped joint, motor telemetry, 250 µs command latency."""
     n = 3000
     k = np.arange(n)
@@ -103,7 +103,7 @@ def tracking_run(tmp_path_factory):
     e = np.column_stack([0.01 * np.sin(2 * np.pi * 3 * t), 0.002 + 0.001 * np.cos(10 * np.pi * t)])
     e[2500, 0] = 0.05            # one spike inside the late window
     e[100, 1] = -0.08            # one spike before it
-    q = q_d - e
+    q = q_d + e
     qd = qd_d + 0.01
     tau = np.column_stack([20 * np.sin(t), 5 * np.cos(3 * t)])
     u = np.column_stack([60 * np.sin(2 * np.pi * t), np.clip(30 * np.sin(4 * np.pi * t), -25, 25)])
@@ -245,7 +245,7 @@ def test_point_to_point_settling_overshoot_steady_state(tmp_path, capsys):
     # |q - 1| > 2 % while t < 1.9 on the way down: settled 0.9 s after the move start
     assert p1['settled'] is True
     assert p1['settling_time_s'] == pytest.approx(0.9, abs=1.5e-3)
-    assert p1['steady_state_error'] == pytest.approx(-0.001, abs=1e-12)
+    assert p1['steady_state_error'] == pytest.approx(0.001, abs=1e-12)
     p2 = tr['per_joint']['joint2']['point_to_point']
     assert p2['settling_time_s'] is None and p2['steady_state_error'] == 0.0
     # the late window defaults to the final 50 % without params.yaml
