@@ -15,6 +15,7 @@ from launch.actions import DeclareLaunchArgument
 from launch.conditions import UnlessCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 
@@ -26,6 +27,7 @@ def generate_launch_description():
     reference_topic = LaunchConfiguration('reference_topic')
     headless = LaunchConfiguration('headless')
     log_level = LaunchConfiguration('log_level')
+    autostart = LaunchConfiguration('autostart')
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
     ros_args = ['--ros-args', '--log-level', log_level]
@@ -54,11 +56,18 @@ def generate_launch_description():
             'headless', default_value='true',
             description='true: no GUI; false: also RViz'),
         DeclareLaunchArgument(
+            'autostart', default_value='true',
+            description='configure and activate the (lifecycle) controller at start; false: '
+                        'bring it up by hand (ros2 lifecycle set /controller configure, then '
+                        'activate)'),
+        DeclareLaunchArgument(
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
         Node(package='manip_control', executable='controller', name='controller',
              output='screen',
-             parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime'}],
+             parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime',
+                                       'autostart': ParameterValue(autostart,
+                                                                   value_type=bool)}],
              remappings=[('joint_states', joint_states_topic),
                          ('effort_controller/commands', command_topic),
                          ('joint_commands', joint_commands_topic),

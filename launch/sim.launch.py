@@ -23,6 +23,7 @@ def generate_launch_description():
     headless = LaunchConfiguration('headless')
     bag = LaunchConfiguration('bag')
     log_level = LaunchConfiguration('log_level')
+    autostart = LaunchConfiguration('autostart')
     urdf = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf', 'manip_2r.urdf'])
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
@@ -45,6 +46,11 @@ def generate_launch_description():
             'bag', default_value='',
             description="record a rosbag2 bag (MCAP) into this directory; '' = no recording"),
         DeclareLaunchArgument(
+            'autostart', default_value='true',
+            description='configure and activate the (lifecycle) controller at start; false: '
+                        'bring it up by hand (ros2 lifecycle set /controller configure, then '
+                        'activate)'),
+        DeclareLaunchArgument(
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
         Node(package='manip_control', executable='plant', name='plant', output='screen',
@@ -53,7 +59,9 @@ def generate_launch_description():
              arguments=ros_args),
         Node(package='manip_control', executable='controller', name='controller',
              output='screen', parameters=[params_file, {'use_sim_time': True,
-                                                        'mode': 'lockstep'}],
+                                                        'mode': 'lockstep',
+                                                        'autostart': ParameterValue(
+                                                            autostart, value_type=bool)}],
              arguments=ros_args),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              output='screen', parameters=[params_file, {'use_sim_time': True,
