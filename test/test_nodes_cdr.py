@@ -122,3 +122,30 @@ def test_nan_passes_the_codec_and_is_caught_later():
     raw = cdr.encode_joint_state(0, ['joint1', 'joint2'], [math.nan, 0.0], [0.0, 0.0], [])
     (stamp, names, pos, vel, eff), reason = cdr.decode_joint_state(raw)
     assert reason is None and math.isnan(pos[0])
+
+
+def test_layout_cache_never_mixes_shapes():
+    """The fast path (same shape as a cached message) agrees with rclpy for every message of
+    a stream that mixes names, name orders, array lengths and values of equal byte length."""
+    rng = random.Random(5)
+    shapes = [(['ab', 'cd'], 2, 2, 2), (['xy', 'zw'], 2, 2, 2), (['cd', 'ab'], 2, 2, 2),
+              (['ab', 'cd'], 2, 0, 2), (['ab', 'cd'], 2, 2, 0), (['a', 'b', 'c'], 3, 3, 0),
+              (['joint1', 'joint2'], 2, 2, 2)]
+    for _ in range(400):
+        names, npos, nvel, neff = rng.choice(shapes)
+        m = JointState(name=names, position=_rand_vec(rng, npos),
+                       velocity=_rand_vec(rng, nvel), effort=_rand_vec(rng, neff))
+        m.header.stamp.sec = rng.randint(0, 1000)
+        raw = rng.choice([serialize_message(m),
+                          cdr.encode_joint_state(m.header.stamp.sec * 10 ** 9, names,
+                                                 m.position, m.velocity, m.effort)])
+        (stamp, got_names, pos, vel, eff), reason = cdr.decode_joint_state(raw)
+        assert reason is None and got_names == list(m.name)
+        assert (list(pos), list(vel), list(eff)) == (list(m.position), list(m.velocity),
+                                                     list(m.effort))
+        t = JointTrajectory(joint_names=names)
+        t.points = [JointTrajectoryPoint(positions=_rand_vec(rng, len(names)),
+                                         velocities=_rand_vec(rng, rng.choice([0, len(names)])))]
+        (_, rn, rp, rv, ra), reason = cdr.decode_reference(serialize_message(t))
+        assert reason is None and rn == names and list(rp) == list(t.points[0].positions)
+        assert list(rv) == list(t.points[0].velocities) and ra == ()

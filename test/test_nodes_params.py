@@ -151,3 +151,34 @@ def test_unknown_parameter_suggests_the_closest_name(ros_context):
             rp.declare_parameters(node, rp.plant_specs())
     finally:
         node.destroy_node()
+
+
+def _invalid_value(spec):
+    kind = spec.kind
+    if kind == 'float':
+        return math.nan
+    if kind == 'float[]':
+        return [spec.default[0], math.nan]
+    if kind == 'int':
+        return -1
+    if kind == 'str':
+        return 'no-such-choice'
+    return None
+
+
+@pytest.mark.parametrize('node', ['plant', 'controller'])
+def test_every_core_parameter_is_validated_under_its_ros_name(node):
+    """Each physical / gain parameter: an invalid value is refused naming that parameter."""
+    build = {'plant': rp.plant_config, 'controller': rp.controller_config}[node]
+    checked = 0
+    for spec in rp.SPECS[node]():
+        bad = _invalid_value(spec)
+        if spec.core is None or bad is None:
+            continue
+        with pytest.raises(ParameterError) as err:
+            build({spec.name: bad})
+        msg = str(err.value)
+        assert msg.startswith(f'parameter {spec.name}'), (spec.name, msg)
+        assert f'(node {node})' in msg
+        checked += 1
+    assert checked >= (35 if node == 'plant' else 20)

@@ -274,16 +274,92 @@ class _Reader:
         self.f64seq()
 
 
+class _Layout:
+    """Byte layout of one message shape (same length, names and array lengths).
+
+    Messages of a stream almost always share one shape; once it is known, a message of that
+    shape is decoded by comparing its constant bytes (``static`` ranges) with the first
+    message's and unpacking the numbers at fixed offsets, instead of walking the CDR.
+    """
+
+    __slots__ = ('length', 'static', 'signature', 'arrays', 'names')
+
+    def __init__(self, buf, static, arrays, names):
+        self.length = len(buf)
+        self.static = static                          # [(start, end)] constant bytes
+        self.signature = [bytes(buf[a:b]) for a, b in static]
+        self.arrays = arrays                          # [(offset, Struct or None)]
+        self.names = names
+
+    def matches(self, buf) -> bool:
+        if len(buf) != self.length or buf[1] != 1:
+            return False
+        for (a, b), sig in zip(self.static, self.signature):
+            if buf[a:b] != sig:
+                return False
+        return True
+
+    def values(self, buf) -> list:
+        return [st.unpack_from(buf, off) if st is not None else ()
+                for off, st in self.arrays]
+
+
+class _LayoutCache:
+    """A few recently seen layouts of one message type (little-endian messages only)."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self.items: list = []
+
+    def find(self, buf):
+        for lay in self.items:
+            if lay.matches(buf):
+                return lay
+        return None
+
+    def add(self, lay: _Layout) -> None:
+        self.items.insert(0, lay)
+        del self.items[self.size:]
+
+
+def _walk_arrays(r: '_Reader', count: int, static: list, arrays: list) -> list:
+    """Read ``count`` float64 sequences, recording their layout; returns the values."""
+    out = []
+    for _ in range(count):
+        r._align(4)
+        static.append((r.pos, r.pos + 4))             # the element count
+        vals = r.f64seq()
+        n = len(vals)
+        arrays.append((r.pos - 8 * n, struct.Struct(f'<{n}d') if n else None))
+        out.append(vals)
+    return out
+
+
+_JS_CACHE = _LayoutCache()
+_REF_CACHE = _LayoutCache()
+
+
 def decode_joint_state(buf):
     """``((stamp_ns, names, position, velocity, effort), None)`` or ``(None, reason)``."""
+    lay = _JS_CACHE.find(buf)
+    if lay is not None:
+        sec, nsec = _STAMP.unpack_from(buf, 4)
+        pos, vel, eff = lay.values(buf)
+        return (sec * 1_000_000_000 + nsec, lay.names, pos, vel, eff), None
     try:
         r = _Reader(buf)
         stamp = r.stamp()
+        start = r.pos
         r.string()                          # frame_id
         names = r.strings()
-        return (stamp, names, r.f64seq(), r.f64seq(), r.f64seq()), None
+        static = [(start, r.pos)]
+        arrays: list = []
+        pos, vel, eff = _walk_arrays(r, 3, static, arrays)
     except _Malformed as exc:
         return None, f'malformed JointState ({exc})'
+    if r.le:
+        _JS_CACHE.add(_Layout(buf, static, arrays, names))
+    return (stamp, names, pos, vel, eff), None
 
 
 def decode_float64_array(buf):
@@ -307,20 +383,28 @@ def decode_reference(buf):
     """First point of a JointTrajectory:
     ``((stamp_ns, names, positions, velocities, accelerations), None)`` or ``(None, reason)``.
     """
+    lay = _REF_CACHE.find(buf)
+    if lay is not None:
+        sec, nsec = _STAMP.unpack_from(buf, 4)
+        pos, vel, acc = lay.values(buf)
+        return (sec * 1_000_000_000 + nsec, lay.names, pos, vel, acc), None
     try:
         r = _Reader(buf)
         stamp = r.stamp()
+        start = r.pos
         r.string()
         names = r.strings()
         npts = r.u32()
         if npts == 0:
             return None, 'reference without points'
-        pos = r.f64seq()
-        vel = r.f64seq()
-        acc = r.f64seq()
-        return (stamp, names, pos, vel, acc), None
+        static = [(start, r.pos)]
+        arrays: list = []
+        pos, vel, acc = _walk_arrays(r, 3, static, arrays)
     except _Malformed as exc:
         return None, f'malformed JointTrajectory ({exc})'
+    if r.le:
+        _REF_CACHE.add(_Layout(buf, static, arrays, names))
+    return (stamp, names, pos, vel, acc), None
 
 
 def decode_clock(buf):
