@@ -342,6 +342,91 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
           f'kill -> hold diagnostics received {(t_held - t_kill) * 1e3:.1f} ms (probe)')
 
 
+def test_envelope_hold_and_runtime_parameters(fi):
+    """Position / velocity envelope with hysteresis and the hold command, on the real node fed
+    by the probe; runtime parameter updates validated (refused with the reason)."""
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+    procs, make_probe = fi
+    probe = make_probe(('diag', 'cmds'))
+    ctrl = controller(procs, 'controller', '-p', 'trigger:=state', '-p',
+                      'safety.state_timeout:=1.0')
+    probe.wait_for(lambda: probe.state_pub.get_subscription_count() > 0
+                   and probe.ref_pub.get_subscription_count() > 0, 30.0, 'the controller')
+
+    def feed(q, qd, until, what, seconds=10.0):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            probe.ref_pub.publish(_tr(J, ([0.5, 0.2], [0.0, 0.0], [0.0, 0.0])))
+            m = _js(J, q, qd)
+            m.header.stamp.sec = 1
+            probe.state_pub.publish(m)
+            time.sleep(0.005)
+            if until(probe.last_diag()):
+                return probe.last_diag()
+        raise AssertionError(f'timed out waiting for {what}: {probe.last_diag()}')
+
+    def last_cmd_after(t0):
+        probe.wait_for(lambda: [m for t, m in probe.get('cmds') if t > t0], 5.0, 'a command')
+        return list([m for t, m in probe.get('cmds') if t > t0][-1].data)
+
+    normal = (lambda d: d.get('mode') == 'normal')
+    feed([0.5, 0.2], [0.0, 0.0], normal, 'normal')
+    # position: out above pi -> safe; hold target = the measured position projected 2 margins
+    # (0.1 rad) inside the envelope
+    d = feed([3.2, 0.2], [0.3, 0.0], lambda d: d.get('reason') == 'position_limit', 'pos')
+    assert 'joint1 position 3.2 > upper limit 3.14159' in d['detail'], d
+    q_hold = math.pi - 0.1
+    assert d['hold_target'] == f'{q_hold:.6g}, 0.2'
+    t0 = time.monotonic()
+    time.sleep(0.05)
+    feed([3.2, 0.2], [0.3, 0.0], lambda d: True, 'hold', 0.05)
+    tau = last_cmd_after(t0)
+    g = gravity([3.2, 0.2], **NOMINAL)
+    want = [max(-89.0, min(89.0, g[0] + 100.0 * (q_hold - 3.2) - 40.0 * 0.3)),
+            max(-25.0, min(25.0, g[1] + 30.0 * (0.2 - 0.2)))]
+    assert tau == pytest.approx(want, abs=1e-9), (tau, want)
+    # back inside, but within the margin (0.05 rad): still safe; further inside: resumes
+    feed([3.12, 0.2], [0.0, 0.0], lambda d: True, 'margin', 0.3)
+    assert probe.last_diag()['reason'] == 'position_limit'
+    feed([3.0, 0.2], [0.0, 0.0], normal, 'resume after the position fault')
+    # velocity: 12 > 10 rad/s -> safe; 9.6 is inside the limit but not the hysteresis
+    feed([0.5, 0.2], [0.0, -12.0], lambda d: d.get('reason') == 'velocity_limit', 'vel')
+    feed([0.5, 0.2], [0.0, -9.6], lambda d: True, 'velocity margin', 0.3)
+    assert probe.last_diag()['reason'] == 'velocity_limit'
+    feed([0.5, 0.2], [0.0, -9.4], normal, 'resume after the velocity fault')
+    # runtime updates: invalid ones refused with the reason, a valid one applied
+    client = AsyncParameterClient(probe.node, 'controller')
+    probe.wait_for(client.services_are_ready, 10.0, 'parameter services')
+
+    def set_param(name, value):
+        fut = client.set_parameters([Parameter(name, value=value)])
+        probe.wait_for(fut.done, 10.0, 'set_parameters')
+        return fut.result().results[0]
+
+    refused = []
+    for name, value, why in (
+            ('safety.velocity_limit', [-1.0, 1.0], 'safety.velocity_limit[0]: must be > 0'),
+            ('safety.state_timeout', 0.0, 'safety.state_timeout: must be > 0'),
+            ('safety.position_lower', [4.0, 0.0], 'safety.position_upper[0]: must exceed'),
+            ('safety.safe_mode', 'off', 'safety.safe_mode: must be one of'),
+            ('kp', [0.0, 1.0], 'kp[0]: must be > 0'),
+            ('kd', [1.0, -1.0], 'kd[1]: must be > 0'),
+            ('torque_limit', [-1.0, 1.0], 'torque_limit[0]: must be > 0')):
+        r = set_param(name, value)
+        assert not r.successful and r.reason.startswith(why), (name, r.reason)
+        refused.append(name)
+    assert set_param('safety.velocity_limit', [5.0, 5.0]).successful
+    feed([0.5, 0.2], [6.0, 0.0], lambda d: d.get('reason') == 'velocity_limit',
+         'the new velocity limit')
+    assert ctrl.poll() is None
+    no_traceback(procs, ctrl)
+    print(f'\n[fault] envelope: position fault above pi held at pi - 0.1 '
+          f'with tau = g(q) + Kp (q_hold - q) - Kd qd (clamped), resumed only past the '
+          f'margin; velocity fault with hysteresis; runtime updates of {", ".join(refused)} '
+          f'refused with the reason, a valid velocity limit applied at once')
+
+
 # --------------------------------------------------------------------------------------------
 # malformed messages
 
