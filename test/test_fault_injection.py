@@ -342,6 +342,37 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
           f'kill -> hold diagnostics received {(t_held - t_kill) * 1e3:.1f} ms (probe)')
 
 
+def test_kill_trajectory_lockstep_does_not_stall(fi):
+    """Lockstep: the plant waits for the command of each tick and the controller for the
+    reference of each tick; with the trajectory node dead, the controller answers with the
+    held reference after reference_timeout, so the simulation goes on."""
+    procs, make_probe = fi
+    probe = make_probe(('diag', 'jcmds'))
+    lockstep = ('-p', 'mode:=lockstep', '-p', 'use_sim_time:=true')
+    procs.node('plant', 'plant_node', '-p', 'mode:=lockstep', '-p', 'actuator:=ideal')
+    ctrl = procs.node('controller', 'controller_node', *lockstep)
+    traj = procs.node('trajectory', 'trajectory_node', *lockstep)
+    probe.wait_for(lambda: len(probe.get('jcmds')) > 500, 60.0, 'the lockstep loop running')
+    t_kill = time.monotonic()
+    kill(procs, traj)
+    t_held, d = probe.wait_for(
+        lambda: probe.first_diag_after(t_kill, lambda d: d['reference_held'] == 'true'),
+        10.0, 'the held reference')
+    n0 = len(probe.get('jcmds'))
+    time.sleep(1.0)
+    later = probe.get('jcmds')[n0:]
+    assert len(later) > 5, 'the lockstep loop stalled'
+    stamps = [stamp(m) for _, m in later]
+    assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
+    assert all(list(m.velocity) == [0.0, 0.0] for _, m in later)
+    assert ctrl.poll() is None
+    no_traceback(procs, ctrl)
+    rate = (len(later) - 1) / (later[-1][0] - later[0][0])
+    print(f'\n[fault] lockstep, kill trajectory: held reference after '
+          f'{float(d["reference_age_at_hold_ms"]):.1f} ms; the loop goes on at about '
+          f'{rate:.0f} ticks/s (as measured by the probe)')
+
+
 def test_envelope_hold_and_runtime_parameters(fi):
     """Position / velocity envelope with hysteresis and the hold command, on the real node fed
     by the probe; runtime parameter updates validated (refused with the reason)."""

@@ -267,6 +267,9 @@ class ControllerNode(LifecycleNode):
                 self._republish()           # the plant re-sent a tick: same answer again
             else:
                 self._lockstep_try()
+                if (self._last_stamp != stamp and self.reference is not None
+                        and safety.held_reference() is not None):
+                    self.tick()             # the reference is lost: answer with the hold
         elif self.config.trigger == 'state':
             if self.reference is not None:
                 self.tick()
