@@ -27,6 +27,9 @@ def test_sim_params_file_is_the_default_scenario():
     for node, specs in (('plant', rp.plant_specs()), ('controller', rp.controller_specs()),
                         ('trajectory', rp.trajectory_specs())):
         known = {s.name for s in specs}
+        if node == 'controller':        # the safety layer's parameters (docs/safety.md)
+            from manip_control.nodes.controller_safety import safety_specs
+            known |= {s.name for s in safety_specs()}
         assert set(values[node]) <= known, set(values[node]) - known
 
 

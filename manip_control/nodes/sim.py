@@ -191,8 +191,11 @@ class SimRunner:
             self.nodes.append(self.plant)
             self.lockstep = self.plant.lockstep
             extra = [sim_time] if self.lockstep else []
+            ctrl_vals = dict(v['controller'])
+            if self.lockstep:
+                ctrl_vals = lockstep_safety_defaults(ctrl_vals)
             self.controller = ControllerNode(parameter_overrides=parameter_overrides(
-                controller_specs(), v['controller']) + extra, keep_history=True, **kw)
+                controller_specs(), ctrl_vals) + extra, keep_history=True, **kw)
             self.nodes.append(self.controller)
             self.trajectory = TrajectoryNode(parameter_overrides=parameter_overrides(
                 trajectory_specs(), v['trajectory']) + extra, **kw)
@@ -326,6 +329,31 @@ class SimRunner:
         if self._owns_context:
             rclpy.try_shutdown()
             self._owns_context = False
+
+
+#: Wall-time safety watchdogs of the controller in lockstep [s] (see docs/ros.md).
+LOCKSTEP_SAFETY_TIMEOUT = 5.0
+
+
+def lockstep_safety_defaults(values: dict) -> dict:
+    """Controller values with the wall-time safety watchdogs set to
+    :data:`LOCKSTEP_SAFETY_TIMEOUT` unless given.
+
+    In lockstep the controller waits for the plant by design, so a stall of the process (the
+    machine busy with other work) must not look like a dead plant: the watchdogs act on wall
+    time and would change the commands, making the run non-deterministic. The loop's liveness
+    is the plant's ``lockstep_timeout``; the long watchdogs still catch a dead plant.
+    """
+    try:
+        from manip_control.nodes.controller_safety import safety_specs
+        known = {s.name for s in safety_specs()}
+    except ImportError:
+        return values
+    out = dict(values)
+    for key in ('safety.state_timeout', 'safety.reference_timeout'):
+        if key in known:
+            out.setdefault(key, LOCKSTEP_SAFETY_TIMEOUT)
+    return out
 
 
 def _resolved_values(node) -> dict:
