@@ -37,6 +37,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python bench/bench_offline.py
+	$(BIN)/python bench/bench_ros.py
 
 clean:
 	rm -rf $(VENV) build install log runs *.egg-info
