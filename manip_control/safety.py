@@ -437,6 +437,10 @@ class SafetyParameters:
         Hold damping [N·m·s/rad], > 0 (default 40, 10).
     latch_limits : bool
         Envelope faults stay latched until re-activation (default false).
+    stamp_age : bool
+        Real time: count a joint state's age from its header stamp (wall clock) when that is
+        plausible (0 to 10 s old), not from its arrival, so a backlog of old states is not
+        fresh (default true; false when the driver's clock is not synchronized).
     """
 
     safe_mode: str = _opt('hold')
@@ -450,6 +454,7 @@ class SafetyParameters:
     hold_kp: tuple = _opt((100.0, 30.0))
     hold_kd: tuple = _opt((40.0, 10.0))
     latch_limits: bool = _opt(False)
+    stamp_age: bool = _opt(True)
 
     def __post_init__(self):
         _validate_safety(self, 'safety')
@@ -480,9 +485,10 @@ def _validate_safety(sp: SafetyParameters, path: str) -> None:
                                  f'{vl[k]} (got {vm})')
     _vector(f'{path}.hold_kp', sp.hold_kp, check=_positive)
     _vector(f'{path}.hold_kd', sp.hold_kd, check=_positive)
-    if not isinstance(sp.latch_limits, bool):
-        raise ParameterError(f'{path}.latch_limits: must be true or false '
-                             f'(got {sp.latch_limits!r})')
+    for name in ('latch_limits', 'stamp_age'):
+        if not isinstance(getattr(sp, name), bool):
+            raise ParameterError(f'{path}.{name}: must be true or false '
+                                 f'(got {getattr(sp, name)!r})')
 
 
 def safety_from_dict(data: Any, path: str = 'safety') -> SafetyParameters:
@@ -548,6 +554,7 @@ RUNTIME_PARAMETERS = {
     'hold_kp': _vec_check(_positive),
     'hold_kd': _vec_check(_positive),
     'latch_limits': _bool_check,
+    'stamp_age': _bool_check,
 }
 
 _SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
@@ -725,16 +732,22 @@ class SafetySupervisor:
         return self._evaluate(now)
 
     # -- inputs --------------------------------------------------------------------------------
-    def update_state(self, now: float, q, qd) -> Transition | None:
+    def update_state(self, now: float, q, qd, age: float = 0.0) -> Transition | None:
         """Feed an accepted joint state (positions [rad], velocities [rad/s]) received at ``now``.
 
-        Non-finite values are ignored (the caller should have refused them).
+        ``age`` [s] is how old the state already was when it arrived (from its stamp, when the
+        clocks allow): the watchdog counts from ``now - age``, so a backlog of old states
+        processed late (a starved process) does not look fresh. Non-finite values are ignored
+        (the caller should have refused them).
         """
         q1, q2, v1, v2 = float(q[0]), float(q[1]), float(qd[0]), float(qd[1])
         if not (math.isfinite(q1) and math.isfinite(q2) and math.isfinite(v1)
                 and math.isfinite(v2)):
             return self._evaluate(now)
-        self.last_q, self.last_qd, self.last_state_time = (q1, q2), (v1, v2), now
+        t = now - age if age > 0.0 else now
+        if self.last_state_time is not None and t < self.last_state_time:
+            t = self.last_state_time
+        self.last_q, self.last_qd, self.last_state_time = (q1, q2), (v1, v2), t
         if self.active:
             self._update_envelope(self.last_q, self.last_qd)
         return self._evaluate(now)

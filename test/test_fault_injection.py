@@ -227,13 +227,16 @@ def test_kill_plant_safe_hold_then_resume(fi, trigger):
             lambda: probe.first_diag_after(t_kill, lambda d: d['reason'] == 'state_timeout'),
             5.0, 'safe mode after killing the plant')
         age_ms = float(re.search(r'for ([0-9.]+) ms', d['detail']).group(1))
-        # the gravity hold at the last measured position, at the control rate
+        # the gravity hold at the last measured position, at the control rate (the probe may
+        # lag behind a 1 kHz topic: wait until its latest 20 commands are the hold)
         time.sleep(0.3)
         hold = probe.last_diag()
-        assert hold['reason'] == 'state_timeout', hold
+        assert hold['reason'] == 'state_timeout', (hold, procs.output(ctrl)[1][-3000:])
         n_safe = int(hold['safe_commands'])
-        cmds = [tuple(m.data) for t, m in probe.get('cmds')][-20:]   # (the probe may lag)
-        assert len(cmds) == 20 and len(set(cmds)) == 1, cmds[-5:]
+        cmds = probe.wait_for(
+            lambda: (lambda c: c if len(c) == 20 and len(set(c)) == 1 else None)(
+                [tuple(m.data) for t, m in probe.get('cmds')][-20:]),
+            10.0, 'a constant hold command')
         q_last = [float(v) for v in hold['hold_target'].split(',')]
         g = gravity(q_last, **NOMINAL)
         assert abs(cmds[-1][0] - g[0]) < 1e-3 and abs(cmds[-1][1] - g[1]) < 1e-3, (cmds, g)
@@ -360,8 +363,11 @@ def test_kill_trajectory_lockstep_does_not_stall(fi):
         10.0, 'the held reference')
     n0 = len(probe.get('jcmds'))
     time.sleep(1.0)
+    try:        # (a starved process on a loaded machine can pause the loop for a while)
+        probe.wait_for(lambda: len(probe.get('jcmds')) - n0 > 50, 10.0, 'the loop going on')
+    except AssertionError:
+        pytest.fail('the lockstep loop stalled\n' + procs.output(ctrl)[1][-2000:])
     later = probe.get('jcmds')[n0:]
-    assert len(later) > 5, 'the lockstep loop stalled'
     stamps = [stamp(m) for _, m in later]
     assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
     assert all(list(m.velocity) == [0.0, 0.0] for _, m in later)

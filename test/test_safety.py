@@ -228,6 +228,7 @@ def test_safety_defaults_and_overrides():
     ({'hold_kp': [0.0, 1.0]}, 'safety.hold_kp[0]: must be > 0'),
     ({'hold_kd': [1.0, -1.0]}, 'safety.hold_kd[1]: must be > 0'),
     ({'latch_limits': 'yes'}, 'safety.latch_limits: must be true or false'),
+    ({'stamp_age': 1}, 'safety.stamp_age: must be true or false'),
 ])
 def test_safety_invalid_parameters(data, path):
     with pytest.raises(ParameterError) as exc:
@@ -242,7 +243,7 @@ def test_safety_invalid_parameters(data, path):
     ('reference_timeout', 1.0), ('safe_mode', 'zero'), ('position_lower', [-1.0, -1.0]),
     ('position_upper', [1.0, 1.0]), ('velocity_limit', [1.0, 1.0]), ('position_margin', 0.0),
     ('velocity_margin', 0.0), ('hold_kp', [1.0, 1.0]), ('hold_kd', [1.0, 1.0]),
-    ('latch_limits', True),
+    ('latch_limits', True), ('stamp_age', False),
 ])
 def test_runtime_update_accepted(name, value):
     assert validate_parameter_update(name, value) == (True, '')
@@ -592,3 +593,19 @@ def test_touch_keeps_an_unanswered_state_fresh():
     assert sup.check(0.504) is None
     assert sup.check(0.506).reason is SafeReason.STATE_TIMEOUT
     assert sup.touch(0.507).resumed
+
+
+def test_state_age_from_its_stamp():
+    sup = make()
+    sup.activate(0.0)
+    sup.update_state(1.0, (0.1, 0.2), (0.0, 0.0))
+    assert sup.mode is Mode.NORMAL
+    sup.check(1.1)
+    assert sup.reason is SafeReason.STATE_TIMEOUT
+    # a backlog state processed late (stamped 80 ms before it was taken) is not fresh
+    assert sup.update_state(1.1, (0.1, 0.2), (0.0, 0.0), age=0.08) is None
+    assert sup.reason is SafeReason.STATE_TIMEOUT and sup.state_age(1.1) == pytest.approx(0.08)
+    assert sup.update_state(1.101, (0.1, 0.2), (0.0, 0.0), age=0.002).resumed
+    # the state time never goes backwards
+    sup.update_state(1.102, (0.1, 0.2), (0.0, 0.0), age=1.0)
+    assert sup.last_state_time == pytest.approx(1.099)

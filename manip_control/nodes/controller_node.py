@@ -254,7 +254,8 @@ class ControllerNode(LifecycleNode):
             sample = None
         else:
             stamp, names, position, velocity, effort = msg
-            sample = safety.accept_joint_state(stamp, names, position, velocity, effort)
+            sample = safety.accept_joint_state(stamp, names, position, velocity, effort,
+                                               wall_stamp=not self.lockstep)
         if sample is None:
             self.refused_states += 1
             self.last_refusal = 'joint state refused (see /controller/diagnostics)'

@@ -54,6 +54,8 @@ from manip_control.safety import (Mode, ReferenceSample, ReferenceWatchdog, Refu
                                   safety_from_dict, validate_parameter_updates)
 
 PREFIX = 'safety.'
+#: Largest joint-state stamp age [s] taken as real (older: clocks not synchronized).
+MAX_STAMP_AGE = 10.0
 SAFETY_FIELDS = tuple(SafetyParameters.__dataclass_fields__)
 DIAGNOSTICS_TOPIC = '~/diagnostics'
 
@@ -81,6 +83,9 @@ _DOC = {
     'hold_kd': ('hold damping per joint [N m s/rad]', 'each > 0'),
     'latch_limits': ('position / velocity faults stay latched until the next activation',
                      ''),
+    'stamp_age': ('real time: count a joint state\'s age from its header stamp (wall clock) '
+                  'when plausible, so late / backlogged states are not fresh; false when the '
+                  'driver\'s clock is not synchronized with this host', ''),
 }
 
 
@@ -259,18 +264,27 @@ class ControllerSafety:
         """Count (and log, throttled) a refused ``source`` message."""
         self._refused(source, Refusal(reason, detail))
 
-    def accept_joint_state(self, stamp, names, position, velocity, effort=()):
+    def accept_joint_state(self, stamp, names, position, velocity, effort=(),
+                           wall_stamp: bool = False):
         """Validate a joint state (decoded JointState fields) and feed the supervisor.
 
         Returns the :class:`~manip_control.safety.JointSample` or None (refused, counted).
-        ``stamp`` is kept for the safe commands' header.
+        ``stamp`` [ns] is kept for the safe commands' header; with ``wall_stamp`` (real time)
+        and ``safety.stamp_age`` its age against the wall clock (when between 0 and
+        :data:`MAX_STAMP_AGE`) counts for the watchdog.
         """
         sample = map_joint_state(self.joints, names, position, velocity, effort)
         if isinstance(sample, Refusal):
             self._refused('joint_states', sample)
             return None
         self.last_stamp = stamp
-        self._log(self.supervisor.update_state(self.now(), sample.position, sample.velocity))
+        age = 0.0
+        if wall_stamp and self.params.stamp_age and stamp:
+            age = time.time() - stamp * 1e-9
+            if not 0.0 < age <= MAX_STAMP_AGE:
+                age = 0.0               # not the same clock: count from the arrival
+        self._log(self.supervisor.update_state(self.now(), sample.position, sample.velocity,
+                                               age))
         return sample
 
     def accept_reference(self, names, positions, velocities=(), accelerations=()):
