@@ -694,6 +694,51 @@ def test_lifecycle_by_hand(fi):
           'commanding; re-activate resumed; cleanup released the publishers')
 
 
+def _bad_values(spec):
+    """Invalid values of one controller parameter: a wrong type, and values its rule refuses."""
+    wrong = {'float': 'x', 'float[]': 'x', 'str': 1.5, 'str[]': 1.5, 'bool': 'x'}
+    out = [wrong[spec.kind]]
+    if spec.kind == 'float':
+        out.append(NAN)
+        if '>' in spec.constraints or 'in (0' in spec.constraints:
+            out.append(-1.0)
+        if spec.name == 'safety.velocity_margin':
+            out.append(20.0)
+    elif spec.kind == 'float[]':
+        out += [[1.0], [NAN, 1.0]]
+        if 'each >' in spec.constraints:
+            out.append([1.0, -1.0])
+    elif spec.kind == 'str':
+        out.append('bogus')
+    elif spec.kind == 'str[]':
+        out.append(['a', 'a'])
+    return out
+
+
+def test_every_invalid_controller_parameter_is_named(ros_context):
+    """Every controller parameter (the core's controller and nominal-model validation, the
+    node's own and the safety ones): each invalid value stops the node at start with an
+    error naming that parameter (the process path, exit code 2 and nothing published, is
+    checked on a sample in test_invalid_parameter_files_exit_with_clear_error)."""
+    from conftest import make_node
+    from manip_control.nodes.controller_node import ControllerNode
+    from manip_control.nodes.controller_safety import safety_specs
+    from manip_control.nodes.ros_params import controller_specs
+    from manip_control.parameters import ParameterError
+    specs = controller_specs() + safety_specs()
+    n = 0
+    for spec in specs:
+        for value in _bad_values(spec):
+            with pytest.raises(ParameterError) as exc:
+                make_node(ControllerNode, ros_context, specs, {spec.name: value})
+            msg = str(exc.value)
+            assert msg.startswith(f'parameter {spec.name}') and '(node controller): ' in msg, \
+                (spec.name, value, msg)
+            n += 1
+    print(f'\n[fault] {n} invalid values of all {len(specs)} controller parameters: each '
+          f'refused at start naming the parameter')
+
+
 BAD_PARAMS = [
     ('kp: [0.0, 16.0]', 'parameter kp[0] (node controller): must be > 0'),
     ('kd: [10.0, -1.0]', 'parameter kd[1] (node controller): must be > 0'),
