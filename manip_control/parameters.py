@@ -752,11 +752,15 @@ def load_scenario(source: str | Path | Mapping | None = None) -> Scenario:
     """
     if isinstance(source, Mapping):
         return scenario_from_dict(source)
-    path = resolve_config('default' if source is None else source)
+    return scenario_from_dict(read_yaml(resolve_config('default' if source is None
+                                                       else source)))
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file; unreadable or invalid files raise ParameterError naming the file."""
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(Path(path).read_text())
     except yaml.YAMLError as exc:
         raise ParameterError(f'config {path}: not valid YAML ({exc})') from None
     except OSError as exc:
         raise ParameterError(f'config {path}: cannot read ({exc.strerror})') from None
-    return scenario_from_dict(data)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from manip_control.nodes.common import EXECUTORS, error_exit, \
     init_keeping_context_on_signals, spin_until
@@ -51,7 +50,8 @@ from manip_control.nodes.ros_params import (
     scenario_from_ros,
     trajectory_specs,
 )
-from manip_control.parameters import ParameterError, Scenario, load_scenario, resolve_config
+from manip_control.parameters import (ParameterError, Scenario, load_scenario, read_yaml,
+                                      resolve_config)
 
 READY_TIMEOUT = 10.0
 DRAIN_TIMEOUT = 5.0
@@ -76,12 +76,7 @@ def load_run_config(config: str | None, mode: str | None = None,
     if duration is not None and not duration > 0.0:
         raise ParameterError(f'--duration: must be > 0 (got {duration})')
     path = resolve_config(config or 'default')
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ParameterError(f'config {path}: not valid YAML ({exc})') from None
-    except OSError as exc:
-        raise ParameterError(f'config {path}: cannot read ({exc.strerror})') from None
+    data = read_yaml(path)
     if is_params_document(data):
         values = load_params_file(path)
         unknown_nodes = sorted(set(values) - set(NODE_NAMES) - {'recorder'})
