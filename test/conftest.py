@@ -27,6 +27,9 @@ PYTHON = sys.executable
 DOMAIN_ID = 1 + os.getpid() % 100
 os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+# Node processes started by the tests pick UDPv4 like the node executables do (see
+# manip_control.nodes.common.prefer_udp_transport); the test process itself too.
+os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'UDPv4')
 
 
 @pytest.fixture(scope='session')
