@@ -1,5 +1,20 @@
 #!/usr/bin/env python3
-"""Benchmark: offline closed loop, 10 s at 1 kHz control with the full motor + friction plant.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Benchmark: offline closed loop, 10 s at 1 kHz control with the full motor + friction plant.
 
 Prints the real-time factor (simulated seconds per wall-clock second) of
 ``simulation.run_closed_loop`` for the default scenario (RK4, 4 sub-steps per 1 ms period,

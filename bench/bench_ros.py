@@ -1,4 +1,19 @@
-"""Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
 
     .venv/bin/python bench/bench_ros.py [--duration 10] [--quick]
 
@@ -57,8 +72,10 @@ def _cpu() -> float:
 
 
 def lockstep(duration: float) -> list[str]:
-    """RTF = simulated / wall time; also simulated / CPU time of the process (all its threads,
-    DDS included), which a machine shared with other jobs does not change."""
+    """
+    RTF = simulated / wall time; also simulated / CPU time of the process (all its threads,
+    DDS included), which a machine shared with other jobs does not change.
+    """
     rows = []
     for executor, bag in (('events', False), ('single', False), ('events', True)):
         cfg = sim.load_run_config('default', duration=duration)
@@ -75,8 +92,10 @@ def lockstep(duration: float) -> list[str]:
 
 
 def realtime(duration: float) -> list[str]:
-    """manip-sim --mode realtime in a subprocess per variant (own process: SCHED_FIFO is
-    per process); the summary line has the figures."""
+    """
+    manip-sim --mode realtime in a subprocess per variant (own process: SCHED_FIFO is
+    per process); the summary line has the figures.
+    """
     import yaml
     rows = []
     base = yaml.safe_load((ROOT / 'config' / 'sim_params.yaml').read_text())

@@ -1,5 +1,20 @@
 #!/usr/bin/env python3
-"""Integrator accuracy: the fixed-step plant against tight-tolerance scipy solutions.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Integrator accuracy: the fixed-step plant against tight-tolerance scipy solutions.
 
 For the seed-001 scenario with the motor model on (10 s, 1 kHz zero-order hold), prints per
 RK4 sub-step count:

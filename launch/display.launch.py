@@ -1,4 +1,19 @@
-"""Show the arm in RViz: robot_state_publisher (URDF) + rviz2, driven by /joint_states.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Show the arm in RViz: robot_state_publisher (URDF) + rviz2, driven by /joint_states.
 
     ros2 launch manip_control display.launch.py                       # shipped URDF
     ros2 launch manip_control display.launch.py model:=/path/arm.urdf  # e.g. from manip-urdf
@@ -11,10 +26,12 @@ names of the URDF (joint1, joint2 by default).
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.actions import OpaqueFunction
+from launch.substitutions import LaunchConfiguration
 
 
 def _nodes(context):

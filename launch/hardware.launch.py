@@ -1,4 +1,19 @@
-"""Controller and trajectory against a hardware driver: wall time, free-running 1 kHz timers.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Controller and trajectory against a hardware driver: wall time, free-running 1 kHz timers.
 
     ros2 launch manip_control hardware.launch.py joint_states_topic:=/arm/joint_states \
         command_topic:=/arm/effort_controller/commands [headless:=false]
@@ -10,13 +25,15 @@ and the stamped sensor_msgs/JointState form to ``joint_commands_topic``. No /clo
 headless:=false adds RViz (the driver is expected to run robot_state_publisher).
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.conditions import UnlessCondition
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import UnlessCondition
+from launch.substitutions import LaunchConfiguration
+from launch.substitutions import PathJoinSubstitution
 
 
 def generate_launch_description():

@@ -1,4 +1,19 @@
-"""Simulation: plant, controller and trajectory as separate processes on sim time (lockstep).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Simulation: plant, controller and trajectory as separate processes on sim time (lockstep).
 
     ros2 launch manip_control sim.launch.py [duration:=10.0] [headless:=false] [bag:=runs/r1]
 
@@ -7,14 +22,18 @@ arrived (deterministic, as fast as the loop allows). headless:=false adds
 robot_state_publisher and RViz showing the arm; bag:=DIR adds the recorder.
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.conditions import IfCondition, UnlessCondition
-from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution, \
-    PythonExpression
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.conditions import UnlessCondition
+from launch.substitutions import Command
+from launch.substitutions import LaunchConfiguration
+from launch.substitutions import PathJoinSubstitution
+from launch.substitutions import PythonExpression
 
 
 def generate_launch_description():

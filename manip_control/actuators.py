@@ -1,4 +1,19 @@
-"""Joint actuators: brushed DC motor with a PI current drive, and an ideal torque source.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Joint actuators: brushed DC motor with a PI current drive, and an ideal torque source.
 
 Motor (per joint), with the drive's continuous-time PI current loop::
 
@@ -28,7 +43,8 @@ def current_reference(tau_cmd: float, motor: MotorParameters) -> float:
 
 
 def drive_voltage(i_ref: float, i: float, x_i: float, motor: MotorParameters):
-    """PI drive output.
+    """
+    PI drive output.
 
     Returns
     -------
@@ -36,6 +52,7 @@ def drive_voltage(i_ref: float, i: float, x_i: float, motor: MotorParameters):
         Terminal voltage after the ``+-V_max`` clamp [V].
     saturated : bool
         Whether the clamp was active (the integrator is then frozen).
+
     """
     v = motor.Kp_i * (i_ref - i) + x_i
     return clamp(v, motor.V_max), abs(v) > motor.V_max

@@ -1,4 +1,19 @@
-"""manip-analyze: tracking, effort and loop-timing report of a recorded run (rosbag2).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+manip-analyze: tracking, effort and loop-timing report of a recorded run (rosbag2).
 
 ``manip-analyze BAG [--out DIR] [--json] [--csv] [--time header|receive]``
 
@@ -31,27 +46,25 @@ Figures (all SI; times in s relative to the first joint state):
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from dataclasses import field
 import json
 import math
 import os
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+import sys
 from typing import Any
 
+from manip_control.bag_io import ArraySeries
+from manip_control.bag_io import BagError
+from manip_control.bag_io import BagReader
+from manip_control.bag_io import FLOAT64_MULTI_ARRAY
+from manip_control.bag_io import JOINT_STATE
+from manip_control.bag_io import JOINT_TRAJECTORY
+from manip_control.bag_io import JointStateSeries
+from manip_control.bag_io import TopicInfo
+from manip_control.bag_io import TrajectorySeries
 import numpy as np
-
-from manip_control.bag_io import (
-    FLOAT64_MULTI_ARRAY,
-    JOINT_STATE,
-    JOINT_TRAJECTORY,
-    ArraySeries,
-    BagError,
-    BagReader,
-    JointStateSeries,
-    TopicInfo,
-    TrajectorySeries,
-)
 
 __all__ = ['AnalysisError', 'select_topics', 'load_run', 'analyze_run', 'analyze',
            'write_report', 'write_csv', 'render_markdown', 'render_summary',
@@ -93,7 +106,8 @@ def _rank(name: str, preferred: tuple[str, ...], words: tuple[str, ...]) -> tupl
 
 def select_topics(topics: dict[str, TopicInfo], overrides: dict[str, str | None] | None = None
                   ) -> Selection:
-    """Choose the joint-state, command, reference and motor topics of a bag.
+    """
+    Choose the joint-state, command, reference and motor topics of a bag.
 
     ``overrides`` maps a role to a topic name, or to ``'none'`` to disable the role.
     Raises :class:`AnalysisError` if an override names a missing or undecodable topic.
@@ -198,7 +212,8 @@ def _per_joint(value: Any, n: int) -> list[float] | None:
 
 
 def mechanical_energy(params: dict | None, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:
-    """Mechanical energy ``T + V`` [J] of the planar 2R arm, or None without a model.
+    """
+    Mechanical energy ``T + V`` [J] of the planar 2R arm, or None without a model.
 
     ``T = 1/2 qd^T M(q) qd`` with ``M = [[a + 2 b cos q2, d + b cos q2], [d + b cos q2,
     d + Jr2]]``, ``a = I1 + I2 + m1 lc1^2 + m2 (l1^2 + lc2^2) + Jr1``, ``b = m2 l1 lc2``,
@@ -493,8 +508,10 @@ def _timing(t_ns: np.ndarray, nominal: float | None, nominal_source: str, base: 
 
 
 def _align(ref_t: np.ndarray, ref_v: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, int]:
-    """Reference values at times ``t``: exact stamp match, else linear interpolation inside
-    the reference span, else NaN. Returns (values (N, J), number of exact matches)."""
+    """
+    Reference values at times ``t``: exact stamp match, else linear interpolation inside
+    the reference span, else NaN. Returns (values (N, J), number of exact matches).
+    """
     # unique times (keep the last sample of a repeated stamp)
     keep = np.ones(len(ref_t), bool)
     keep[:-1] = ref_t[1:] != ref_t[:-1]
@@ -1145,7 +1162,8 @@ def _latency_samples(run: RunData) -> np.ndarray | None:
 
 
 def write_csv(run: RunData, path: Path) -> int:
-    """All series resampled onto the joint-state times; returns the number of rows.
+    """
+    All series resampled onto the joint-state times; returns the number of rows.
 
     Columns: ``t`` [s since the first state], then per joint ``q``, ``qd``, ``tau`` (measured),
     ``q_d``, ``qd_d``, ``e``, ``u`` (command, zero-order hold), ``i``, ``v``, ``i_ref`` (motor,
@@ -1227,7 +1245,8 @@ def write_report(run: RunData, report: dict, out_dir: Path, *, plots: bool = Tru
 
 
 def _writable(path: Path) -> bool:
-    """True if ``path`` (or its nearest existing parent) is writable by permission bits.
+    """
+    True if ``path`` (or its nearest existing parent) is writable by permission bits.
 
     Checks the mode bits as well as ``os.access`` so that a read-only fixture is left alone
     even when running as root.

@@ -1,4 +1,19 @@
-"""rosbag2 reading and writing helpers built on ``rosbags`` (ROS-free: never imports rclpy).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+rosbag2 reading and writing helpers built on ``rosbags`` (ROS-free: never imports rclpy).
 
 Writing
 -------
@@ -26,51 +41,52 @@ Messages of one topic that have the same byte length and the same non-numeric co
 array lengths) share one CDR layout; the layout is found by walking the first such message and
 the numbers of all of them are read with one numpy view per field. Messages that do not fit a
 layout are decoded one by one with the rosbags deserializer.
+
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from dataclasses import field
 import itertools
 import operator
 import os
+from pathlib import Path
 import sqlite3
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import apsw as _apsw  # rosbags' sqlite3 storage uses apsw
 import numpy as np
-import yaml
-
-from rosbags.interfaces import (
-    Connection,
-    ConnectionExtRosbag2,
-    MessageDefinition,
-    MessageDefinitionFormat,
-    Qos,
-    QosDurability,
-    QosHistory,
-    QosLiveliness,
-    QosReliability,
-    QosTime,
-)
-from rosbags.rosbag2 import ReaderError, StoragePlugin, Writer, WriterError
-from rosbags.rosbag2.metadata import ReaderMetadata, parse_qos
+from rosbags.interfaces import Connection
+from rosbags.interfaces import ConnectionExtRosbag2
+from rosbags.interfaces import MessageDefinition
+from rosbags.interfaces import MessageDefinitionFormat
+from rosbags.interfaces import Qos
+from rosbags.interfaces import QosDurability
+from rosbags.interfaces import QosHistory
+from rosbags.interfaces import QosLiveliness
+from rosbags.interfaces import QosReliability
+from rosbags.interfaces import QosTime
+from rosbags.rosbag2 import ReaderError
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer
+from rosbags.rosbag2 import WriterError
+from rosbags.rosbag2.metadata import parse_qos
+from rosbags.rosbag2.metadata import ReaderMetadata
 from rosbags.rosbag2.reader import DirectoryReader
-from rosbags.rosbag2.storage_mcap import McapReader
 from rosbags.rosbag2.storage_mcap import decompress as _mcap_decompress
+from rosbags.rosbag2.storage_mcap import McapReader
 from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
 from rosbags.serde import SerdeError
-from rosbags.typesys import (
-    Stores,
-    TypesysError,
-    get_types_from_idl,
-    get_types_from_msg,
-    get_typestore,
-)
+from rosbags.typesys import get_types_from_idl
+from rosbags.typesys import get_types_from_msg
+from rosbags.typesys import get_typestore
+from rosbags.typesys import Stores
+from rosbags.typesys import TypesysError
+import yaml
 
 __all__ = [
     'BagError',
@@ -114,7 +130,8 @@ _INFINITE = QosTime(9223372036, 854775807)   # RMW_DURATION_INFINITE as rosbag2 
 
 
 class BagError(Exception):
-    """A bag cannot be read or written (missing, not a bag, truncated, corrupt).
+    """
+    A bag cannot be read or written (missing, not a bag, truncated, corrupt).
 
     The message always names the offending file or directory.
     """
@@ -157,7 +174,8 @@ def _jazzy():
 
 
 def message_definition(msgtype: str, typestore=None) -> tuple[str, str]:
-    """Full ``ros2msg`` definition text and RIHS01 hash of ``msgtype``.
+    """
+    Full ``ros2msg`` definition text and RIHS01 hash of ``msgtype``.
 
     The text is the concatenated form rosbag2 stores (the type's own fields, then every nested
     type after a ``====`` / ``MSG: pkg/msg/Name`` separator).
@@ -189,7 +207,8 @@ def _parse_definition(msgtype: str, fmt: MessageDefinitionFormat, text: str) -> 
 
 def deserialize_tolerant(typestore, raw: bytes | memoryview, msgtype: str,
                          max_trailing: int = MAX_TRAILING_BYTES):
-    """Deserialize one CDR message, accepting up to ``max_trailing`` bytes after the payload.
+    """
+    Deserialize one CDR message, accepting up to ``max_trailing`` bytes after the payload.
 
     rosbags' ``Typestore.deserialize_cdr`` rejects more than 3 trailing bytes; some serializers
     pad further. This calls the typestore's generated decoder, which returns the number of bytes
@@ -200,6 +219,7 @@ def deserialize_tolerant(typestore, raw: bytes | memoryview, msgtype: str,
     DecodeError
         Bad encapsulation header, payload shorter than the type needs, wrong content, or more
         than ``max_trailing`` unused bytes.
+
     """
     if len(raw) < 4 or raw[0] != 0 or raw[1] not in (0, 1):
         raise DecodeError(f'{msgtype}: invalid or unsupported CDR encapsulation header')
@@ -274,7 +294,8 @@ def make_qos(reliability: str | int = 'reliable', durability: str | int = 'volat
              history: str | int = 'keep_last', depth: int = 10,
              liveliness: str | int = 'automatic', deadline=None, lifespan=None,
              liveliness_lease_duration=None) -> Qos:
-    """One offered QoS profile as rosbag2 records it.
+    """
+    One offered QoS profile as rosbag2 records it.
 
     Enum values may be names (``'reliable'``, ``'best_effort'``, ``'transient_local'``, ...)
     or the rmw integers; durations are rclpy Durations, seconds (float), ``{'sec', 'nsec'}``
@@ -341,7 +362,8 @@ def _plain(obj: Any) -> Any:
 
 
 def write_params(bag_dir: str | Path, params: Mapping[str, Any]) -> Path:
-    """Write the resolved run parameters to ``bag_dir/params.yaml`` (atomically).
+    """
+    Write the resolved run parameters to ``bag_dir/params.yaml`` (atomically).
 
     ``params`` is a mapping (numpy values, tuples and dataclasses are converted to plain YAML).
     Returns the path written.
@@ -376,7 +398,8 @@ def read_params(bag_path: str | Path) -> dict | None:
 
 
 class BagWriter:
-    """rosbag2 writer for already-serialized CDR messages (metadata version 8).
+    """
+    rosbag2 writer for already-serialized CDR messages (metadata version 8).
 
     Parameters
     ----------
@@ -404,6 +427,7 @@ class BagWriter:
         writer.close()
 
     ``write`` is thread-safe (one lock) and does a dict lookup plus the storage insert.
+
     """
 
     def __init__(self, path: str | Path, storage: str = 'mcap', *, typestore=None,
@@ -488,7 +512,8 @@ class BagWriter:
     # -- topics -----------------------------------------------------------------------------
     def add_topic(self, topic: str, msgtype: str, *, msgdef: str | None = None,
                   qos: Any = None) -> None:
-        """Register ``topic`` with its type, message definition and offered QoS profiles.
+        """
+        Register ``topic`` with its type, message definition and offered QoS profiles.
 
         Parameters
         ----------
@@ -502,6 +527,7 @@ class BagWriter:
             Offered QoS profile(s): a rosbags ``Qos``, an rclpy ``QoSProfile``, a mapping of
             :func:`make_qos` arguments or a rosbag2 QoS mapping, a YAML string, or a list of
             those. Default: one reliable / volatile / keep-last(10) profile.
+
         """
         if self._writer is None:
             raise BagError(f'{self.path}: writer not open')
@@ -541,7 +567,8 @@ class BagWriter:
 
     # -- data -------------------------------------------------------------------------------
     def write(self, topic: str, timestamp_ns: int, raw: bytes | memoryview) -> None:
-        """Append one serialized CDR message (``raw`` as an rclpy ``raw=True`` callback gets it).
+        """
+        Append one serialized CDR message (``raw`` as an rclpy ``raw=True`` callback gets it).
 
         ``timestamp_ns`` is the receive time [ns] stored as the bag timestamp.
         """
@@ -592,7 +619,8 @@ class _NoLayout(Exception):
 
 
 class _Walker:
-    """Walk a little-endian CDR message and record where its parts are.
+    """
+    Walk a little-endian CDR message and record where its parts are.
 
     ``static`` collects byte ranges that must be identical for two messages to share the
     layout (lengths, counts, names); ``fields`` maps a key to ``(offset, kind, count)`` of the
@@ -765,7 +793,8 @@ def _same_static(rows: np.ndarray, ranges: list[tuple[int, int]], ref: int) -> n
 
 def _decode_batch(data: Sequence[bytes], msgtype: str, deser: Callable[[bytes], Any],
                   stats: dict) -> list[_Group]:
-    """Decode messages of one fixed-layout type into groups of identical layout.
+    """
+    Decode messages of one fixed-layout type into groups of identical layout.
 
     ``deser`` is the tolerant generic deserializer used for messages that fit no layout;
     ``stats`` receives ``'fast'``, ``'generic'`` and ``'errors'`` counts and a first error.
@@ -825,7 +854,8 @@ def _decode_batch(data: Sequence[bytes], msgtype: str, deser: Callable[[bytes], 
 
 @dataclass
 class JointStateSeries:
-    """A ``sensor_msgs/JointState`` topic as arrays (messages in receive order).
+    """
+    A ``sensor_msgs/JointState`` topic as arrays (messages in receive order).
 
     Attributes
     ----------
@@ -835,6 +865,7 @@ class JointStateSeries:
         Joint names (union over messages, in order of first appearance).
     position, velocity, effort : ndarray, shape (N, J)
         Values per joint, NaN where a message does not carry that joint or array.
+
     """
 
     topic: str
@@ -869,7 +900,8 @@ class ArraySeries:
 
 @dataclass
 class TrajectorySeries:
-    """A ``trajectory_msgs/JointTrajectory`` topic flattened to one sample per point.
+    """
+    A ``trajectory_msgs/JointTrajectory`` topic flattened to one sample per point.
 
     Attributes
     ----------
@@ -880,6 +912,7 @@ class TrajectorySeries:
         Message index of each sample (point).
     time_from_start_ns : ndarray of int64, shape (S,)
     positions, velocities, accelerations, effort : ndarray, shape (S, J), NaN where absent.
+
     """
 
     topic: str
@@ -900,8 +933,10 @@ class TrajectorySeries:
         return len(self.recv_ns)
 
     def sample_times_ns(self, base: str = 'header') -> np.ndarray:
-        """Time of each sample [ns]: header stamp (receive time if ``base == 'receive'`` or if
-        every stamp is zero, i.e. unset) + time_from_start."""
+        """
+        Time of each sample [ns]: header stamp (receive time if ``base == 'receive'`` or if
+        every stamp is zero, i.e. unset) + time_from_start.
+        """
         use_header = base == 'header' and bool(self.stamp_ns.size) and bool(self.stamp_ns.any())
         ref = self.stamp_ns if use_header else self.recv_ns
         return ref[self.sample_msg] + self.time_from_start_ns
@@ -1035,7 +1070,8 @@ _READ_ERRORS = _READ_ERRORS + (_apsw.Error,)
 
 
 class _IndexedSqlite3Reader(Sqlite3Reader):
-    """rosbags' sqlite3 storage reader without its per-topic message count query.
+    """
+    rosbags' sqlite3 storage reader without its per-topic message count query.
 
     That query (``topics LEFT JOIN messages ... GROUP BY``) scans the whole message table,
     which costs as much as reading the data once. Inside a bag directory the counts come from
@@ -1109,7 +1145,8 @@ class _MultiSource:
 
 
 class BagReader:
-    """Read a rosbag2 bag: a directory, or a bare ``.db3`` / ``.mcap`` file.
+    """
+    Read a rosbag2 bag: a directory, or a bare ``.db3`` / ``.mcap`` file.
 
     Parameters
     ----------
@@ -1125,6 +1162,7 @@ class BagReader:
     ``metadata_version`` (None for a bare file), ``files``, ``start_ns``, ``end_ns``,
     ``message_count``, ``topics`` (dict of :class:`TopicInfo`), ``skipped`` (topic -> reason),
     ``params`` (``params.yaml`` content or None), ``typestore``.
+
     """
 
     def __init__(self, path: str | Path, *, default_store: Stores | str | None = None,
@@ -1366,8 +1404,10 @@ class BagReader:
             raise BagError(f'{self._culprit(exc)}: corrupt bag data ({exc})') from None
 
     def messages(self, topics: Iterable[str] | None = None) -> Iterator[tuple[str, int, Any]]:
-        """Yield ``(topic, receive_ns, message)``; undecodable topics and messages are skipped
-        (counted in :attr:`decode_errors`)."""
+        """
+        Yield ``(topic, receive_ns, message)``; undecodable topics and messages are skipped
+        (counted in :attr:`decode_errors`).
+        """
         wanted = [t for t in self._wanted(topics) if self.topics[t].decodable]
         types = {t: self.topics[t].msgtype for t in wanted}
         for topic, ts, raw in self.raw_messages(wanted):
@@ -1383,7 +1423,8 @@ class BagReader:
     def read_raw(self, topics: Iterable[str],
                  progress: Callable[[int, int], None] | None = None
                  ) -> dict[str, tuple[np.ndarray, list[bytes]]]:
-        """Read all raw messages of ``topics`` at once.
+        """
+        Read all raw messages of ``topics`` at once.
 
         Returns ``{topic: (receive_ns int64 array sorted ascending, [raw bytes, ...])}``.
         ``progress(done, total)`` is called now and then with message counts.
@@ -1557,7 +1598,8 @@ class BagReader:
 
     def read_series(self, topics: Iterable[str],
                     progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Decode whole topics into arrays.
+        """
+        Decode whole topics into arrays.
 
         ``JointState`` -> :class:`JointStateSeries`, ``Float64MultiArray`` ->
         :class:`ArraySeries`, ``JointTrajectory`` -> :class:`TrajectorySeries`; any other type

@@ -1,4 +1,19 @@
-"""Feedback laws for the 2R arm, computed from the controller's own nominal model.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Feedback laws for the 2R arm, computed from the controller's own nominal model.
 
 Tracking error ``e = q - q_d``, ``e_dot = qd - qd_d``, integral ``z = int e dt``.
 
@@ -24,12 +39,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import numpy as np
-
 from manip_control.dynamics import TwoLinkModel
 from manip_control.friction import friction_torque_scalar
-from manip_control.parameters import ControllerParameters, ParameterError, _vector, _positive
 from manip_control.parameters import _nonnegative
+from manip_control.parameters import _positive
+from manip_control.parameters import _vector
+from manip_control.parameters import ControllerParameters
+from manip_control.parameters import ParameterError
+import numpy as np
 
 
 class ControlOutput(NamedTuple):
@@ -44,7 +61,8 @@ class ControlOutput(NamedTuple):
 
 
 def computed_torque(q, qd, q_d, qd_d, qdd_d, model: TwoLinkModel, kp, kd) -> np.ndarray:
-    """Computed-torque law without integral, friction or limits (reference form).
+    """
+    Computed-torque law without integral, friction or limits (reference form).
 
     ``tau = M^(q) (qdd_d - Kd (qd - qd_d) - Kp (q - q_d)) + c^(q, qd) + g^(q)`` [N·m]
 
@@ -58,6 +76,7 @@ def computed_torque(q, qd, q_d, qd_d, qdd_d, model: TwoLinkModel, kp, kd) -> np.
         The nominal model.
     kp, kd : array_like, shape (2,)
         Diagonal gains [1/s^2], [1/s].
+
     """
     q, qd = np.asarray(q, float), np.asarray(qd, float)
     v = (np.asarray(qdd_d, float) - np.asarray(kd, float) * (qd - np.asarray(qd_d, float))
@@ -73,13 +92,15 @@ def pd_gravity(q, qd, q_d, model: TwoLinkModel, kp, kd) -> np.ndarray:
 
 
 class Controller:
-    """Stateful controller (integral, limits, runtime-changeable gains).
+    """
+    Stateful controller (integral, limits, runtime-changeable gains).
 
     Parameters
     ----------
     params : ControllerParameters
     period : float
         Control period [s] (for the integral).
+
     """
 
     def __init__(self, params: ControllerParameters, period: float):
@@ -114,7 +135,8 @@ class Controller:
     def update(self, q1: float, q2: float, v1: float, v2: float,
                r1: float, r2: float, rv1: float, rv2: float,
                ra1: float, ra2: float) -> ControlOutput:
-        """One tick: command from the measured state and the reference sample.
+        """
+        One tick: command from the measured state and the reference sample.
 
         Parameters are floats: measured q [rad], qd [rad/s]; desired q_d, qd_d, qdd_d.
         """

@@ -1,4 +1,19 @@
-"""Rigid-body dynamics of the planar 2R arm.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Rigid-body dynamics of the planar 2R arm.
 
 ``M(q) qdd + C(q, qd) qd + g(q) = tau``
 
@@ -25,9 +40,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from manip_control.parameters import ArmParameters
+import numpy as np
 
 
 class ShapeError(ValueError):
@@ -42,13 +56,15 @@ def _vec2(name: str, x) -> np.ndarray:
 
 
 class TwoLinkModel:
-    """Lumped-parameter 2R model (arm + optional reflected rotor inertia).
+    """
+    Lumped-parameter 2R model (arm + optional reflected rotor inertia).
 
     Parameters
     ----------
     arm : ArmParameters
     rotor_inertia : sequence of 2 float, optional
         ``Jm N^2`` per joint [kg·m^2], added to the diagonal of M.
+
     """
 
     def __init__(self, arm: ArmParameters, rotor_inertia=(0.0, 0.0)):

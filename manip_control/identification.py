@@ -1,4 +1,19 @@
-"""Least-squares identification of the 2R arm's dynamic parameters from recorded runs.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Least-squares identification of the 2R arm's dynamic parameters from recorded runs.
 
 The rigid-body dynamics plus joint friction are linear in a set of base parameters
 (:mod:`manip_control.dynamics`, :mod:`manip_control.friction`)::
@@ -55,18 +70,23 @@ combination of parameters.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from dataclasses import field
 import math
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+import sys
 from typing import Sequence
 
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import NominalModel
+from manip_control.parameters import ParameterError
+from manip_control.parameters import Scenario
 import numpy as np
+from scipy.signal import butter
+from scipy.signal import sosfiltfilt
 import yaml
-from scipy.signal import butter, sosfiltfilt
-
-from manip_control.parameters import (ArmParameters, FrictionParameters, NominalModel,
-                                      ParameterError, Scenario, load_scenario)
 
 #: Names of the free base parameters, in column order of :func:`regressor`.
 BASE_NAMES = ('a', 'b', 'd', 'Jr2', 'G1', 'G2', 'bv1', 'tc1', 'bv2', 'tc2')
@@ -93,7 +113,8 @@ class IdentificationError(ValueError):
 
 def base_parameters(arm: ArmParameters, rotor_inertia=(0.0, 0.0),
                     friction: Sequence[FrictionParameters] | None = None) -> np.ndarray:
-    """True base parameters ``theta`` (order :data:`BASE_NAMES`) of a physical arm.
+    """
+    True base parameters ``theta`` (order :data:`BASE_NAMES`) of a physical arm.
 
     Parameters
     ----------
@@ -102,6 +123,7 @@ def base_parameters(arm: ArmParameters, rotor_inertia=(0.0, 0.0),
         Reflected rotor inertia ``Jm N^2`` per joint [kg m^2].
     friction : sequence of 2 FrictionParameters, optional
         Joint friction (Stribeck terms are not part of the model); default none.
+
     """
     m1, m2, l1, lc1, lc2 = arm.m1, arm.m2, arm.l1, arm.lc1, arm.lc2
     g0 = arm.gravity
@@ -118,7 +140,8 @@ def base_parameters(arm: ArmParameters, rotor_inertia=(0.0, 0.0),
 
 def regressor(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
               eps: Sequence[float] = (0.01, 0.01)) -> np.ndarray:
-    """Regressor ``Y`` with ``tau = Y theta``, shape (N, 2, 10) for samples of shape (N, 2).
+    """
+    Regressor ``Y`` with ``tau = Y theta``, shape (N, 2, 10) for samples of shape (N, 2).
 
     Parameters
     ----------
@@ -126,6 +149,7 @@ def regressor(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
         Joint position [rad], velocity [rad/s], acceleration [rad/s^2].
     eps : sequence of 2 float
         Coulomb smoothing velocity of ``tanh(qd / eps)`` per joint [rad/s].
+
     """
     q, qd, qdd = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q, qd, qdd))
     n = q.shape[0]
@@ -212,7 +236,8 @@ def _uniform(t: np.ndarray, arrays: list[np.ndarray]):
 def prepare(t, q, qd, tau, *, eps: Sequence[float] = (0.01, 0.01),
             cutoff_hz: float = DEFAULT_CUTOFF_HZ, order: int = 4, trim_s: float | None = None,
             velocity: str = 'measured') -> Prepared:
-    """Filtered regressor and torque ("parallel filtering").
+    """
+    Filtered regressor and torque ("parallel filtering").
 
     With ``F`` a zero-phase Butterworth low-pass (``sosfiltfilt``) and ``D`` the central
     difference: ``q_f = F q``, ``qd_f = F qd`` (or ``D q_f`` with ``velocity='position'``),
@@ -240,6 +265,7 @@ def prepare(t, q, qd, tau, *, eps: Sequence[float] = (0.01, 0.01),
     velocity : str
         ``'measured'`` (filter the recorded velocity) or ``'position'`` (differentiate the
         filtered position; for recordings without or with poor velocity).
+
     """
     if velocity not in ('measured', 'position'):
         raise IdentificationError(f"velocity: must be 'measured' or 'position' "
@@ -394,7 +420,8 @@ def _expand(est: np.ndarray, g0: float) -> np.ndarray:
 def identify(t, q, qd, tau, *, l1: float, g0: float, eps: Sequence[float] = (0.01, 0.01),
              cutoff_hz: float = DEFAULT_CUTOFF_HZ, max_condition: float = DEFAULT_MAX_CONDITION,
              trim_s: float | None = None, velocity: str = 'measured') -> IdentificationResult:
-    """Estimate the base parameters from a recorded run.
+    """
+    Estimate the base parameters from a recorded run.
 
     Parameters
     ----------
@@ -419,6 +446,7 @@ def identify(t, q, qd, tau, *, l1: float, g0: float, eps: Sequence[float] = (0.0
     ------
     IdentificationError
         Bad or too little data, or the data do not excite the parameters.
+
     """
     if not (l1 > 0.0 and math.isfinite(l1)):
         raise IdentificationError(f'l1: must be > 0 (got {l1})')
@@ -461,7 +489,8 @@ def identify(t, q, qd, tau, *, l1: float, g0: float, eps: Sequence[float] = (0.0
 
 def nominal_from_estimate(phi: Sequence[float], prior: NominalModel,
                           eps: Sequence[float] | None = None) -> NominalModel:
-    """Physical :class:`NominalModel` reproducing the constrained estimate's M, c, g.
+    """
+    Physical :class:`NominalModel` reproducing the constrained estimate's M, c, g.
 
     Choices (the split is not unique; M, c, g and the friction are): the link lengths
     ``l1``, ``l2``, ``g0`` and the plane come from ``prior``; ``lc2`` is the prior's if the
@@ -489,6 +518,7 @@ def nominal_from_estimate(phi: Sequence[float], prior: NominalModel,
     ------
     IdentificationError
         The estimate admits no physically valid split (e.g. ``d <= 0`` or ``m2lc2 <= 0``).
+
     """
     arm0 = prior.arm
     g0 = arm0.gravity
@@ -583,7 +613,8 @@ class JointStateData:
 
 def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint2'),
                       topic: str = JOINT_STATES_TOPIC) -> JointStateData:
-    """Read position, velocity and effort (actual joint torque) of two joints from a bag.
+    """
+    Read position, velocity and effort (actual joint torque) of two joints from a bag.
 
     Uses :class:`manip_control.bag_io.BagReader`. Time is the header stamp (the bag receive
     time if the stamps are all zero). Messages missing a value of either joint are dropped;
@@ -595,8 +626,10 @@ def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint
         Unreadable bag.
     IdentificationError
         No such topic, joints missing, no effort.
+
     """
-    from manip_control.bag_io import BagReader, JOINT_STATE
+    from manip_control.bag_io import BagReader
+    from manip_control.bag_io import JOINT_STATE
     with BagReader(bag) as reader:
         if topic not in reader.topics:
             have = ', '.join(sorted(reader.topics)) or 'none'
@@ -635,16 +668,19 @@ def write_joint_states_bag(result, path: str | Path, joints: Sequence[str] = ('j
                                                                               'joint2'),
                            topic: str = JOINT_STATES_TOPIC, storage: str = 'mcap',
                            params: dict | None = None) -> Path:
-    """Record a :class:`~manip_control.simulation.SimulationResult` as ``/joint_states``.
+    """
+    Record a :class:`~manip_control.simulation.SimulationResult` as ``/joint_states``.
 
     Same contract as the ROS recorder: ``sensor_msgs/JointState`` with header stamp ``t_k``,
     position and velocity the *measured* state and effort the actual actuator torque,
     serialized with the ROS 2 Jazzy typestore and written through
     :class:`manip_control.bag_io.BagWriter` (with ``params.yaml`` = the scenario).
     """
-    from rosbags.typesys import Stores, get_typestore
-
-    from manip_control.bag_io import BagWriter, JOINT_STATE, make_qos
+    from manip_control.bag_io import BagWriter
+    from manip_control.bag_io import JOINT_STATE
+    from manip_control.bag_io import make_qos
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
     store = get_typestore(Stores.ROS2_JAZZY)
     types = store.types
     JointState = types['sensor_msgs/msg/JointState']

@@ -1,4 +1,19 @@
-"""``manip-offline``: run a scenario's closed loop without ROS and print the summary.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``manip-offline``: run a scenario's closed loop without ROS and print the summary.
 
 Same rates and zero-order-hold semantics as the ROS lockstep simulation.
 """
@@ -11,8 +26,11 @@ import json
 import sys
 import time
 
-from manip_control.parameters import ParameterError, load_scenario
-from manip_control.simulation import format_summary, run_closed_loop, summarize
+from manip_control.parameters import load_scenario
+from manip_control.parameters import ParameterError
+from manip_control.simulation import format_summary
+from manip_control.simulation import run_closed_loop
+from manip_control.simulation import summarize
 
 
 def build_parser() -> argparse.ArgumentParser:

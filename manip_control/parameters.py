@@ -1,4 +1,19 @@
-"""Physical, control and scenario parameters of the planar 2R arm, loaded from YAML.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Physical, control and scenario parameters of the planar 2R arm, loaded from YAML.
 
 Every parameter is SI (rad, m, kg, kg·m^2, s, N·m, A, V, Ω, H). The dataclasses are frozen
 values; :func:`load_scenario` builds a :class:`Scenario` from a YAML file or mapping and
@@ -19,13 +34,16 @@ about 2x margin: joint 1 peak 15 A x 5.95 N·m/A = 89 N·m against a 44.1 N·m s
 load, joint 2 peak 6 A x 4.25 N·m/A = 25.5 N·m against 9.8 N·m. The PI current loops are
 tuned by pole-zero cancellation, ``Kp_i = L*wc``, ``Ki_i = R*wc``, for a 300 Hz
 (wc = 1885 rad/s) current bandwidth.
+
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import fields
 import math
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -107,7 +125,8 @@ def _opt(default, **kw):
 
 @dataclass(frozen=True)
 class ArmParameters:
-    """Rigid-body parameters of the planar 2R arm.
+    """
+    Rigid-body parameters of the planar 2R arm.
 
     Assumptions: planar links rotating about z, point joints, each link's inertia ``I`` taken
     about its own centre of mass on the link axis at distance ``lc`` from its proximal joint
@@ -127,6 +146,7 @@ class ArmParameters:
         Gravity magnitude [m/s^2], >= 0 (optional, default 9.81).
     plane : str
         ``'vertical'`` (gravity along -y) or ``'horizontal'`` (no gravity) (optional).
+
     """
 
     m1: float = 3.0
@@ -164,7 +184,8 @@ def _validate_arm(arm: ArmParameters, path: str) -> None:
 
 @dataclass(frozen=True)
 class FrictionParameters:
-    """Joint friction ``f(qd) = b*qd + (tau_c + tau_s*exp(-(qd/v_s)^2)) * tanh(qd/eps)``.
+    """
+    Joint friction ``f(qd) = b*qd + (tau_c + tau_s*exp(-(qd/v_s)^2)) * tanh(qd/eps)``.
 
     Attributes
     ----------
@@ -178,6 +199,7 @@ class FrictionParameters:
         Extra Stribeck (breakaway) torque [N·m], >= 0 (optional, default 0 = off).
     v_s : float
         Stribeck velocity [rad/s], > 0 (optional, default 0.1).
+
     """
 
     b: float = 0.0
@@ -199,7 +221,8 @@ def _validate_friction(fr: FrictionParameters, path: str) -> None:
 
 @dataclass(frozen=True)
 class MotorParameters:
-    """Brushed DC motor, gearbox and PI current drive of one joint.
+    """
+    Brushed DC motor, gearbox and PI current drive of one joint.
 
     ``L di/dt = V - R i - k_e N qd``; joint torque ``tau_m = eta N k_t i``. The drive runs a
     continuous PI current loop ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``,
@@ -231,6 +254,7 @@ class MotorParameters:
         Current-loop proportional gain [V/A], > 0.
     Ki_i : float
         Current-loop integral gain [V/(A·s)], >= 0.
+
     """
 
     R: float = 0.3
@@ -284,7 +308,8 @@ DEFAULT_MOTORS = (
 
 @dataclass(frozen=True)
 class SensorParameters:
-    """Joint sensors. Ideal (exact state) by default.
+    """
+    Joint sensors. Ideal (exact state) by default.
 
     Attributes
     ----------
@@ -303,6 +328,7 @@ class SensorParameters:
         Low-pass cutoff for the differentiated velocity [Hz], > 0 (optional, default 100).
     seed : int
         Seed of the noise generator (optional, default 0).
+
     """
 
     encoder_counts: int = _opt(0)
@@ -341,7 +367,8 @@ def _validate_sensors(se: SensorParameters, path: str) -> None:
 
 @dataclass(frozen=True)
 class PlantParameters:
-    """The simulated (true) arm: rigid body, friction, actuators and sensors.
+    """
+    The simulated (true) arm: rigid body, friction, actuators and sensors.
 
     Attributes
     ----------
@@ -362,6 +389,7 @@ class PlantParameters:
         Initial joint state [rad], [rad/s] (optional, default zeros).
     substeps : int
         Integrator sub-steps per control period, >= 1 (optional, default 4).
+
     """
 
     arm: ArmParameters = field(default_factory=ArmParameters)
@@ -412,7 +440,8 @@ def _validate_joint_list(path, items, cls, validate):
 
 @dataclass(frozen=True)
 class NominalModel:
-    """The controller's own model of the arm (may differ from the plant's true one).
+    """
+    The controller's own model of the arm (may differ from the plant's true one).
 
     Attributes
     ----------
@@ -421,6 +450,7 @@ class NominalModel:
         Used for friction compensation when enabled (optional, default zero friction).
     rotor_inertia : tuple of 2 float
         Reflected rotor inertia ``Jm N^2`` per joint [kg·m^2], >= 0 (optional, default 0).
+
     """
 
     arm: ArmParameters = field(default_factory=ArmParameters)
@@ -440,7 +470,8 @@ def _validate_nominal(nm: NominalModel, path: str) -> None:
 
 @dataclass(frozen=True)
 class ControllerParameters:
-    """Feedback law, its gains and limits.
+    """
+    Feedback law, its gains and limits.
 
     Attributes
     ----------
@@ -463,6 +494,7 @@ class ControllerParameters:
         Command saturation [N·m], > 0.
     friction_compensation : bool
         Add the nominal friction ``f^(qd)`` to the command (optional, default true).
+
     """
 
     law: str = 'computed_torque'
@@ -491,7 +523,8 @@ def _validate_controller(co: ControllerParameters, path: str) -> None:
 
 
 def gains_from_frequency(wn, zeta) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Computed-torque gains ``kp = wn^2``, ``kd = 2 zeta wn`` per joint.
+    """
+    Computed-torque gains ``kp = wn^2``, ``kd = 2 zeta wn`` per joint.
 
     Parameters
     ----------
@@ -499,6 +532,7 @@ def gains_from_frequency(wn, zeta) -> tuple[tuple[float, float], tuple[float, fl
         Natural frequencies [rad/s], > 0.
     zeta : sequence of 2 float
         Damping ratios, > 0.
+
     """
     wn = _vector('wn', wn, check=_positive)
     zeta = _vector('zeta', zeta, check=_positive)
@@ -507,7 +541,8 @@ def gains_from_frequency(wn, zeta) -> tuple[tuple[float, float], tuple[float, fl
 
 @dataclass(frozen=True)
 class Scenario:
-    """One run: rates, duration, plant, controller and trajectory.
+    """
+    One run: rates, duration, plant, controller and trajectory.
 
     Attributes
     ----------
@@ -524,6 +559,7 @@ class Scenario:
     controller : ControllerParameters
     trajectory : dict
         Trajectory description for :func:`manip_control.trajectories.trajectory_from_config`.
+
     """
 
     name: str = 'default'
@@ -548,7 +584,8 @@ class Scenario:
         return int(round(self.duration * self.control_rate))
 
     def to_dict(self) -> dict:
-        """The fully resolved scenario as plain YAML-able data (loadable by load_scenario).
+        """
+        The fully resolved scenario as plain YAML-able data (loadable by load_scenario).
 
         Laid out like a scenario file: top-level ``scenario`` (name, duration, control_rate,
         late_window_start, joints), ``plant``, ``controller`` and ``trajectory``.
@@ -662,7 +699,8 @@ def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParam
 
 
 def scenario_from_dict(data: Any, path: str = '') -> Scenario:
-    """Build and validate a :class:`Scenario` from a mapping (the YAML document).
+    """
+    Build and validate a :class:`Scenario` from a mapping (the YAML document).
 
     Top-level keys: ``scenario`` (name, duration, control_rate, late_window_start, joints),
     ``plant``, ``controller``, ``trajectory``; each may be omitted to use the defaults.
@@ -701,7 +739,8 @@ def scenario_from_dict(data: Any, path: str = '') -> Scenario:
     if not isinstance(trajectory, Mapping):
         raise ParameterError('trajectory: must be a mapping')
     # Validate the trajectory description now so a bad file fails at load time.
-    from manip_control.trajectories import TrajectoryError, trajectory_from_config
+    from manip_control.trajectories import trajectory_from_config
+    from manip_control.trajectories import TrajectoryError
     try:
         trajectory_from_config(dict(trajectory), 2)
     except TrajectoryError as exc:
@@ -715,7 +754,8 @@ CONFIG_DIR_NAME = 'config'
 
 
 def config_search_path() -> list[Path]:
-    """Directories searched for preset files, in order.
+    """
+    Directories searched for preset files, in order.
 
     The installed share directory (ament index, or ``<prefix>/share/manip_control/config``
     for a pip install) and the source checkout's ``config/``.
@@ -746,7 +786,8 @@ def resolve_config(name_or_path: str | Path) -> Path:
 
 
 def load_scenario(source: str | Path | Mapping | None = None) -> Scenario:
-    """Load and validate a scenario from a YAML file, a preset name or a mapping.
+    """
+    Load and validate a scenario from a YAML file, a preset name or a mapping.
 
     ``None`` gives the default scenario (preset ``default``).
     """

@@ -1,4 +1,19 @@
-"""The simulated 2R arm: rigid body + friction + DC motors with PI current drives.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The simulated 2R arm: rigid body + friction + DC motors with PI current drives.
 
 State ``x = [q1, q2, qd1, qd2, i1, i2, x_i1, x_i2]`` (rad, rad/s, A, V); in ``ideal`` actuator
 mode the current and integrator states stay zero. Dynamics::
@@ -19,18 +34,20 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from manip_control.actuators import current_reference, drive_voltage, motor_torque
+from manip_control.actuators import current_reference
+from manip_control.actuators import drive_voltage
+from manip_control.actuators import motor_torque
 from manip_control.dynamics import TwoLinkModel
 from manip_control.friction import friction_torque
 from manip_control.parameters import PlantParameters
+import numpy as np
 
 STATE_SIZE = 8
 
 
 def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParameters) -> np.ndarray:
-    """Plant state derivative ``dx/dt = f(t, x, u, params)`` (reference implementation).
+    """
+    Plant state derivative ``dx/dt = f(t, x, u, params)`` (reference implementation).
 
     Written with the vector API of :mod:`manip_control.dynamics` and the per-joint functions
     of :mod:`manip_control.actuators`, independently of the inlined fast path used by
@@ -45,6 +62,7 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
     u : ndarray, shape (2,)
         Joint torque command [N·m], held over the control period.
     params : PlantParameters
+
     """
     model = TwoLinkModel(params.arm, params.reflected_inertia)
     q, qd, cur, xi = x[0:2], x[2:4], x[4:6], x[6:8]
@@ -130,7 +148,8 @@ def _make_rhs(params: PlantParameters):
 
 
 class Plant:
-    """Fixed-step simulation of the true arm with zero-order-held torque commands.
+    """
+    Fixed-step simulation of the true arm with zero-order-held torque commands.
 
     Parameters
     ----------
@@ -138,6 +157,7 @@ class Plant:
         The true arm, friction, motors and sensors.
     period : float
         Control period [s] over which each command is held.
+
     """
 
     def __init__(self, params: PlantParameters, period: float):

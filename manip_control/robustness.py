@@ -1,4 +1,19 @@
-"""Monte Carlo robustness of computed-torque tracking against nominal-model errors.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Monte Carlo robustness of computed-torque tracking against nominal-model errors.
 
 Each run draws relative errors ``delta ~ U[-s, s]`` for the nominal ``m1, m2, I1, I2`` (the
 lengths, CoM distances, rotor inertia and friction are the plant's), simulates the scenario
@@ -26,24 +41,26 @@ late-window error, max predicted bound, measured/predicted ratio) and writes
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ProcessPoolExecutor
 import csv
 import dataclasses
+from dataclasses import dataclass
 import math
 import multiprocessing
 import os
+from pathlib import Path
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from manip_control.dynamics import TwoLinkModel
-from manip_control.parameters import (ControllerParameters, NominalModel, ParameterError,
-                                      Scenario, load_scenario)
+from manip_control.parameters import ControllerParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import NominalModel
+from manip_control.parameters import ParameterError
+from manip_control.parameters import Scenario
 from manip_control.trajectories import trajectory_from_config
+import numpy as np
 
 PERTURBED = ('m1', 'm2', 'I1', 'I2')
 DEFAULT_LEVELS = (0.05, 0.1, 0.15, 0.2)
@@ -101,7 +118,8 @@ def h_l1_norm(kp: float, kd: float) -> float:
 
 def predicted_bound(scenario: Scenario, nominal: NominalModel, kp, kd,
                     n_samples: int = 2000) -> np.ndarray:
-    """Per-joint ISS-style bound ``||h_j||_1 max_t |eta_j(t)|`` along the reference [rad].
+    """
+    Per-joint ISS-style bound ``||h_j||_1 max_t |eta_j(t)|`` along the reference [rad].
 
     ``eta = M^-1 (M~ qdd_d + c~ + g~)`` at ``q = q_d``, ``qd = qd_d`` over the late window.
     """
@@ -174,7 +192,8 @@ def make_specs(levels: Sequence[float], runs: int, seed: int,
 def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
               runs: int = DEFAULT_RUNS, seed: int = 0, jobs: int | None = None,
               gain_scale: float = DEFAULT_GAIN_SCALE) -> list[RunResult]:
-    """Run the Monte Carlo study (see the module docstring); deterministic for a seed.
+    """
+    Run the Monte Carlo study (see the module docstring); deterministic for a seed.
 
     Parameters
     ----------
@@ -190,6 +209,7 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
         Worker processes (default: number of CPUs, at most 8); 1 runs in-process.
     gain_scale : float
         ``S`` of gain set B (``wn -> S wn``).
+
     """
     if scenario.controller.law != 'computed_torque':
         raise ParameterError('controller.law: the robustness study needs computed_torque '
@@ -272,8 +292,10 @@ def write_csv(path: Path, results: Sequence[RunResult]) -> None:
 
 def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
          title: str) -> None:
-    """PNG: late-window error (dots) and predicted bound (rings) vs mismatch size, per gain
-    set, with the per-level maxima joined by lines."""
+    """
+    PNG: late-window error (dots) and predicted bound (rings) vs mismatch size, per gain
+    set, with the per-level maxima joined by lines.
+    """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt

@@ -1,4 +1,19 @@
-"""Controller-side safety: input validation, safe-mode supervision and safe torques (issue 6).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Controller-side safety: input validation, safe-mode supervision and safe torques (issue 6).
 
 ROS-free (no rclpy): the nodes feed plain sequences and timestamps in, and get plain floats,
 enums and transition records out. Everything here is deterministic and unit-tested without
@@ -68,18 +83,26 @@ holds the last reference position with zero velocity and acceleration.
 
 All times are seconds on one clock chosen by the node (the controller node uses a steady
 clock for the watchdogs: sim time freezes when the plant that publishes /clock dies).
+
 """
 
 from __future__ import annotations
 
 import array
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from dataclasses import fields
 from enum import Enum
+import math
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from manip_control.parameters import (ParameterError, _build, _choice, _finite, _nonnegative,
-                                      _opt, _positive, _vector)
+from manip_control.parameters import _build
+from manip_control.parameters import _choice
+from manip_control.parameters import _finite
+from manip_control.parameters import _nonnegative
+from manip_control.parameters import _opt
+from manip_control.parameters import _positive
+from manip_control.parameters import _vector
+from manip_control.parameters import ParameterError
 
 __all__ = [
     'RefusalReason', 'Refusal', 'JointSample', 'ReferenceSample',
@@ -184,9 +207,11 @@ _NAME_CACHE: dict = {}
 
 
 def _name_index(joints: tuple, names: list, names_key: str):
-    """``(idx, early, late)`` for a name list: the configured joints' indices, or the refusal
+    """
+    ``(idx, early, late)`` for a name list: the configured joints' indices, or the refusal
     found before the length checks (``bad_type``, ``duplicate_name``) / after them
-    (``missing_joint``). Cached per (joints, names): a stream repeats one name list."""
+    (``missing_joint``). Cached per (joints, names): a stream repeats one name list.
+    """
     key = (joints, tuple(names))
     hit = _NAME_CACHE.get(key)
     if hit is not None:
@@ -216,7 +241,8 @@ def _name_index(joints: tuple, names: list, names_key: str):
 
 def _map_named(joints: Sequence[str], names, arrays: dict, used: Sequence[str],
                names_key: str = 'name') -> dict | Refusal:
-    """Map named arrays onto ``joints``: the common core of the message validators.
+    """
+    Map named arrays onto ``joints``: the common core of the message validators.
 
     ``arrays`` maps a field name to its sequence; every array must be empty or as long as
     ``names``, the ``used`` ones must be as long as ``names`` and finite for ``joints``.
@@ -259,7 +285,8 @@ def _map_named(joints: Sequence[str], names, arrays: dict, used: Sequence[str],
 def map_joint_state(joints: Sequence[str], names, position=(), velocity=(), effort=(), *,
                     fields: Sequence[str] = ('position', 'velocity')
                     ) -> JointSample | Refusal:
-    """Map a JointState-like message onto ``joints`` (the configured order).
+    """
+    Map a JointState-like message onto ``joints`` (the configured order).
 
     Parameters
     ----------
@@ -279,6 +306,7 @@ def map_joint_state(joints: Sequence[str], names, position=(), velocity=(), effo
     JointSample or Refusal
         The requested fields in configured order (other fields None), or why the message is
         refused (see the module docstring for the rules).
+
     """
     out = _map_named(joints, names,
                      {'position': position, 'velocity': velocity, 'effort': effort}, fields)
@@ -290,8 +318,10 @@ def map_joint_state(joints: Sequence[str], names, position=(), velocity=(), effo
 def map_joint_state_message(joints: Sequence[str], msg: Any, *,
                             fields: Sequence[str] = ('position', 'velocity')
                             ) -> JointSample | Refusal:
-    """:func:`map_joint_state` on any object with ``name``, ``position``, ``velocity``,
-    ``effort`` attributes (e.g. a sensor_msgs/JointState)."""
+    """
+    :func:`map_joint_state` on any object with ``name``, ``position``, ``velocity``,
+    ``effort`` attributes (e.g. a sensor_msgs/JointState).
+    """
     try:
         names, pos, vel, eff = msg.name, msg.position, msg.velocity, msg.effort
     except AttributeError as exc:
@@ -300,7 +330,8 @@ def map_joint_state_message(joints: Sequence[str], msg: Any, *,
 
 
 def map_array_command(data, n_joints: int) -> tuple | Refusal:
-    """Validate a Float64MultiArray command: exactly ``n_joints`` finite values [N·m].
+    """
+    Validate a Float64MultiArray command: exactly ``n_joints`` finite values [N·m].
 
     Returns the values as a tuple of floats, or a Refusal (``empty``, ``length_mismatch``,
     ``bad_type``, ``non_finite``). The layout is ignored, as by ros2_control's
@@ -318,7 +349,8 @@ def map_array_command(data, n_joints: int) -> tuple | Refusal:
 
 def map_reference(joints: Sequence[str], joint_names, positions, velocities=(),
                   accelerations=()) -> ReferenceSample | Refusal:
-    """Map one JointTrajectory point onto ``joints``.
+    """
+    Map one JointTrajectory point onto ``joints``.
 
     ``positions`` must be as long as ``joint_names``; ``velocities`` and ``accelerations``
     may be empty (meaning zero) or as long as ``joint_names``. Names are matched by name,
@@ -359,12 +391,14 @@ def map_trajectory_message(joints: Sequence[str], msg: Any) -> ReferenceSample |
 
 
 class RefusalCounter:
-    """Counts refused messages per input and reason, and throttles their error log.
+    """
+    Counts refused messages per input and reason, and throttles their error log.
 
     Parameters
     ----------
     throttle : float
         Minimum time between two log lines of one input [s] (on the caller's clock).
+
     """
 
     def __init__(self, throttle: float = 1.0):
@@ -374,7 +408,8 @@ class RefusalCounter:
         self._suppressed: dict[str, int] = {}
 
     def record(self, source: str, refusal: Refusal, now: float) -> str | None:
-        """Count one refusal; return the log line to print now, or None if throttled.
+        """
+        Count one refusal; return the log line to print now, or None if throttled.
 
         The line names the input and the reason, and how many refusals were not logged
         since the previous line.
@@ -412,7 +447,8 @@ SAFE_MODES = ('hold', 'zero')
 
 @dataclass(frozen=True)
 class SafetyParameters:
-    """Controller safety settings (all optional; the defaults suit the simulated default arm).
+    """
+    Controller safety settings (all optional; the defaults suit the simulated default arm).
 
     Attributes
     ----------
@@ -441,6 +477,7 @@ class SafetyParameters:
         Real time: count a joint state's age from its header stamp (wall clock) when that is
         plausible (0 to 10 s old), not from its arrival, so a backlog of old states is not
         fresh (default true; false when the driver's clock is not synchronized).
+
     """
 
     safe_mode: str = _opt('hold')
@@ -492,12 +529,14 @@ def _validate_safety(sp: SafetyParameters, path: str) -> None:
 
 
 def safety_from_dict(data: Any, path: str = 'safety') -> SafetyParameters:
-    """Build and validate :class:`SafetyParameters` from a mapping (unknown keys rejected).
+    """
+    Build and validate :class:`SafetyParameters` from a mapping (unknown keys rejected).
 
     Raises
     ------
     ParameterError
         Naming the parameter (e.g. ``safety.velocity_limit[1]``) and the reason.
+
     """
     sp = _build(SafetyParameters, {} if data is None else data, path)
     _validate_safety(sp, path)
@@ -563,7 +602,8 @@ _SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
 def validate_parameter_updates(updates: Mapping[str, Any],
                                current: SafetyParameters | None = None
                                ) -> tuple[bool, str]:
-    """Validate a set of runtime parameter changes applied together.
+    """
+    Validate a set of runtime parameter changes applied together.
 
     Parameters
     ----------
@@ -576,6 +616,7 @@ def validate_parameter_updates(updates: Mapping[str, Any],
     -------
     (ok, reason)
         ``(True, '')`` or ``(False, 'velocity_limit[1]: must be > 0 (got -1.0)')``.
+
     """
     safety_changes = {}
     for name, value in updates.items():
@@ -617,7 +658,8 @@ def clamp_torque(tau, limit) -> tuple[float, float]:
 
 
 def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple[float, float]:
-    """Gravity-compensated hold with damping, clamped.
+    """
+    Gravity-compensated hold with damping, clamped.
 
     ``tau = g^(q) + Kp (q_hold - q) - Kd qd`` [N·m] with the nominal model's gravity vector
     ``g^`` (:meth:`TwoLinkModel.gravity_vector`); ``qd = 0`` and ``q_hold = q`` give the pure
@@ -673,7 +715,8 @@ class Transition(NamedTuple):
 
 
 class SafetySupervisor:
-    """Joint-state watchdog, position/velocity envelope and safe torque (see module doc).
+    """
+    Joint-state watchdog, position/velocity envelope and safe torque (see module doc).
 
     Parameters
     ----------
@@ -686,6 +729,7 @@ class SafetySupervisor:
     Feed every accepted (validated) joint state with :meth:`update_state` and call
     :meth:`check` periodically (at least once per control period) and before every command.
     Both return a :class:`Transition` when the (mode, reason) changed, else None.
+
     """
 
     def __init__(self, params: SafetyParameters | None = None,
@@ -715,7 +759,8 @@ class SafetySupervisor:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def activate(self, now: float) -> Transition | None:
-        """Arm the supervisor: SAFE(no_state_yet) until an accepted state arrives.
+        """
+        Arm the supervisor: SAFE(no_state_yet) until an accepted state arrives.
 
         Clears latched envelope faults and forgets the last state (it may be from before).
         """
@@ -733,7 +778,8 @@ class SafetySupervisor:
 
     # -- inputs --------------------------------------------------------------------------------
     def update_state(self, now: float, q, qd, age: float = 0.0) -> Transition | None:
-        """Feed an accepted joint state (positions [rad], velocities [rad/s]) received at ``now``.
+        """
+        Feed an accepted joint state (positions [rad], velocities [rad/s]) received at ``now``.
 
         ``age`` [s] is how old the state already was when it arrived (from its stamp, when the
         clocks allow): the watchdog counts from ``now - age``, so a backlog of old states
@@ -757,8 +803,10 @@ class SafetySupervisor:
         return self._evaluate(now)
 
     def touch(self, now: float) -> Transition | None:
-        """Count the last accepted state as received at ``now`` (lockstep: a state the
-        controller has not answered yet does not age -- the plant is waiting for us)."""
+        """
+        Count the last accepted state as received at ``now`` (lockstep: a state the
+        controller has not answered yet does not age -- the plant is waiting for us).
+        """
         if self.last_state_time is not None:
             self.last_state_time = now
         return self._evaluate(now)
@@ -779,7 +827,8 @@ class SafetySupervisor:
         return math.inf if self.last_state_time is None else now - self.last_state_time
 
     def safe_torque(self, model, torque_limit) -> tuple[float, float]:
-        """The safe-mode command [N·m] for the current reason (see the module docstring).
+        """
+        The safe-mode command [N·m] for the current reason (see the module docstring).
 
         Parameters
         ----------
@@ -787,6 +836,7 @@ class SafetySupervisor:
             The controller's nominal model (for ``g^``).
         torque_limit : sequence of 2 float
             Per-joint clamp [N·m].
+
         """
         p = self.params
         if (p.safe_mode == 'zero' or self.last_q is None
@@ -799,9 +849,11 @@ class SafetySupervisor:
         return hold_torque(model, q, self.last_qd, target, p.hold_kp, p.hold_kd, torque_limit)
 
     def clamp_reference(self, q_d, qd_d, qdd_d) -> tuple[tuple, tuple, tuple, bool]:
-        """Keep a reference inside the envelope: q_d into the envelope shrunk by
+        """
+        Keep a reference inside the envelope: q_d into the envelope shrunk by
         ``2 position_margin`` (with zero velocity and acceleration on a clamped joint), qd_d to
-        ``+-(velocity_limit - velocity_margin)``. Returns (q_d, qd_d, qdd_d, clamped)."""
+        ``+-(velocity_limit - velocity_margin)``. Returns (q_d, qd_d, qdd_d, clamped).
+        """
         p = self.params
         m = 2.0 * p.position_margin
         lo, hi, vl, vm = p.position_lower, p.position_upper, p.velocity_limit, p.velocity_margin
@@ -916,13 +968,15 @@ class SafetySupervisor:
 
 
 class ReferenceWatchdog:
-    """Hold the last reference position (zero velocity and acceleration) when the reference
+    """
+    Hold the last reference position (zero velocity and acceleration) when the reference
     stops arriving.
 
     Parameters
     ----------
     timeout : float
         Maximum age of the last reference [s] before holding.
+
     """
 
     def __init__(self, timeout: float):
@@ -943,7 +997,8 @@ class ReferenceWatchdog:
         self.last_time = now
 
     def get(self, now: float) -> tuple[ReferenceSample | None, str | None]:
-        """The reference to use at ``now`` and a log line when the hold state changed.
+        """
+        The reference to use at ``now`` and a log line when the hold state changed.
 
         Returns ``(None, None)`` before the first reference. After ``timeout`` without a
         new sample: ``(q_last, 0, 0)`` and, once, ``'reference lost ...'``; when samples

@@ -1,4 +1,19 @@
-"""Joint sensors: ideal, encoder quantization, Gaussian noise, filtered velocity.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Joint sensors: ideal, encoder quantization, Gaussian noise, filtered velocity.
 
 Measured position ``q_m = quantize(q + n_q)`` with resolution ``2 pi / counts`` and
 ``n_q ~ N(0, position_noise_std^2)``. Measured velocity is either the simulated one plus
@@ -11,19 +26,20 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from manip_control.parameters import SensorParameters
+import numpy as np
 
 
 class JointSensors:
-    """Turns the simulated joint state into a measurement, one call per control tick.
+    """
+    Turns the simulated joint state into a measurement, one call per control tick.
 
     Parameters
     ----------
     params : SensorParameters
     period : float
         Sampling period [s] (the control period).
+
     """
 
     def __init__(self, params: SensorParameters, period: float):

@@ -1,4 +1,19 @@
-"""Offline closed loop: plant + controller + trajectory without ROS.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Offline closed loop: plant + controller + trajectory without ROS.
 
 The semantics are those of the ROS lockstep mode (see DEVELOPERS.md): at tick k,
 ``t_k = k T``, the sensors measure ``y_k``, the trajectory gives ``r_k = r(t_k)``, the
@@ -10,18 +25,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from manip_control.control import Controller
 from manip_control.parameters import Scenario
 from manip_control.plant import Plant
 from manip_control.sensors import JointSensors
 from manip_control.trajectories import trajectory_from_config
+import numpy as np
 
 
 @dataclass
 class SimulationResult:
-    """Per-tick records of a closed-loop run (arrays of shape (n,) or (n, 2)).
+    """
+    Per-tick records of a closed-loop run (arrays of shape (n,) or (n, 2)).
 
     Attributes
     ----------
@@ -29,6 +44,7 @@ class SimulationResult:
     q_d, qd_d, qdd_d : reference; tau_cmd : command after limits [N·m];
     tau_joint : actual actuator torque at the joint [N·m]; current : motor current [A];
     voltage : drive voltage [V]; saturated : command at its limit (bool).
+
     """
 
     scenario: Scenario
@@ -54,7 +70,8 @@ class SimulationResult:
 
 
 class ClosedLoop:
-    """Plant, sensors, controller and trajectory of one scenario, stepped tick by tick.
+    """
+    Plant, sensors, controller and trajectory of one scenario, stepped tick by tick.
 
     The ROS lockstep nodes and :func:`run_closed_loop` both drive these same objects.
     """
@@ -69,11 +86,13 @@ class ClosedLoop:
 
 
 def run_closed_loop(scenario: Scenario, duration: float | None = None) -> SimulationResult:
-    """Simulate ``scenario`` for ``duration`` seconds (default: the scenario's).
+    """
+    Simulate ``scenario`` for ``duration`` seconds (default: the scenario's).
 
     Returns
     -------
     SimulationResult
+
     """
     loop = ClosedLoop(scenario)
     plant, sensors, ctrl, traj = loop.plant, loop.sensors, loop.controller, loop.trajectory
@@ -110,7 +129,8 @@ def run_closed_loop(scenario: Scenario, duration: float | None = None) -> Simula
 
 
 def summarize(result: SimulationResult, late_window_start: float | None = None) -> dict:
-    """Tracking and effort figures of a run, per joint (lists of 2), as plain data.
+    """
+    Tracking and effort figures of a run, per joint (lists of 2), as plain data.
 
     The "late window" is ``t >= late_window_start`` (default: the scenario's), after the
     initial transient: RMS and max |e| there are the figures the lessons' bounds talk about.

@@ -1,4 +1,19 @@
-"""Joint-space reference trajectories for an n-joint arm (ROS-free, numpy/scipy only).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Joint-space reference trajectories for an n-joint arm (ROS-free, numpy/scipy only).
 
 Every trajectory returns the desired joint position ``q_d`` [rad], velocity ``qd_d`` [rad/s]
 and acceleration ``qdd_d`` [rad/s^2] at time ``t`` [s], and the three are exact derivatives
@@ -29,10 +44,10 @@ Frequencies are angular frequencies in rad/s (not Hz). Invalid data raise
 
 from __future__ import annotations
 
-import math
-import numbers
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+import math
+import numbers
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -64,7 +79,8 @@ class TrajectoryError(ValueError):
 
 
 class TrajectoryBounds(NamedTuple):
-    """Per-joint bounds of a trajectory over all times, arrays of shape ``(n_joints,)``.
+    """
+    Per-joint bounds of a trajectory over all times, arrays of shape ``(n_joints,)``.
 
     Attributes
     ----------
@@ -74,6 +90,7 @@ class TrajectoryBounds(NamedTuple):
         Largest ``|qd_d|`` [rad/s].
     acceleration_max : np.ndarray
         Largest ``|qdd_d|`` [rad/s^2].
+
     """
 
     position_min: np.ndarray
@@ -151,7 +168,8 @@ def _joint_vector(value: Any, name: str, n_joints: int | None) -> np.ndarray:
 
 def _broadcast_joint_params(
         params: dict[str, Any], n_joints: int | None) -> tuple[int, dict[str, np.ndarray]]:
-    """Parse parameters that are each a scalar (all joints) or one number per joint.
+    """
+    Parse parameters that are each a scalar (all joints) or one number per joint.
 
     ``params`` maps the full key name (used in messages) to the raw value. Returns the number
     of joints and the parameters broadcast to shape ``(n,)``.
@@ -200,7 +218,8 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 class Trajectory:
-    """Common interface of all joint-space reference trajectories.
+    """
+    Common interface of all joint-space reference trajectories.
 
     Subclasses implement :meth:`sample`, :meth:`sample_many`, :meth:`bounds` and set
     ``_n`` (number of joints) and ``_end_time``.
@@ -216,7 +235,8 @@ class Trajectory:
 
     @property
     def end_time(self) -> float:
-        """Time [s] from which the reference is constant (``qd_d = qdd_d = 0``).
+        """
+        Time [s] from which the reference is constant (``qd_d = qdd_d = 0``).
 
         ``math.inf`` for the periodic types (:class:`Sinusoid`, :class:`SumOfSinusoids`),
         ``0.0`` for :class:`Hold`.
@@ -224,7 +244,8 @@ class Trajectory:
         return self._end_time
 
     def sample(self, t: float) -> Sample:
-        """Reference at time ``t``.
+        """
+        Reference at time ``t``.
 
         Parameters
         ----------
@@ -236,11 +257,13 @@ class Trajectory:
         q_d, qd_d, qdd_d : np.ndarray
             Fresh float64 arrays of shape ``(n_joints,)``: position [rad], velocity [rad/s]
             and acceleration [rad/s^2].
+
         """
         raise NotImplementedError
 
     def sample_many(self, t: Any) -> Sample:
-        """Vectorised :meth:`sample`.
+        """
+        Vectorised :meth:`sample`.
 
         Parameters
         ----------
@@ -251,6 +274,7 @@ class Trajectory:
         -------
         q_d, qd_d, qdd_d : np.ndarray
             Arrays of shape ``(N, n_joints)``; row ``k`` equals ``sample(t[k])``.
+
         """
         raise NotImplementedError
 
@@ -260,7 +284,8 @@ class Trajectory:
 
 
 class Sinusoid(Trajectory):
-    r"""Per-joint sinusoid.
+    r"""
+    Per-joint sinusoid.
 
     .. math::
 
@@ -293,6 +318,7 @@ class Sinusoid(Trajectory):
     ------
     TrajectoryError
         Non-numeric or non-finite values, inconsistent lengths, negative frequency.
+
     """
 
     def __init__(self, amplitude: Any, frequency: Any, offset: Any = 0.0, phase: Any = 0.0,
@@ -350,7 +376,8 @@ class Sinusoid(Trajectory):
 
 
 class SumOfSinusoids(Trajectory):
-    r"""Per-joint sum of sinusoids (multisine excitation for parameter identification).
+    r"""
+    Per-joint sum of sinusoids (multisine excitation for parameter identification).
 
     .. math::
 
@@ -386,6 +413,7 @@ class SumOfSinusoids(Trajectory):
     -----
     :meth:`bounds` uses :math:`\sum_k |A_{jk}|` (times :math:`\omega` or :math:`\omega^2`),
     the supremum for rationally independent frequencies and a conservative bound otherwise.
+
     """
 
     def __init__(self, amplitudes: Any, frequencies: Any, phases: Any = None,
@@ -490,7 +518,8 @@ class SumOfSinusoids(Trajectory):
 
 
 class Quintic(Trajectory):
-    r"""Point-to-point quintic with zero velocity and acceleration at both ends.
+    r"""
+    Point-to-point quintic with zero velocity and acceleration at both ends.
 
     With :math:`T` the duration, :math:`s = (t - t_0)/T` clipped to :math:`[0, 1]` and
     :math:`\Delta = q_{goal} - q_{start}`:
@@ -524,6 +553,7 @@ class Quintic(Trajectory):
     q_start, q_goal : np.ndarray
         Read-only, shape ``(n_joints,)``.
     duration, t_start : float
+
     """
 
     def __init__(self, q_start: Any, q_goal: Any, duration: Any, t_start: Any = 0.0, *,
@@ -591,7 +621,8 @@ class Quintic(Trajectory):
 
 def _quintic_hermite(h: np.ndarray, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray,
                      p1: np.ndarray, v1: np.ndarray, a1: np.ndarray) -> np.ndarray:
-    r"""Power-basis coefficients ``c[..., 0:6]`` of quintics on :math:`\tau \in [0, h]`.
+    r"""
+    Power-basis coefficients ``c[..., 0:6]`` of quintics on :math:`\tau \in [0, h]`.
 
     :math:`q(\tau) = \sum_i c_i \tau^i` with :math:`q, \dot q, \ddot q` equal to
     ``(p0, v0, a0)`` at :math:`\tau = 0` and ``(p1, v1, a1)`` at :math:`\tau = h`.
@@ -605,7 +636,8 @@ def _quintic_hermite(h: np.ndarray, p0: np.ndarray, v0: np.ndarray, a0: np.ndarr
 
 
 class Waypoints(Trajectory):
-    r"""C2 path through timed waypoints, piecewise quintic, holding the end waypoints.
+    r"""
+    C2 path through timed waypoints, piecewise quintic, holding the end waypoints.
 
     Between consecutive waypoints each joint follows a quintic
     :math:`q(\tau) = \sum_{i=0}^5 c_i \tau^i`, :math:`\tau = t - t_k \in [0, h_k]`, with
@@ -642,6 +674,7 @@ class Waypoints(Trajectory):
     positions, knot_velocities, knot_accelerations : np.ndarray
         Read-only, shape ``(m, n_joints)``: position [rad], velocity [rad/s] and
         acceleration [rad/s^2] of the path at each waypoint.
+
     """
 
     def __init__(self, times: Any, positions: Any, velocities: Any = None, *,
@@ -732,7 +765,8 @@ class Waypoints(Trajectory):
 
     @staticmethod
     def _c3_accelerations(h: np.ndarray, pos: np.ndarray, vel: np.ndarray) -> np.ndarray:
-        r"""Interior knot accelerations making the quintic Hermite path's jerk continuous.
+        r"""
+        Interior knot accelerations making the quintic Hermite path's jerk continuous.
 
         Jerk at the start/end of a segment (length h, data p0 v0 a0 -> p1 v1 a1, Δ = p1-p0):
         :math:`j_0 = 60Δ/h^3 - (24v_1+36v_0)/h^2 - (9a_0-3a_1)/h`,
@@ -827,7 +861,8 @@ def _roots_in(coef: np.ndarray, h: float) -> list[float]:
 
 
 class Hold(Trajectory):
-    r"""Constant position: :math:`q_d = q_h`, :math:`\dot q_d = \ddot q_d = 0`.
+    r"""
+    Constant position: :math:`q_d = q_h`, :math:`\dot q_d = \ddot q_d = 0`.
 
     Parameters
     ----------
@@ -837,6 +872,7 @@ class Hold(Trajectory):
         Expected number of joints.
     path : str, optional
         Prefix of the key names in error messages.
+
     """
 
     def __init__(self, position: Any, *, n_joints: int | None = None,
@@ -903,7 +939,8 @@ TRAJECTORY_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...],
 
 def trajectory_from_config(cfg: Mapping[str, Any], n_joints: int, *,
                            path: str = 'trajectory') -> Trajectory:
-    """Build a trajectory from a plain dict (e.g. parsed YAML).
+    """
+    Build a trajectory from a plain dict (e.g. parsed YAML).
 
     Parameters
     ----------
@@ -934,6 +971,7 @@ def trajectory_from_config(cfg: Mapping[str, Any], n_joints: int, *,
         Not a mapping; missing, unknown or non-string ``type``; unknown or missing keys; any
         invalid value. The message starts with the offending key path, e.g.
         ``trajectory.duration: must be > 0 s (got 0.0)``.
+
     """
     n = _check_n_joints(n_joints)
     if n is None:
@@ -967,7 +1005,8 @@ def trajectory_from_config(cfg: Mapping[str, Any], n_joints: int, *,
 def validate_limits(traj: Trajectory, position_limits: Any = None, velocity_limits: Any = None,
                     acceleration_limits: Any = None, *,
                     joint_names: Sequence[str] | None = None, path: str = 'trajectory') -> None:
-    """Check a trajectory against joint limits over its whole time axis.
+    """
+    Check a trajectory against joint limits over its whole time axis.
 
     Uses :meth:`Trajectory.bounds`, which is exact for every type (including overshoot of a
     :class:`Waypoints` path between waypoints) except :class:`SumOfSinusoids`, where it is
@@ -993,6 +1032,7 @@ def validate_limits(traj: Trajectory, position_limits: Any = None, velocity_limi
     TrajectoryError
         A limit is exceeded (message names the joint, the reached value and the limit) or a
         limit argument is malformed.
+
     """
     n = traj.n_joints
     names = [f'joints[{j}]' for j in range(n)] if joint_names is None else list(joint_names)

@@ -1,4 +1,19 @@
-"""URDF description of the planar 2R arm, generated from the same parameters as the model.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+URDF description of the planar 2R arm, generated from the same parameters as the model.
 
 Frames (REP 103, z up in ``world``): the arm moves in the world x-z plane. ``base_link`` is
 ``world`` rotated by +90 deg about x (rpy ``pi/2 0 0``), so in ``base_link`` the model's
@@ -24,15 +39,19 @@ element; it is given in a comment and the gear ratio in a ``<transmission>``.
 from __future__ import annotations
 
 import argparse
-import math
-import sys
 from dataclasses import dataclass
+import math
 from pathlib import Path
+import sys
 from typing import Sequence
 from xml.sax.saxutils import quoteattr
 
-from manip_control.parameters import (ArmParameters, FrictionParameters, ParameterError,
-                                      PlantParameters, Scenario, load_scenario)
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import ParameterError
+from manip_control.parameters import PlantParameters
+from manip_control.parameters import Scenario
 
 ROBOT_NAME = 'manip_2r'
 #: Joint position limits [rad]: joint 1 one full turn, joint 2 stops 0.35 rad short of
@@ -51,7 +70,8 @@ class JointLimit:
 
 
 def joint_limits(plant: PlantParameters) -> tuple[JointLimit, JointLimit]:
-    """Limits of the two joints of ``plant``.
+    """
+    Limits of the two joints of ``plant``.
 
     Position: :data:`POSITION_LIMITS`. Motor actuator: effort = peak torque
     ``eta N k_t i_max``, velocity = no-load speed ``V_max / (k_e N)``. Ideal actuator: effort =
@@ -124,7 +144,8 @@ def urdf_string(arm: ArmParameters, friction: Sequence[FrictionParameters],
                 limits: Sequence[JointLimit], joints: Sequence[str] = ('joint1', 'joint2'),
                 name: str = ROBOT_NAME, gear_ratios: Sequence[float] | None = None,
                 rotor_inertia: Sequence[float] = (0.0, 0.0), source: str = '') -> str:
-    """The URDF XML text of the arm.
+    """
+    The URDF XML text of the arm.
 
     Parameters
     ----------
@@ -143,6 +164,7 @@ def urdf_string(arm: ArmParameters, friction: Sequence[FrictionParameters],
         Reflected rotor inertia [kg m^2], documented in a comment (no URDF element).
     source : str
         Where the parameters came from (comment).
+
     """
     radius = 0.04
     source = source.replace('--', '- -')     # not allowed inside an XML comment

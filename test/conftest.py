@@ -1,4 +1,19 @@
-"""Shared test fixtures: a session-unique ROS_DOMAIN_ID, rclpy contexts, process helpers.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Shared test fixtures: a session-unique ROS_DOMAIN_ID, rclpy contexts, process helpers.
 
 The domain id is derived from the pytest process id (1..100, never 0) and put into
 ``os.environ`` at import, before any rclpy.init in this process; every subprocess started
@@ -13,11 +28,11 @@ them (SIGINT, then SIGKILL) at the end of the test, pass or fail.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -171,7 +186,8 @@ class Probe:
         self.msgs: dict[str, list] = {}
 
     def sub(self, msg_type, topic: str, depth: int = 1000):
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.qos import QoSProfile
+        from rclpy.qos import ReliabilityPolicy
         self.msgs[topic] = []
         qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
         return self.node.create_subscription(msg_type, topic, self.msgs[topic].append, qos)

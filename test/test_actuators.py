@@ -1,4 +1,19 @@
-"""Tests of manip_control.actuators: DC motor armature, PI current drive, limits.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tests of manip_control.actuators: DC motor armature, PI current drive, limits.
 
 References are closed forms: a locked rotor (qd = 0) under a constant voltage V has
 ``i(t) = V/R (1 - exp(-R t / L))``; a PI current loop tuned by pole-zero cancellation
@@ -8,26 +23,21 @@ References are closed forms: a locked rotor (qd = 0) under a constant voltage V 
 
 import math
 
+from manip_control.actuators import clamp
+from manip_control.actuators import current_derivative
+from manip_control.actuators import current_reference
+from manip_control.actuators import drive_voltage
+from manip_control.actuators import motor_derivatives
+from manip_control.actuators import motor_torque
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import DEFAULT_MOTORS
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import MotorParameters
+from manip_control.parameters import PlantParameters
+from manip_control.plant import Plant
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
-
-from manip_control.actuators import (
-    clamp,
-    current_derivative,
-    current_reference,
-    drive_voltage,
-    motor_derivatives,
-    motor_torque,
-)
-from manip_control.parameters import (
-    DEFAULT_MOTORS,
-    ArmParameters,
-    FrictionParameters,
-    MotorParameters,
-    PlantParameters,
-)
-from manip_control.plant import Plant
 
 WC = 2.0 * math.pi * 300.0
 

@@ -1,23 +1,40 @@
-"""Tests of manip-analyze (manip_control.bag_analysis) on synthetic runs with known signals,
-on the real iiwa fixture (figures recomputed with a plain rosbags loop) and for CLI errors."""
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tests of manip-analyze (manip_control.bag_analysis) on synthetic runs with known signals,
+on the real iiwa fixture (figures recomputed with a plain rosbags loop) and for CLI errors.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 
+from manip_control import bag_analysis
+from manip_control.bag_analysis import main
+from manip_control.bag_analysis import mechanical_energy
+from manip_control.bag_io import BagWriter
 import numpy as np
 import pytest
 from rosbags.rosbag2 import Reader
-from rosbags.typesys import Stores, get_typestore
-
-from manip_control import bag_analysis
-from manip_control.bag_analysis import main, mechanical_energy
-from manip_control.bag_io import BagWriter
+from rosbags.typesys import get_typestore
+from rosbags.typesys import Stores
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / '..' / 'shared' / 'fixtures' / 'real_bags' / 'iiwa_effort_humble'
@@ -57,8 +74,10 @@ def _jt(ns, names, pos, vel):
 
 def write_run(path: Path, *, stamps, recv, q, qd, tau, ref=None, cmds=None, js_cmds=None,
               motor=None, params=None, storage='mcap') -> Path:
-    """Write a synthetic run. ref = (stamps, recv, q_d, qd_d); cmds = (recv, u);
-    js_cmds = (stamps, recv, u, q_d, qd_d); motor = (stamps, recv, i, v, i_ref)."""
+    """
+    Write a synthetic run. ref = (stamps, recv, q_d, qd_d); cmds = (recv, u);
+    js_cmds = (stamps, recv, u, q_d, qd_d); motor = (stamps, recv, i, v, i_ref).
+    """
     with BagWriter(path, storage=storage) as w:
         w.add_topic('/joint_states', JS)
         for k in range(len(stamps)):
@@ -91,8 +110,10 @@ MOTORS = [{'Jm': 1e-5, 'N': 100.0, 'i_max': 15.0}, {'Jm': 5e-6, 'N': 50.0, 'i_ma
 
 @pytest.fixture(scope='module')
 def tracking_run(tmp_path_factory):
-    """3 s at 1 kHz, sinusoidal reference, known error e = q - q_d, F64 commands with a
-    clipped joint, motor telemetry, 250 µs command latency."""
+    """
+    3 s at 1 kHz, sinusoidal reference, known error e = q - q_d, F64 commands with a
+    clipped joint, motor telemetry, 250 µs command latency.
+    """
     n = 3000
     k = np.arange(n)
     t = k / 1000.0

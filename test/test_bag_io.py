@@ -1,31 +1,46 @@
-"""Tests of manip_control.bag_io: writer (metadata v8, definitions, QoS, params), reader
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tests of manip_control.bag_io: writer (metadata v8, definitions, QoS, params), reader
 (directories, bare files, trailing bytes, corrupt files, undecodable topics) and the fast
-bulk decoders checked against the rosbags deserializer."""
+bulk decoders checked against the rosbags deserializer.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 import shutil
 import sqlite3
-from pathlib import Path
 
+from manip_control.bag_io import BagError
+from manip_control.bag_io import BagReader
+from manip_control.bag_io import BagWriter
+from manip_control.bag_io import DecodeError
+from manip_control.bag_io import deserialize_tolerant
+from manip_control.bag_io import make_qos
+from manip_control.bag_io import read_params
+from manip_control.bag_io import write_params
 import numpy as np
 import pytest
-import yaml
 from rosbags.highlevel import AnyReader
-from rosbags.rosbag2 import Reader, Writer
+from rosbags.rosbag2 import Reader
+from rosbags.rosbag2 import Writer
 from rosbags.serde import SerdeError
-from rosbags.typesys import Stores, get_typestore
-
-from manip_control.bag_io import (
-    BagError,
-    BagReader,
-    BagWriter,
-    DecodeError,
-    deserialize_tolerant,
-    make_qos,
-    read_params,
-    write_params,
-)
+from rosbags.typesys import get_typestore
+from rosbags.typesys import Stores
+import yaml
 
 TS = get_typestore(Stores.ROS2_JAZZY)
 T = TS.types
@@ -394,7 +409,9 @@ def test_sqlite_storage_is_plain_sqlite(tmp_path):
 @pytest.mark.parametrize('storage', STORAGES)
 def test_metadata_versions_and_compression(tmp_path, version, storage):
     """Bags written by other tools: metadata v9 (and v4, rewritten), zstd compression."""
-    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin
+    from rosbags.rosbag2 import CompressionFormat
+    from rosbags.rosbag2 import CompressionMode
+    from rosbags.rosbag2 import StoragePlugin
     for mode in (None, CompressionMode.FILE, CompressionMode.MESSAGE):
         bag = tmp_path / f'bag_{mode}'
         w = Writer(bag, version=9, storage_plugin=StoragePlugin[storage.upper()])
@@ -425,9 +442,10 @@ def test_qos_from_rclpy_like_profile():
     from enum import IntEnum
     from types import SimpleNamespace
 
-    from rosbags.interfaces import QosDurability, QosReliability, QosTime
-
     from manip_control.bag_io import qos_from_profile
+    from rosbags.interfaces import QosDurability
+    from rosbags.interfaces import QosReliability
+    from rosbags.interfaces import QosTime
 
     class Policy(IntEnum):
         A = 1

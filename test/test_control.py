@@ -1,17 +1,36 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Control laws: cross-checks, perfect-model error dynamics, gravity-mismatch steady state."""
 
 import dataclasses
 import math
 
+from manip_control.control import computed_torque
+from manip_control.control import Controller
+from manip_control.control import pd_gravity
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import ControllerParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import NominalModel
+from manip_control.parameters import ParameterError
+from manip_control.simulation import run_closed_loop
 import numpy as np
 import pytest
 from scipy.optimize import fsolve
-
-from manip_control.control import Controller, computed_torque, pd_gravity
-from manip_control.dynamics import TwoLinkModel
-from manip_control.parameters import (ArmParameters, ControllerParameters, FrictionParameters,
-                                      NominalModel, ParameterError, load_scenario)
-from manip_control.simulation import run_closed_loop
 
 ARM = ArmParameters()
 RNG = np.random.default_rng(7)
@@ -72,7 +91,8 @@ def _mismatch_controller(law, kp, kd):
 @pytest.mark.parametrize('law,kp,kd', [('pd_gravity', (60.0, 30.0), (20.0, 8.0)),
                                        ('computed_torque', (25.0, 16.0), (10.0, 8.0))])
 def test_gravity_mismatch_steady_state_error(law, kp, kd):
-    """Set-point hold with wrong masses: the error settles where the law balances delta_g.
+    """
+    Set-point hold with wrong masses: the error settles where the law balances delta_g.
 
     PD + gravity: ``Kp e = -delta_g(q_d + e)``; computed torque: ``M^(q) Kp e = -delta_g(q)``
     with ``delta_g = g - g^`` (solved here with fsolve, independently of the simulation).

@@ -1,13 +1,31 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """2R rigid-body dynamics against the seed-004 numbers and independent derivations."""
 
 import math
 
+from manip_control.dynamics import coriolis_matrix
+from manip_control.dynamics import forward_dynamics
+from manip_control.dynamics import gravity_vector
+from manip_control.dynamics import inertia_matrix
+from manip_control.dynamics import inverse_dynamics
+from manip_control.dynamics import ShapeError
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import ArmParameters
 import numpy as np
 import pytest
-
-from manip_control.dynamics import (ShapeError, TwoLinkModel, coriolis_matrix, forward_dynamics,
-                                    gravity_vector, inertia_matrix, inverse_dynamics)
-from manip_control.parameters import ArmParameters
 
 SEED004 = ArmParameters(m1=1.0, m2=1.0, l1=1.0, l2=1.0, lc1=0.5, lc2=0.5, I1=1 / 12, I2=1 / 12)
 SEED001 = ArmParameters(m1=3.0, m2=2.0, l1=1.0, l2=1.0, lc1=0.5, lc2=0.5, I1=0.2, I2=0.1)
@@ -31,7 +49,8 @@ def test_seed004_torque_for_unit_acceleration():
 
 
 def _lagrangian_terms(q, qd, arm):
-    """M, c, g from point-mass + rod kinematics (independent of the closed form).
+    """
+    M, c, g from point-mass + rod kinematics (independent of the closed form).
 
     Kinetic energy from the CoM velocities (Jacobians) and the link rotations; c from the
     Christoffel symbols of M differentiated numerically; g from the potential by

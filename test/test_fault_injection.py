@@ -1,4 +1,19 @@
-"""Fault-injection tests of issue 6: real node processes (``python -m manip_control.nodes.*
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fault-injection tests of issue 6: real node processes (``python -m manip_control.nodes.*
 --ros-args ...``), real DDS, this session's own ROS_DOMAIN_ID (test/conftest.py), every
 process stopped at the end.
 
@@ -59,9 +74,11 @@ REALTIME = ('-p', 'mode:=realtime')
 
 
 class Probe:
-    """A test-side node spun in a background thread; every message is kept with its arrival
+    """
+    A test-side node spun in a background thread; every message is kept with its arrival
     time (time.monotonic). Only the topics a test reads are subscribed: a Python probe
-    cannot keep up with several 1 kHz topics on a loaded machine."""
+    cannot keep up with several 1 kHz topics on a loaded machine.
+    """
 
     TOPICS = {'diag': (DiagnosticArray, '/controller/diagnostics'),
               'plant_diag': (DiagnosticArray, '/plant/diagnostics'),
@@ -184,8 +201,10 @@ def no_traceback(procs, *ps):
 
 
 def assert_finite_outputs(probe):
-    """No NaN / Inf in anything the nodes published (the probe's own injected messages,
-    stamped 0, are skipped)."""
+    """
+    No NaN / Inf in anything the nodes published (the probe's own injected messages,
+    stamped 0, are skipped).
+    """
     for key in ('cmds', 'jcmds', 'states'):
         for _, m in probe.get(key):
             if key != 'cmds' and m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0:
@@ -346,9 +365,11 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
 
 
 def test_kill_trajectory_lockstep_does_not_stall(fi):
-    """Lockstep: the plant waits for the command of each tick and the controller for the
+    """
+    Lockstep: the plant waits for the command of each tick and the controller for the
     reference of each tick; with the trajectory node dead, the controller answers with the
-    held reference after reference_timeout, so the simulation goes on."""
+    held reference after reference_timeout, so the simulation goes on.
+    """
     procs, make_probe = fi
     probe = make_probe(('diag', 'jcmds'))
     lockstep = ('-p', 'mode:=lockstep', '-p', 'use_sim_time:=true')
@@ -380,8 +401,10 @@ def test_kill_trajectory_lockstep_does_not_stall(fi):
 
 
 def test_envelope_hold_and_runtime_parameters(fi):
-    """Position / velocity envelope with hysteresis and the hold command, on the real node fed
-    by the probe; runtime parameter updates validated (refused with the reason)."""
+    """
+    Position / velocity envelope with hysteresis and the hold command, on the real node fed
+    by the probe; runtime parameter updates validated (refused with the reason).
+    """
     from rclpy.parameter import Parameter
     from rclpy.parameter_client import AsyncParameterClient
     procs, make_probe = fi
@@ -716,10 +739,12 @@ def _bad_values(spec):
 
 
 def test_every_invalid_controller_parameter_is_named(ros_context):
-    """Every controller parameter (the core's controller and nominal-model validation, the
+    """
+    Every controller parameter (the core's controller and nominal-model validation, the
     node's own and the safety ones): each invalid value stops the node at start with an
     error naming that parameter (the process path, exit code 2 and nothing published, is
-    checked on a sample in test_invalid_parameter_files_exit_with_clear_error)."""
+    checked on a sample in test_invalid_parameter_files_exit_with_clear_error).
+    """
     from conftest import make_node
     from manip_control.nodes.controller_node import ControllerNode
     from manip_control.nodes.controller_safety import safety_specs

@@ -1,10 +1,24 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Tests of manip_control.friction: viscous + smoothed Coulomb (+ Stribeck) joint friction."""
 
+from manip_control.friction import friction_torque
+from manip_control.friction import friction_torque_scalar
+from manip_control.parameters import FrictionParameters
 import numpy as np
 import pytest
-
-from manip_control.friction import friction_torque, friction_torque_scalar
-from manip_control.parameters import FrictionParameters
 
 FR = (FrictionParameters(b=0.5, tau_c=0.8, eps=0.01),
       FrictionParameters(b=0.3, tau_c=0.4, eps=0.05))

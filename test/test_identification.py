@@ -1,4 +1,19 @@
-"""Parameter identification from a recorded (simulated) bag of the excitation run.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Parameter identification from a recorded (simulated) bag of the excitation run.
 
 References are independent of the estimator: the true base parameters are computed from the
 plant's physical parameters, and the identified nominal model is compared with the plant
@@ -10,21 +25,30 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from manip_control.dynamics import TwoLinkModel
+from manip_control.friction import friction_torque
+from manip_control.identification import BASE_NAMES
+from manip_control.identification import base_parameters
+from manip_control.identification import IdentificationError
+from manip_control.identification import identify
+from manip_control.identification import main
+from manip_control.identification import nominal_from_estimate
+from manip_control.identification import physical_from_base
+from manip_control.identification import read_joint_states
+from manip_control.identification import regressor
+from manip_control.identification import scenario_with_nominal
+from manip_control.identification import write_joint_states_bag
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import NominalModel
+from manip_control.simulation import run_closed_loop
+from manip_control.trajectories import trajectory_from_config
+from manip_control.trajectories import validate_limits
+from manip_control.urdf import joint_limits
 import numpy as np
 import pytest
 import yaml
-
-from manip_control.dynamics import TwoLinkModel
-from manip_control.friction import friction_torque
-from manip_control.identification import (BASE_NAMES, IdentificationError, base_parameters,
-                                          identify, main, nominal_from_estimate,
-                                          physical_from_base, read_joint_states, regressor,
-                                          scenario_with_nominal, write_joint_states_bag)
-from manip_control.parameters import (ArmParameters, FrictionParameters, NominalModel,
-                                      load_scenario)
-from manip_control.simulation import run_closed_loop
-from manip_control.trajectories import trajectory_from_config, validate_limits
-from manip_control.urdf import joint_limits
 
 REAL_BAG = (Path(__file__).resolve().parent.parent.parent / 'shared' / 'fixtures' / 'real_bags'
             / 'iiwa_effort_humble')
@@ -87,8 +111,10 @@ def test_regressor_reproduces_inverse_dynamics_and_friction():
 
 
 def _check_same_dynamics(nominal: NominalModel, plant, rtol):
-    """M, c, g and friction of the nominal model equal the plant's within rtol (relative to
-    the largest entry)."""
+    """
+    M, c, g and friction of the nominal model equal the plant's within rtol (relative to
+    the largest entry).
+    """
     mod = TwoLinkModel(nominal.arm, nominal.rotor_inertia)
     ref = TwoLinkModel(plant.arm, plant.reflected_inertia)
     rng = np.random.default_rng(5)

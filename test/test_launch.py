@@ -1,4 +1,19 @@
-"""Static checks of the launch files (launch_ros is not installable here).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Static checks of the launch files (launch_ros is not installable here).
 
 Every executable, parameter file and launch argument a launch file names must exist: the
 files are parsed with ``ast`` (and executed once against stand-in ``launch`` / ``launch_ros``
@@ -11,15 +26,14 @@ from __future__ import annotations
 
 import ast
 import importlib
+from pathlib import Path
 import sys
 import types
 import xml.etree.ElementTree as ET
-from pathlib import Path
-
-import pytest
-import yaml
 
 from manip_control.nodes import ros_params as rp
+import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_FILES = [ROOT / 'launch' / 'sim.launch.py', ROOT / 'launch' / 'hardware.launch.py']

@@ -1,4 +1,19 @@
-"""launch_testing test of launch/sim.launch.py: the three nodes as separate processes on sim
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+launch_testing test of launch/sim.launch.py: the three nodes as separate processes on sim
 time exchange messages and the plant finishes its run.
 
 Runs where launch_ros and launch_testing are importable (a sourced ROS 2 distribution with

@@ -1,3 +1,17 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """CDR codec of the hot-path messages against rclpy's own serialization, both directions."""
 
 import math
@@ -125,8 +139,10 @@ def test_nan_passes_the_codec_and_is_caught_later():
 
 
 def test_layout_cache_never_mixes_shapes():
-    """The fast path (same shape as a cached message) agrees with rclpy for every message of
-    a stream that mixes names, name orders, array lengths and values of equal byte length."""
+    """
+    The fast path (same shape as a cached message) agrees with rclpy for every message of
+    a stream that mixes names, name orders, array lengths and values of equal byte length.
+    """
     rng = random.Random(5)
     shapes = [(['ab', 'cd'], 2, 2, 2), (['xy', 'zw'], 2, 2, 2), (['cd', 'ab'], 2, 2, 2),
               (['ab', 'cd'], 2, 0, 2), (['ab', 'cd'], 2, 2, 0), (['a', 'b', 'c'], 3, 3, 0),

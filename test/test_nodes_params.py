@@ -1,12 +1,26 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """ROS parameters of the nodes: conversion to/from the core, descriptors, error messages."""
 
 import math
 
+from manip_control.nodes import ros_params as rp
+from manip_control.parameters import load_scenario
+from manip_control.parameters import ParameterError
 import pytest
 import yaml
-
-from manip_control.nodes import ros_params as rp
-from manip_control.parameters import ParameterError, load_scenario
 
 ROOT = __import__('pathlib').Path(__file__).resolve().parent.parent
 

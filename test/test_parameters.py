@@ -1,27 +1,38 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Tests of manip_control.parameters: presets, default motor sizing, validation, round trip."""
 
 import copy
 import math
 from pathlib import Path
 
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import controller_from_dict
+from manip_control.parameters import ControllerParameters
+from manip_control.parameters import DEFAULT_MOTORS
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import gains_from_frequency
+from manip_control.parameters import load_scenario
+from manip_control.parameters import MotorParameters
+from manip_control.parameters import ParameterError
+from manip_control.parameters import PlantParameters
+from manip_control.parameters import Scenario
+from manip_control.parameters import scenario_from_dict
+from manip_control.parameters import SensorParameters
 import pytest
 import yaml
-
-from manip_control.parameters import (
-    DEFAULT_MOTORS,
-    ArmParameters,
-    ControllerParameters,
-    FrictionParameters,
-    MotorParameters,
-    ParameterError,
-    PlantParameters,
-    Scenario,
-    SensorParameters,
-    controller_from_dict,
-    gains_from_frequency,
-    load_scenario,
-    scenario_from_dict,
-)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / 'config'
 CORE_KEYS = {'scenario', 'plant', 'controller', 'trajectory'}

@@ -1,16 +1,33 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Plant integrator accuracy against scipy Radau, energy conservation, actuator modes."""
 
 import dataclasses
 import math
 
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import PlantParameters
+from manip_control.plant import Plant
+from manip_control.plant import plant_dynamics
+from manip_control.simulation import ClosedLoop
+from manip_control.simulation import run_closed_loop
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
-
-from manip_control.dynamics import TwoLinkModel
-from manip_control.parameters import FrictionParameters, PlantParameters, load_scenario
-from manip_control.plant import Plant, plant_dynamics
-from manip_control.simulation import ClosedLoop, run_closed_loop
 
 NO_FRICTION = (FrictionParameters(b=0.0, tau_c=0.0), FrictionParameters(b=0.0, tau_c=0.0))
 
@@ -29,7 +46,8 @@ def _radau_period(x, t, period, u, plant):
 
 
 def test_closed_loop_matches_radau_over_10s_seed001_with_motor_model():
-    """Issue requirement: max |q - q_ref| <= 1e-6 rad over 10 s against Radau (rtol 1e-10).
+    """
+    Issue requirement: max |q - q_ref| <= 1e-6 rad over 10 s against Radau (rtol 1e-10).
 
     The reference is the same closed loop (same controller, same trajectory, same 1 kHz
     zero-order hold) with the plant ODE solved by Radau over each held period.
@@ -55,7 +73,8 @@ def test_closed_loop_matches_radau_over_10s_seed001_with_motor_model():
 
 
 def test_open_loop_replay_matches_radau_while_well_conditioned():
-    """The same held commands replayed open loop: compared over the first 3 s.
+    """
+    The same held commands replayed open loop: compared over the first 3 s.
 
     Without feedback the arm is unstable about the sinusoid's upper half (differences grow
     about e^{4 t}): over 10 s two tight-tolerance references (Radau rtol 1e-10 vs DOP853

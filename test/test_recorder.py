@@ -1,6 +1,22 @@
-"""Recording: a real rosbag2 bag (metadata version 8, MCAP or sqlite3) written from raw CDR,
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Recording: a real rosbag2 bag (metadata version 8, MCAP or sqlite3) written from raw CDR,
 nothing lost at 1 kHz for 60 s, the resolved parameters beside metadata.yaml, the standalone
-recorder node."""
+recorder node.
+"""
 
 import time
 from dataclasses import replace

@@ -1,3 +1,17 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Monte Carlo robustness study: seeded draws, ISS-style bound, gains and mismatch trends."""
 
 from __future__ import annotations
@@ -5,13 +19,18 @@ from __future__ import annotations
 import csv
 import math
 
+from manip_control.parameters import load_scenario
+from manip_control.robustness import gain_sets
+from manip_control.robustness import h_l1_norm
+from manip_control.robustness import main
+from manip_control.robustness import make_specs
+from manip_control.robustness import PERTURBED
+from manip_control.robustness import perturbed_nominal
+from manip_control.robustness import run_study
+from manip_control.robustness import summarize
 import numpy as np
 import pytest
 from scipy.signal import impulse
-
-from manip_control.parameters import load_scenario
-from manip_control.robustness import (PERTURBED, gain_sets, h_l1_norm, main, make_specs,
-                                      perturbed_nominal, run_study, summarize)
 
 
 @pytest.fixture(scope='module')

@@ -1,4 +1,19 @@
-"""Unit tests of manip_control.safety (ROS-free).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Unit tests of manip_control.safety (ROS-free).
 
 Gravity torques are checked against the closed form written out here, and against a
 central difference of the potential energy computed here from first principles, never
@@ -9,18 +24,32 @@ import array
 import math
 from types import SimpleNamespace
 
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import ParameterError
+from manip_control.parameters import PlantParameters
+from manip_control.plant import Plant
+from manip_control.safety import clamp_torque
+from manip_control.safety import hold_torque
+from manip_control.safety import map_array_command
+from manip_control.safety import map_joint_state
+from manip_control.safety import map_joint_state_message
+from manip_control.safety import map_reference
+from manip_control.safety import map_trajectory_message
+from manip_control.safety import Mode
+from manip_control.safety import ReferenceSample
+from manip_control.safety import ReferenceWatchdog
+from manip_control.safety import Refusal
+from manip_control.safety import RefusalCounter
+from manip_control.safety import RefusalReason
+from manip_control.safety import SafeReason
+from manip_control.safety import safety_from_dict
+from manip_control.safety import SafetyParameters
+from manip_control.safety import SafetySupervisor
+from manip_control.safety import validate_parameter_update
+from manip_control.safety import validate_parameter_updates
 import numpy as np
 import pytest
-
-from manip_control.dynamics import TwoLinkModel
-from manip_control.parameters import ArmParameters, ParameterError, PlantParameters
-from manip_control.plant import Plant
-from manip_control.safety import (
-    Mode, ReferenceSample, ReferenceWatchdog, Refusal, RefusalCounter, RefusalReason,
-    SafeReason, SafetyParameters, SafetySupervisor, clamp_torque, hold_torque,
-    map_array_command, map_joint_state, map_joint_state_message, map_reference,
-    map_trajectory_message, safety_from_dict, validate_parameter_update,
-    validate_parameter_updates)
 
 J = ('joint1', 'joint2')
 NAN, INF = float('nan'), float('inf')
@@ -491,9 +520,11 @@ def test_safe_torque_per_reason():
 
 
 def test_hold_mode_holds_the_simulated_arm():
-    """Closed loop on an ideal-actuator plant with the exact model: a state timeout at rest
+    """
+    Closed loop on an ideal-actuator plant with the exact model: a state timeout at rest
     keeps the arm where it was (pure gravity hold); a position fault brings it back just
-    inside and the supervisor resumes."""
+    inside and the supervisor resumes.
+    """
     plant_p = PlantParameters(actuator='ideal', rotor_inertia=False, torque_limit=(1e3, 1e3),
                               initial_position=(0.4, 0.3))
     T = 1e-3

@@ -1,12 +1,25 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Tests of manip_control.sensors: ideal, quantized, noisy and filtered-difference sensors."""
 
 import math
 
-import numpy as np
-import pytest
-
 from manip_control.parameters import SensorParameters
 from manip_control.sensors import JointSensors
+import numpy as np
+import pytest
 
 T = 1e-3
 
@@ -108,7 +121,8 @@ def test_noise_reproducible_with_seed_and_different_with_another():
 
 
 def _discrete_filter_response(amp, w, T, alpha, n, v0):
-    """Closed-form output of v_k = v_{k-1} + alpha ((q_k - q_{k-1})/T - v_{k-1}), v_0 = v0,
+    """
+    Closed-form output of v_k = v_{k-1} + alpha ((q_k - q_{k-1})/T - v_{k-1}), v_0 = v0,
     for q_k = amp sin(w k T).
 
     Steady state: the transfer function H(z) = alpha (1 - z^-1) / (T (1 - (1 - alpha) z^-1))

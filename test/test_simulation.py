@@ -1,3 +1,17 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Offline closed loop: the seed-001 lesson figures, convergence, summaries and the CLI."""
 
 import dataclasses
@@ -5,12 +19,14 @@ import json
 import subprocess
 import sys
 
+from manip_control.offline import main as offline_main
+from manip_control.parameters import load_scenario
+from manip_control.parameters import NominalModel
+from manip_control.simulation import format_summary
+from manip_control.simulation import run_closed_loop
+from manip_control.simulation import summarize
 import numpy as np
 import pytest
-
-from manip_control.offline import main as offline_main
-from manip_control.parameters import NominalModel, load_scenario
-from manip_control.simulation import format_summary, run_closed_loop, summarize
 
 
 def test_seed001_mismatch_stays_bounded_at_the_lesson_figures():

@@ -1,4 +1,19 @@
-"""Tests for manip_control.trajectories.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tests for manip_control.trajectories.
 
 References are independent of the code under test: closed forms written out here, linear
 solves of the boundary conditions, central finite differences of independently sampled
@@ -7,12 +22,19 @@ positions/velocities, and one-sided limits at the waypoints.
 
 import math
 
+from manip_control.trajectories import Hold
+from manip_control.trajectories import Quintic
+from manip_control.trajectories import SEED_001_SINUSOID
+from manip_control.trajectories import seed_001_sinusoid
+from manip_control.trajectories import Sinusoid
+from manip_control.trajectories import SumOfSinusoids
+from manip_control.trajectories import Trajectory
+from manip_control.trajectories import trajectory_from_config
+from manip_control.trajectories import TrajectoryError
+from manip_control.trajectories import validate_limits
+from manip_control.trajectories import Waypoints
 import numpy as np
 import pytest
-
-from manip_control.trajectories import (
-    SEED_001_SINUSOID, Hold, Quintic, Sinusoid, SumOfSinusoids, Trajectory, TrajectoryError,
-    Waypoints, seed_001_sinusoid, trajectory_from_config, validate_limits)
 
 WP_TIMES = [0.5, 1.5, 2.0, 3.7, 4.0]
 WP_POS = [[0.0, 0.2], [1.0, -0.5], [0.4, 0.1], [-0.3, 0.9], [0.2, 0.0]]

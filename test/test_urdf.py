@@ -1,4 +1,19 @@
-"""URDF generation: the inertial data of the URDF reproduce the model's M(q) and g(q).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+URDF generation: the inertial data of the URDF reproduce the model's M(q) and g(q).
 
 The reference parses the URDF with xml.etree and recomputes M and g with generic 3-D rigid-body
 kinematics (homogeneous transforms along the joint chain, geometric Jacobians of every link's
@@ -9,15 +24,19 @@ no use of the planar closed form.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import numpy as np
-import pytest
+import xml.etree.ElementTree as ET
 
 from manip_control.dynamics import TwoLinkModel
-from manip_control.parameters import ArmParameters, FrictionParameters, load_scenario
-from manip_control.urdf import joint_limits, main, urdf_from_scenario, urdf_string
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.urdf import joint_limits
+from manip_control.urdf import main
+from manip_control.urdf import urdf_from_scenario
+from manip_control.urdf import urdf_string
+import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / 'urdf' / 'manip_2r.urdf'

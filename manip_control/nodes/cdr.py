@@ -1,4 +1,19 @@
-"""Serialized (CDR) form of the hot-path messages, for raw publish / raw subscriptions.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Serialized (CDR) form of the hot-path messages, for raw publish / raw subscriptions.
 
 At 1 kHz the typed rclpy path (Python message object <-> C struct <-> CDR on every publish
 and take) is the largest cost of a tick: in a ping-pong of two JointState topics with the
@@ -275,7 +290,8 @@ class _Reader:
 
 
 class _Layout:
-    """Byte layout of one message shape (same length, names and array lengths).
+    """
+    Byte layout of one message shape (same length, names and array lengths).
 
     Messages of a stream almost always share one shape; once it is known, a message of that
     shape is decoded by comparing its constant bytes (``static`` ranges) with the first
@@ -380,7 +396,8 @@ def decode_float64_array(buf):
 
 
 def decode_reference(buf):
-    """First point of a JointTrajectory:
+    """
+    First point of a JointTrajectory:
     ``((stamp_ns, names, positions, velocities, accelerations), None)`` or ``(None, reason)``.
     """
     lay = _REF_CACHE.find(buf)

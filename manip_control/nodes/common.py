@@ -1,4 +1,19 @@
-"""Plumbing shared by the nodes: executor, main() wrapper, QoS, guarded callbacks, clocks.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Plumbing shared by the nodes: executor, main() wrapper, QoS, guarded callbacks, clocks.
 
 Executor
 --------
@@ -7,6 +22,7 @@ ping-pong of two JointState topics on this machine it measured about 50 us per r
 against about 350 us for ``SingleThreadedExecutor``, see docs/ros.md) and falls back to the
 ``SingleThreadedExecutor`` where the events executor is not available. ``MANIP_EXECUTOR=single``
 forces the single-threaded one.
+
 """
 
 from __future__ import annotations
@@ -41,7 +57,8 @@ SPIN_SLICE = 0.1
 
 
 def spin_until(executor, future=None, context=None) -> None:
-    """Spin until ``future`` is done or the context shuts down (Ctrl-C, SIGTERM).
+    """
+    Spin until ``future`` is done or the context shuts down (Ctrl-C, SIGTERM).
 
     Always spins in slices of :data:`SPIN_SLICE`: with the rclpy 7.1 EventsExecutor,
     ``spin()`` and ``spin_until_future_complete`` without a timeout neither fire timers nor
@@ -56,12 +73,16 @@ def spin_until(executor, future=None, context=None) -> None:
 
 
 def data_qos(depth: int = 100):
-    """QoS of the data topics: reliable, volatile, keep last ``depth``.
+    """
+    QoS of the data topics: reliable, volatile, keep last ``depth``.
 
     Reliable so that lockstep and the recorder lose nothing; the depth leaves room for a slow
     reader (a bag recorder) without blocking the publisher.
     """
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.qos import DurabilityPolicy
+    from rclpy.qos import HistoryPolicy
+    from rclpy.qos import QoSProfile
+    from rclpy.qos import ReliabilityPolicy
     return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
                       reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.VOLATILE)
@@ -69,12 +90,14 @@ def data_qos(depth: int = 100):
 
 def steady_clock():
     """A steady (monotonic) rclpy clock for wall-time timers that must not follow /clock."""
-    from rclpy.clock import Clock, ClockType
+    from rclpy.clock import Clock
+    from rclpy.clock import ClockType
     return Clock(clock_type=ClockType.STEADY_TIME)
 
 
 def guarded(method):
-    """Decorate a callback so that an unexpected exception is logged, counted, never raised.
+    """
+    Decorate a callback so that an unexpected exception is logged, counted, never raised.
 
     Bad input is handled explicitly by each callback; this is the last line of defence that
     keeps a node alive (``No node may ever crash on bad input``).
@@ -107,7 +130,8 @@ def _raise_interrupt(signum, frame):
 
 
 def prefer_udp_transport() -> None:
-    """Use Fast DDS's UDPv4 transport unless the user chose one.
+    """
+    Use Fast DDS's UDPv4 transport unless the user chose one.
 
     With the default shared-memory transport, a publisher whose subscriber process was killed
     can block for the port health-check timeout (1 s in Fast DDS 2.14), which stalls the whole
@@ -119,7 +143,8 @@ def prefer_udp_transport() -> None:
 
 
 def init_keeping_context_on_signals(args=None, context=None) -> dict:
-    """``rclpy.init`` without rclpy's signal handlers: Ctrl-C and SIGTERM raise
+    """
+    ``rclpy.init`` without rclpy's signal handlers: Ctrl-C and SIGTERM raise
     KeyboardInterrupt in the spinning thread instead of shutting the context down, so a node
     can still publish in ``close()`` (e.g. a last zero-torque command) before the shutdown.
 
@@ -139,7 +164,8 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
 
 
 def run_node(factory, args=None) -> int:
-    """Init rclpy, build the node (ParameterError -> exit 2 with one message), spin, clean up.
+    """
+    Init rclpy, build the node (ParameterError -> exit 2 with one message), spin, clean up.
 
     ``factory()`` builds the node; its ``done_future`` (an rclpy Future, when present) ends
     the spin with exit code 0 when completed. Ctrl-C / SIGTERM end it with 0 too. The node's

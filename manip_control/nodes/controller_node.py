@@ -1,4 +1,19 @@
-"""Controller node: the core :class:`~manip_control.control.Controller` behind topics.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Controller node: the core :class:`~manip_control.control.Controller` behind topics.
 
 Subscribes
     ``joint_states`` (sensor_msgs/JointState, matched by joint name, extra joints ignored);
@@ -46,29 +61,31 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
+from manip_control.control import check_gain_update
+from manip_control.control import Controller
+from manip_control.control import ControlOutput
+from manip_control.nodes import cdr
+from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import guarded
+from manip_control.nodes.common import run_node
+from manip_control.nodes.common import steady_clock
+from manip_control.nodes.controller_safety import ControllerSafety
+from manip_control.nodes.controller_safety import safety_from_values
+from manip_control.nodes.controller_safety import safety_specs
+from manip_control.nodes.ros_params import coerce_parameter
+from manip_control.nodes.ros_params import controller_config
+from manip_control.nodes.ros_params import controller_specs
+from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import RUNTIME_GAINS
+from manip_control.parameters import ParameterError
+from manip_control.safety import RefusalReason
+from manip_control.safety import validate_parameter_updates
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+from rclpy.lifecycle import LifecycleNode
+from rclpy.lifecycle import TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
-
-from manip_control.control import ControlOutput, Controller, check_gain_update
-from manip_control.nodes import cdr
-from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
-from manip_control.nodes.controller_safety import (
-    ControllerSafety,
-    safety_from_values,
-    safety_specs,
-)
-from manip_control.nodes.ros_params import (
-    RUNTIME_GAINS,
-    coerce_parameter,
-    controller_config,
-    controller_specs,
-    declare_parameters,
-)
-from manip_control.parameters import ParameterError
-from manip_control.safety import RefusalReason, validate_parameter_updates
 
 
 class StateSample(NamedTuple):
@@ -89,7 +106,8 @@ class ReferenceSample(NamedTuple):
 
 
 class ControllerNode(LifecycleNode):
-    """The feedback controller as a ROS (lifecycle) node.
+    """
+    The feedback controller as a ROS (lifecycle) node.
 
     Parameters
     ----------
@@ -104,6 +122,7 @@ class ControllerNode(LifecycleNode):
     ------
     ParameterError
         A parameter is invalid (nothing has been published), or the autostart failed.
+
     """
 
     def __init__(self, node_name: str = 'controller', *, parameter_overrides=None,
@@ -142,7 +161,8 @@ class ControllerNode(LifecycleNode):
         self._array_pub = self._cmd_pub = None
         self._subs: list = []
         self._timer = None
-        from rclpy.clock import Clock, ClockType
+        from rclpy.clock import Clock
+        from rclpy.clock import ClockType
         self._wall = Clock(clock_type=ClockType.SYSTEM_TIME)
         if self.values['autostart']:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
@@ -308,9 +328,11 @@ class ControllerNode(LifecycleNode):
             self.tick()
 
     def _before_watchdog(self, now: float) -> None:
-        """Safety watchdog hook, every period. Lockstep: a state the controller has not
+        """
+        Safety watchdog hook, every period. Lockstep: a state the controller has not
         answered does not age, and it is answered with the held reference once its
-        reference is later than ``safety.reference_timeout``."""
+        reference is later than ``safety.reference_timeout``.
+        """
         st = self.state
         if (not self.lockstep or st is None or st.stamp_ns == self._last_stamp
                 or not self.safety.should_command):
@@ -321,7 +343,8 @@ class ControllerNode(LifecycleNode):
 
     # -- the control step -------------------------------------------------------------------
     def tick(self) -> ControlOutput | None:
-        """One control step with the stored state and reference: compute, publish.
+        """
+        One control step with the stored state and reference: compute, publish.
 
         The reference is replaced by the held one (last position, zero velocity) once it is
         older than ``safety.reference_timeout`` and kept inside the safety envelope; in safe

@@ -1,4 +1,19 @@
-"""Safety layer of the controller node: parameters, input validation, watchdogs, safe commands,
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Safety layer of the controller node: parameters, input validation, watchdogs, safe commands,
 lifecycle bookkeeping and diagnostics (issue 6).
 
 The ROS-free logic is :mod:`manip_control.safety`; :class:`ControllerSafety` binds it to the
@@ -48,10 +63,19 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from manip_control.parameters import ParameterError
-from manip_control.safety import (Mode, ReferenceSample, ReferenceWatchdog, Refusal,
-                                  RefusalCounter, RefusalReason, SafeReason, SafetyParameters,
-                                  SafetySupervisor, map_joint_state, map_reference,
-                                  safety_from_dict, validate_parameter_updates)
+from manip_control.safety import map_joint_state
+from manip_control.safety import map_reference
+from manip_control.safety import Mode
+from manip_control.safety import ReferenceSample
+from manip_control.safety import ReferenceWatchdog
+from manip_control.safety import Refusal
+from manip_control.safety import RefusalCounter
+from manip_control.safety import RefusalReason
+from manip_control.safety import SafeReason
+from manip_control.safety import safety_from_dict
+from manip_control.safety import SafetyParameters
+from manip_control.safety import SafetySupervisor
+from manip_control.safety import validate_parameter_updates
 
 PREFIX = 'safety.'
 #: Largest joint-state stamp age [s] taken as real (older: clocks not synchronized).
@@ -90,9 +114,11 @@ _DOC = {
 
 
 def safety_specs() -> list:
-    """ROS parameter specs (:class:`manip_control.nodes.ros_params.ParamSpec`) of the safety
+    """
+    ROS parameter specs (:class:`manip_control.nodes.ros_params.ParamSpec`) of the safety
     layer: ``safety.<field>`` (changeable at runtime, validated), ``diagnostics_rate`` and
-    ``autostart`` (read-only)."""
+    ``autostart`` (read-only).
+    """
     from manip_control.nodes.ros_params import ParamSpec
     defaults = SafetyParameters()
     specs = []
@@ -120,12 +146,14 @@ def _plain(value: Any) -> Any:
 
 def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
                        ) -> SafetyParameters:
-    """Validated :class:`SafetyParameters` from the node's ROS values.
+    """
+    Validated :class:`SafetyParameters` from the node's ROS values.
 
     Raises
     ------
     ParameterError
         ``parameter safety.velocity_limit[1] (node controller): must be > 0 (got -1.0)``.
+
     """
     from manip_control.nodes.ros_params import ros_parameter_error
     data = {name: _plain(values[PREFIX + name]) for name in SAFETY_FIELDS
@@ -142,7 +170,8 @@ def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
 
 
 class ControllerSafety:
-    """The controller node's safety state (see the module docstring for the call sequence).
+    """
+    The controller node's safety state (see the module docstring for the call sequence).
 
     Parameters
     ----------
@@ -165,6 +194,7 @@ class ControllerSafety:
         Periodic diagnostics [Hz].
     now : callable
         Steady time [s] (default ``time.monotonic``).
+
     """
 
     def __init__(self, node, joints: Sequence[str], params: SafetyParameters, model,
@@ -196,7 +226,8 @@ class ControllerSafety:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _steady_timer(self, period, callback):
-        from rclpy.clock import Clock, ClockType
+        from rclpy.clock import Clock
+        from rclpy.clock import ClockType
         timer = self.node.create_timer(period, callback,
                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._timers.append(timer)
@@ -266,7 +297,8 @@ class ControllerSafety:
 
     def accept_joint_state(self, stamp, names, position, velocity, effort=(),
                            wall_stamp: bool = False):
-        """Validate a joint state (decoded JointState fields) and feed the supervisor.
+        """
+        Validate a joint state (decoded JointState fields) and feed the supervisor.
 
         Returns the :class:`~manip_control.safety.JointSample` or None (refused, counted).
         ``stamp`` [ns] is kept for the safe commands' header; with ``wall_stamp`` (real time)
@@ -288,8 +320,10 @@ class ControllerSafety:
         return sample
 
     def accept_reference(self, names, positions, velocities=(), accelerations=()):
-        """Validate one reference point and feed the reference watchdog; the
-        :class:`~manip_control.safety.ReferenceSample` or None (refused, counted)."""
+        """
+        Validate one reference point and feed the reference watchdog; the
+        :class:`~manip_control.safety.ReferenceSample` or None (refused, counted).
+        """
         ref = map_reference(self.joints, names, positions, velocities, accelerations)
         if isinstance(ref, Refusal):
             self._refused('reference', ref)
@@ -298,9 +332,11 @@ class ControllerSafety:
         return ref
 
     def held_reference(self) -> ReferenceSample | None:
-        """The held reference (last position, zero velocity and acceleration) when no
+        """
+        The held reference (last position, zero velocity and acceleration) when no
         reference arrived for ``reference_timeout``; None while references are fresh or
-        before the first one. Logs the hold and the resume once."""
+        before the first one. Logs the hold and the resume once.
+        """
         ref, note = self.references.get(self.now())
         if note:
             # one call site per severity: rclpy refuses a severity change at a call site
@@ -312,8 +348,10 @@ class ControllerSafety:
         return ref if self.references.holding else None
 
     def clamp_reference(self, q_d, qd_d, qdd_d):
-        """``(q_d, qd_d, qdd_d, clamped)``: the reference kept inside the envelope (the same
-        objects when inside)."""
+        """
+        ``(q_d, qd_d, qdd_d, clamped)``: the reference kept inside the envelope (the same
+        objects when inside).
+        """
         return self.supervisor.clamp_reference(q_d, qd_d, qdd_d)
 
     # -- state -------------------------------------------------------------------------------
@@ -337,8 +375,10 @@ class ControllerSafety:
 
     # -- outputs -------------------------------------------------------------------------------
     def command(self, normal_fn: Callable[[], Sequence[float]]) -> tuple[tuple, bool]:
-        """The command of this control step: ``normal_fn()`` in normal mode when it is finite,
-        the safe torque otherwise. Returns ``((tau1, tau2), normal)``."""
+        """
+        The command of this control step: ``normal_fn()`` in normal mode when it is finite,
+        the safe torque otherwise. Returns ``((tau1, tau2), normal)``.
+        """
         self.check()
         if self.supervisor.mode is Mode.NORMAL:
             tau = normal_fn()
@@ -360,8 +400,10 @@ class ControllerSafety:
         return self.supervisor.safe_torque(self.model, self.torque_limit())
 
     def hold_target(self):
-        """The position reported with a safe command: the hold target, else the last
-        measured position (zeros before any state)."""
+        """
+        The position reported with a safe command: the hold target, else the last
+        measured position (zeros before any state).
+        """
         sup = self.supervisor
         if sup.is_safe and sup.hold_target is not None \
                 and sup.reason is not SafeReason.STATE_TIMEOUT:
@@ -369,8 +411,10 @@ class ControllerSafety:
         return sup.last_q if sup.last_q is not None else (0.0,) * len(self.joints)
 
     def watchdog_tick(self) -> None:
-        """Steady timer, one control period: the node's ``before_check`` hook, the watchdog,
-        and the safe command while states are stale (if :attr:`command_on_timeout`)."""
+        """
+        Steady timer, one control period: the node's ``before_check`` hook, the watchdog,
+        and the safe command while states are stale (if :attr:`command_on_timeout`).
+        """
         if self.before_check is not None:
             self.before_check(self.now())
         self.check()
@@ -412,7 +456,9 @@ class ControllerSafety:
 
     def diagnostics_message(self):
         """The DiagnosticArray describing the current mode."""
-        from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+        from diagnostic_msgs.msg import DiagnosticArray
+        from diagnostic_msgs.msg import DiagnosticStatus
+        from diagnostic_msgs.msg import KeyValue
         sup = self.supervisor
         st = DiagnosticStatus()
         st.name = f'{self.node.get_name()}: mode'

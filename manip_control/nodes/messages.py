@@ -1,4 +1,19 @@
-"""Joint matching by name and value checks at the edge of the nodes.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Joint matching by name and value checks at the edge of the nodes.
 
 Called at 1 kHz on the fields decoded by :mod:`manip_control.nodes.cdr`, so everything is
 scalar Python and never raises on bad input: functions return ``(values, None)`` or
@@ -27,12 +42,14 @@ def set_stamp(stamp, ns: int) -> None:
 
 
 class NameMatcher:
-    """Index of each configured joint in a message's name list, cached per name list.
+    """
+    Index of each configured joint in a message's name list, cached per name list.
 
     Parameters
     ----------
     joints : sequence of str
         The configured joint names, in the node's order.
+
     """
 
     def __init__(self, joints: Sequence[str]):
@@ -107,7 +124,8 @@ def array_command_values(data, n: int):
 
 
 def reference_values(names, positions, velocities, accelerations, matcher: NameMatcher):
-    """``(q_d, qd_d, qdd_d)`` of the configured joints from a reference point.
+    """
+    ``(q_d, qd_d, qdd_d)`` of the configured joints from a reference point.
 
     Empty velocities / accelerations are zeros.
     """

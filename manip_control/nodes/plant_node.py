@@ -1,4 +1,19 @@
-"""Plant node: the simulated 2R arm (core :class:`~manip_control.plant.Plant`) behind topics.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Plant node: the simulated 2R arm (core :class:`~manip_control.plant.Plant`) behind topics.
 
 Subscribes (``command_source`` parameter)
     ``joint_commands`` (sensor_msgs/JointState, effort by joint name, header.stamp = stamp of
@@ -38,20 +53,27 @@ from __future__ import annotations
 import sys
 import time
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import KeyValue
+from manip_control.nodes import cdr
+from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import guarded
+from manip_control.nodes.common import run_node
+from manip_control.nodes.common import steady_clock
+from manip_control.nodes.messages import array_command_values
+from manip_control.nodes.messages import joint_command_values
+from manip_control.nodes.messages import NameMatcher
+from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import plant_config
+from manip_control.nodes.ros_params import plant_specs
+from manip_control.plant import Plant
+from manip_control.sensors import JointSensors
 from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-
-from manip_control.nodes import cdr
-from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
-from manip_control.nodes.messages import NameMatcher, array_command_values, \
-    joint_command_values
-from manip_control.nodes.ros_params import declare_parameters, plant_config, plant_specs
-from manip_control.plant import Plant
-from manip_control.sensors import JointSensors
 
 #: Wait per tick [s] while commands are missing after a lockstep timeout.
 DEGRADED_WAIT = 0.01
@@ -64,7 +86,8 @@ DIAGNOSTICS_PERIOD = 1.0
 
 
 class PlantNode(Node):
-    """The simulated arm as a ROS node.
+    """
+    The simulated arm as a ROS node.
 
     Parameters
     ----------
@@ -78,6 +101,7 @@ class PlantNode(Node):
         Keep per-tick records in :attr:`history` (manip-sim builds its summary from them).
     **kwargs
         Passed to ``rclpy.node.Node`` (``context``, ``cli_args``, ``namespace``, ...).
+
     """
 
     def __init__(self, node_name: str = 'plant', *, parameter_overrides=None,
@@ -177,7 +201,8 @@ class PlantNode(Node):
                 + (f' for {self.config.duration:g} s' if self.n_ticks else '')
                 + f', commands from {self._cmd_sub.topic_name}; waiting for subscribers')
         else:
-            from rclpy.clock import Clock as RclClock, ClockType
+            from rclpy.clock import Clock as RclClock
+            from rclpy.clock import ClockType
             self._wall_clock = RclClock(clock_type=ClockType.SYSTEM_TIME)
             self._phase = 'running'
             self._timer = self.create_timer(self.period, self._realtime_tick,
@@ -309,7 +334,8 @@ class PlantNode(Node):
 
     @guarded
     def _realtime_tick(self) -> None:
-        """Real time: integrate the periods elapsed since the last tick, publish the state.
+        """
+        Real time: integrate the periods elapsed since the last tick, publish the state.
 
         A late timer (the process did not get the CPU in time) is caught up by integrating
         every elapsed period with the held command (the arm does not wait), counted in

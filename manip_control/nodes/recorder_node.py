@@ -1,4 +1,19 @@
-"""Recorder node: a rosbag2 bag of the run, written with rosbags (no rosbag2 needed).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Recorder node: a rosbag2 bag of the run, written with rosbags (no rosbag2 needed).
 
 Subscribes to ``topics`` with ``raw=True`` (reliable, keep last ``qos_depth``) and writes the
 serialized CDR bytes as they come, stamped with the receive time of the node clock (sim time
@@ -22,26 +37,28 @@ Types of the default topics are known; other topics are subscribed when a publis
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 import sys
 import time
-from pathlib import Path
 
+from manip_control.bag_io import BagWriter
+from manip_control.bag_io import make_qos
+from manip_control.bag_io import qos_from_profile
+from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import guarded
+from manip_control.nodes.common import run_node
+from manip_control.nodes.common import steady_clock
+from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import DEFAULT_RECORD_TOPICS
+from manip_control.nodes.ros_params import NODE_NAMES
+from manip_control.nodes.ros_params import params_yaml
+from manip_control.nodes.ros_params import recorder_specs
+from manip_control.nodes.ros_params import scenario_from_ros
+from manip_control.nodes.ros_params import SPECS
+from manip_control.nodes.ros_params import STORAGES
+from manip_control.parameters import ParameterError
 from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
-
-from manip_control.bag_io import BagWriter, make_qos, qos_from_profile
-from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
-from manip_control.nodes.ros_params import (
-    DEFAULT_RECORD_TOPICS,
-    NODE_NAMES,
-    SPECS,
-    STORAGES,
-    declare_parameters,
-    params_yaml,
-    recorder_specs,
-    scenario_from_ros,
-)
-from manip_control.parameters import ParameterError
 
 ROS_PARAMS_FILE = 'ros_params.yaml'
 
@@ -54,7 +71,8 @@ def message_class(msgtype: str):
 
 
 class RecorderNode(Node):
-    """Records topics into a rosbag2 bag.
+    """
+    Records topics into a rosbag2 bag.
 
     Parameters
     ----------
@@ -62,6 +80,7 @@ class RecorderNode(Node):
     parameter_overrides : list of rclpy Parameter, optional
     **kwargs
         Passed to ``rclpy.node.Node``.
+
     """
 
     def __init__(self, node_name: str = 'recorder', *, parameter_overrides=None, **kwargs):

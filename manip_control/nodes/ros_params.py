@@ -1,4 +1,19 @@
-"""ROS parameters of the nodes: specs with descriptors, and ROS <-> core conversion.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+ROS parameters of the nodes: specs with descriptors, and ROS <-> core conversion.
 
 Every node parameter is declared from a :class:`ParamSpec` (type from the default, a
 description with the unit and the allowed values, a range where ROS can express one,
@@ -30,27 +45,25 @@ This module imports rclpy lazily (only :func:`declare_parameters` and helpers th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from dataclasses import fields
 import math
-import re
-from dataclasses import dataclass, fields
 from pathlib import Path
+import re
 from typing import Any, Mapping, Sequence
 
+from manip_control.parameters import ArmParameters
+from manip_control.parameters import controller_from_dict
+from manip_control.parameters import ControllerParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import MotorParameters
+from manip_control.parameters import ParameterError
+from manip_control.parameters import plant_from_dict
+from manip_control.parameters import PlantParameters
+from manip_control.parameters import Scenario
+from manip_control.parameters import scenario_from_dict
+from manip_control.parameters import SensorParameters
 import yaml
-
-from manip_control.parameters import (
-    ArmParameters,
-    ControllerParameters,
-    FrictionParameters,
-    MotorParameters,
-    ParameterError,
-    PlantParameters,
-    Scenario,
-    SensorParameters,
-    controller_from_dict,
-    plant_from_dict,
-    scenario_from_dict,
-)
 
 N_JOINTS = 2
 MODES = ('lockstep', 'realtime')
@@ -76,7 +89,8 @@ _BUILTIN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One declared ROS parameter.
+    """
+    One declared ROS parameter.
 
     Attributes
     ----------
@@ -96,6 +110,7 @@ class ParamSpec:
     core : str or None
         Path into the core section dict, ``[]`` marking a per-joint list
         (``friction[].b``); None for node-only parameters.
+
     """
 
     name: str
@@ -417,7 +432,8 @@ def _get_path(tree: Mapping, path: str) -> Any:
 
 
 def values_to_core(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dict:
-    """Nested core section dict from ROS values (only specs with a ``core`` path).
+    """
+    Nested core section dict from ROS values (only specs with a ``core`` path).
 
     Per-joint arrays (``friction[].b``) are transposed into one mapping per joint; their
     length is checked here (the core only sees complete joint entries).
@@ -493,7 +509,8 @@ _INDEX_RE = re.compile(r'(\w+)\[(\d+)\]\.(\w+)')
 
 
 def ros_parameter_error(node: str, exc: Exception, prefix: str = '') -> ParameterError:
-    """Translate a core error message to the ROS parameter names of ``node``.
+    """
+    Translate a core error message to the ROS parameter names of ``node``.
 
     ``P.motors[1].R: must be > 0`` (prefix ``P``) -> ``parameter motors.R[1] (node plant):
     must be > 0``.
@@ -558,7 +575,8 @@ class PlantConfig:
 
 
 def plant_config(values: Mapping[str, Any], node: str = 'plant') -> PlantConfig:
-    """Validate the plant node's ROS values (core validation, ROS names in messages).
+    """
+    Validate the plant node's ROS values (core validation, ROS names in messages).
 
     Missing values take the spec defaults.
     """
@@ -635,8 +653,9 @@ class TrajectoryConfig:
 
 def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory') -> TrajectoryConfig:
     """Validate the trajectory node's ROS values (the trajectory against the limits too)."""
-    from manip_control.trajectories import TrajectoryError, trajectory_from_config, \
-        validate_limits
+    from manip_control.trajectories import trajectory_from_config
+    from manip_control.trajectories import TrajectoryError
+    from manip_control.trajectories import validate_limits
     values = with_defaults(trajectory_specs(), values)
     _common_checks(node, values)
     lower = values['limits.position_lower']
@@ -677,7 +696,8 @@ NODE_NAMES = ('plant', 'controller', 'trajectory')
 
 
 def ros_params_from_scenario(scenario: Scenario, mode: str = 'lockstep') -> dict[str, dict]:
-    """ROS parameter values of the plant, controller and trajectory nodes for a scenario.
+    """
+    ROS parameter values of the plant, controller and trajectory nodes for a scenario.
 
     Returns ``{'plant': {name: value}, 'controller': {...}, 'trajectory': {...}}``.
     The plant's ``duration`` is the scenario's.
@@ -700,7 +720,8 @@ def ros_params_from_scenario(scenario: Scenario, mode: str = 'lockstep') -> dict
 
 def scenario_from_ros(values: Mapping[str, Mapping[str, Any]], name: str = 'ros',
                       late_window_start: float | None = None) -> Scenario:
-    """A core Scenario from the ROS values of the plant, controller and trajectory nodes.
+    """
+    A core Scenario from the ROS values of the plant, controller and trajectory nodes.
 
     Missing nodes or parameters take the node defaults. ``duration`` is the plant's (the
     scenario default if the plant runs unlimited).
@@ -758,7 +779,8 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def load_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Per-node ROS values of a ``node: ros__parameters:`` file (nested keys flattened).
+    """
+    Per-node ROS values of a ``node: ros__parameters:`` file (nested keys flattened).
 
     A ``/**`` section applies to every node (node sections win). Keys are node names without
     a leading slash.
@@ -815,7 +837,9 @@ def _flatten(tree: Mapping, prefix: str = '') -> dict:
 
 def descriptor(spec: ParamSpec):
     """The rcl_interfaces ParameterDescriptor of a spec."""
-    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+    from rcl_interfaces.msg import FloatingPointRange
+    from rcl_interfaces.msg import IntegerRange
+    from rcl_interfaces.msg import ParameterDescriptor
     from rclpy.parameter import Parameter
 
     types = {'bool': Parameter.Type.BOOL, 'int': Parameter.Type.INTEGER,
@@ -852,14 +876,15 @@ _TYPE_WORDS = {'bool': 'true or false', 'int': 'an integer', 'float': 'a number 
 
 def declare_parameters(node, specs: Sequence[ParamSpec], *,
                        reject_unknown: bool = True) -> dict[str, Any]:
-    """Declare ``specs`` on ``node`` and return their values.
+    """
+    Declare ``specs`` on ``node`` and return their values.
 
     Integer overrides of double parameters are accepted (converted). Raises ParameterError
     naming the parameter for a wrong type, a value outside the descriptor range, or (with
     ``reject_unknown``) an override that names no declared parameter.
     """
-    from rclpy.exceptions import InvalidParameterTypeException, \
-        InvalidParameterValueException
+    from rclpy.exceptions import InvalidParameterTypeException
+    from rclpy.exceptions import InvalidParameterValueException
     overrides = getattr(node, '_parameter_overrides', None)
     name = node.get_name()
     by_name = {s.name: s for s in specs}

@@ -1,4 +1,19 @@
-"""manip-sim: plant, controller and trajectory nodes in one process, a scenario, a summary.
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+manip-sim: plant, controller and trajectory nodes in one process, a scenario, a summary.
 
 Usage::
 
@@ -26,32 +41,36 @@ process keeps DDS discovery on this host (``LOCALHOST``); all nodes are in the p
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 import os
+from pathlib import Path
 import sys
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from manip_control.nodes.common import error_exit
+from manip_control.nodes.common import EXECUTORS
+from manip_control.nodes.common import init_keeping_context_on_signals
+from manip_control.nodes.common import spin_until
+from manip_control.nodes.ros_params import controller_specs
+from manip_control.nodes.ros_params import is_params_document
+from manip_control.nodes.ros_params import load_params_file
+from manip_control.nodes.ros_params import MODES
+from manip_control.nodes.ros_params import NODE_NAMES
+from manip_control.nodes.ros_params import parameter_overrides
+from manip_control.nodes.ros_params import plant_specs
+from manip_control.nodes.ros_params import recorder_specs
+from manip_control.nodes.ros_params import ros_params_from_scenario
+from manip_control.nodes.ros_params import scenario_from_ros
+from manip_control.nodes.ros_params import STORAGES
+from manip_control.nodes.ros_params import trajectory_specs
+from manip_control.parameters import load_scenario
+from manip_control.parameters import ParameterError
+from manip_control.parameters import read_yaml
+from manip_control.parameters import resolve_config
+from manip_control.parameters import Scenario
 import numpy as np
-
-from manip_control.nodes.common import EXECUTORS, error_exit, \
-    init_keeping_context_on_signals, spin_until
-from manip_control.nodes.ros_params import (
-    MODES,
-    NODE_NAMES,
-    STORAGES,
-    controller_specs,
-    is_params_document,
-    load_params_file,
-    parameter_overrides,
-    plant_specs,
-    recorder_specs,
-    ros_params_from_scenario,
-    scenario_from_ros,
-    trajectory_specs,
-)
-from manip_control.parameters import (ParameterError, Scenario, load_scenario, read_yaml,
-                                      resolve_config)
 
 READY_TIMEOUT = 10.0
 DRAIN_TIMEOUT = 5.0
@@ -139,7 +158,8 @@ def _localhost_discovery() -> None:
 
 
 class SimRunner:
-    """Build the nodes of a run in one process, run them, collect the outcome.
+    """
+    Build the nodes of a run in one process, run them, collect the outcome.
 
     Parameters
     ----------
@@ -152,17 +172,17 @@ class SimRunner:
         ``events`` or ``single``.
     context : rclpy Context, optional
         An initialised context (default: the global one, initialised here if needed).
+
     """
 
     def __init__(self, run: RunConfig, bag=None, storage: str = 'mcap',
                  executor: str = 'events', context=None):
-        import rclpy
-        from rclpy.parameter import Parameter
-
         from manip_control.nodes.common import make_executor
         from manip_control.nodes.controller_node import ControllerNode
         from manip_control.nodes.plant_node import PlantNode
         from manip_control.nodes.trajectory_node import TrajectoryNode
+        import rclpy
+        from rclpy.parameter import Parameter
 
         self.run = run
         self.context = context
@@ -331,7 +351,8 @@ LOCKSTEP_SAFETY_TIMEOUT = 5.0
 
 
 def lockstep_safety_defaults(values: dict) -> dict:
-    """Controller values with the wall-time safety watchdogs set to
+    """
+    Controller values with the wall-time safety watchdogs set to
     :data:`LOCKSTEP_SAFETY_TIMEOUT` unless given.
 
     In lockstep the controller waits for the plant by design, so a stall of the process (the
@@ -377,8 +398,10 @@ def _simulation_result(scenario: Scenario, ph: np.ndarray, ch: np.ndarray, final
 # summary
 
 def tracking_summary(out: SimOutcome) -> dict:
-    """Per-joint tracking figures: error ``e = q - q_d`` [rad] (true q in lockstep, the
-    measured q the controller used in real time), command and saturation."""
+    """
+    Per-joint tracking figures: error ``e = q - q_d`` [rad] (true q in lockstep, the
+    measured q the controller used in real time), command and saturation.
+    """
     sc = out.scenario
     if out.result is not None:
         t, e = out.result.t, out.result.error
@@ -499,8 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def set_realtime_priority(priority: int) -> None:
-    """SCHED_FIFO at ``priority`` for this process (before rclpy starts its DDS threads, which
-    inherit it). Raises ParameterError if not permitted."""
+    """
+    SCHED_FIFO at ``priority`` for this process (before rclpy starts its DDS threads, which
+    inherit it). Raises ParameterError if not permitted.
+    """
     if priority == 0:
         return
     if not 1 <= priority <= 99:

@@ -1,4 +1,19 @@
-"""Trajectory node: the reference generator (core :mod:`manip_control.trajectories`).
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Trajectory node: the reference generator (core :mod:`manip_control.trajectories`).
 
 Publishes
     ``reference`` (trajectory_msgs/JointTrajectory: header.stamp = sample time, joint_names,
@@ -28,18 +43,25 @@ from __future__ import annotations
 import math
 import sys
 
+from manip_control.nodes import cdr
+from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import guarded
+from manip_control.nodes.common import run_node
+from manip_control.nodes.common import steady_clock
+from manip_control.nodes.messages import stamp_ns
+from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import trajectory_config
+from manip_control.nodes.ros_params import trajectory_specs
+from manip_control.trajectories import Hold
+from manip_control.trajectories import Trajectory
+from manip_control.trajectories import trajectory_from_config
+from manip_control.trajectories import TrajectoryError
+from manip_control.trajectories import validate_limits
+from manip_control.trajectories import Waypoints
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
-
-from manip_control.nodes import cdr
-from manip_control.nodes.common import data_qos, guarded, run_node, steady_clock
-from manip_control.nodes.messages import stamp_ns
-from manip_control.nodes.ros_params import declare_parameters, trajectory_config, \
-    trajectory_specs
-from manip_control.trajectories import Hold, Trajectory, TrajectoryError, Waypoints, \
-    trajectory_from_config, validate_limits
 
 
 class GoalError(ValueError):
@@ -48,7 +70,8 @@ class GoalError(ValueError):
 
 def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_position,
                        origin_ns: int, position_limits, velocity_limits) -> Trajectory:
-    """Validate a JointTrajectory goal and build the new reference (trajectory time).
+    """
+    Validate a JointTrajectory goal and build the new reference (trajectory time).
 
     Parameters
     ----------
@@ -67,6 +90,7 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
     ------
     GoalError
         With the reason.
+
     """
     names = list(msg.joint_names)
     joints = list(joints)
@@ -139,7 +163,8 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
 
 
 class TrajectoryNode(Node):
-    """The reference generator as a ROS node.
+    """
+    The reference generator as a ROS node.
 
     Parameters
     ----------
@@ -147,6 +172,7 @@ class TrajectoryNode(Node):
     parameter_overrides : list of rclpy Parameter, optional
     **kwargs
         Passed to ``rclpy.node.Node``.
+
     """
 
     def __init__(self, node_name: str = 'trajectory', *, parameter_overrides=None, **kwargs):
@@ -174,7 +200,8 @@ class TrajectoryNode(Node):
         if self.lockstep:
             self.create_subscription(Clock, '/clock', self._on_clock, qos, raw=True)
         else:
-            from rclpy.clock import Clock as RclClock, ClockType
+            from rclpy.clock import Clock as RclClock
+            from rclpy.clock import ClockType
             self._wall = RclClock(clock_type=ClockType.SYSTEM_TIME)
             self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
         self.get_logger().info(f'{cfg.trajectory.get("type")} reference at '
