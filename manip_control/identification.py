@@ -114,11 +114,12 @@ class IdentificationError(ValueError):
 def base_parameters(arm: ArmParameters, rotor_inertia=(0.0, 0.0),
                     friction: Sequence[FrictionParameters] | None = None) -> np.ndarray:
     """
-    True base parameters ``theta`` (order :data:`BASE_NAMES`) of a physical arm.
+    Compute the true base parameters ``theta`` (order :data:`BASE_NAMES`) of a physical arm.
 
     Parameters
     ----------
     arm : ArmParameters
+        Masses [kg], lengths and CoM distances [m], inertias about the CoM [kg m^2].
     rotor_inertia : sequence of 2 float
         Reflected rotor inertia ``Jm N^2`` per joint [kg m^2].
     friction : sequence of 2 FrictionParameters, optional
@@ -189,7 +190,7 @@ def constraint_matrix(l1: float, g0: float) -> np.ndarray:
 
 
 def physical_from_base(theta: np.ndarray, l1: float, g0: float) -> np.ndarray:
-    """The constrained parameters ``phi`` implied by a consistent ``theta`` (for references)."""
+    """Return the constrained parameters ``phi`` implied by a consistent ``theta``."""
     theta = np.asarray(theta, dtype=float)
     p2 = theta[1] / l1
     p1 = theta[4] / g0 if g0 > 0 else float('nan')
@@ -237,7 +238,7 @@ def prepare(t, q, qd, tau, *, eps: Sequence[float] = (0.01, 0.01),
             cutoff_hz: float = DEFAULT_CUTOFF_HZ, order: int = 4, trim_s: float | None = None,
             velocity: str = 'measured') -> Prepared:
     """
-    Filtered regressor and torque ("parallel filtering").
+    Filter the regressor and the torque alike ("parallel filtering").
 
     With ``F`` a zero-phase Butterworth low-pass (``sosfiltfilt``) and ``D`` the central
     difference: ``q_f = F q``, ``qd_f = F qd`` (or ``D q_f`` with ``velocity='position'``),
@@ -395,7 +396,7 @@ class IdentificationResult:
 
     @property
     def theta(self) -> np.ndarray:
-        """The free base-parameter estimate as a full 10-vector (G1 = G2 = 0 if g0 = 0)."""
+        """Return the free base-parameter estimate as a 10-vector (G1 = G2 = 0 if g0 = 0)."""
         return _expand(self.base.estimate, self.g0)
 
     @property
@@ -586,7 +587,7 @@ def nominal_to_dict(nominal: NominalModel) -> dict:
 
 
 def scenario_with_nominal(scenario: Scenario, nominal: NominalModel) -> dict:
-    """The scenario's plain data with ``controller.nominal`` replaced."""
+    """Return the scenario's plain data with ``controller.nominal`` replaced."""
     data = scenario.to_dict()
     data['controller']['nominal'] = nominal_to_dict(nominal)
     return data
@@ -746,8 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
                     'Writes a controller section with the identified nominal model.')
     p.add_argument('bag', help='rosbag2 directory or .mcap/.db3 file')
     p.add_argument('--scenario', metavar='NAME|FILE',
-                   help="prior scenario: link lengths, gravity, Coulomb eps, preferred CoM "
-                        "distances and the controller the result is written into (default: "
+                   help='prior scenario: link lengths, gravity, Coulomb eps, preferred CoM '
+                        'distances and the controller the result is written into (default: '
                         "the bag's params.yaml if it holds a scenario, else 'default'); its "
                         'plant section is never used')
     p.add_argument('--topic', default=JOINT_STATES_TOPIC, help='joint state topic')

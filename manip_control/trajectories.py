@@ -138,7 +138,7 @@ def _float_array(value: Any, name: str) -> np.ndarray:
 
 
 def _scalar(value: Any, name: str) -> float:
-    """A finite real number (bool and strings rejected)."""
+    """Return ``value`` as a finite real number (bool and strings rejected)."""
     arr = _float_array(value, name)
     if arr.ndim != 0:
         raise TrajectoryError(f'{name}: must be a single number, got shape {arr.shape}')
@@ -155,7 +155,7 @@ def _check_n_joints(n_joints: Any, name: str = 'n_joints') -> int | None:
 
 
 def _joint_vector(value: Any, name: str, n_joints: int | None) -> np.ndarray:
-    """A 1-D, non-empty, finite vector with one entry per joint (no scalar broadcasting)."""
+    """Return ``value`` as a finite 1-D vector with one entry per joint (no broadcasting)."""
     arr = _float_array(value, name)
     if arr.ndim != 1 or arr.size == 0:
         raise TrajectoryError(
@@ -230,7 +230,7 @@ class Trajectory:
 
     @property
     def n_joints(self) -> int:
-        """Number of joints ``n`` (length of every sampled vector)."""
+        """Return the number of joints ``n`` (length of every sampled vector)."""
         return self._n
 
     @property
@@ -245,7 +245,7 @@ class Trajectory:
 
     def sample(self, t: float) -> Sample:
         """
-        Reference at time ``t``.
+        Evaluate the reference at time ``t``.
 
         Parameters
         ----------
@@ -908,7 +908,7 @@ SEED_001_SINUSOID: dict[str, Any] = {
 
 
 def seed_001_sinusoid() -> Sinusoid:
-    """The seed-001 reference (:data:`SEED_001_SINUSOID`) for the 2R arm."""
+    """Return the seed-001 reference (:data:`SEED_001_SINUSOID`) for the 2R arm."""
     return trajectory_from_config(SEED_001_SINUSOID, 2)  # type: ignore[return-value]
 
 
@@ -1005,17 +1005,18 @@ def trajectory_from_config(cfg: Mapping[str, Any], n_joints: int, *,
 def validate_limits(traj: Trajectory, position_limits: Any = None, velocity_limits: Any = None,
                     acceleration_limits: Any = None, *,
                     joint_names: Sequence[str] | None = None, path: str = 'trajectory') -> None:
-    """
+    r"""
     Check a trajectory against joint limits over its whole time axis.
 
     Uses :meth:`Trajectory.bounds`, which is exact for every type (including overshoot of a
     :class:`Waypoints` path between waypoints) except :class:`SumOfSinusoids`, where it is
-    the conservative :math:`\\sum |A|` bound. A relative tolerance of :data:`LIMIT_RTOL`
+    the conservative :math:`\sum |A|` bound. A relative tolerance of :data:`LIMIT_RTOL`
     absorbs round-off, so a waypoint exactly on a limit passes.
 
     Parameters
     ----------
     traj : Trajectory
+        The reference to check.
     position_limits : array_like, shape (n, 2), optional
         Per joint ``[lower, upper]`` [rad], ``lower < upper``.
     velocity_limits : array_like, shape (n,), optional

@@ -94,7 +94,7 @@ def _f(x: float) -> str:
 def _link(name: str, arm_len: float, mass: float, lc: float, inertia: float, radius: float,
           colour: str) -> str:
     ixx = inertia / 100.0
-    return f'''  <link name="{name}">
+    return f"""  <link name="{name}">
     <inertial>
       <origin xyz="{_f(lc)} 0 0" rpy="0 0 0"/>
       <mass value="{_f(mass)}"/>
@@ -110,12 +110,12 @@ def _link(name: str, arm_len: float, mass: float, lc: float, inertia: float, rad
       <geometry><cylinder radius="{_f(radius)}" length="{_f(arm_len)}"/></geometry>
     </collision>
   </link>
-'''
+"""
 
 
 def _joint(name: str, parent: str, child: str, x: float, lim: JointLimit,
            fr: FrictionParameters) -> str:
-    return f'''  <joint name={quoteattr(name)} type="revolute">
+    return f"""  <joint name={quoteattr(name)} type="revolute">
     <parent link="{parent}"/>
     <child link="{child}"/>
     <origin xyz="{_f(x)} 0 0" rpy="0 0 0"/>
@@ -124,11 +124,11 @@ def _joint(name: str, parent: str, child: str, x: float, lim: JointLimit,
 velocity="{_f(lim.velocity)}"/>
     <dynamics damping="{_f(fr.b)}" friction="{_f(fr.tau_c)}"/>
   </joint>
-'''
+"""
 
 
 def _transmission(joint: str, reduction: float) -> str:
-    return f'''  <transmission name={quoteattr(joint + '_transmission')}>
+    return f"""  <transmission name={quoteattr(joint + '_transmission')}>
     <type>transmission_interface/SimpleTransmission</type>
     <joint name={quoteattr(joint)}>
       <hardwareInterface>hardware_interface/EffortJointInterface</hardwareInterface>
@@ -137,7 +137,7 @@ def _transmission(joint: str, reduction: float) -> str:
       <mechanicalReduction>{_f(reduction)}</mechanicalReduction>
     </actuator>
   </transmission>
-'''
+"""
 
 
 def urdf_string(arm: ArmParameters, friction: Sequence[FrictionParameters],
@@ -145,7 +145,7 @@ def urdf_string(arm: ArmParameters, friction: Sequence[FrictionParameters],
                 name: str = ROBOT_NAME, gear_ratios: Sequence[float] | None = None,
                 rotor_inertia: Sequence[float] = (0.0, 0.0), source: str = '') -> str:
     """
-    The URDF XML text of the arm.
+    Build the URDF XML text of the arm.
 
     Parameters
     ----------
@@ -154,6 +154,7 @@ def urdf_string(arm: ArmParameters, friction: Sequence[FrictionParameters],
     friction : sequence of 2 FrictionParameters
         ``b`` -> ``<dynamics damping>`` [N m s/rad], ``tau_c`` -> ``friction`` [N m].
     limits : sequence of 2 JointLimit
+        Position [rad], velocity [rad/s] and effort [N m] limits per joint.
     joints : sequence of 2 str
         Joint names (the ``/joint_states`` names).
     name : str

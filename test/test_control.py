@@ -37,8 +37,8 @@ RNG = np.random.default_rng(7)
 
 
 def _ct(**kw):
-    base = dict(law='computed_torque', nominal=NominalModel(arm=ARM), kp=(25.0, 16.0),
-                kd=(10.0, 8.0), torque_limit=(1e6, 1e6), friction_compensation=False)
+    base = {'law': 'computed_torque', 'nominal': NominalModel(arm=ARM), 'kp': (25.0, 16.0),
+            'kd': (10.0, 8.0), 'torque_limit': (1e6, 1e6), 'friction_compensation': False}
     base.update(kw)
     return ControllerParameters(**base)
 
@@ -66,7 +66,7 @@ def test_friction_compensation_adds_the_nominal_friction():
 
 
 def test_perfect_model_error_follows_the_linear_error_dynamics():
-    """e'' + Kd e' + Kp e = 0: critically damped (kp=25, kd=10) -> e = (e0 + 5 e0 t) e^-5t."""
+    """Error obeys e'' + Kd e' + Kp e = 0: kp=25, kd=10 give e = (e0 + 5 e0 t) e^-5t."""
     sc = load_scenario('seed001')
     sc = dataclasses.replace(
         sc, control_rate=10000.0, duration=3.0,

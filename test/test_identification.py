@@ -112,8 +112,9 @@ def test_regressor_reproduces_inverse_dynamics_and_friction():
 
 def _check_same_dynamics(nominal: NominalModel, plant, rtol):
     """
-    M, c, g and friction of the nominal model equal the plant's within rtol (relative to
-    the largest entry).
+    Check that the nominal model's M, c, g and friction equal the plant's.
+
+    The tolerance ``rtol`` is relative to the largest entry.
     """
     mod = TwoLinkModel(nominal.arm, nominal.rotor_inertia)
     ref = TwoLinkModel(plant.arm, plant.reflected_inertia)

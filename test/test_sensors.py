@@ -122,8 +122,10 @@ def test_noise_reproducible_with_seed_and_different_with_another():
 
 def _discrete_filter_response(amp, w, T, alpha, n, v0):
     """
-    Closed-form output of v_k = v_{k-1} + alpha ((q_k - q_{k-1})/T - v_{k-1}), v_0 = v0,
-    for q_k = amp sin(w k T).
+    Return the closed-form output of the filtered backward difference.
+
+    The filter is v_k = v_{k-1} + alpha ((q_k - q_{k-1})/T - v_{k-1}), v_0 = v0, driven by
+    q_k = amp sin(w k T).
 
     Steady state: the transfer function H(z) = alpha (1 - z^-1) / (T (1 - (1 - alpha) z^-1))
     at z = exp(j w T) applied to the input phasor; transient: (v0 - p_0) (1 - alpha)^k.
