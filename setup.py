@@ -31,7 +31,7 @@ setup(
         ('share/' + package_name + '/urdf', glob('urdf/*.urdf')),
         ('share/' + package_name + '/rviz', glob('rviz/*.rviz')),
     ],
-    install_requires=['setuptools', 'numpy', 'scipy', 'PyYAML'],
+    install_requires=['setuptools', 'numpy', 'scipy', 'PyYAML', 'rosbags', 'matplotlib'],
     zip_safe=True,
     maintainer='manip_control maintainers',
     maintainer_email='manip_control@example.com',
