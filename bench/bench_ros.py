@@ -30,7 +30,7 @@ Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
 3. Lockstep with the three nodes as separate processes (as launch/sim.launch.py starts
    them): real-time factor from the plant's own wall-time measurement.
 
-Targets (issue 3): lockstep RTF >= 2x; real time >= 99 % of the controller ticks and p99
+Targets: lockstep RTF >= 2x; real time >= 99 % of the controller ticks and p99
 latency <= 1 ms. Each run uses its own ROS domain (DDS discovery kept on this host).
 """
 

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Controller-side safety: input validation, safe-mode supervision and safe torques (issue 6).
+Controller-side safety: input validation, safe-mode supervision and safe torques.
 
 ROS-free (no rclpy): the nodes feed plain sequences and timestamps in, and get plain floats,
 enums and transition records out. Everything here is deterministic and unit-tested without

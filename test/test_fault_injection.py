@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Fault-injection tests of issue 6: real node processes (``python -m manip_control.nodes.*
+Fault-injection tests: real node processes (``python -m manip_control.nodes.*
 --ros-args ...``), real DDS, this session's own ROS_DOMAIN_ID (test/conftest.py), every
 process stopped at the end.
 

@@ -166,7 +166,7 @@ def test_lockstep_resent_state_gets_the_same_command(ros_context, executor, prob
 
 @pytest.mark.parametrize('trigger', ['timer', 'state'])
 def test_realtime_triggers(ros_context, executor, probe, spin, trigger):
-    # the single state must not go stale during the test (issue 6: a stale state means safe
+    # the single state must not go stale during the test (a stale state means safe
     # mode, with the safe command published at the control rate; see test_fault_injection)
     rig = Rig(ros_context, executor, probe, spin, mode='realtime', trigger=trigger,
               **{'safety.state_timeout': 10.0})

@@ -37,7 +37,7 @@ Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` and ``safety.*``
 (``ros2 param set``); an invalid value is refused with the reason in the SetParametersResult,
 a valid one is staged and takes effect at the next tick. Every other parameter is read-only.
 
-Lifecycle and safety (issue 6; :mod:`manip_control.nodes.controller_safety`, docs/safety.md):
+Lifecycle and safety (:mod:`manip_control.nodes.controller_safety`, docs/safety.md):
 a managed node. The parameters are validated at start (a bad one: one ``error:`` line, exit
 code 2, nothing published); ``configure`` builds the controller, topics and the safety layer;
 ``activate`` starts commanding once a fresh joint state has arrived; ``deactivate`` sends zero
@@ -51,7 +51,7 @@ does not age; when the reference of a pending state is later than
 ``safety.reference_timeout``, the tick runs with the held reference (last position, zero
 velocity), so a dead trajectory node does not stall the loop.
 
-Structure (for the safety layer of issue 6): :meth:`ControllerNode.on_joint_state` /
+Structure (for the safety layer): :meth:`ControllerNode.on_joint_state` /
 :meth:`on_reference` convert messages and store them, :meth:`tick` runs one control step
 (:meth:`compute` is the call into the core, :meth:`publish_command` the output).
 """

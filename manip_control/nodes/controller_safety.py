@@ -14,7 +14,7 @@
 
 """
 Safety layer of the controller node: parameters, input validation, watchdogs, safe commands,
-lifecycle bookkeeping and diagnostics (issue 6).
+lifecycle bookkeeping and diagnostics.
 
 The ROS-free logic is :mod:`manip_control.safety`; :class:`ControllerSafety` binds it to the
 (lifecycle) controller node, which keeps its topics, lockstep protocol and feedback law and
