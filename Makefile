@@ -36,6 +36,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
+	$(BIN)/pip install -q -r requirements-bench.txt
 	$(BIN)/python bench/bench_offline.py
 	$(BIN)/python bench/bench_ros.py
 

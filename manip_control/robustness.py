@@ -18,8 +18,9 @@ Monte Carlo robustness of computed-torque tracking against nominal-model errors.
 Each run draws relative errors ``delta ~ U[-s, s]`` for the nominal ``m1, m2, I1, I2`` (the
 lengths, CoM distances, rotor inertia and friction are the plant's), simulates the scenario
 offline and records the late-window maximum tracking error ``max |q - q_d|``. Runs are
-seeded (``numpy.random.SeedSequence``) and spread over processes; the same parameter draws
-are used for every gain set.
+seeded (``numpy.random.SeedSequence``) and simulated together by
+:func:`manip_control.simulation.run_batch` (the compiled kernel on every core); the same
+parameter draws are used for every gain set.
 
 ISS-style prediction. With computed torque ``tau = M^ v + c^ + g^`` and
 ``v = qdd_d - Kd e_dot - Kp e``, the error obeys per joint::
@@ -33,7 +34,8 @@ response (``1 / kp`` for ``zeta >= 1``). Evaluating ``eta`` along the reference 
 size of the parameter errors, and divided by ``S^2`` when the gains are scaled to
 ``wn -> S wn`` (``kp -> S^2 kp``, ``kd -> S kd``).
 
-``manip-robustness`` prints a table (per gain set and mismatch level: runs, median and max
+``manip-robustness`` shows a progress bar on stderr (when it is a terminal; ``--quiet``
+hides it), prints a table (per gain set and mismatch level: runs, median and max
 late-window error, max predicted bound, measured/predicted ratio) and writes
 ``robustness.png`` (error and bound vs mismatch size, two gain sets) and ``robustness.csv``.
 """
@@ -41,17 +43,15 @@ late-window error, max predicted bound, measured/predicted ratio) and writes
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ProcessPoolExecutor
 import csv
 import dataclasses
 from dataclasses import dataclass
+import functools
 import math
-import multiprocessing
-import os
 from pathlib import Path
 import sys
 import time
-from typing import Sequence
+from typing import Callable, Sequence, TextIO
 
 from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import ControllerParameters
@@ -96,7 +96,7 @@ class RunResult:
 
 
 def perturbed_nominal(scenario: Scenario, delta: Sequence[float]) -> NominalModel:
-    """The plant's true model with ``m1, m2, I1, I2`` scaled by ``1 + delta``."""
+    """Return the plant's true model with ``m1, m2, I1, I2`` scaled by ``1 + delta``."""
     plant = scenario.plant
     arm = plant.arm
     values = {name: getattr(arm, name) * (1.0 + d) for name, d in zip(PERTURBED, delta)}
@@ -104,6 +104,7 @@ def perturbed_nominal(scenario: Scenario, delta: Sequence[float]) -> NominalMode
                         rotor_inertia=plant.reflected_inertia)
 
 
+@functools.lru_cache(maxsize=64)
 def h_l1_norm(kp: float, kd: float) -> float:
     """``||h||_1`` of ``h(s) = 1 / (s^2 + kd s + kp)`` (= 1/kp when critically/overdamped)."""
     zeta = kd / (2.0 * math.sqrt(kp))
@@ -117,21 +118,28 @@ def h_l1_norm(kp: float, kd: float) -> float:
 
 
 def predicted_bound(scenario: Scenario, nominal: NominalModel, kp, kd,
-                    n_samples: int = 2000) -> np.ndarray:
+                    n_samples: int = 2000, reference=None) -> np.ndarray:
     """
     Per-joint ISS-style bound ``||h_j||_1 max_t |eta_j(t)|`` along the reference [rad].
 
     ``eta = M^-1 (M~ qdd_d + c~ + g~)`` at ``q = q_d``, ``qd = qd_d`` over the late window.
+    ``reference`` may pass the samples ``(q, qd, qdd)`` of :func:`late_reference` (they
+    depend on the scenario only).
     """
     plant = scenario.plant
     true = TwoLinkModel(plant.arm, plant.reflected_inertia)
     nom = TwoLinkModel(nominal.arm, nominal.rotor_inertia)
+    q, qd, qdd = late_reference(scenario, n_samples) if reference is None else reference
+    eta = _mismatch_acceleration(nom, true, q, qd, qdd)
+    norms = np.array([h_l1_norm(float(kp[j]), float(kd[j])) for j in range(2)])
+    return norms * np.abs(eta).max(axis=0)
+
+
+def late_reference(scenario: Scenario, n_samples: int = 2000):
+    """``(q_d, qd_d, qdd_d)`` at ``n_samples`` times over the late window, shapes (n, 2)."""
     traj = trajectory_from_config(dict(scenario.trajectory), 2)
     t = np.linspace(scenario.late_window_start, scenario.duration, n_samples)
-    q, qd, qdd = traj.sample_many(t)
-    eta = _mismatch_acceleration(nom, true, q, qd, qdd)
-    norms = np.array([h_l1_norm(kp[j], kd[j]) for j in range(2)])
-    return norms * np.abs(eta).max(axis=0)
+    return traj.sample_many(t)
 
 
 def _matrices(m: TwoLinkModel, q, qd):
@@ -157,13 +165,22 @@ def _mismatch_acceleration(nom: TwoLinkModel, true: TwoLinkModel, q, qd, qdd) ->
     return np.linalg.solve(m_t, rhs[..., None])[..., 0]
 
 
-def _run_one(args) -> tuple:
-    """Worker: simulate one run; returns (late-window max |e| per joint, saturated)."""
-    scenario, nominal, kp, kd = args
-    from manip_control.simulation import run_closed_loop
+def run_scenario(scenario: Scenario, nominal: NominalModel, kp, kd) -> Scenario:
+    """``scenario`` with the controller's nominal model and gains replaced."""
     ctrl = dataclasses.replace(scenario.controller, nominal=nominal, kp=tuple(kp),
                                kd=tuple(kd))
-    result = run_closed_loop(dataclasses.replace(scenario, controller=ctrl))
+    return dataclasses.replace(scenario, controller=ctrl)
+
+
+def single_run(scenario: Scenario, nominal: NominalModel, kp, kd) -> tuple:
+    """
+    One run on its own (:func:`run_closed_loop`): late-window max |e| per joint, saturated.
+
+    The study computes the same figures for all runs at once with
+    :func:`manip_control.simulation.run_batch`; this is the one-run reference.
+    """
+    from manip_control.simulation import run_closed_loop
+    result = run_closed_loop(run_scenario(scenario, nominal, kp, kd))
     late = result.t >= scenario.late_window_start
     err = np.abs(result.error[late]).max(axis=0)
     return tuple(float(e) for e in err), bool(result.saturated.any())
@@ -191,7 +208,8 @@ def make_specs(levels: Sequence[float], runs: int, seed: int,
 
 def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
               runs: int = DEFAULT_RUNS, seed: int = 0, jobs: int | None = None,
-              gain_scale: float = DEFAULT_GAIN_SCALE) -> list[RunResult]:
+              gain_scale: float = DEFAULT_GAIN_SCALE,
+              progress: Callable[[int, int], None] | None = None) -> list[RunResult]:
     """
     Run the Monte Carlo study (see the module docstring); deterministic for a seed.
 
@@ -206,11 +224,16 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
     seed : int
         Base seed.
     jobs : int, optional
-        Worker processes (default: number of CPUs, at most 8); 1 runs in-process.
+        Threads running the compiled kernel, or processes on the Python path (default:
+        number of CPUs, at most 8). Results do not depend on it.
     gain_scale : float
         ``S`` of gain set B (``wn -> S wn``).
+    progress : callable, optional
+        ``progress(done, total)`` as runs finish.
 
     """
+    from manip_control.simulation import run_batch
+
     if scenario.controller.law != 'computed_torque':
         raise ParameterError('controller.law: the robustness study needs computed_torque '
                              f'(got {scenario.controller.law})')
@@ -220,21 +243,63 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
         raise ParameterError(f'runs: must be >= 1 (got {runs})')
     if not gain_scale > 0.0:
         raise ParameterError(f'gain_scale: must be > 0 (got {gain_scale})')
+    if jobs is not None and jobs < 1:
+        raise ParameterError(f'jobs: must be >= 1 (got {jobs})')
     specs = make_specs(levels, runs, seed, gain_sets(scenario.controller, gain_scale))
     nominals = [perturbed_nominal(scenario, s.delta) for s in specs]
-    work = [(scenario, nm, s.kp, s.kd) for s, nm in zip(specs, nominals)]
-    jobs = jobs or min(8, os.cpu_count() or 1)
-    if jobs <= 1:
-        outputs = [_run_one(w) for w in work]
-    else:
-        ctx = multiprocessing.get_context('spawn')
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            outputs = list(pool.map(_run_one, work, chunksize=max(1, len(work) // (4 * jobs))))
+    batch = run_batch([run_scenario(scenario, nm, s.kp, s.kd)
+                       for s, nm in zip(specs, nominals)], jobs=jobs, progress=progress)
+    reference = late_reference(scenario)
     results = []
-    for spec, nm, (err, sat) in zip(specs, nominals, outputs):
-        pred = predicted_bound(scenario, nm, spec.kp, spec.kd)
-        results.append(RunResult(spec, err, tuple(float(p) for p in pred), sat))
+    for i, (spec, nm) in enumerate(zip(specs, nominals)):
+        pred = predicted_bound(scenario, nm, spec.kp, spec.kd, reference=reference)
+        results.append(RunResult(spec, tuple(float(e) for e in batch.late_max_error[i]),
+                                 tuple(float(p) for p in pred), bool(batch.saturated[i])))
     return results
+
+
+class ProgressBar:
+    """
+    A one-line progress bar ``[#####.....] done/total runs, elapsed, ETA`` on a stream.
+
+    Silent when ``enabled`` is false or the stream is not a terminal. Use as
+    ``progress(done, total)`` and call :meth:`close` at the end.
+    """
+
+    def __init__(self, stream: TextIO | None = None, enabled: bool = True,
+                 width: int = 30, min_interval: float = 0.1):
+        self.stream = sys.stderr if stream is None else stream
+        isatty = getattr(self.stream, 'isatty', None)
+        self.enabled = bool(enabled and isatty is not None and isatty())
+        self.width = width
+        self.min_interval = min_interval
+        self._t0 = time.perf_counter()
+        self._last = -math.inf
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        """Redraw for ``done`` of ``total`` runs (throttled to ``min_interval``)."""
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if done < total and now - self._last < self.min_interval:
+            return
+        self._last = now
+        elapsed = now - self._t0
+        frac = done / total if total else 1.0
+        fill = int(round(frac * self.width))
+        eta = f', ETA {elapsed / frac - elapsed:4.0f} s' if 0 < done < total else ''
+        self.stream.write(f'\r[{"#" * fill}{"." * (self.width - fill)}] {done}/{total} runs, '
+                          f'{elapsed:5.1f} s{eta}   ')
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self._shown:
+            self.stream.write('\n')
+            self.stream.flush()
+            self._shown = False
 
 
 @dataclass
@@ -293,8 +358,10 @@ def write_csv(path: Path, results: Sequence[RunResult]) -> None:
 def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
          title: str) -> None:
     """
-    PNG: late-window error (dots) and predicted bound (rings) vs mismatch size, per gain
-    set, with the per-level maxima joined by lines.
+    Plot the late-window error and predicted bound vs mismatch size to a PNG.
+
+    Dots: error per run; rings: predicted bound per run; per gain set, with the per-level
+    maxima joined by lines.
     """
     import matplotlib
     matplotlib.use('Agg')
@@ -352,12 +419,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f'runs per level and gain set (default {DEFAULT_RUNS})')
     p.add_argument('--seed', type=int, default=0, help='base seed (default 0)')
     p.add_argument('--jobs', type=int, default=None,
-                   help='worker processes (default: CPU count)')
+                   help='parallel workers (default: CPU count, at most 8)')
     p.add_argument('--gain-scale', type=float, default=DEFAULT_GAIN_SCALE,
                    help='gain set B scales wn by this (kp by its square; default 2)')
     p.add_argument('--out', default='robustness', metavar='DIR',
                    help='output directory for robustness.png and robustness.csv '
                         '(default ./robustness)')
+    p.add_argument('--quiet', action='store_true',
+                   help='no progress bar (it is shown only when stderr is a terminal)')
     return p
 
 
@@ -373,8 +442,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f'{scenario.name}: {n} runs ({args.runs} per level and gain set), '
               f'{scenario.duration:g} s each, late window from {scenario.late_window_start:g} s')
         t0 = time.perf_counter()
-        results = run_study(scenario, args.levels, args.runs, args.seed, args.jobs,
-                            args.gain_scale)
+        bar = ProgressBar(sys.stderr, enabled=not args.quiet)
+        try:
+            results = run_study(scenario, args.levels, args.runs, args.seed, args.jobs,
+                                args.gain_scale, progress=bar)
+        finally:
+            bar.close()
         elapsed = time.perf_counter() - t0
         out = Path(args.out)
         try:

@@ -19,12 +19,27 @@ The semantics are those of the ROS lockstep mode (see DEVELOPERS.md): at tick k,
 ``t_k = k T``, the sensors measure ``y_k``, the trajectory gives ``r_k = r(t_k)``, the
 controller computes ``u_k`` and the plant integrates over ``[t_k, t_k + T]`` with ``u_k``
 held. Tick records are taken at ``t_k`` (before the step).
+
+Two engines run this loop: the compiled kernel (:mod:`manip_control.kernel`, the default
+whenever it supports the scenario) and the Python objects of :class:`ClosedLoop` (the
+reference, and the fallback for any option the kernel does not implement). They agree to
+round-off (tested within 1e-12; bit for bit on the sinusoid scenarios). :func:`run_batch`
+simulates many parameter sets at once on all cores.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import as_completed
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass
+import json
+import multiprocessing
+import os
+from typing import Callable, Sequence
 
+from manip_control import kernel
 from manip_control.control import Controller
 from manip_control.parameters import Scenario
 from manip_control.plant import Plant
@@ -85,14 +100,68 @@ class ClosedLoop:
         self.trajectory = trajectory_from_config(dict(scenario.trajectory), 2)
 
 
-def run_closed_loop(scenario: Scenario, duration: float | None = None) -> SimulationResult:
+ENGINES = ('auto', 'kernel', 'python')
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f'engine: must be one of {", ".join(ENGINES)} (got {engine!r})')
+
+
+def use_kernel(scenario: Scenario, engine: str = 'auto') -> bool:
+    """
+    Whether ``engine`` runs ``scenario`` in the compiled kernel.
+
+    ``'auto'``: the kernel when it supports the scenario, else Python; ``'python'``: always
+    Python; ``'kernel'``: the kernel, or :class:`KernelUnsupported` naming the reason.
+    """
+    _check_engine(engine)
+    if engine == 'python':
+        return False
+    reason = kernel.unsupported(scenario)
+    if reason is None:
+        return True
+    if engine == 'kernel':
+        raise KernelUnsupported(f'engine kernel: {reason}')
+    return False
+
+
+class KernelUnsupported(ValueError):
+    """The compiled kernel was requested for a scenario it does not implement."""
+
+
+def run_closed_loop(scenario: Scenario, duration: float | None = None,
+                    engine: str = 'auto') -> SimulationResult:
     """
     Simulate ``scenario`` for ``duration`` seconds (default: the scenario's).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        Plant, controller, trajectory, rates.
+    duration : float, optional
+        Simulated time [s]; ``round(duration / T)`` ticks.
+    engine : str
+        ``'auto'`` (compiled kernel when it supports the scenario, else Python),
+        ``'kernel'`` or ``'python'``.
 
     Returns
     -------
     SimulationResult
 
+    """
+    if use_kernel(scenario, engine):
+        rec, stats = kernel.closed_loop(scenario, duration)
+        return _result(scenario, rec, stats[kernel.ST_FINAL:kernel.ST_FINAL + 8].copy())
+    return run_closed_loop_python(scenario, duration)
+
+
+def run_closed_loop_python(scenario: Scenario,
+                           duration: float | None = None) -> SimulationResult:
+    """
+    Simulate ``scenario`` tick by tick with the Python objects of :class:`ClosedLoop`.
+
+    The reference implementation of the loop (and the fallback of :func:`run_closed_loop`).
     """
     loop = ClosedLoop(scenario)
     plant, sensors, ctrl, traj = loop.plant, loop.sensors, loop.controller, loop.trajectory
@@ -118,14 +187,19 @@ def run_closed_loop(scenario: Scenario, duration: float | None = None) -> Simula
         tj = plant.joint_torque_at(x)
         v1, v2 = plant.drive_voltage_at(x) if motor else (0.0, 0.0)
         append((t, x[0], x[1], x[2], x[3], y1, y2, w1, w2, r[0], r[1], rv[0], rv[1],
-                  ra[0], ra[1], out.tau1, out.tau2, tj[0], tj[1], x[4], x[5], v1, v2))
-    rec = np.array(rec, dtype=float).reshape(n, 23)
-    sat = np.abs(rec[:, 15:17]) >= np.asarray(ctrl.torque_limit)
+                ra[0], ra[1], out.tau1, out.tau2, tj[0], tj[1], x[4], x[5], v1, v2))
+    rec = np.array(rec, dtype=float).reshape(n, kernel.REC_SIZE)
+    return _result(scenario, rec, plant.state)
+
+
+def _result(scenario: Scenario, rec: np.ndarray, final_state: np.ndarray) -> SimulationResult:
+    """Build the result from the per-tick record columns."""
+    sat = np.abs(rec[:, 15:17]) >= np.asarray(scenario.controller.torque_limit)
     return SimulationResult(
         scenario=scenario, t=rec[:, 0], q=rec[:, 1:3], qd=rec[:, 3:5], q_meas=rec[:, 5:7],
         qd_meas=rec[:, 7:9], q_d=rec[:, 9:11], qd_d=rec[:, 11:13], qdd_d=rec[:, 13:15],
         tau_cmd=rec[:, 15:17], tau_joint=rec[:, 17:19], current=rec[:, 19:21],
-        voltage=rec[:, 21:23], saturated=sat, final_state=plant.state)
+        voltage=rec[:, 21:23], saturated=sat, final_state=final_state)
 
 
 def summarize(result: SimulationResult, late_window_start: float | None = None) -> dict:
@@ -157,6 +231,211 @@ def summarize(result: SimulationResult, late_window_start: float | None = None) 
         'peak_voltage_V': np.abs(result.voltage).max(axis=0).tolist(),
         'saturation_time_s': (result.saturated.sum(axis=0) * period).tolist(),
     }
+
+
+@dataclass
+class BatchResult:
+    """
+    Figures of many closed-loop runs, one row per run, as :func:`summarize` computes them.
+
+    Attributes
+    ----------
+    scenarios : list of Scenario
+    late_max_error, late_rms_error : ndarray, shape (N, 2)
+        Late-window max |e| and RMS e [rad].
+    max_error_whole_run : ndarray, shape (N, 2)
+        Max |e| over the whole run [rad].
+    peak_torque_cmd, rms_torque_cmd : ndarray, shape (N, 2)
+        Max |tau_cmd| and RMS tau_cmd [N·m].
+    peak_current, peak_voltage : ndarray, shape (N, 2)
+        Max |i| [A] and max |V| [V].
+    saturation_time : ndarray, shape (N, 2)
+        Time with the command at its limit [s].
+    saturated : ndarray of bool, shape (N,)
+        Whether the command reached a limit at any tick.
+    final_state : ndarray, shape (N, 8)
+        Plant state at the end of each run.
+    n_ticks : ndarray of int, shape (N,)
+        Control ticks of each run.
+
+    """
+
+    scenarios: list
+    late_max_error: np.ndarray
+    late_rms_error: np.ndarray
+    max_error_whole_run: np.ndarray
+    peak_torque_cmd: np.ndarray
+    rms_torque_cmd: np.ndarray
+    peak_current: np.ndarray
+    peak_voltage: np.ndarray
+    saturation_time: np.ndarray
+    saturated: np.ndarray
+    final_state: np.ndarray
+    n_ticks: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scenarios)
+
+    def summary(self, i: int) -> dict:
+        """Run ``i``'s figures in the layout of :func:`summarize`."""
+        sc = self.scenarios[i]
+        n = int(self.n_ticks[i])
+        return {
+            'scenario': sc.name,
+            'duration_s': float(n * sc.period),
+            'ticks': n,
+            'late_window_start_s': float(sc.late_window_start),
+            'joints': list(sc.joints),
+            'rms_error_rad': self.late_rms_error[i].tolist(),
+            'max_error_rad': self.late_max_error[i].tolist(),
+            'max_error_whole_run_rad': self.max_error_whole_run[i].tolist(),
+            'peak_torque_cmd_Nm': self.peak_torque_cmd[i].tolist(),
+            'rms_torque_cmd_Nm': self.rms_torque_cmd[i].tolist(),
+            'peak_current_A': self.peak_current[i].tolist(),
+            'peak_voltage_V': self.peak_voltage[i].tolist(),
+            'saturation_time_s': self.saturation_time[i].tolist(),
+        }
+
+
+def _figures(result: SimulationResult) -> np.ndarray:
+    """Compute the kernel's per-run figures (``kernel.ST_*``) from a run's records."""
+    sc = result.scenario
+    st = np.zeros(kernel.ST_SIZE)
+    late = result.t >= sc.late_window_start
+    if not np.any(late):
+        late = np.ones_like(result.t, dtype=bool)
+    err = np.abs(result.error)
+    st[kernel.ST_LATE_MAX1:kernel.ST_LATE_MAX2 + 1] = err[late].max(axis=0)
+    st[kernel.ST_LATE_SQ1:kernel.ST_LATE_SQ2 + 1] = (err[late] ** 2).sum(axis=0)
+    st[kernel.ST_LATE_N] = late.sum()
+    st[kernel.ST_MAX1:kernel.ST_MAX2 + 1] = err.max(axis=0)
+    st[kernel.ST_TAU_MAX1:kernel.ST_TAU_MAX2 + 1] = np.abs(result.tau_cmd).max(axis=0)
+    st[kernel.ST_TAU_SQ1:kernel.ST_TAU_SQ2 + 1] = (result.tau_cmd ** 2).sum(axis=0)
+    st[kernel.ST_I_MAX1:kernel.ST_I_MAX2 + 1] = np.abs(result.current).max(axis=0)
+    st[kernel.ST_V_MAX1:kernel.ST_V_MAX2 + 1] = np.abs(result.voltage).max(axis=0)
+    st[kernel.ST_SAT1:kernel.ST_SAT2 + 1] = result.saturated.sum(axis=0)
+    st[kernel.ST_SAT_ANY] = float(result.saturated.any())
+    st[kernel.ST_FINAL:kernel.ST_FINAL + 8] = result.final_state
+    return st
+
+
+def _python_figures(args) -> np.ndarray:
+    """Process-pool worker: one run on the Python path, as kernel figures."""
+    scenario, duration = args
+    return _figures(run_closed_loop_python(scenario, duration))
+
+
+def _group_key(scenario: Scenario, n: int) -> str:
+    """Return the key of runs that share references, noise and timing (one kernel batch)."""
+    return json.dumps([scenario.control_rate, n, scenario.late_window_start,
+                       scenario.trajectory, dataclasses.asdict(scenario.plant.sensors)],
+                      sort_keys=True)
+
+
+def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
+              jobs: int | None = None, progress: Callable[[int, int], None] | None = None,
+              engine: str = 'auto') -> BatchResult:
+    """
+    Simulate many scenarios (parameter sets) at once, on ``jobs`` cores.
+
+    Each run is the closed loop of :func:`run_closed_loop` for its scenario, and its
+    figures are exactly those :func:`summarize` computes from that run (the kernel
+    accumulates them tick by tick; sums may differ from numpy's in the last bits). Runs
+    that share the trajectory, rate, duration and sensors share one precomputed reference
+    and noise sequence; the kernel runs in threads that release the GIL. Scenarios the
+    kernel does not support (or ``engine='python'``) run on the Python path in processes.
+
+    Parameters
+    ----------
+    scenarios : sequence of Scenario
+        The parameter sets (true arm, friction, motors, nominal model, gains, ...).
+    duration : float, optional
+        Simulated time of every run [s] (default: each scenario's).
+    jobs : int, optional
+        Threads / processes (default: the number of CPUs, at most 8).
+    progress : callable, optional
+        ``progress(done, total)`` is called from the calling thread as runs finish.
+    engine : str
+        ``'auto'``, ``'kernel'`` or ``'python'`` (see :func:`run_closed_loop`).
+
+    Returns
+    -------
+    BatchResult
+
+    """
+    _check_engine(engine)
+    scenarios = list(scenarios)
+    total = len(scenarios)
+    jobs = max(1, int(jobs or min(8, os.cpu_count() or 1)))
+    stats = np.zeros((total, kernel.ST_SIZE))
+    ticks = np.array([int(round((sc.duration if duration is None else duration) / sc.period))
+                      for sc in scenarios], dtype=np.int64)
+    fast = [i for i, sc in enumerate(scenarios) if use_kernel(sc, engine)]
+    slow = sorted(set(range(total)) - set(fast))
+    done = 0
+
+    def report(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    groups: dict[str, list[int]] = {}
+    for i in fast:
+        groups.setdefault(_group_key(scenarios[i], int(ticks[i])), []).append(i)
+    tasks = []
+    for idx in groups.values():
+        shared = kernel.Packed(scenarios[idx[0]], duration)
+        x0s = np.array([Plant(scenarios[i].plant, scenarios[i].period).state for i in idx])
+        plants = np.array([kernel.pack_plant(scenarios[i].plant, scenarios[i].period)
+                           for i in idx])
+        ctrls = np.array([kernel.pack_controller(scenarios[i].controller, scenarios[i].period)
+                          for i in idx])
+        size = max(1, min(16, len(idx) // (20 * jobs)))
+        for a in range(0, len(idx), size):
+            sel = idx[a:a + size]
+            tasks.append((sel, x0s[a:a + size], plants[a:a + size], ctrls[a:a + size],
+                          shared))
+    if tasks:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(kernel.closed_loop_many, x0, pl, ct, sh): sel
+                       for sel, x0, pl, ct, sh in tasks}
+            for fut in as_completed(futures):
+                stats[futures[fut]] = fut.result()
+                report(len(futures[fut]))
+    if slow:
+        work = [(scenarios[i], duration) for i in slow]
+        if jobs <= 1 or len(slow) == 1:
+            for i, w in zip(slow, work):
+                stats[i] = _python_figures(w)
+                report(1)
+        else:
+            ctx = multiprocessing.get_context('spawn')
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                for i, st in zip(slow, pool.map(_python_figures, work)):
+                    stats[i] = st
+                    report(1)
+    late_n = np.maximum(stats[:, kernel.ST_LATE_N], 1.0)[:, None]
+    period = np.array([sc.period for sc in scenarios])[:, None]
+
+    def pair(a: int) -> np.ndarray:
+        return stats[:, a:a + 2].copy()
+
+    return BatchResult(
+        scenarios=scenarios,
+        late_max_error=pair(kernel.ST_LATE_MAX1),
+        late_rms_error=np.sqrt(pair(kernel.ST_LATE_SQ1) / late_n),
+        max_error_whole_run=pair(kernel.ST_MAX1),
+        peak_torque_cmd=pair(kernel.ST_TAU_MAX1),
+        rms_torque_cmd=np.sqrt(pair(kernel.ST_TAU_SQ1) / np.maximum(ticks, 1)[:, None]),
+        peak_current=pair(kernel.ST_I_MAX1),
+        peak_voltage=pair(kernel.ST_V_MAX1),
+        saturation_time=pair(kernel.ST_SAT1) * period,
+        saturated=stats[:, kernel.ST_SAT_ANY] != 0.0,
+        final_state=stats[:, kernel.ST_FINAL:kernel.ST_FINAL + 8].copy(),
+        n_ticks=ticks)
 
 
 def format_summary(summary: dict) -> str:
