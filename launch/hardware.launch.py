@@ -15,13 +15,15 @@
 """
 Controller and trajectory against a hardware driver: wall time, free-running 1 kHz timers.
 
-    ros2 launch manip_control hardware.launch.py joint_states_topic:=/arm/joint_states \
-        command_topic:=/arm/effort_controller/commands [headless:=false]
+    ros2 launch manip_control hardware.launch.py [joint_states_topic:=/arm/joint_states] \
+        [command_topic:=/arm/effort_controller/commands] [namespace:=arm] [headless:=false]
 
 The controller reads sensor_msgs/JointState from ``joint_states_topic`` (matched by joint
 name) and writes std_msgs/Float64MultiArray torque commands in ``joints`` order to
 ``command_topic`` (what ros2_control's ForwardCommandController with interface effort takes)
 and the stamped sensor_msgs/JointState form to ``joint_commands_topic``. No /clock, no plant.
+The topic arguments default to relative names, so ``namespace:=NS`` moves the nodes and
+their topics under ``/NS`` (an absolute topic argument stays where it is).
 headless:=false adds RViz (the driver is expected to run robot_state_publisher).
 """
 
@@ -45,6 +47,7 @@ def generate_launch_description():
     headless = LaunchConfiguration('headless')
     log_level = LaunchConfiguration('log_level')
     autostart = LaunchConfiguration('autostart')
+    namespace = LaunchConfiguration('namespace')
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
     ros_args = ['--ros-args', '--log-level', log_level]
@@ -56,19 +59,22 @@ def generate_launch_description():
             description='ROS params file with controller and trajectory sections '
                         '(node_name: ros__parameters:)'),
         DeclareLaunchArgument(
-            'joint_states_topic', default_value='/joint_states',
+            'joint_states_topic', default_value='joint_states',
             description='sensor_msgs/JointState topic of the driver (read by the controller)'),
         DeclareLaunchArgument(
-            'command_topic', default_value='/effort_controller/commands',
+            'command_topic', default_value='effort_controller/commands',
             description='std_msgs/Float64MultiArray effort command topic of the driver '
                         '(ros2_control ForwardCommandController, interface effort)'),
         DeclareLaunchArgument(
-            'joint_commands_topic', default_value='/joint_commands',
+            'joint_commands_topic', default_value='joint_commands',
             description='stamped sensor_msgs/JointState command topic (effort, q_d, qd_d)'),
         DeclareLaunchArgument(
-            'reference_topic', default_value='/reference',
+            'reference_topic', default_value='reference',
             description='trajectory_msgs/JointTrajectory reference from trajectory to '
                         'controller'),
+        DeclareLaunchArgument(
+            'namespace', default_value='',
+            description="namespace of the nodes and of the relative topic names; '' = none"),
         DeclareLaunchArgument(
             'headless', default_value='true',
             description='true: no GUI; false: also RViz'),
@@ -81,7 +87,7 @@ def generate_launch_description():
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
         Node(package='manip_control', executable='controller', name='controller',
-             output='screen',
+             namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime',
                                        'autostart': ParameterValue(autostart,
                                                                    value_type=bool)}],
@@ -91,10 +97,11 @@ def generate_launch_description():
                          ('reference', reference_topic)],
              arguments=ros_args),
         Node(package='manip_control', executable='trajectory', name='trajectory',
-             output='screen',
+             namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime'}],
              remappings=[('reference', reference_topic)],
              arguments=ros_args),
-        Node(package='rviz2', executable='rviz2', name='rviz2', output='screen',
-             arguments=['-d', rviz_config], condition=UnlessCondition(headless)),
+        Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
+             output='screen', arguments=['-d', rviz_config],
+             condition=UnlessCondition(headless)),
     ])

@@ -15,11 +15,17 @@
 """
 Simulation: plant, controller and trajectory as separate processes on sim time (lockstep).
 
-    ros2 launch manip_control sim.launch.py [duration:=10.0] [headless:=false] [bag:=runs/r1]
+    ros2 launch manip_control sim.launch.py [duration:=10.0] [bag:=runs/r1] [namespace:=arm]
+        [headless:=false]
 
 The plant owns /clock and steps one control period only after the command of the tick has
-arrived (deterministic, as fast as the loop allows). headless:=false adds
-robot_state_publisher and RViz showing the arm; bag:=DIR adds the recorder.
+arrived (deterministic, as fast as the loop allows). When the plant has simulated ``duration``
+and exits, the whole launch shuts down (every other node is stopped with SIGINT and finishes
+cleanly; the recorder closes its bag). With ``duration:=0`` it runs until Ctrl-C.
+``bag:=DIR`` adds the recorder, and the plant then waits for the recorder's subscription
+before its first tick, so the bag holds the run from tick 0. ``namespace:=NS`` puts every
+node and topic under ``/NS`` (/clock stays global). ``headless:=false`` adds
+robot_state_publisher and RViz showing the arm.
 """
 
 from launch_ros.actions import Node
@@ -28,12 +34,20 @@ from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
+from launch.actions import EmitEvent
+from launch.actions import RegisterEventHandler
 from launch.conditions import IfCondition
 from launch.conditions import UnlessCondition
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
 from launch.substitutions import Command
 from launch.substitutions import LaunchConfiguration
 from launch.substitutions import PathJoinSubstitution
 from launch.substitutions import PythonExpression
+
+#: Topics the recorder records (relative to the namespace).
+RECORDED = ('joint_states', 'effort_controller/commands', 'joint_commands', 'reference',
+            'motor_states', 'controller/diagnostics', 'plant/diagnostics')
 
 
 def generate_launch_description():
@@ -43,10 +57,25 @@ def generate_launch_description():
     bag = LaunchConfiguration('bag')
     log_level = LaunchConfiguration('log_level')
     autostart = LaunchConfiguration('autostart')
+    namespace = LaunchConfiguration('namespace')
     urdf = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf', 'manip_2r.urdf'])
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
     ros_args = ['--ros-args', '--log-level', log_level]
+    recording = PythonExpression(["'", bag, "' != ''"])
+    # '/NS' or '' (the recorder takes absolute topic names)
+    prefix = PythonExpression(["('/' + '", namespace, "'.strip('/')) if '", namespace,
+                               "'.strip('/') else ''"])
+    plant = Node(
+        package='manip_control', executable='plant', name='plant', namespace=namespace,
+        output='screen',
+        parameters=[params_file, {
+            'use_sim_time': True, 'mode': 'lockstep',
+            'duration': ParameterValue(duration, value_type=float),
+            # the controller, + the recorder's subscription when recording
+            'wait_for_subscribers': ParameterValue(
+                PythonExpression(['2 if ', recording, ' else 1']), value_type=int)}],
+        arguments=ros_args)
     return LaunchDescription([
         DeclareLaunchArgument(
             'params_file',
@@ -56,14 +85,19 @@ def generate_launch_description():
                         '(node_name: ros__parameters:)'),
         DeclareLaunchArgument(
             'duration', default_value='0.0',
-            description='simulated time to run [s]; 0 = until stopped (overrides the file)'),
+            description='simulated time to run [s], then the launch shuts down; 0 = until '
+                        'stopped (Ctrl-C) (overrides the file)'),
+        DeclareLaunchArgument(
+            'namespace', default_value='',
+            description="namespace of every node and topic (/clock stays global); '' = none"),
         DeclareLaunchArgument(
             'headless', default_value='true',
             description='true: no GUI; false: also robot_state_publisher and RViz showing the '
                         'arm'),
         DeclareLaunchArgument(
             'bag', default_value='',
-            description="record a rosbag2 bag (MCAP) into this directory; '' = no recording"),
+            description="record a rosbag2 bag (MCAP) into this directory from the first tick; "
+                        "'' = no recording"),
         DeclareLaunchArgument(
             'autostart', default_value='true',
             description='configure and activate the (lifecycle) controller at start; false: '
@@ -72,30 +106,33 @@ def generate_launch_description():
         DeclareLaunchArgument(
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
-        Node(package='manip_control', executable='plant', name='plant', output='screen',
-             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
-                                       'duration': ParameterValue(duration, value_type=float)}],
-             arguments=ros_args),
+        plant,
+        # the plant exits when it has simulated `duration`: end the whole launch
+        RegisterEventHandler(OnProcessExit(
+            target_action=plant,
+            on_exit=[EmitEvent(event=Shutdown(reason='the plant finished the run'))])),
         Node(package='manip_control', executable='controller', name='controller',
-             output='screen', parameters=[params_file, {'use_sim_time': True,
-                                                        'mode': 'lockstep',
-                                                        'autostart': ParameterValue(
-                                                            autostart, value_type=bool)}],
+             namespace=namespace, output='screen',
+             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
+                                       'autostart': ParameterValue(autostart,
+                                                                   value_type=bool)}],
              arguments=ros_args),
         Node(package='manip_control', executable='trajectory', name='trajectory',
-             output='screen', parameters=[params_file, {'use_sim_time': True,
-                                                        'mode': 'lockstep'}],
+             namespace=namespace, output='screen',
+             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
              arguments=ros_args),
-        Node(package='manip_control', executable='recorder', name='recorder', output='screen',
-             parameters=[{'use_sim_time': True, 'bag': bag}], arguments=ros_args,
-             condition=IfCondition(PythonExpression(["'", bag, "' != ''"]))),
+        Node(package='manip_control', executable='recorder', name='recorder',
+             namespace=namespace, output='screen',
+             parameters=[{'use_sim_time': True, 'bag': bag,
+                          'topics': [[prefix, '/' + t] for t in RECORDED]}],
+             arguments=ros_args, condition=IfCondition(recording)),
         Node(package='robot_state_publisher', executable='robot_state_publisher',
-             name='robot_state_publisher', output='screen',
+             name='robot_state_publisher', namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True,
                           'robot_description': ParameterValue(Command(['cat ', urdf]),
                                                               value_type=str)}],
              condition=UnlessCondition(headless)),
-        Node(package='rviz2', executable='rviz2', name='rviz2', output='screen',
-             arguments=['-d', rviz_config], parameters=[{'use_sim_time': True}],
-             condition=UnlessCondition(headless)),
+        Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
+             output='screen', arguments=['-d', rviz_config],
+             parameters=[{'use_sim_time': True}], condition=UnlessCondition(headless)),
     ])

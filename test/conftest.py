@@ -15,10 +15,18 @@
 """
 Shared test fixtures: a session-unique ROS_DOMAIN_ID, rclpy contexts, process helpers.
 
-The domain id is derived from the pytest process id (1..100, never 0) and put into
-``os.environ`` at import, before any rclpy.init in this process; every subprocess started
-through :class:`Processes` inherits it. DDS discovery is kept on this host
+The domain id (1..100, never 0) is reserved for this pytest process with a lock file, so
+concurrent test runs on one machine never share a domain, and put into ``os.environ`` at
+import, before any rclpy.init in this process; every subprocess started through
+:class:`Processes` inherits it. DDS discovery is kept on this host
 (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) unless the caller set it.
+
+``ros2_env`` (session) is the environment of a ROS 2 user after ``colcon build
+--symlink-install`` of this working tree and ``source install/setup.bash``: ``ros2 launch
+manip_control ...``, ``ros2 run manip_control ...`` and ``FindPackageShare`` resolve through
+the ament index of that install, whose files link back to the working tree (the code under
+test). Tests that need it are skipped, with the reason, where colcon or the ``ros2`` tools are
+missing. At the end of the session the ``ros2`` daemon of the domain is stopped.
 
 ``ros_context`` gives each test its own initialised rclpy Context (nodes take
 ``context=ctx``); ``procs`` starts processes in their own process groups and always stops
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +48,33 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
-DOMAIN_ID = 1 + os.getpid() % 100
+
+
+def _reserve_domain_id() -> tuple[int, object]:
+    """
+    Reserve a ROS_DOMAIN_ID in 1..100 for this process (an flock held until it exits).
+
+    Starts at a pid-derived id and takes the first one that no other running test process
+    holds; falls back to the pid-derived id if none is free.
+    """
+    import fcntl
+    import tempfile
+    lock_dir = Path(tempfile.gettempdir()) / 'manip_control_ros_domains'
+    lock_dir.mkdir(exist_ok=True)
+    start = os.getpid() % 100
+    for i in range(100):
+        domain = 1 + (start + i) % 100
+        fh = open(lock_dir / f'{domain}.lock', 'w')
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            continue
+        return domain, fh
+    return 1 + start, None
+
+
+DOMAIN_ID, _DOMAIN_LOCK = _reserve_domain_id()
 os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 # Node processes started by the tests pick UDPv4 like the node executables do (see
@@ -49,7 +84,7 @@ os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'UDPv4')
 
 @pytest.fixture(scope='session')
 def ros_domain_id() -> int:
-    """The ROS_DOMAIN_ID of this test session (also in os.environ)."""
+    """Return the ROS_DOMAIN_ID of this test session (also in os.environ)."""
     return DOMAIN_ID
 
 
@@ -66,7 +101,7 @@ def ros_env() -> dict:
 
 @pytest.fixture
 def ros_context():
-    """A fresh initialised rclpy Context for one test, shut down afterwards."""
+    """Give a fresh initialised rclpy Context for one test, shut down afterwards."""
     rclpy = pytest.importorskip('rclpy')
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN_ID)
@@ -173,7 +208,7 @@ def spin_for(executor, seconds: float, until=None) -> bool:
 
 @pytest.fixture
 def spin():
-    """``spin(executor, seconds, until=None)``: see :func:`spin_for`."""
+    """Return :func:`spin_for` (executor, seconds, until=None)."""
     return spin_for
 
 
@@ -201,7 +236,7 @@ class Probe:
 
 @pytest.fixture
 def probe(ros_context):
-    """A :class:`Probe` node in this test's context."""
+    """Give a :class:`Probe` node in this test's context."""
     p = Probe(ros_context)
     try:
         yield p
@@ -218,7 +253,7 @@ def make_node(cls, ctx, node_specs, values: dict, **kwargs):
 
 @pytest.fixture
 def executor(ros_context):
-    """An EventsExecutor of this test's context (nodes added by the test)."""
+    """Give an EventsExecutor of this test's context (nodes added by the test)."""
     from manip_control.nodes.common import make_executor
     ex = make_executor('events', context=ros_context)
     try:
@@ -227,3 +262,90 @@ def executor(ros_context):
         for n in list(ex.get_nodes()):
             ex.remove_node(n)
         ex.shutdown()
+
+
+# --------------------------------------------------------------------------------------------
+# the real ROS 2 tools: a colcon workspace of this working tree, the `ros2` command
+
+VENV_BIN = Path(sys.executable).parent
+NO_ROS2 = ('the ros2 command is not installed: no sourced ROS 2 distribution, and the ROS 2 '
+           'Python tools of ../shared/ros2_python are not in this environment (make setup '
+           'installs them when that folder exists)')
+NO_COLCON = 'colcon is not installed (requirements-core.txt: colcon-core, colcon-ros)'
+
+
+def which(name: str) -> str | None:
+    """Path of the executable ``name``: this Python's environment first, then PATH."""
+    exe = VENV_BIN / name
+    if exe.is_file() and os.access(exe, os.X_OK):
+        return str(exe)
+    return shutil.which(name)
+
+
+class Workspace:
+    """A colcon workspace whose ``src/manip_control`` is this working tree."""
+
+    def __init__(self, path: Path, env: dict):
+        self.path = path
+        #: environment after ``source install/setup.bash`` (+ this session's domain)
+        self.env = env
+        self.ros2 = which('ros2')
+
+    def run(self, args: list[str], timeout: float = 60.0, **kwargs):
+        """Run ``args`` (e.g. ``['ros2', 'param', 'get', ...]``) in the sourced workspace."""
+        return subprocess.run(args, env=kwargs.pop('env', self.env), cwd=kwargs.pop(
+            'cwd', str(ROOT)), capture_output=True, text=True, timeout=timeout,
+            stdin=subprocess.DEVNULL, **kwargs)
+
+
+@pytest.fixture(scope='session')
+def ros2_ws(tmp_path_factory):
+    """
+    Build this working tree the README's ROS way, once per session.
+
+    ``colcon build --symlink-install`` in a fresh workspace, then ``source
+    install/setup.bash``.
+    Skips where the ``ros2`` command or colcon is missing; fails if the build fails. The
+    ``ros2`` daemon of this session's domain is stopped at the end.
+    """
+    if which('ros2') is None:
+        pytest.skip(NO_ROS2)
+    if which('colcon') is None:
+        pytest.skip(NO_COLCON)
+    ws = tmp_path_factory.mktemp('ros_ws')
+    (ws / 'src').mkdir()
+    (ws / 'src' / 'manip_control').symlink_to(ROOT, target_is_directory=True)
+    env = dict(os.environ)
+    env['PATH'] = f'{VENV_BIN}{os.pathsep}{env.get("PATH", "")}'
+    env['ROS_LOG_DIR'] = str(ws / 'ros_log')
+    script = ('colcon build --symlink-install --event-handlers console_direct- '
+              '> colcon_build.log 2>&1 && source install/setup.bash && env -0')
+    done = subprocess.run(['bash', '-c', script], cwd=ws, env=env, capture_output=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        log = (ws / 'colcon_build.log').read_text(errors='replace')
+        pytest.fail(f'colcon build failed ({done.returncode}):\n{log[-4000:]}\n'
+                    f'{done.stderr.decode(errors="replace")[-2000:]}')
+    sourced = {}
+    for item in done.stdout.decode(errors='replace').split('\0'):
+        key, sep, value = item.partition('=')
+        if sep and key not in ('_', 'PWD', 'OLDPWD', 'SHLVL'):
+            sourced[key] = value
+    sourced.update(ROS_DOMAIN_ID=str(DOMAIN_ID), PYTHONUNBUFFERED='1',
+                   RCUTILS_COLORIZED_OUTPUT='0')
+    workspace = Workspace(ws, sourced)
+    try:
+        yield workspace
+    finally:
+        subprocess.run([workspace.ros2, 'daemon', 'stop'], env=sourced, capture_output=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def ros2_procs(ros2_ws, tmp_path):
+    """Like ``procs``, in the environment of the sourced workspace (``ros2 launch ...``)."""
+    manager = Processes(ros2_ws.env, tmp_path)
+    try:
+        yield manager
+    finally:
+        manager.stop_all()

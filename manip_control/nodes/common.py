@@ -38,7 +38,7 @@ EXECUTORS = ('events', 'single')
 
 
 def make_executor(kind: str | None = None, context=None):
-    """An rclpy executor: ``'events'`` (default) or ``'single'``."""
+    """Return an rclpy executor: ``'events'`` (default) or ``'single'``."""
     kind = kind or os.environ.get('MANIP_EXECUTOR', 'events')
     if kind not in EXECUTORS:
         raise ValueError(f'executor: must be one of {", ".join(EXECUTORS)} (got {kind!r})')
@@ -63,18 +63,28 @@ def spin_until(executor, future=None, context=None) -> None:
     Always spins in slices of :data:`SPIN_SLICE`: with the rclpy 7.1 EventsExecutor,
     ``spin()`` and ``spin_until_future_complete`` without a timeout neither fire timers nor
     return on a signal (measured here); with a timeout both work.
+
+    Ctrl-C / SIGTERM (with :func:`init_keeping_context_on_signals`) only flag the stop while
+    this loop spins, so no callback is interrupted half-way; the loop then ends within one
+    slice and raises KeyboardInterrupt here, outside every callback.
     """
     import rclpy
     from rclpy.task import Future
     if future is None:
         future = Future()
-    while not future.done() and rclpy.ok(context=context):
-        executor.spin_until_future_complete(future, timeout_sec=SPIN_SLICE)
+    _STOP['spinning'] = True
+    try:
+        while not future.done() and rclpy.ok(context=context) and not _STOP['requested']:
+            executor.spin_until_future_complete(future, timeout_sec=SPIN_SLICE)
+    finally:
+        _STOP['spinning'] = False
+    if _STOP['requested'] and not future.done():
+        raise KeyboardInterrupt
 
 
 def data_qos(depth: int = 100):
     """
-    QoS of the data topics: reliable, volatile, keep last ``depth``.
+    Return the QoS of the data topics: reliable, volatile, keep last ``depth``.
 
     Reliable so that lockstep and the recorder lose nothing; the depth leaves room for a slow
     reader (a bag recorder) without blocking the publisher.
@@ -89,7 +99,7 @@ def data_qos(depth: int = 100):
 
 
 def steady_clock():
-    """A steady (monotonic) rclpy clock for wall-time timers that must not follow /clock."""
+    """Return a steady (monotonic) rclpy clock for wall-time timers (not following /clock)."""
     from rclpy.clock import Clock
     from rclpy.clock import ClockType
     return Clock(clock_type=ClockType.STEADY_TIME)
@@ -125,8 +135,24 @@ def error_exit(message: str, code: int = 2) -> int:
     return code
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+#: Stop state shared with the signal handler: a stop was requested; spin_until is spinning.
+_STOP = {'requested': False, 'spinning': False}
+
+
+def _on_stop_signal(signum, frame):
+    """
+    Handle SIGINT / SIGTERM: flag the stop; raise KeyboardInterrupt only outside the spin.
+
+    Inside :func:`spin_until` an exception raised here would interrupt whichever callback is
+    running (rclpy logs it as FATAL with a traceback), so only the flag is set. Signals after
+    the first one (a terminal's Ctrl-C reaches ``ros2 launch`` and its nodes, then launch
+    sends SIGINT again) are ignored while the node closes; closing is bounded in time.
+    """
+    if _STOP['requested']:
+        return
+    _STOP['requested'] = True
+    if not _STOP['spinning']:
+        raise KeyboardInterrupt
 
 
 def prefer_udp_transport() -> None:
@@ -144,9 +170,11 @@ def prefer_udp_transport() -> None:
 
 def init_keeping_context_on_signals(args=None, context=None) -> dict:
     """
-    ``rclpy.init`` without rclpy's signal handlers: Ctrl-C and SIGTERM raise
-    KeyboardInterrupt in the spinning thread instead of shutting the context down, so a node
-    can still publish in ``close()`` (e.g. a last zero-torque command) before the shutdown.
+    Call ``rclpy.init`` without rclpy's signal handlers.
+
+    Ctrl-C and SIGTERM end :func:`spin_until` with KeyboardInterrupt (see
+    :func:`_on_stop_signal`) instead of shutting the context down, so a node can still publish
+    in ``close()`` (e.g. a last zero-torque command) before the shutdown.
 
     Returns the previous Python handlers ``{signum: handler}`` (to restore them).
     """
@@ -158,8 +186,9 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
     rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
     previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
                 signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _STOP['requested'] = False
+    signal.signal(signal.SIGINT, _on_stop_signal)
+    signal.signal(signal.SIGTERM, _on_stop_signal)
     return previous
 
 
@@ -168,11 +197,18 @@ def run_node(factory, args=None) -> int:
     Init rclpy, build the node (ParameterError -> exit 2 with one message), spin, clean up.
 
     ``factory()`` builds the node; its ``done_future`` (an rclpy Future, when present) ends
-    the spin with exit code 0 when completed. Ctrl-C / SIGTERM end it with 0 too. The node's
+    the spin with exit code 0 when completed (or the node's ``exit_code`` when it has one).
+    The ``--params-file`` files are read first (a bad one: one line naming the parameter). Ctrl-C / SIGTERM end it with 0 too. The node's
     ``close()`` (when present) runs before the node is destroyed.
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
+
+    from manip_control.nodes.ros_params import check_params_files
+    try:    # before rcl parses them: one line naming the parameter (mixed lists, empty file)
+        check_params_files(args)
+    except ParameterError as exc:
+        return error_exit(str(exc))
     try:
         init_keeping_context_on_signals(args)
     except Exception as exc:  # noqa: BLE001 - e.g. a malformed --params-file
@@ -190,6 +226,7 @@ def run_node(factory, args=None) -> int:
         executor = make_executor()
         executor.add_node(node)
         spin_until(executor, getattr(node, 'done_future', None))
+        code = getattr(node, 'exit_code', 0)    # e.g. 2: the plant stopped on a bad state
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0
     finally:
