@@ -107,11 +107,13 @@ from manip_control.parameters import ParameterError
 __all__ = [
     'RefusalReason', 'Refusal', 'JointSample', 'ReferenceSample',
     'map_joint_state', 'map_joint_state_message', 'map_array_command', 'map_reference',
-    'map_trajectory_message', 'RefusalCounter',
+    'map_trajectory_message', 'RefusalCounter', 'decode_refusal', 'SourceGuard', 'MAX_NAMES',
+    'MAX_SEQUENCE_GAP',
     'SafetyParameters', 'safety_from_dict', 'SAFE_MODES',
     'Mode', 'SafeReason', 'Transition', 'SafetySupervisor', 'ReferenceWatchdog',
     'hold_torque', 'clamp_torque', 'validate_parameter_update', 'validate_parameter_updates',
-    'RUNTIME_PARAMETERS',
+    'RUNTIME_PARAMETERS', 'HardLimits', 'HARD_LIMIT_DOC', 'HARD_LIMIT_PREFIX',
+    'GAIN_RANGE_FACTOR', 'hard_limit_defaults', 'hard_limits_from_values', 'RUNTIME_SAFETY',
 ]
 
 
@@ -136,6 +138,10 @@ class RefusalReason(str, Enum):
     """A used value is NaN or infinite."""
     MALFORMED = 'malformed'
     """The serialized message could not be decoded (raw subscriptions)."""
+    TOO_LARGE = 'too_large'
+    """More than :data:`MAX_NAMES` names or values (bounded cost per message)."""
+    SECOND_SOURCE = 'second_source'
+    """Not from the publisher the input is locked to (see :class:`SourceGuard`)."""
 
 
 class Refusal(NamedTuple):
@@ -203,39 +209,49 @@ def _pick(values, idx, field_name: str, joints) -> tuple | Refusal:
     return tuple(out)
 
 
+#: Most names (and values per array) a message may carry; larger ones are refused before any
+#: per-name work, so that one message costs at most a few hundred microseconds.
+MAX_NAMES = 256
+
 _NAME_CACHE: dict = {}
+_NAME_CACHE_MAX_KEY = 64                # longer name lists are matched but not cached
 
 
 def _name_index(joints: tuple, names: list, names_key: str):
     """
-    ``(idx, early, late)`` for a name list: the configured joints' indices, or the refusal
-    found before the length checks (``bad_type``, ``duplicate_name``) / after them
-    (``missing_joint``). Cached per (joints, names): a stream repeats one name list.
+    Match ``names`` against the configured joints in one pass (linear time).
+
+    Returns ``(idx, early, late)``: the configured joints' indices, or the refusal found
+    before the length checks (``bad_type``, ``duplicate_name``) / after them
+    (``missing_joint``). Cached per (joints, names) for short lists: a stream repeats one
+    name list.
     """
-    key = (joints, tuple(names))
-    hit = _NAME_CACHE.get(key)
+    key = (joints, tuple(names)) if len(names) <= _NAME_CACHE_MAX_KEY else None
+    hit = _NAME_CACHE.get(key) if key is not None else None
     if hit is not None:
         return hit
     result = None
-    for nm in names:
-        if not isinstance(nm, str):
+    where: dict = {}
+    for k, nm in enumerate(names):
+        if type(nm) is not str:
             result = (None, Refusal(RefusalReason.BAD_TYPE,
                                     f'{names_key} entry {nm!r} is not a string'), None)
             break
-    if result is None and len(set(names)) != len(names):
-        dup = next(nm for k, nm in enumerate(names) if nm in names[:k])
-        result = (None, Refusal(RefusalReason.DUPLICATE_NAME,
-                                f'joint {dup!r} named more than once'), None)
+        if where.setdefault(nm, k) != k:
+            result = (None, Refusal(RefusalReason.DUPLICATE_NAME,
+                                    f'joint {nm!r} named more than once'), None)
+            break
     if result is None:
-        missing = [j for j in joints if j not in names]
+        missing = [j for j in joints if j not in where]
         if missing:
             result = (None, None, Refusal(RefusalReason.MISSING_JOINT,
                                           f'joint {missing[0]!r} missing'))
         else:
-            result = ([names.index(j) for j in joints], None, None)
-    if len(_NAME_CACHE) > 256:
-        _NAME_CACHE.clear()
-    _NAME_CACHE[key] = result
+            result = ([where[j] for j in joints], None, None)
+    if key is not None:
+        if len(_NAME_CACHE) > 256:
+            _NAME_CACHE.clear()
+        _NAME_CACHE[key] = result
     return result
 
 
@@ -259,6 +275,9 @@ def _map_named(joints: Sequence[str], names, arrays: dict, used: Sequence[str],
         lens[key] = m
     if n == 0 and not any(lens.values()):
         return Refusal(RefusalReason.EMPTY, f'no {names_key} and no values')
+    if n > MAX_NAMES or max(lens.values(), default=0) > MAX_NAMES:
+        return Refusal(RefusalReason.TOO_LARGE,
+                       f'{max(n, *lens.values())} entries (at most {MAX_NAMES})')
     try:
         idx, early, late = _name_index(
             joints if type(joints) is tuple else tuple(joints),
@@ -439,6 +458,110 @@ class RefusalCounter:
         self._suppressed.clear()
 
 
+def decode_refusal(reason: str) -> Refusal:
+    """
+    The :class:`Refusal` for a CDR decoder's error text (``manip_control.nodes.cdr``).
+
+    ``too many entries`` -> ``too_large``, ``without points`` -> ``empty``, anything else ->
+    ``malformed``; the detail is the decoder's text.
+    """
+    if 'too many entries' in reason:
+        return Refusal(RefusalReason.TOO_LARGE, reason)
+    if 'without points' in reason:
+        return Refusal(RefusalReason.EMPTY, reason)
+    return Refusal(RefusalReason.MALFORMED, reason)
+
+
+#: Largest forward jump of the publication sequence number still taken as the same publisher
+#: (messages lost in between); a larger jump or any step back is another publisher.
+MAX_SEQUENCE_GAP = 1000
+
+
+class SourceGuard:
+    """
+    One publisher per input, recognised per message by its publication sequence number.
+
+    A DDS writer numbers its samples 1, 2, 3, ...; messages of one publisher therefore arrive
+    with increasing numbers (gaps when samples were lost), while a second publisher's numbers
+    step back or jump. The guard locks onto the publisher of the first message and refuses
+    every message whose number does not continue the locked sequence
+    (``last < seq <= last + max_gap``) as ``second_source``.
+
+    It locks anew (a restarted publisher, e.g. a new driver process) only when the locked
+    sequence has been silent for ``relock_after`` seconds *and* the graph shows a single
+    publisher (:attr:`publishers`, kept up to date by the node); with two publishers on the
+    graph, a silent locked source means every message is refused (the data are ambiguous).
+
+    :meth:`conflict` reports a data conflict (another publisher's messages arrived) until
+    ``hold`` seconds after the last refused one: the controller stays in safe mode meanwhile.
+
+    Parameters
+    ----------
+    name : str
+        Input name for the details (``joint_states``).
+    relock_after : float
+        Silence of the locked sequence [s] after which a single remaining publisher is taken.
+    hold : float
+        How long a conflict lasts after the last message of another publisher [s].
+    max_gap : int
+        See :data:`MAX_SEQUENCE_GAP`.
+
+    """
+
+    def __init__(self, name: str, relock_after: float = 0.5, hold: float = 1.0,
+                 max_gap: int = MAX_SEQUENCE_GAP):
+        self.name = name
+        self.relock_after = float(relock_after)
+        self.hold = float(hold)
+        self.max_gap = int(max_gap)
+        self.publishers = 1
+        self.publisher_names: tuple = ()
+        self.last_seq: int | None = None
+        self.last_time = -math.inf
+        self.last_refused = -math.inf
+        self.refused = 0
+        self.locks = 0
+        self._detail = ''
+
+    def reset(self) -> None:
+        """Forget the locked publisher (activation): the next message locks."""
+        self.last_seq = None
+        self.last_time = self.last_refused = -math.inf
+        self._detail = ''
+
+    def check(self, seq: int | None, now: float) -> Refusal | None:
+        """
+        Refusal for a message with publication sequence number ``seq`` received at ``now``.
+
+        None (accepted) when it continues the locked sequence or locks a new one. ``seq``
+        None (an RMW without sequence numbers) is accepted: only the graph check applies.
+        """
+        if seq is None:
+            return None
+        last = self.last_seq
+        if last is not None and last < seq <= last + self.max_gap:
+            self.last_seq, self.last_time = seq, now
+            return None
+        if last is None or (now - self.last_time > self.relock_after
+                            and self.publishers <= 1):
+            self.last_seq, self.last_time = seq, now
+            self.locks += 1
+            return None
+        self.refused += 1
+        self.last_refused = now
+        self._detail = (f'sequence number {seq} does not continue {last}: another publisher '
+                        f'({self.publishers} on the graph'
+                        + (f': {", ".join(self.publisher_names)}' if self.publisher_names
+                           else '') + ')')
+        return Refusal(RefusalReason.SECOND_SOURCE, self._detail)
+
+    def conflict(self, now: float) -> str:
+        """The conflict detail while another publisher's data arrive, else ``''``."""
+        if now - self.last_refused <= self.hold:
+            return f'{self.name}: {self._detail}'
+        return ''
+
+
 # --------------------------------------------------------------------------------------------
 # parameters
 
@@ -598,6 +721,12 @@ RUNTIME_PARAMETERS = {
 
 _SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
 
+#: The ``safety.*`` settings changeable at runtime (inside the hard limits, see
+#: :class:`HardLimits`); the others (hold gains, hysteresis margins) are fixed at start.
+RUNTIME_SAFETY = frozenset({'safe_mode', 'state_timeout', 'reference_timeout',
+                            'position_lower', 'position_upper', 'velocity_limit',
+                            'latch_limits', 'stamp_age'})
+
 
 def validate_parameter_updates(updates: Mapping[str, Any],
                                current: SafetyParameters | None = None
@@ -642,6 +771,210 @@ def validate_parameter_update(name: str, value: Any,
                               current: SafetyParameters | None = None) -> tuple[bool, str]:
     """Validate one runtime parameter change; see :func:`validate_parameter_updates`."""
     return validate_parameter_updates({name: value}, current)
+
+
+# --------------------------------------------------------------------------------------------
+# hard limits: read-only bounds fixed at start
+
+#: Tuning room of the runtime gains when ``hard_limits.<gain>_min`` / ``_max`` are not given:
+#: the start value divided / multiplied by this factor.
+GAIN_RANGE_FACTOR = 4.0
+
+#: The read-only hard limits of the controller: name -> (description, rule). Runtime changes
+#: (``ros2 param set``) of the limited parameters must stay inside them; each defaults to the
+#: start value of the parameter it bounds (gains: a factor :data:`GAIN_RANGE_FACTOR` around
+#: it), so by default the runtime can only tighten what the start configuration allowed.
+HARD_LIMIT_DOC = {
+    'torque': ('largest torque_limit per joint [N m] (default: the start torque_limit)',
+               'each > 0, >= torque_limit'),
+    'kp_min': ('smallest kp per joint (default: start kp / 4)', 'each > 0, <= kp'),
+    'kp_max': ('largest kp per joint (default: start kp * 4)', 'each >= kp'),
+    'kd_min': ('smallest kd per joint (default: start kd / 4)', 'each > 0, <= kd'),
+    'kd_max': ('largest kd per joint (default: start kd * 4)', 'each >= kd'),
+    'ki_max': ('largest ki per joint (default: start ki * 4; 0 keeps integral action off)',
+               'each >= ki'),
+    'state_timeout': ('[min, max] of safety.state_timeout [s] (default: [start / 4, start])',
+                      '0 < min <= state_timeout <= max'),
+    'reference_timeout': ('[min, max] of safety.reference_timeout [s] (default: '
+                          '[start / 4, start])', '0 < min <= reference_timeout <= max'),
+    'position_lower': ('lowest safety.position_lower per joint [rad] (default: the start '
+                       'value)', 'finite, <= safety.position_lower'),
+    'position_upper': ('highest safety.position_upper per joint [rad] (default: the start '
+                       'value)', 'finite, >= safety.position_upper'),
+    'velocity': ('largest safety.velocity_limit per joint [rad/s] (default: the start value)',
+                 'each > 0, >= safety.velocity_limit'),
+    'stamp_age': ('true: safety.stamp_age cannot be switched off at runtime (default: the '
+                  'start safety.stamp_age)', ''),
+}
+
+HARD_LIMIT_PREFIX = 'hard_limits.'
+
+
+@dataclass(frozen=True)
+class HardLimits:
+    """
+    Read-only bounds of the runtime-changeable controller parameters (see HARD_LIMIT_DOC).
+
+    Attributes
+    ----------
+    torque : tuple of 2 float
+        Largest ``torque_limit`` [N·m].
+    kp_min, kp_max, kd_min, kd_max, ki_max : tuple of 2 float
+        Gain ranges (units of the law's gains).
+    state_timeout, reference_timeout : tuple (min, max)
+        Timeout ranges [s].
+    position_lower, position_upper : tuple of 2 float
+        Outermost position envelope [rad].
+    velocity : tuple of 2 float
+        Largest ``velocity_limit`` [rad/s].
+    stamp_age : bool
+        The stamp-age check cannot be switched off.
+    latch_limits : bool
+        The start value of ``safety.latch_limits`` (true: it cannot be switched off).
+
+    """
+
+    torque: tuple
+    kp_min: tuple
+    kp_max: tuple
+    kd_min: tuple
+    kd_max: tuple
+    ki_max: tuple
+    state_timeout: tuple
+    reference_timeout: tuple
+    position_lower: tuple
+    position_upper: tuple
+    velocity: tuple
+    stamp_age: bool
+    latch_limits: bool = False
+
+    def check_update(self, name: str, value: Any) -> str:
+        """
+        ``''`` when ``name = value`` (already checked by the core rules) is inside the hard
+        limits, else the refusal naming the bound, e.g. ``torque_limit[0]: must be <=
+        hard_limits.torque[0] = 89.0 (read-only, fixed at start; got 1e+09)``.
+        """
+        key = name.removeprefix('safety.')
+        hp = HARD_LIMIT_PREFIX
+        fixed = 'read-only, fixed at start'
+        if key in ('stamp_age', 'latch_limits'):
+            on = self.stamp_age if key == 'stamp_age' else self.latch_limits
+            bound = f'{hp}stamp_age' if key == 'stamp_age' else 'the start value'
+            if on and value is False:
+                return f'{name}: cannot be switched off at runtime ({bound} is true; {fixed})'
+            return ''
+        if key in ('state_timeout', 'reference_timeout'):
+            lo, hi = getattr(self, key)
+            v = float(value)
+            if v < lo:
+                return f'{name}: must be >= {hp}{key}[0] = {lo:g} s ({fixed}; got {v:g})'
+            if v > hi:
+                return f'{name}: must be <= {hp}{key}[1] = {hi:g} s ({fixed}; got {v:g})'
+            return ''
+        rules = {'torque_limit': ((None, 'torque'),), 'kp': (('kp_min', 'kp_max'),),
+                 'kd': (('kd_min', 'kd_max'),), 'ki': ((None, 'ki_max'),),
+                 'position_lower': (('position_lower', None),),
+                 'position_upper': ((None, 'position_upper'),),
+                 'velocity_limit': ((None, 'velocity'),)}
+        if key not in rules:
+            return ''
+        (lo_name, hi_name), = rules[key]
+        for k, v in enumerate(value):
+            v = float(v)
+            if lo_name is not None and v < getattr(self, lo_name)[k]:
+                b = getattr(self, lo_name)[k]
+                return f'{name}[{k}]: must be >= {hp}{lo_name}[{k}] = {b:g} ({fixed}; got {v:g})'
+            if hi_name is not None and v > getattr(self, hi_name)[k]:
+                b = getattr(self, hi_name)[k]
+                return f'{name}[{k}]: must be <= {hp}{hi_name}[{k}] = {b:g} ({fixed}; got {v:g})'
+        return ''
+
+    def check_updates(self, updates: Mapping[str, Any]) -> str:
+        """The first refusal of a set of updates (see :meth:`check_update`), or ``''``."""
+        for name, value in updates.items():
+            why = self.check_update(name, value)
+            if why:
+                return why
+        return ''
+
+
+def hard_limit_defaults(kp, kd, ki, torque_limit, safety: SafetyParameters) -> dict:
+    """
+    Default values of the ``hard_limits.*`` parameters from the start configuration.
+
+    Returns ``{name: value}`` (without the prefix; lists of floats, a bool for stamp_age).
+    """
+    f = GAIN_RANGE_FACTOR
+    return {
+        'torque': [float(v) for v in torque_limit],
+        'kp_min': [float(v) / f for v in kp], 'kp_max': [float(v) * f for v in kp],
+        'kd_min': [float(v) / f for v in kd], 'kd_max': [float(v) * f for v in kd],
+        'ki_max': [float(v) * f for v in ki],
+        'state_timeout': [safety.state_timeout / f, safety.state_timeout],
+        'reference_timeout': [safety.reference_timeout / f, safety.reference_timeout],
+        'position_lower': [float(v) for v in safety.position_lower],
+        'position_upper': [float(v) for v in safety.position_upper],
+        'velocity': [float(v) for v in safety.velocity_limit],
+        'stamp_age': bool(safety.stamp_age),
+    }
+
+
+def hard_limits_from_values(values: Mapping[str, Any], start: Mapping[str, Any],
+                            safety: SafetyParameters) -> HardLimits:
+    """
+    Validate the ``hard_limits.*`` values and the start configuration against them.
+
+    Parameters
+    ----------
+    values : mapping
+        ``{name without prefix: value}`` of the hard limits.
+    start : mapping
+        Start values of ``kp``, ``kd``, ``ki``, ``torque_limit``.
+    safety : SafetyParameters
+        Start safety settings.
+
+    Raises
+    ------
+    ParameterError
+        Naming the parameter and the bound, e.g. ``hard_limits.torque[0]: must be >=
+        torque_limit[0] = 89.0 (got 50.0)``.
+
+    """
+    hp = HARD_LIMIT_PREFIX
+    vec = {}
+    for key in ('torque', 'kp_min', 'kp_max', 'kd_min', 'kd_max', 'velocity'):
+        vec[key] = _vector(hp + key, values[key], check=_positive)
+    vec['ki_max'] = _vector(hp + 'ki_max', values['ki_max'], check=_nonnegative)
+    for key in ('position_lower', 'position_upper'):
+        vec[key] = _vector(hp + key, values[key], check=_finite)
+    for key in ('state_timeout', 'reference_timeout'):
+        rng = values[key]
+        if _seq_len(rng) != 2:
+            raise ParameterError(f'{hp}{key}: must be [min, max] (got {rng!r})')
+        lo = _positive(f'{hp}{key}[0]', rng[0])
+        hi = _positive(f'{hp}{key}[1]', rng[1])
+        if lo > hi:
+            raise ParameterError(f'{hp}{key}: min {lo:g} must be <= max {hi:g}')
+        vec[key] = (lo, hi)
+    if not isinstance(values['stamp_age'], bool):
+        raise ParameterError(f'{hp}stamp_age: must be true or false '
+                             f'(got {values["stamp_age"]!r})')
+    limits = HardLimits(
+        vec['torque'], vec['kp_min'], vec['kp_max'], vec['kd_min'], vec['kd_max'],
+        vec['ki_max'], vec['state_timeout'], vec['reference_timeout'], vec['position_lower'],
+        vec['position_upper'], vec['velocity'], values['stamp_age'], bool(safety.latch_limits))
+    for name, value in (('torque_limit', start['torque_limit']), ('kp', start['kp']),
+                        ('kd', start['kd']), ('ki', start['ki']),
+                        ('safety.state_timeout', safety.state_timeout),
+                        ('safety.reference_timeout', safety.reference_timeout),
+                        ('safety.position_lower', safety.position_lower),
+                        ('safety.position_upper', safety.position_upper),
+                        ('safety.velocity_limit', safety.velocity_limit),
+                        ('safety.stamp_age', safety.stamp_age)):
+        why = limits.check_update(name, value)
+        if why:
+            raise ParameterError(why.replace('read-only, fixed at start; ', ''))
+    return limits
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,6 +1024,7 @@ class SafeReason(str, Enum):
     STATE_TIMEOUT = 'state_timeout'
     POSITION_LIMIT = 'position_limit'
     VELOCITY_LIMIT = 'velocity_limit'
+    SOURCE_CONFLICT = 'source_conflict'
 
 
 class Transition(NamedTuple):
@@ -751,6 +1085,7 @@ class SafetySupervisor:
         self._vel_fault = ''
         self._seen_inside = False
         self._timed_out = False
+        self.source_fault = ''
 
     # -- configuration ------------------------------------------------------------------------
     def set_params(self, params: SafetyParameters) -> None:
@@ -800,6 +1135,16 @@ class SafetySupervisor:
 
     def check(self, now: float) -> Transition | None:
         """Evaluate the watchdog at ``now``; returns the transition if the mode changed."""
+        return self._evaluate(now)
+
+    def set_source_fault(self, now: float, detail: str) -> Transition | None:
+        """
+        Set (non-empty ``detail``) or clear the input-source conflict (``source_conflict``).
+
+        Another publisher's data arrived on an input (:class:`SourceGuard`); the controller
+        holds until the conflict has been over for the guard's hold time.
+        """
+        self.source_fault = detail
         return self._evaluate(now)
 
     def touch(self, now: float) -> Transition | None:
@@ -928,6 +1273,8 @@ class SafetySupervisor:
             return SafeReason.STATE_TIMEOUT, (
                 f'no valid joint state for {age * 1e3:.1f} ms '
                 f'(timeout {self.params.state_timeout * 1e3:.1f} ms)')
+        if self.source_fault:
+            return SafeReason.SOURCE_CONFLICT, self.source_fault
         if self._pos_fault:
             return SafeReason.POSITION_LIMIT, self._pos_fault
         if self._vel_fault:

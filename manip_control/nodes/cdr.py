@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import struct
 
+from manip_control.safety import MAX_NAMES
+
 _HEADER_LE = b'\x00\x01\x00\x00'
 _U32 = {True: struct.Struct('<I'), False: struct.Struct('>I')}
 _I32U32 = {True: struct.Struct('<iI'), False: struct.Struct('>iI')}
@@ -270,6 +272,8 @@ class _Reader:
 
     def strings(self) -> list:
         n = self.u32()
+        if n > MAX_NAMES:               # bounded cost: refused before decoding any name
+            raise _Malformed(f'too many entries ({n}, at most {MAX_NAMES})')
         if n > _MAX_SEQ or n * 5 > self.end - self.pos:
             raise _Malformed('bad string sequence length')
         return [self.string() for _ in range(n)]
@@ -278,6 +282,8 @@ class _Reader:
         n = self.u32()
         if n == 0:
             return ()
+        if n > MAX_NAMES:
+            raise _Malformed(f'too many entries ({n}, at most {MAX_NAMES})')
         self._align(8)
         if n > _MAX_SEQ or self.pos + 8 * n > self.end:
             raise _Malformed('bad float64 sequence length')
