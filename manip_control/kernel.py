@@ -70,20 +70,25 @@ def _jit(**options):
 # parameter vector layouts
 
 # plant: rigid body, friction per joint, motors per joint, ideal limits, integrator
-P_MOTOR, P_A, P_B, P_D, P_D22, P_G1, P_G2, P_STRIBECK = range(8)
-P_FR1 = 8           # b, tau_c, eps, tau_s, v_s of joint 1; joint 2 at P_FR1 + 5
-P_MO1 = 18          # R, 1/L, k_e N, Kp_i, Ki_i, V_max, eta N k_t, i_max of motor 1; motor 2 +8
-P_LIM1, P_LIM2, P_SUBSTEPS, P_H = 34, 35, 36, 37
-P_SIZE = 38
-FR_SIZE = 5
-MO_SIZE = 8
+P_MOTOR, P_A, P_B, P_D12, P_D22, P_G1, P_G2, P_STRIBECK, P_KARNOPP = range(9)
+P_FR1 = 9           # friction row of joint 1 (F_* offsets); joint 2 at P_FR1 + FR_SIZE
+F_B, F_TC, F_EPS, F_TS, F_VS, F_VSTICK, F_FS = range(7)
+FR_SIZE = 7
+P_MO1 = P_FR1 + 2 * FR_SIZE   # motor row of joint 1 (M_* offsets); joint 2 at + MO_SIZE
+(M_R, M_IL, M_KEN, M_KP, M_KI, M_VMAX, M_KT, M_IMAX, M_GA, M_GB, M_NK, M_WA,
+ M_WB) = range(13)
+MO_SIZE = 13
+P_LIM1 = P_MO1 + 2 * MO_SIZE
+P_LIM2, P_SUBSTEPS, P_H = P_LIM1 + 1, P_LIM1 + 2, P_LIM1 + 3
+P_SIZE = P_LIM1 + 4
 
-# controller: law, nominal model, nominal friction, gains, limits
-(C_CT, C_A, C_B, C_D, C_D22, C_G1, C_G2, C_FCOMP) = range(8)
-C_FR1 = 8           # nominal friction b, tau_c, eps, tau_s, v_s of joint 1; joint 2 at +5
+# controller: law, nominal model, nominal friction (b, tau_c, eps, tau_s, v_s), gains, limits
+(C_CT, C_A, C_B, C_D12, C_D22, C_G1, C_G2, C_FCOMP) = range(8)
+C_FR1 = 8           # nominal friction of joint 1 (F_B..F_VS offsets); joint 2 at + CF_SIZE
+CF_SIZE = 5
 (C_KP1, C_KP2, C_KD1, C_KD2, C_KI1, C_KI2, C_ZL1, C_ZL2, C_TL1, C_TL2,
- C_PERIOD) = range(18, 29)
-C_SIZE = 29
+ C_PERIOD) = range(C_FR1 + 2 * CF_SIZE, C_FR1 + 2 * CF_SIZE + 11)
+C_SIZE = C_PERIOD + 1
 
 # sensors
 S_IDEAL, S_RES, S_FILTERED, S_ALPHA, S_PERIOD, S_POS_NOISE, S_VEL_NOISE = range(7)
@@ -100,8 +105,14 @@ ST_FINAL = 18       # final plant state, 8 values
 ST_SIZE = 26
 
 
-def _friction_row(fr) -> list[float]:
-    return [fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s]
+def _plant_model(params):
+    """Return the plant's rigid-body model, built as :mod:`manip_control.plant` builds it."""
+    from manip_control import plant
+
+    if hasattr(plant, 'plant_model'):
+        return plant.plant_model(params)
+    from manip_control.dynamics import TwoLinkModel
+    return TwoLinkModel(params.arm, params.reflected_inertia)
 
 
 def pack_plant(params, period: float) -> np.ndarray:
@@ -116,19 +127,29 @@ def pack_plant(params, period: float) -> np.ndarray:
         Control period [s]; the RK4 step is ``period / substeps``.
 
     """
-    from manip_control.dynamics import TwoLinkModel
-
-    model = TwoLinkModel(params.arm, params.reflected_inertia)
+    model = _plant_model(params)
     f1, f2 = params.friction
     p = np.zeros(P_SIZE)
     p[P_MOTOR] = 1.0 if params.actuator == 'motor' else 0.0
-    p[P_A:P_G2 + 1] = (model.a, model.b, model.d, model.d22, model.g1, model.g2)
+    p[P_A:P_G2 + 1] = (model.a, model.b, getattr(model, 'd12', model.d), model.d22,
+                       model.g1, model.g2)
     p[P_STRIBECK] = 1.0 if (f1.tau_s or f2.tau_s) else 0.0
-    p[P_FR1:P_FR1 + 2 * FR_SIZE] = _friction_row(f1) + _friction_row(f2)
+    p[P_KARNOPP] = 1.0 if getattr(params, 'friction_model', 'smooth') == 'karnopp' else 0.0
+    for j, fr in enumerate(params.friction):
+        o = P_FR1 + j * FR_SIZE
+        p[o:o + FR_SIZE] = (fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s,
+                            getattr(fr, 'v_stick', 0.0), fr.tau_c + fr.tau_s)
     for j, mo in enumerate(params.motors):
         o = P_MO1 + j * MO_SIZE
+        kt = mo.torque_per_amp
+        if hasattr(mo, 'eta_back'):  # gear loss tau_gear = (ga |i| + gb i s) s
+            kf, kb = 1.0 - mo.eta, 1.0 / mo.eta_back - 1.0
+            wa, wb = 0.5 * (kf + kb), 0.5 * (kf - kb)
+            ga, gb = wa * kt, wb * kt
+        else:
+            wa = wb = ga = gb = 0.0
         p[o:o + MO_SIZE] = (mo.R, 1.0 / mo.L, mo.k_e * mo.N, mo.Kp_i, mo.Ki_i, mo.V_max,
-                            mo.torque_per_amp, mo.i_max)
+                            kt, mo.i_max, ga, gb, mo.N * mo.k_t, wa, wb)
     p[P_LIM1], p[P_LIM2] = params.torque_limit
     p[P_SUBSTEPS] = int(params.substeps)
     p[P_H] = float(period) / int(params.substeps)
@@ -137,21 +158,24 @@ def pack_plant(params, period: float) -> np.ndarray:
 
 def pack_controller(params, period: float) -> np.ndarray:
     """Pack the controller parameters into the kernel's flat vector (layout ``C_*``)."""
-    from manip_control.dynamics import TwoLinkModel
+    from manip_control.control import Controller
 
-    nm = params.nominal
-    model = TwoLinkModel(nm.arm, nm.rotor_inertia)
+    ctrl = Controller(params, period)
+    model = ctrl.model
     c = np.zeros(C_SIZE)
     c[C_CT] = 1.0 if params.law == 'computed_torque' else 0.0
-    c[C_A:C_G2 + 1] = (model.a, model.b, model.d, model.d22, model.g1, model.g2)
-    c[C_FCOMP] = 1.0 if params.friction_compensation else 0.0
-    c[C_FR1:C_FR1 + 2 * FR_SIZE] = _friction_row(nm.friction[0]) + _friction_row(nm.friction[1])
-    c[C_KP1:C_KP2 + 1] = params.kp
-    c[C_KD1:C_KD2 + 1] = params.kd
-    c[C_KI1:C_KI2 + 1] = params.ki
-    c[C_ZL1:C_ZL2 + 1] = params.integral_limit
-    c[C_TL1:C_TL2 + 1] = params.torque_limit
-    c[C_PERIOD] = float(period)
+    c[C_A:C_G2 + 1] = (model.a, model.b, getattr(model, 'd12', model.d), model.d22,
+                       model.g1, model.g2)
+    c[C_FCOMP] = 1.0 if ctrl.friction_compensation else 0.0
+    for j, fr in enumerate(params.nominal.friction):
+        o = C_FR1 + j * CF_SIZE
+        c[o:o + CF_SIZE] = (fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s)
+    c[C_KP1:C_KP2 + 1] = ctrl.kp
+    c[C_KD1:C_KD2 + 1] = ctrl.kd
+    c[C_KI1:C_KI2 + 1] = ctrl.ki
+    c[C_ZL1:C_ZL2 + 1] = ctrl.integral_limit
+    c[C_TL1:C_TL2 + 1] = ctrl.torque_limit
+    c[C_PERIOD] = float(ctrl.period)
     return c
 
 
@@ -219,55 +243,112 @@ def unsupported(scenario) -> str | None:
 @_jit(inline='always')
 def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     """Plant derivative; ``u`` is the current reference [A] or the clamped torque [N·m]."""
+    f = P_FR1
+    g = P_FR1 + FR_SIZE
+    sg1 = math.tanh(v1 / p[f + F_EPS])
+    sg2 = math.tanh(v2 / p[g + F_EPS])
     if p[P_MOTOR] != 0.0:
         o = P_MO1
         e = u1 - i1
-        vt = p[o + 3] * e + s1
-        if vt > p[o + 5]:
-            vt, dx1 = p[o + 5], 0.0
-        elif vt < -p[o + 5]:
-            vt, dx1 = -p[o + 5], 0.0
+        vt = p[o + M_KP] * e + s1
+        if vt > p[o + M_VMAX]:
+            vt, dx1 = p[o + M_VMAX], 0.0
+        elif vt < -p[o + M_VMAX]:
+            vt, dx1 = -p[o + M_VMAX], 0.0
         else:
-            dx1 = p[o + 4] * e
-        di1 = (vt - p[o] * i1 - p[o + 2] * v1) * p[o + 1]
+            dx1 = p[o + M_KI] * e
+        di1 = (vt - p[o + M_R] * i1 - p[o + M_KEN] * v1) * p[o + M_IL]
+        t1 = p[o + M_KT] * i1 - (p[o + M_GA] * abs(i1) + p[o + M_GB] * i1 * sg1) * sg1
         o = P_MO1 + MO_SIZE
         e = u2 - i2
-        vt = p[o + 3] * e + s2
-        if vt > p[o + 5]:
-            vt, dx2 = p[o + 5], 0.0
-        elif vt < -p[o + 5]:
-            vt, dx2 = -p[o + 5], 0.0
+        vt = p[o + M_KP] * e + s2
+        if vt > p[o + M_VMAX]:
+            vt, dx2 = p[o + M_VMAX], 0.0
+        elif vt < -p[o + M_VMAX]:
+            vt, dx2 = -p[o + M_VMAX], 0.0
         else:
-            dx2 = p[o + 4] * e
-        di2 = (vt - p[o] * i2 - p[o + 2] * v2) * p[o + 1]
-        t1 = p[P_MO1 + 6] * i1
-        t2 = p[P_MO1 + MO_SIZE + 6] * i2
+            dx2 = p[o + M_KI] * e
+        di2 = (vt - p[o + M_R] * i2 - p[o + M_KEN] * v2) * p[o + M_IL]
+        t2 = p[o + M_KT] * i2 - (p[o + M_GA] * abs(i2) + p[o + M_GB] * i2 * sg2) * sg2
     else:
         di1 = di2 = dx1 = dx2 = 0.0
         t1, t2 = u1, u2
-    f = P_FR1
-    g = P_FR1 + FR_SIZE
-    if p[P_STRIBECK] != 0.0:
-        fr1 = p[f] * v1 + (p[f + 1] + p[f + 3] * math.exp(-(v1 / p[f + 4]) ** 2)) * math.tanh(
-            v1 / p[f + 2])
-        fr2 = p[g] * v2 + (p[g + 1] + p[g + 3] * math.exp(-(v2 / p[g + 4]) ** 2)) * math.tanh(
-            v2 / p[g + 2])
-    else:
-        fr1 = p[f] * v1 + p[f + 1] * math.tanh(v1 / p[f + 2])
-        fr2 = p[g] * v2 + p[g + 1] * math.tanh(v2 / p[g + 2])
     b = p[P_B]
     c2 = math.cos(x1)
     bc2 = b * c2
     m11 = p[P_A] + 2.0 * bc2
-    m12 = p[P_D] + bc2
+    m12 = p[P_D12] + bc2
     d22 = p[P_D22]
     h = -b * math.sin(x1)
     g12 = p[P_G2] * math.cos(x0 + x1)
-    r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - p[P_G1] * math.cos(x0) - g12 - fr1
-    r2 = t2 + h * v1 * v1 - g12 - fr2
+    r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - p[P_G1] * math.cos(x0) - g12
+    r2 = t2 + h * v1 * v1 - g12
+    if p[P_KARNOPP] != 0.0:
+        fr1, fr2 = _karnopp(v1, v2, r1, r2, m11, m12, d22, p)
+    elif p[P_STRIBECK] != 0.0:
+        fr1 = p[f + F_B] * v1 + (p[f + F_TC] + p[f + F_TS] * math.exp(
+            -(v1 / p[f + F_VS]) ** 2)) * sg1
+        fr2 = p[g + F_B] * v2 + (p[g + F_TC] + p[g + F_TS] * math.exp(
+            -(v2 / p[g + F_VS]) ** 2)) * sg2
+    else:
+        fr1 = p[f + F_B] * v1 + p[f + F_TC] * sg1
+        fr2 = p[g + F_B] * v2 + p[g + F_TC] * sg2
+    r1 -= fr1
+    r2 -= fr2
     idet = 1.0 / (m11 * d22 - m12 * m12)
     return (v1, v2, (d22 * r1 - m12 * r2) * idet, (m11 * r2 - m12 * r1) * idet,
             di1, di2, dx1, dx2)
+
+
+@_jit(inline='always')
+def _karnopp(v1, v2, r1, r2, m11, m12, d22, p):
+    """
+    Return the Karnopp friction torques of both joints (stick band, breakaway).
+
+    Sliding joints: ``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)``; stuck joints
+    (``|qd| < v_stick``): the torque that keeps their acceleration zero, clamped to the
+    breakaway level ``F_s = tau_c + tau_s``. ``r`` is the net torque without friction.
+    """
+    f = P_FR1
+    g = P_FR1 + FR_SIZE
+    fr1 = 0.0
+    fr2 = 0.0
+    if v1 != 0.0:
+        fr1 = p[f + F_B] * v1 + math.copysign(
+            p[f + F_TC] + p[f + F_TS] * math.exp(-(v1 / p[f + F_VS]) ** 2), v1)
+    if v2 != 0.0:
+        fr2 = p[g + F_B] * v2 + math.copysign(
+            p[g + F_TC] + p[g + F_TS] * math.exp(-(v2 / p[g + F_VS]) ** 2), v2)
+    st1 = p[f + F_VSTICK]
+    st2 = p[g + F_VSTICK]
+    fs1 = p[f + F_FS]
+    fs2 = p[g + F_FS]
+    stuck1 = -st1 < v1 < st1
+    stuck2 = -st2 < v2 < st2
+    if stuck1 and stuck2:
+        fr1, fr2 = r1, r2
+        brk1 = abs(fr1) > fs1
+        brk2 = abs(fr2) > fs2
+        if brk1:
+            fr1 = math.copysign(fs1, fr1)
+        if brk2:
+            fr2 = math.copysign(fs2, fr2)
+        if brk1 and not brk2:
+            stuck1 = False
+        elif brk2 and not brk1:
+            stuck2 = False
+        else:
+            stuck1 = False
+            stuck2 = False
+    if stuck1 and not stuck2:
+        fr1 = r1 - m12 * ((r2 - fr2) / d22)
+        if abs(fr1) > fs1:
+            fr1 = math.copysign(fs1, fr1)
+    elif stuck2 and not stuck1:
+        fr2 = r2 - m12 * ((r1 - fr1) / m11)
+        if abs(fr2) > fs2:
+            fr2 = math.copysign(fs2, fr2)
+    return fr1, fr2
 
 
 @_jit(inline='always')
@@ -276,11 +357,11 @@ def _input(tau1, tau2, p):
     if p[P_MOTOR] != 0.0:
         o1 = P_MO1
         o2 = P_MO1 + MO_SIZE
-        u1 = tau1 / p[o1 + 6]
-        lim = p[o1 + 7]
+        u1 = tau1 / p[o1 + M_KT]
+        lim = p[o1 + M_IMAX]
         u1 = lim if u1 > lim else (-lim if u1 < -lim else u1)
-        u2 = tau2 / p[o2 + 6]
-        lim = p[o2 + 7]
+        u2 = tau2 / p[o2 + M_KT]
+        lim = p[o2 + M_IMAX]
         u2 = lim if u2 > lim else (-lim if u2 < -lim else u2)
         return u1, u2
     l1 = p[P_LIM1]
@@ -318,19 +399,26 @@ def _period_step(x, u1, u2, p):
 
 @_jit(inline='always')
 def _friction(v, c, o):
-    """``b qd + (tau_c [+ tau_s exp(-(qd/v_s)^2)]) tanh(qd/eps)`` with the row at ``c[o:]``."""
-    level = c[o + 1]
-    if c[o + 3] != 0.0:
-        level += c[o + 3] * math.exp(-(v / c[o + 4]) ** 2)
-    return c[o] * v + level * math.tanh(v / c[o + 2])
+    """Return ``b qd + (tau_c [+ tau_s exp(-(qd/v_s)^2)]) tanh(qd/eps)``, row at ``c[o:]``."""
+    level = c[o + F_TC]
+    if c[o + F_TS] != 0.0:
+        level += c[o + F_TS] * math.exp(-(v / c[o + F_VS]) ** 2)
+    return c[o + F_B] * v + level * math.tanh(v / c[o + F_EPS])
 
 
 @_jit(inline='always')
 def _drive_voltage(i_ref, i, xi, p, o):
-    """PI drive terminal voltage after the clamp [V] (motor row at ``p[o:]``)."""
-    v = p[o + 3] * (i_ref - i) + xi
-    lim = p[o + 5]
+    """Return the PI drive terminal voltage after the clamp [V] (motor row at ``p[o:]``)."""
+    v = p[o + M_KP] * (i_ref - i) + xi
+    lim = p[o + M_VMAX]
     return lim if v > lim else (-lim if v < -lim else v)
+
+
+@_jit(inline='always')
+def _joint_torque(i, v, p, o, eps):
+    """Return the actuator torque after the gearbox ``N k_t i - tau_gear(i, qd)`` [N·m]."""
+    s = math.tanh(v / eps)
+    return p[o + M_KT] * i - p[o + M_NK] * (p[o + M_WA] * abs(i) * s + p[o + M_WB] * i * s * s)
 
 
 @_jit(nogil=True)
@@ -348,7 +436,7 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
     motor = p[P_MOTOR] != 0.0
     # controller constants
     ct = c[C_CT] != 0.0
-    ca, cb, cd, cd22, cg1, cg2 = c[C_A], c[C_B], c[C_D], c[C_D22], c[C_G1], c[C_G2]
+    ca, cb, cd, cd22, cg1, cg2 = c[C_A], c[C_B], c[C_D12], c[C_D22], c[C_G1], c[C_G2]
     fcomp = c[C_FCOMP] != 0.0
     kp1, kp2, kd1, kd2 = c[C_KP1], c[C_KP2], c[C_KD1], c[C_KD2]
     ki1, ki2, zl1, zl2 = c[C_KI1], c[C_KI2], c[C_ZL1], c[C_ZL2]
@@ -417,7 +505,7 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
             t2 = cg2 * c12 - kp2 * e2 - kd2 * w2 - ki2 * z2
         if fcomp:
             t1 += _friction(w1, c, C_FR1)
-            t2 += _friction(w2, c, C_FR1 + FR_SIZE)
+            t2 += _friction(w2, c, C_FR1 + CF_SIZE)
         sat1 = t1 > tl1 or t1 < -tl1
         sat2 = t2 > tl2 or t2 < -tl2
         if sat1:
@@ -434,8 +522,8 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
         x = _period_step(x, u1, u2, p)
         # telemetry at t_k+ (new command applied), figures
         if motor:
-            tj1 = p[P_MO1 + 6] * xk[4]
-            tj2 = p[P_MO1 + MO_SIZE + 6] * xk[5]
+            tj1 = _joint_torque(xk[4], xk[2], p, P_MO1, p[P_FR1 + F_EPS])
+            tj2 = _joint_torque(xk[5], xk[3], p, P_MO1 + MO_SIZE, p[P_FR1 + FR_SIZE + F_EPS])
             vv1 = _drive_voltage(u1, xk[4], xk[6], p, P_MO1)
             vv2 = _drive_voltage(u2, xk[5], xk[7], p, P_MO1 + MO_SIZE)
         else:
