@@ -83,6 +83,23 @@ class SimulationResult:
         """Tracking error ``q - q_d`` of the true position [rad]."""
         return self.q - self.q_d
 
+    @property
+    def tau_joint_meas(self) -> np.ndarray:
+        """
+        Actuator torque at the joints when the state of each tick is sampled [N·m].
+
+        What ``/joint_states`` effort carries at ``t_k``: the torque before the command of
+        tick k is applied (the state is published before that command exists). Motor:
+        ``eta N k_t i_k``, equal to ``tau_joint`` (the current is continuous at ``t_k``);
+        ideal actuator: the clamped command held over the previous period, i.e.
+        ``tau_joint`` of tick k - 1, and zero at tick 0 (the plant starts with a zero input).
+        """
+        if self.scenario.plant.actuator != 'ideal':
+            return self.tau_joint
+        out = np.zeros_like(self.tau_joint)
+        out[1:] = self.tau_joint[:-1]
+        return out
+
 
 class ClosedLoop:
     """

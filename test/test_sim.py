@@ -13,8 +13,10 @@
 # limitations under the License.
 
 """
-manip-sim and the closed loop over real DDS: lockstep == offline loop (within 1e-9),
-determinism, separate processes on the default topics, bad configurations, real time.
+Test manip-sim and the closed loop over real DDS.
+
+Lockstep == offline loop for every recorded field (within 1e-9), determinism, separate
+processes on the default topics, bad configurations, real time.
 """
 
 from dataclasses import replace
@@ -31,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 
+from manip_control.actuators import current_reference  # noqa: E402
 from manip_control.bag_io import BagReader  # noqa: E402
 from manip_control.nodes import sim  # noqa: E402
 from manip_control.parameters import load_scenario  # noqa: E402
@@ -66,27 +69,62 @@ def series(bag):
                               '/motor_states', '/effort_controller/commands'])
 
 
+LOCKSTEP_CONTRACT = (
+    'lockstep over topics differs from the offline loop (run_closed_loop) in {field}: the '
+    'nodes must reproduce the offline semantics tick by tick (DEVELOPERS.md, closed-loop '
+    'semantics). A change to the controller node (tick, safety layer, input validation), the '
+    'plant node or the trajectory node that alters what is published breaks this; the '
+    'offline loop is the reference')
+
+
+def _same(actual, expected, field, exact=False):
+    msg = LOCKSTEP_CONTRACT.format(field=field)
+    if exact:
+        np.testing.assert_array_equal(actual, expected, err_msg=msg)
+    else:
+        np.testing.assert_allclose(actual, expected, err_msg=msg, **TOL)
+
+
+def offline_current_reference(off):
+    """Drive current references [A] of the offline commands (zeros for ideal actuators)."""
+    plant = off.scenario.plant
+    if plant.actuator == 'ideal':
+        return np.zeros_like(off.tau_cmd)
+    return np.array([[current_reference(u, m) for u, m in zip(row, plant.motors)]
+                     for row in off.tau_cmd])
+
+
 def assert_bag_equals_offline(bag, off):
+    """Every per-tick field of every recorded topic equals the offline loop's record."""
     s = series(bag)
     n = len(off.t)
     ticks = np.round(off.t * 1e9).astype(np.int64)
     js, jc, ref, ms = (s['/joint_states'], s['/joint_commands'], s['/reference'],
                        s['/motor_states'])
-    for x in (js, jc, ms):
-        assert len(x) == n and list(x.names) == ['joint1', 'joint2']
-        np.testing.assert_array_equal(x.stamp_ns, ticks)
-    np.testing.assert_allclose(js.position, off.q_meas, **TOL)
-    np.testing.assert_allclose(js.velocity, off.qd_meas, **TOL)
-    np.testing.assert_allclose(jc.effort, off.tau_cmd, **TOL)
-    np.testing.assert_allclose(jc.position, off.q_d, **TOL)
-    np.testing.assert_allclose(jc.velocity, off.qd_d, **TOL)
-    np.testing.assert_allclose(s['/effort_controller/commands'].data, off.tau_cmd, **TOL)
-    np.testing.assert_array_equal(ref.stamp_ns, ticks)
-    np.testing.assert_allclose(ref.positions, off.q_d, **TOL)
-    np.testing.assert_allclose(ref.velocities, off.qd_d, **TOL)
-    np.testing.assert_allclose(ref.accelerations, off.qdd_d, **TOL)
-    np.testing.assert_allclose(ms.position, off.current, **TOL)
-    np.testing.assert_allclose(ms.velocity, off.voltage, **TOL)
+    arr = s['/effort_controller/commands']
+    for topic, x in (('/joint_states', js), ('/joint_commands', jc), ('/motor_states', ms)):
+        assert len(x) == n, LOCKSTEP_CONTRACT.format(field=f'the {topic} count')
+        assert list(x.names) == ['joint1', 'joint2'], (topic, x.names)
+        _same(x.stamp_ns, ticks, f'{topic} header.stamp', exact=True)
+    assert len(ref) == n and len(arr) == n
+    # /joint_states: the measured state and the actuator torque at t_k (effort)
+    _same(js.position, off.q_meas, '/joint_states position')
+    _same(js.velocity, off.qd_meas, '/joint_states velocity')
+    _same(js.effort, off.tau_joint_meas, '/joint_states effort')
+    # /joint_commands and /effort_controller/commands: the command and the reference used
+    _same(jc.effort, off.tau_cmd, '/joint_commands effort')
+    _same(jc.position, off.q_d, '/joint_commands position (q_d)')
+    _same(jc.velocity, off.qd_d, '/joint_commands velocity (qd_d)')
+    _same(arr.data, off.tau_cmd, '/effort_controller/commands data')
+    # /reference
+    _same(ref.stamp_ns, ticks, '/reference header.stamp', exact=True)
+    _same(ref.positions, off.q_d, '/reference positions')
+    _same(ref.velocities, off.qd_d, '/reference velocities')
+    _same(ref.accelerations, off.qdd_d, '/reference accelerations')
+    # /motor_states: current, drive voltage (at t_k+), current reference
+    _same(ms.position, off.current, '/motor_states position (current)')
+    _same(ms.velocity, off.voltage, '/motor_states velocity (voltage)')
+    _same(ms.effort, offline_current_reference(off), '/motor_states effort (current reference)')
 
 
 def test_lockstep_over_topics_equals_offline_default(ros_context, tmp_path):

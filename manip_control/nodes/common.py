@@ -155,17 +155,94 @@ def _on_stop_signal(signum, frame):
         raise KeyboardInterrupt
 
 
-def prefer_udp_transport() -> None:
-    """
-    Use Fast DDS's UDPv4 transport unless the user chose one.
+#: Environment variable set by the launch files: ``1`` = get SIGTERM (and stop cleanly) when
+#: the parent process (``ros2 launch``) dies.
+STOP_WITH_PARENT_ENV = 'MANIP_STOP_WITH_PARENT'
 
-    With the default shared-memory transport, a publisher whose subscriber process was killed
-    can block for the port health-check timeout (1 s in Fast DDS 2.14), which stalls the whole
-    executor -- watchdogs included. Measured here: a killed plant was noticed by the
-    controller after 1003.7 ms instead of 20 ms. Over UDPv4 on loopback the same fault tests
-    give 20-21 ms. Set ``FASTDDS_BUILTIN_TRANSPORTS`` yourself to override.
+
+def _stop_with_parent() -> None:
     """
-    os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'UDPv4')
+    Ask Linux for a SIGTERM when the parent process dies, if the launch file asked for it.
+
+    ``ros2 launch`` sent SIGTERM exits at once without stopping its processes (upstream
+    launch logs "using SIGTERM can result in orphaned processes"); with this request
+    (``prctl(PR_SET_PDEATHSIG, SIGTERM)``) the nodes still get their SIGTERM and close
+    cleanly: the recorder finishes its bag.
+    """
+    import signal
+    if os.environ.get(STOP_WITH_PARENT_ENV) != '1' or not sys.platform.startswith('linux'):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)     # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:                               # the parent died before the request
+        _STOP['requested'] = True
+
+
+#: Environment variable: ``0`` keeps Fast DDS's own default transports (no UDPv4 preference).
+PREFER_UDP_ENV = 'MANIP_PREFER_UDP'
+#: Settings through which the user (or the ROS set-up) chooses the DDS transport: when any
+#: of them is set, the nodes leave the transport alone.
+USER_TRANSPORT_SETTINGS = ('FASTDDS_BUILTIN_TRANSPORTS', 'FASTRTPS_DEFAULT_PROFILES_FILE',
+                           'FASTDDS_DEFAULT_PROFILES_FILE', 'RMW_FASTRTPS_USE_QOS_FROM_XML')
+#: Fast DDS loads this file from the working directory by itself.
+DEFAULT_PROFILES_XML = 'DEFAULT_FASTRTPS_PROFILES.xml'
+#: The INFO line of the transport choice, logged once by the first node of the process.
+TRANSPORT_NOTE: dict = {'text': None, 'logged': False}
+
+
+def prefer_udp_transport(environ=None) -> str | None:
+    """
+    Use Fast DDS's UDPv4 transport unless the user chose the transport; return the note.
+
+    With the shared-memory transport (part of Fast DDS's default), a publisher whose
+    subscriber process was killed can block for the port health-check timeout (1 s in Fast
+    DDS 2.14), which stalls the whole executor -- watchdogs included. Measured on this
+    machine: a killed plant was noticed by the controller after 1003.7 ms instead of 20 ms;
+    over UDPv4 on loopback the same fault test gave 20-21 ms. So ``FASTDDS_BUILTIN_TRANSPORTS``
+    is set to ``UDPv4`` only when nothing chose the transport:
+
+    * ``MANIP_PREFER_UDP=0`` turns the preference off;
+    * any of :data:`USER_TRANSPORT_SETTINGS` set, or a ``DEFAULT_FASTRTPS_PROFILES.xml`` in
+      the working directory, is the user's choice and is never overridden;
+    * ``RMW_IMPLEMENTATION`` other than Fast DDS: not applicable;
+    * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` / ``ROS_LOCALHOST_ONLY=1``: rmw_fastrtps
+      installs its own localhost transports (shared memory + UDPv4 on 127.0.0.1, measured:
+      ``FASTDDS_BUILTIN_TRANSPORTS`` has no effect then), so nothing is set.
+
+    Returns
+    -------
+    str or None
+        The INFO line to log once (None when the transport was left alone).
+
+    """
+    env = os.environ if environ is None else environ
+    if env.get(PREFER_UDP_ENV, '1').strip() == '0':
+        return None
+    if 'fastrtps' not in env.get('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp'):
+        return None
+    if any(env.get(name) for name in USER_TRANSPORT_SETTINGS):
+        return None
+    if os.path.exists(DEFAULT_PROFILES_XML):
+        return None
+    if (env.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '').upper() == 'LOCALHOST'
+            or env.get('ROS_LOCALHOST_ONLY', '') == '1'):
+        return None
+    env['FASTDDS_BUILTIN_TRANSPORTS'] = 'UDPv4'
+    return ('DDS transport: UDPv4 only (FASTDDS_BUILTIN_TRANSPORTS=UDPv4 set by manip_control: '
+            'shared memory to a killed peer stalled the executor for 1 s); '
+            f'{PREFER_UDP_ENV}=0 or your own FASTDDS_BUILTIN_TRANSPORTS / profile keeps '
+            'yours')
+
+
+def log_transport_note(node) -> None:
+    """Log the transport choice of this process once (INFO), through ``node``'s logger."""
+    if TRANSPORT_NOTE['text'] and not TRANSPORT_NOTE['logged']:
+        TRANSPORT_NOTE['logged'] = True
+        node.get_logger().info(TRANSPORT_NOTE['text'])
 
 
 def init_keeping_context_on_signals(args=None, context=None) -> dict:
@@ -182,13 +259,16 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
 
     import rclpy
     from rclpy.signals import SignalHandlerOptions
-    prefer_udp_transport()
+    note = prefer_udp_transport()
+    if note:
+        TRANSPORT_NOTE['text'] = note
     rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
     previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
                 signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
     _STOP['requested'] = False
     signal.signal(signal.SIGINT, _on_stop_signal)
     signal.signal(signal.SIGTERM, _on_stop_signal)
+    _stop_with_parent()
     return previous
 
 
@@ -198,8 +278,9 @@ def run_node(factory, args=None) -> int:
 
     ``factory()`` builds the node; its ``done_future`` (an rclpy Future, when present) ends
     the spin with exit code 0 when completed (or the node's ``exit_code`` when it has one).
-    The ``--params-file`` files are read first (a bad one: one line naming the parameter). Ctrl-C / SIGTERM end it with 0 too. The node's
-    ``close()`` (when present) runs before the node is destroyed.
+    The ``--params-file`` files are read first (a bad one: one line naming the parameter).
+    Ctrl-C / SIGTERM end it with 0 too. The node's ``close()`` (when present) runs before the
+    node is destroyed.
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
@@ -223,6 +304,7 @@ def run_node(factory, args=None) -> int:
             return error_exit(str(exc))
         except Exception as exc:  # noqa: BLE001 - rcl errors while creating the node
             return error_exit(_rcl_message(exc))
+        log_transport_note(node)
         executor = make_executor()
         executor.add_node(node)
         spin_until(executor, getattr(node, 'done_future', None))
