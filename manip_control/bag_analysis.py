@@ -76,6 +76,7 @@ SETTLING_BAND = 0.02        # 2 % settling band
 HOLD_FRACTION = 0.10        # a reference "ends constant" if its final hold is >= 10 % of the run
 STEADY_FRACTION = 0.10      # steady-state error: mean over the final 10 % of the run
 PROGRESS_MIN_MESSAGES = 100_000
+ZERO_EFFORT_NOTE = 'effort is zero throughout — the driver does not report torque'
 
 
 class AnalysisError(Exception):
@@ -348,7 +349,11 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
             'skipped': [{'topic': t, 'type': reader.topics[t].msgtype, 'reason': r}
                         for t, r in reader.skipped.items()],
             'params_file': reader.params is not None,
+            'recovered': reader.recovered,
         }
+        if reader.recovered:
+            info['recovered_reason'] = reader.recovered_reason
+            info['recovered_end_ns'] = int(reader.end_ns)
         if sel.joint_states is None:
             js = [t for t, i in reader.topics.items() if i.msgtype == JOINT_STATE]
             raise AnalysisError(
@@ -384,6 +389,12 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
     joints = list(state.names)
     run = RunData(str(bag), base, sel, info, params, joints, int(state_t[0]), state, state_t,
                   notes=notes)
+    if info['recovered']:
+        end_rel = (int(state_t[-1]) - int(state_t[0])) / 1e9
+        notes.insert(0, f'recovered bag: {info["recovered_reason"]}; the data read ends at '
+                        f'{end_rel:.3f} s (last joint state; bag time '
+                        f'{info["recovered_end_ns"] / 1e9:.9f} s)')
+        info['recovered_end_s'] = end_rel
 
     # commands
     if sel.commands:
@@ -466,8 +477,13 @@ def _dist(values: np.ndarray) -> dict | None:
 
 
 def _timing(t_ns: np.ndarray, nominal: float | None, nominal_source: str, base: str,
-            t0_ns: int) -> dict:
-    """Rate, period jitter, gaps and dropped ticks of one message stream."""
+            t0_ns: int, no_drops: str | None = None) -> dict:
+    """
+    Rate, period jitter, gaps and dropped ticks of one message stream.
+
+    ``no_drops`` (a reason) leaves ``dropped_ticks`` out: periods on a clock other than the
+    one the ticks run on do not count missed ticks.
+    """
     n = int(len(t_ns))
     out: dict[str, Any] = {'count': n, 'time_base': base}
     if n < 2:
@@ -499,11 +515,42 @@ def _timing(t_ns: np.ndarray, nominal: float | None, nominal_source: str, base: 
     out.update({
         'jitter_p50_s': float(p50), 'jitter_p99_s': float(p99), 'jitter_max_s': float(dev.max()),
         'gaps': int(gaps.size),
-        'dropped_ticks': dropped,
+        'dropped_ticks': dropped if no_drops is None else None,
         'max_gap_s': float(dt[gaps].max()) if gaps.size else None,
         'gap_list': [{'t_s': (int(t_ns[i]) - t0_ns) / 1e9, 'period_s': float(dt[i])}
                      for i in gaps[:10]],
     })
+    if no_drops is not None:
+        out['dropped_ticks_note'] = no_drops
+    return out
+
+
+def _clocks(run: RunData) -> dict:
+    """
+    Compare the header clock of the joint states with the bag's receive clock.
+
+    Different clocks (the stamps are on sim time while the recorder stamped wall time, or the
+    other way round) show as an offset of more than an hour or spans differing by more than 5 %.
+    Receive-time periods then do not measure missed ticks of the loop.
+    """
+    st = run.state
+    out: dict[str, Any] = {'same_clock': True}
+    if len(st) < 2 or not st.stamp_ns.any():
+        return out
+    offset = (int(st.stamp_ns[0]) - int(st.recv_ns[0])) / 1e9
+    h_span = (int(st.stamp_ns.max()) - int(st.stamp_ns.min())) / 1e9
+    r_span = (int(st.recv_ns[-1]) - int(st.recv_ns[0])) / 1e9
+    ratio = h_span / r_span if r_span > 0 else None
+    same = abs(offset) < 3600.0 and (ratio is None or abs(ratio - 1.0) <= 0.05)
+    out.update({'same_clock': same, 'header_minus_receive_s': offset,
+                'header_span_s': h_span, 'receive_span_s': r_span,
+                'header_per_receive_rate': ratio})
+    if not same:
+        out['note'] = (f'header stamps and receive times run on different clocks ({h_span:.3f} s '
+                       f'of header time over {r_span:.3f} s of receive time, offset '
+                       f'{offset:.3f} s; e.g. stamps on sim time, recorder on wall time): '
+                       'receive-time periods are transport timing, not missed ticks, so no '
+                       'dropped ticks are counted on receive time')
     return out
 
 
@@ -718,7 +765,11 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         u = u[np.isfinite(u)]
         meas[name] = ({'peak_abs': _f(np.max(np.abs(u))), 'rms': _f(np.sqrt(np.mean(u ** 2)))}
                       if u.size else None)
-    report['measured_effort'] = {'source': f'{st.topic} effort', 'per_joint': meas}
+    report['measured_effort'] = {'source': f'{st.topic} effort', 'per_joint': meas,
+                                 'all_zero': _effort_all_zero(st.effort)}
+    if report['measured_effort']['all_zero']:
+        report['measured_effort']['note'] = ZERO_EFFORT_NOTE
+        report['notes'].append(f'{st.topic}: {ZERO_EFFORT_NOTE}')
 
     # ---- motor
     if run.motor is not None and len(run.motor):
@@ -749,11 +800,19 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         report['motor'] = {'available': False}
 
     # ---- timing
+    clocks = _clocks(run)
+    report['clocks'] = clocks
+    no_drops = None
+    if not clocks['same_clock']:
+        no_drops = ('receive clock differs from the header clock (sim time): periods on it '
+                    'are not missed ticks')
+        report['notes'].append(clocks['note'])
     timing: dict[str, Any] = {
-        'state': _timing(run.state_t, nominal, nominal_src, run.time_base, run.t0_ns)}
+        'state': _timing(run.state_t, nominal, nominal_src, run.time_base, run.t0_ns,
+                         no_drops if run.time_base == 'receive' else None)}
     if run.time_base == 'header':
         timing['state_receive'] = _timing(st.recv_ns, nominal, nominal_src, 'receive',
-                                          int(st.recv_ns[0]))
+                                          int(st.recv_ns[0]), no_drops)
     if run.command is not None and len(run.command):
         cmd = run.command
         if isinstance(cmd, JointStateSeries):
@@ -762,7 +821,8 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         else:
             cbase, ct = 'receive', cmd.recv_ns
         timing['command'] = _timing(ct, nominal, nominal_src, cbase,
-                                    run.t0_ns if cbase == run.time_base else int(ct[0]))
+                                    run.t0_ns if cbase == run.time_base else int(ct[0]),
+                                    no_drops if cbase == 'receive' else None)
         timing['latency'] = _latency(run)
     report['timing'] = timing
 
@@ -806,16 +866,29 @@ def _latency(run: RunData) -> dict:
             'latency_s': _dist(lat)}
 
 
+def _effort_all_zero(effort: np.ndarray) -> bool:
+    """True if the joint states carry effort values and every one of them is exactly 0."""
+    vals = effort[np.isfinite(effort)]
+    return bool(vals.size) and not vals.any()
+
+
 def _power(run: RunData, t: np.ndarray) -> dict:
     st = run.state
     tau, src = st.effort, f'{st.topic} effort'
-    if not np.isfinite(tau).any() and run.command_u is not None:
-        tau = _zoh(run.command_t, run.command_u, run.state_t)
-        src = f'{run.selection.commands} (zero-order hold)'
+    commanded = False
+    if run.command_u is not None and len(run.command_u) and (
+            not np.isfinite(tau).any() or _effort_all_zero(tau)):
+        order = np.argsort(run.command_t, kind='stable')
+        tau = _zoh(run.command_t[order], run.command_u[order], run.state_t)
+        why = ('the joint states carry no effort' if not np.isfinite(st.effort).any()
+               else 'the joint-state effort is zero throughout')
+        src = (f'COMMANDED effort {run.selection.commands} (zero-order hold), because {why}')
+        commanded = True
     qd = st.velocity
     p = np.nansum(tau * qd, axis=1)
     ok = np.isfinite(tau).any(axis=1) & np.isfinite(qd).any(axis=1)
-    out: dict[str, Any] = {'definition': 'P = sum_j tau_j * qd_j [W]', 'torque_source': src}
+    out: dict[str, Any] = {'definition': 'P = sum_j tau_j * qd_j [W]', 'torque_source': src,
+                           'from_commanded_effort': commanded}
     if ok.sum() < 2:
         out['available'] = False
         return out
@@ -868,7 +941,14 @@ def _timing_lines(name: str, tm: dict) -> list[str]:
             f'{_fmt(tm.get("jitter_p50_s"), "µs", 1e6)} | '
             f'{_fmt(tm.get("jitter_p99_s"), "µs", 1e6)} | '
             f'{_fmt(tm.get("jitter_max_s"), "µs", 1e6)} | '
-            f'{tm.get("gaps", "n/a")} / {tm.get("dropped_ticks", "n/a")} |']
+            f'{tm.get("gaps", "n/a")} / {_drops(tm)} |']
+
+
+def _drops(tm: dict) -> str:
+    """Dropped ticks as text ('n/a (other clock)' where they are not counted)."""
+    if tm.get('dropped_ticks') is not None:
+        return str(tm['dropped_ticks'])
+    return 'n/a (other clock)' if tm.get('dropped_ticks_note') else 'n/a'
 
 
 def render_markdown(report: dict, plots: list[str] | None = None) -> str:
@@ -928,6 +1008,9 @@ def render_markdown(report: dict, plots: list[str] | None = None) -> str:
             frs = f'{100 * fr:.2f} %' if isinstance(fr, float) else _fmt(fr)
             lines.append(f'| {name} | {_fmt(e.get("peak_abs"))} | {_fmt(e.get("rms"))} | {frs} '
                          f'| {_fmt(m.get("peak_abs"))} | {_fmt(m.get("rms"))} |')
+        if report['measured_effort'].get('all_zero'):
+            lines += ['', f'**Measured effort: {ZERO_EFFORT_NOTE}** (power below uses the '
+                      'commanded effort).']
     else:
         lines.append('No command topic.')
     mo = report['motor']
@@ -1029,7 +1112,7 @@ def render_summary(report: dict) -> str:
                          f'{_fmt(s.get("jitter_p50_s"), "", 1e6)}/'
                          f'{_fmt(s.get("jitter_p99_s"), "", 1e6)}/'
                          f'{_fmt(s.get("jitter_max_s"), "µs", 1e6)}, gaps {s.get("gaps")}, '
-                         f'dropped ticks {s.get("dropped_ticks")}')
+                         f'dropped ticks {_drops(s)}')
     la = tm.get('latency')
     if la and la.get('latency_s'):
         d = la['latency_s']
@@ -1062,85 +1145,111 @@ def _decimate(t: np.ndarray, y: np.ndarray, max_points: int = 4000):
     return ts, ys
 
 
+PLOT_DPI = 100
+
+
+def _new_figure(width: float, height: float):
+    """An Agg figure with constrained layout (nothing clipped), without pyplot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(width, height), dpi=PLOT_DPI, layout='constrained')
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def write_plots(run: RunData, report: dict, out_dir: Path) -> list[str]:
-    """q vs q_d, error, effort/current and timing PNGs; returns the file paths."""
+    """
+    Write tracking, error, effort and timing PNGs; return their paths.
+
+    Each figure carries the bag name in its title, axis labels with units, is laid out with
+    matplotlib's constrained layout (no clipped labels) and saved at ``PLOT_DPI``. Long
+    series are drawn as min/max envelopes of at most 4000 points; histograms are one step line
+    each. matplotlib is imported here only (Agg canvas, no pyplot).
+    """
     import warnings
-
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
     warnings.filterwarnings('ignore', message='All-NaN', category=RuntimeWarning)
     files: list[str] = []
     t = run.rel(run.state_t)
     nj = len(run.joints)
     rows = max(nj, 1)
+    bag = Path(run.bag_info['path']).name or run.bag_info['path']
+    height = 1.7 * rows + 1.0
 
-    def save(fig, name):
+    def save(fig, name, title):
+        fig.suptitle(f'{bag}: {title}', fontsize=10)
         path = out_dir / name
-        fig.subplots_adjust(left=0.1, right=0.97, top=0.97, bottom=0.1, hspace=0.25,
-                            wspace=0.3)
-        fig.savefig(path, dpi=80)
-        plt.close(fig)
+        fig.savefig(path, dpi=PLOT_DPI)
         files.append(str(path))
 
-    fig, axes = plt.subplots(rows, 1, figsize=(9, 1.9 * rows + 0.6), sharex=True, squeeze=False)
+    def axes(ncol=1, width=9.0):
+        fig = _new_figure(width, height)
+        return fig, fig.subplots(rows, ncol, sharex=True, squeeze=False)
+
+    fig, ax = axes()
     for j, name in enumerate(run.joints):
-        ax = axes[j, 0]
-        ax.plot(*_decimate(t, run.state.position[:, j]), lw=0.8, label='q')
+        a = ax[j, 0]
+        a.plot(*_decimate(t, run.state.position[:, j]), lw=0.8, label='q')
         if run.q_d is not None:
-            ax.plot(*_decimate(t, run.q_d[:, j]), lw=0.8, ls='--', label='q_d')
-        ax.set_ylabel(f'{name} [rad]')
-        ax.legend(loc='upper right', fontsize=7)
-    axes[-1, 0].set_xlabel('t [s]')
-    save(fig, 'tracking.png')
+            a.plot(*_decimate(t, run.q_d[:, j]), lw=0.8, ls='--', label='q_d')
+        a.set_ylabel(f'{name} [rad]')
+        a.legend(loc='upper right', fontsize=7)
+    ax[-1, 0].set_xlabel('t [s]')
+    save(fig, 'tracking.png', 'joint position q and reference q_d')
 
     if run.error is not None:
-        fig, axes = plt.subplots(rows, 1, figsize=(9, 1.9 * rows + 0.6), sharex=True,
-                                 squeeze=False)
+        fig, ax = axes()
         for j, name in enumerate(run.joints):
-            axes[j, 0].plot(*_decimate(t, run.error[:, j]), lw=0.7)
-            axes[j, 0].set_ylabel(f'e {name} [rad]')
-            axes[j, 0].axvline(report['tracking']['late_window_start_s'], color='k', lw=0.5,
-                               ls=':')
-        axes[-1, 0].set_xlabel('t [s]')
-        save(fig, 'error.png')
+            ax[j, 0].plot(*_decimate(t, run.error[:, j]), lw=0.7)
+            ax[j, 0].set_ylabel(f'e {name} [rad]')
+            ax[j, 0].axvline(report['tracking']['late_window_start_s'], color='k', lw=0.5,
+                             ls=':')
+        ax[-1, 0].set_xlabel('t [s]')
+        save(fig, 'error.png', 'tracking error e = q - q_d (dotted: late window start)')
 
     has_motor = run.motor is not None and len(run.motor)
-    if run.command_u is not None or np.isfinite(run.state.effort).any() or has_motor:
+    measured = np.isfinite(run.state.effort).any() and not \
+        report['measured_effort'].get('all_zero')
+    if run.command_u is not None or measured or has_motor:
         ncol = 2 if has_motor else 1
-        fig, axes = plt.subplots(rows, ncol, figsize=(9 + 3 * (ncol - 1), 1.9 * rows + 0.6),
-                                 sharex=True, squeeze=False)
+        fig, ax = axes(ncol, 9.0 + 3.0 * (ncol - 1))
         for j, name in enumerate(run.joints):
-            ax = axes[j, 0]
+            a = ax[j, 0]
             if run.command_u is not None:
-                ax.plot(*_decimate(run.rel(run.command_t), run.command_u[:, j]), lw=0.7,
-                        label='u (command)')
-            if np.isfinite(run.state.effort[:, j]).any():
-                ax.plot(*_decimate(t, run.state.effort[:, j]), lw=0.7, label='measured')
-            ax.set_ylabel(f'{name} [N·m]')
-            ax.legend(loc='upper right', fontsize=7)
+                a.plot(*_decimate(run.rel(run.command_t), run.command_u[:, j]), lw=0.7,
+                       label='u (command)')
+            if measured and np.isfinite(run.state.effort[:, j]).any():
+                a.plot(*_decimate(t, run.state.effort[:, j]), lw=0.7, label='measured')
+            a.set_ylabel(f'{name} [N·m]')
+            a.legend(loc='upper right', fontsize=7)
             if has_motor:
                 cur = _cols(run.motor.names, run.joints, run.motor.position)[:, j]
-                axes[j, 1].plot(*_decimate(run.rel(run.motor_t), cur), lw=0.7)
-                axes[j, 1].set_ylabel(f'{name} current [A]')
+                ax[j, 1].plot(*_decimate(run.rel(run.motor_t), cur), lw=0.7)
+                ax[j, 1].set_ylabel(f'{name} current [A]')
         for k in range(ncol):
-            axes[-1, k].set_xlabel('t [s]')
-        save(fig, 'effort.png')
+            ax[-1, k].set_xlabel('t [s]')
+        title = 'commanded and measured joint torque' + (', motor current' if has_motor
+                                                         else '')
+        if report['measured_effort'].get('all_zero'):
+            title += ' (measured effort is zero throughout: not drawn)'
+        save(fig, 'effort.png', title)
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), squeeze=False)
+    fig = _new_figure(10.0, 3.6)
+    ax = fig.subplots(1, 2, squeeze=False)
     dt = np.diff(run.state_t) / 1e6
-    if dt.size:
-        axes[0, 0].hist(dt, bins=100, log=True)
-    axes[0, 0].set_xlabel(f'joint-state period [ms] ({run.time_base})')
-    axes[0, 0].set_ylabel('count')
-    lat = None
-    if run.command is not None:
-        lat = _latency_samples(run)
-    if lat is not None and lat.size:
-        axes[0, 1].hist(lat * 1e3, bins=100, log=True)
-    axes[0, 1].set_xlabel('state-to-command latency [ms] (receive)')
-    save(fig, 'timing.png')
+
+    def hist(a, values):
+        values = values[np.isfinite(values)]
+        if values.size:
+            counts, edges = np.histogram(values, bins=100)
+            a.stairs(counts, edges, fill=True)
+            a.set_yscale('log')
+        a.set_ylabel('count (log scale)')
+    hist(ax[0, 0], dt)
+    ax[0, 0].set_xlabel(f'joint-state period [ms] ({run.time_base} time)')
+    lat = _latency_samples(run) if run.command is not None else None
+    hist(ax[0, 1], lat * 1e3 if lat is not None else np.zeros(0))
+    ax[0, 1].set_xlabel('state-to-command latency [ms] (receive time)')
+    save(fig, 'timing.png', 'loop timing')
     return files
 
 
@@ -1168,7 +1277,8 @@ def write_csv(run: RunData, path: Path) -> int:
     Columns: ``t`` [s since the first state], then per joint ``q``, ``qd``, ``tau`` (measured),
     ``q_d``, ``qd_d``, ``e``, ``u`` (command, zero-order hold), ``i``, ``v``, ``i_ref`` (motor,
     zero-order hold) when present. Reference values are matched by stamp or interpolated; gaps
-    inside a series are held; rows before every column has started are dropped.
+    inside a series are held. Every joint state is a row: a column whose series has not
+    started yet (e.g. commands before the first command) is left empty there.
     """
     t = run.rel(run.state_t)
     cols: list[tuple[str, np.ndarray]] = [('t', t)]
@@ -1197,18 +1307,19 @@ def write_csv(run: RunData, path: Path) -> int:
             if np.isfinite(col).any():
                 cols.append((f'{label}_{name}', col))
     data = np.column_stack([c for _, c in cols])
-    # hold the last finite value forward inside each column
+    # hold the last finite value forward inside each column; empty before its first value
     finite = np.isfinite(data)
     idx = np.where(finite, np.arange(len(data))[:, None], -1)
     np.maximum.accumulate(idx, axis=0, out=idx)
-    started = (idx >= 0).all(axis=1)
     filled = np.take_along_axis(data, np.clip(idx, 0, None), axis=0)
-    filled = filled[started]
+    filled[idx < 0] = np.nan
     header = ','.join(name for name, _ in cols)
     with open(path, 'w', encoding='utf-8') as fh:
         fh.write(header + '\n')
         if len(filled):
-            np.savetxt(fh, filled, fmt='%.10g', delimiter=',')
+            text = '\n'.join(','.join(row) for row in
+                             np.char.mod('%.10g', filled).tolist())
+            fh.write(text.replace('nan', '') + '\n')
     return int(len(filled))
 
 

@@ -13,22 +13,26 @@
 # limitations under the License.
 
 """
-rosbag2 reading and writing helpers built on ``rosbags`` (ROS-free: never imports rclpy).
+rosbag2 reading and writing (ROS-free: never imports rclpy).
 
 Writing
 -------
 :class:`BagWriter` records already-serialized CDR messages (what an rclpy subscription created
 with ``raw=True`` delivers) into a rosbag2 directory with **metadata version 8** (readable by
-Humble; version 9 is not), in MCAP or sqlite3 storage. Every topic is registered with its
-message type, its full message definition (``ros2msg``, so readers without a typestore can
-decode it) and its offered QoS profiles. :func:`write_params` / :meth:`BagWriter.write_params`
-put the resolved run parameters in ``params.yaml`` beside ``metadata.yaml``.
+Humble; version 9 is not), in MCAP (``mcap`` library) or sqlite3 storage. Every topic is
+registered with its message type, its full message definition (``ros2msg``, so readers without
+a typestore can decode it) and its offered QoS profiles. Data becomes durable chunk by chunk
+(MCAP) or transaction by transaction (sqlite3), at least every ``flush_period`` seconds, so a
+killed writer loses at most that; a write error (full disk, file-size limit) is raised once,
+counted, and ``metadata.yaml`` counts only what the file holds. :func:`write_params` /
+:meth:`BagWriter.write_params` put the resolved run parameters in ``params.yaml``.
 
 Reading
 -------
-:class:`BagReader` opens a rosbag2 directory (sqlite3 or MCAP, metadata versions 4 to 9; a
-directory that lost its ``metadata.yaml`` is read from its storage files) or a bare ``.db3`` /
-``.mcap`` file. Types are taken from the bag's own message definitions when present, else from a
+:class:`BagReader` opens a rosbag2 directory (sqlite3 or MCAP, metadata versions 1 to 9; a
+directory without ``metadata.yaml``, e.g. after a killed recorder, is read from its storage
+files, an unfinished MCAP file up to its last complete chunk) or a bare ``.db3`` / ``.mcap``
+file. Types are taken from the bag's own message definitions when present, else from a
 default typestore (ROS 2 Humble for metadata version <= 6 or no metadata, Jazzy otherwise).
 Topics whose type cannot be resolved are listed in :attr:`BagReader.skipped` with the reason;
 they are never fatal. Messages with a few trailing bytes after the CDR payload are accepted
@@ -42,44 +46,42 @@ array lengths) share one CDR layout; the layout is found by walking the first su
 the numbers of all of them are read with one numpy view per field. Messages that do not fit a
 layout are decoded one by one with the rosbags deserializer.
 
+Only documented interfaces of ``rosbags`` (typestores, ``deserialize_cdr``, ``Reader`` for
+compressed bags) and of ``mcap`` are used (see :mod:`manip_control.bag_storage`).
+
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field
-import itertools
-import operator
 import os
 from pathlib import Path
 import sqlite3
 import struct
 import threading
+import time
 from typing import Any
 
-import apsw as _apsw  # rosbags' sqlite3 storage uses apsw
+from manip_control.bag_storage import CHUNK_SIZE
+from manip_control.bag_storage import metadata_dict
+from manip_control.bag_storage import METADATA_FILE
+from manip_control.bag_storage import open_storage_reader
+from manip_control.bag_storage import open_storage_writer
+from manip_control.bag_storage import RawBatch
+from manip_control.bag_storage import read_metadata
+from manip_control.bag_storage import StorageError
+from manip_control.bag_storage import SUFFIXES
+from manip_control.bag_storage import TopicRecord
+from manip_control.bag_storage import write_metadata
 import numpy as np
-from rosbags.interfaces import Connection
-from rosbags.interfaces import ConnectionExtRosbag2
-from rosbags.interfaces import MessageDefinition
-from rosbags.interfaces import MessageDefinitionFormat
 from rosbags.interfaces import Qos
 from rosbags.interfaces import QosDurability
 from rosbags.interfaces import QosHistory
 from rosbags.interfaces import QosLiveliness
 from rosbags.interfaces import QosReliability
 from rosbags.interfaces import QosTime
-from rosbags.rosbag2 import ReaderError
-from rosbags.rosbag2 import StoragePlugin
-from rosbags.rosbag2 import Writer
-from rosbags.rosbag2 import WriterError
-from rosbags.rosbag2.metadata import parse_qos
-from rosbags.rosbag2.metadata import ReaderMetadata
-from rosbags.rosbag2.reader import DirectoryReader
-from rosbags.rosbag2.storage_mcap import decompress as _mcap_decompress
-from rosbags.rosbag2.storage_mcap import McapReader
-from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
 from rosbags.serde import SerdeError
 from rosbags.typesys import get_types_from_idl
 from rosbags.typesys import get_types_from_msg
@@ -90,6 +92,8 @@ import yaml
 
 __all__ = [
     'BagError',
+    'RecordingError',
+    'WriteFailure',
     'DecodeError',
     'BagWriter',
     'BagReader',
@@ -120,8 +124,7 @@ METADATA_VERSION = 8
 #: Trailing bytes accepted after a CDR payload (rosbags itself accepts at most 3).
 MAX_TRAILING_BYTES = 16
 
-_STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
-_SUFFIXES = {'.mcap': 'mcap', '.db3': 'sqlite3'}
+_STORAGES = ('mcap', 'sqlite3')
 _DISTRO_STORES = {
     'foxy': Stores.ROS2_FOXY, 'galactic': Stores.ROS2_GALACTIC, 'humble': Stores.ROS2_HUMBLE,
     'iron': Stores.ROS2_IRON, 'jazzy': Stores.ROS2_JAZZY, 'kilted': Stores.ROS2_KILTED,
@@ -190,9 +193,9 @@ def message_definition(msgtype: str, typestore=None) -> tuple[str, str]:
                        f'({exc}); pass msgdef=') from None
 
 
-def _parse_definition(msgtype: str, fmt: MessageDefinitionFormat, text: str) -> dict:
-    """Types dictionary (rosbags ``Typesdict``) of a stored message definition."""
-    if fmt == MessageDefinitionFormat.MSG:
+def _parse_definition(msgtype: str, fmt: str, text: str) -> dict:
+    """Types dictionary (rosbags ``Typesdict``) of a stored definition (ros2msg / ros2idl)."""
+    if fmt == 'ros2msg':
         return get_types_from_msg(text, msgtype)
     sep = '=' * 80 + '\n'
     types: dict = {}
@@ -205,14 +208,19 @@ def _parse_definition(msgtype: str, fmt: MessageDefinitionFormat, text: str) -> 
     return types
 
 
+_DECODE_ERRORS = (struct.error, UnicodeDecodeError, ValueError, IndexError, TypeError,
+                  SerdeError, AssertionError)
+
+
 def deserialize_tolerant(typestore, raw: bytes | memoryview, msgtype: str,
                          max_trailing: int = MAX_TRAILING_BYTES):
     """
     Deserialize one CDR message, accepting up to ``max_trailing`` bytes after the payload.
 
     rosbags' ``Typestore.deserialize_cdr`` rejects more than 3 trailing bytes; some serializers
-    pad further. This calls the typestore's generated decoder, which returns the number of bytes
-    it consumed, and checks that against the buffer length.
+    pad further. When it refuses a message, the message is decoded again without its last
+    k = 1 .. ``max_trailing`` - 3 bytes: cutting into the payload itself always fails (CDR
+    carries the length of every sequence), so the first success is the message.
 
     Raises
     ------
@@ -224,21 +232,21 @@ def deserialize_tolerant(typestore, raw: bytes | memoryview, msgtype: str,
     if len(raw) < 4 or raw[0] != 0 or raw[1] not in (0, 1):
         raise DecodeError(f'{msgtype}: invalid or unsupported CDR encapsulation header')
     try:
-        msgdef = typestore.get_msgdef(msgtype)
+        return typestore.deserialize_cdr(raw, msgtype)
     except (KeyError, TypesysError, SyntaxError) as exc:
         raise DecodeError(f'{msgtype}: no usable definition ({exc})') from None
-    func = msgdef.deserialize_cdr_le if raw[1] else msgdef.deserialize_cdr_be
-    try:
-        message, pos = func(memoryview(raw)[4:], 0, msgdef.cls, typestore)
-    except (struct.error, UnicodeDecodeError, ValueError, IndexError, TypeError,
-            SerdeError) as exc:
-        raise DecodeError(f'{msgtype}: {exc}') from None
-    extra = len(raw) - 4 - pos
-    if extra < 0:
-        raise DecodeError(f'{msgtype}: payload truncated by {-extra} bytes')
-    if extra > max_trailing:
-        raise DecodeError(f'{msgtype}: {extra} unexpected bytes after the payload')
-    return message
+    except _DECODE_ERRORS as exc:
+        first = exc
+    view = memoryview(raw)
+    for k in range(1, max(0, max_trailing - 3) + 1):
+        if len(view) - k < 4:
+            break
+        try:
+            return typestore.deserialize_cdr(view[:len(view) - k], msgtype)
+        except _DECODE_ERRORS:
+            continue
+    raise DecodeError(f'{msgtype}: undecodable ({first}), also with up to {max_trailing} '
+                      'unexpected bytes after the payload ignored') from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,6 +328,17 @@ def qos_from_profile(profile: Any) -> Qos:
                     liveliness_lease_duration=dur('liveliness_lease_duration'))
 
 
+def _qos_from_rosbag2(item: Mapping) -> Qos:
+    """One profile of rosbag2's ``offered_qos_profiles`` YAML."""
+    q = make_qos(reliability=item.get('reliability', 1), durability=item.get('durability', 2),
+                 history=item.get('history', 1), depth=item.get('depth', 0),
+                 liveliness=item.get('liveliness', 1), deadline=item.get('deadline'),
+                 lifespan=item.get('lifespan'),
+                 liveliness_lease_duration=item.get('liveliness_lease_duration'))
+    return q._replace(avoid_ros_namespace_conventions=bool(
+        item.get('avoid_ros_namespace_conventions', False)))
+
+
 def _qos_list(qos: Any) -> list[Qos]:
     if qos is None:
         return [make_qos()]
@@ -330,10 +349,14 @@ def _qos_list(qos: Any) -> list[Qos]:
         if isinstance(item, Qos):
             out.append(item)
         elif isinstance(item, str):
-            out.extend(parse_qos(item))
+            try:
+                items = yaml.safe_load(item) or []
+            except yaml.YAMLError as exc:
+                raise BagError(f'QoS profiles: not valid YAML ({exc})') from None
+            out.extend(_qos_list(items if isinstance(items, list) else [items]))
         elif isinstance(item, Mapping):
             if 'deadline' in item and 'avoid_ros_namespace_conventions' in item:
-                out.extend(parse_qos([dict(item)]))
+                out.append(_qos_from_rosbag2(item))
             else:
                 out.append(make_qos(**item))
         else:
@@ -397,6 +420,50 @@ def read_params(bag_path: str | Path) -> dict | None:
 # writer
 
 
+class RecordingError(BagError):
+    """
+    Writing a bag failed (full disk, file-size limit, permissions): data was not recorded.
+
+    ``failure`` holds the details (:class:`WriteFailure`).
+    """
+
+    def __init__(self, message: str, failure: WriteFailure | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+@dataclass
+class WriteFailure:
+    """
+    What a failed recording lost.
+
+    Attributes
+    ----------
+    error : str
+        The first write error (e.g. ``[Errno 27] File too large``).
+    first_lost_ns : int
+        Bag timestamp [ns] of the first message that is not in the file.
+    lost : int
+        Messages handed to the writer that are not in the file (so far).
+    lost_per_topic : dict
+
+    """
+
+    error: str
+    first_lost_ns: int
+    lost: int = 0
+    lost_per_topic: dict = field(default_factory=dict)
+
+    def describe(self, path: Path, held: int, t0_ns: int | None = None) -> str:
+        """One line: what failed, how many messages are missing and from when."""
+        rel = ''
+        if t0_ns is not None:
+            rel = f' ({(self.first_lost_ns - t0_ns) / 1e9:.3f} s after the first message)'
+        return (f'{path}: write error ({self.error}): {self.lost} messages not recorded from '
+                f'bag time {self.first_lost_ns / 1e9:.9f} s{rel} on; the bag holds the '
+                f'{held} messages before it')
+
+
 class BagWriter:
     """
     rosbag2 writer for already-serialized CDR messages (metadata version 8).
@@ -411,27 +478,32 @@ class BagWriter:
     typestore : rosbags Typestore, optional
         Where message definitions of registered types come from (default ROS 2 Jazzy).
     flush_every : int
-        Make buffered messages durable every this many writes (sqlite3: commit; MCAP: close the
-        pending chunk and flush the file). 0 disables periodic flushing.
+        Also make the data durable every this many writes (0: only by size and time).
+    flush_period : float
+        Make the data durable at least this often [s of wall time]: on the first write after
+        the period, and from :meth:`flush_if_due` (a recorder calls it from a timer).
+    chunk_size : int
+        MCAP chunk size [bytes] (a chunk reaches the file when it is full).
+    compression : {'none', 'zstd', 'lz4'}
+        MCAP chunk compression (default none: cheapest for the recorder).
 
-    Usage (e.g. from a recorder node with ``raw=True`` subscriptions)::
+    Durability: an MCAP chunk is written when it is full or at the flush period, a sqlite3
+    transaction is committed every flush period (or ``flush_every`` writes). A killed writer
+    therefore loses at most the last chunk or the last ``flush_period`` seconds, and the bag is
+    read without ``metadata.yaml`` (:class:`BagReader` recovers it, ``manip-bag reindex``
+    rebuilds the metadata).
 
-        writer = BagWriter('runs/r1', storage='mcap')
-        writer.open()
-        writer.add_topic('/joint_states', 'sensor_msgs/msg/JointState',
-                         qos=make_qos('reliable', 'volatile', depth=10))
-        writer.write_params(scenario.to_dict())
-        ...
-        writer.write('/joint_states', node.get_clock().now().nanoseconds, raw_bytes)
-        ...
-        writer.close()
-
-    ``write`` is thread-safe (one lock) and does a dict lookup plus the storage insert.
+    Write errors: the first failing write raises :class:`RecordingError`; later writes are
+    counted as lost (no exception, a recorder must not crash); :meth:`close` writes
+    ``metadata.yaml`` with the messages the file holds -- never more -- and raises
+    :class:`RecordingError` saying how many messages were not recorded and from when.
+    ``write`` is thread-safe (one lock).
 
     """
 
     def __init__(self, path: str | Path, storage: str = 'mcap', *, typestore=None,
-                 flush_every: int = 1000) -> None:
+                 flush_every: int = 0, flush_period: float = 1.0,
+                 chunk_size: int = CHUNK_SIZE, compression: str = 'none') -> None:
         self.path = Path(path)
         if storage not in _STORAGES:
             raise BagError(f'{self.path}: unknown storage {storage!r} '
@@ -439,66 +511,101 @@ class BagWriter:
         self.storage = storage
         self._typestore = typestore
         self._flush_every = int(flush_every)
-        self._writer: Writer | None = None
-        self._connections: dict[str, Connection] = {}
-        self._counts: dict[str, int] = {}
-        self._since_flush = 0
+        self._flush_period = float(flush_period)
+        self._options = ({'chunk_size': int(chunk_size), 'compression': compression}
+                         if storage == 'mcap' else {})
+        self._file: Path | None = None
+        self._st = None
+        self._topics: dict[str, TopicRecord] = {}
+        self._ids: dict[str, int] = {}
+        self._counts: dict[str, int] = {}      # accepted by write (durable or pending)
+        self._durable: dict[str, int] = {}
+        self._pending: dict[str, int] = {}
+        self._pending_n = 0
+        self._pending_first = None
+        self._range = [None, None]             # durable start / end [ns]
+        self._pending_range = [None, None]
+        self._last_flush = 0.0
+        self.failure: WriteFailure | None = None
         self._lock = threading.Lock()
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> BagWriter:
         """Create the bag directory and storage file."""
-        if self._writer is not None:
+        if self._st is not None or self._closed:
             raise BagError(f'{self.path}: writer already open')
-        if self.path.is_dir() and not any(self.path.iterdir()):
-            self.path.rmdir()
+        if self.path.exists() and not (self.path.is_dir() and not any(self.path.iterdir())):
+            raise BagError(f'{self.path}: cannot create bag (exists and is not an empty '
+                           'directory)')
         try:
-            writer = Writer(self.path, version=METADATA_VERSION,
-                            storage_plugin=_STORAGES[self.storage])
-            writer.open()
-        except (WriterError, OSError) as exc:
+            self.path.mkdir(parents=True, exist_ok=True)
+            suffix = '.mcap' if self.storage == 'mcap' else '.db3'
+            self._file = self.path / f'{self.path.name}_0{suffix}'
+            self._st = open_storage_writer(self._file, self.storage, **self._options)
+        except (OSError, sqlite3.Error, StorageError) as exc:
             raise BagError(f'{self.path}: cannot create bag ({exc})') from None
-        self._writer = writer
-        self._tune_storage()
+        self._last_flush = time.monotonic()
         return self
 
-    def _tune_storage(self) -> None:
-        """sqlite3: reopen the connection usable from any thread, with rosbag2's write pragmas."""
-        st = self._writer.storage
-        conn = getattr(st, 'conn', None)
-        if isinstance(conn, sqlite3.Connection):
-            conn.commit()
-            conn.close()
-            st.conn = sqlite3.connect(f'file:{st.path}', uri=True, check_same_thread=False)
-            st.conn.execute('PRAGMA journal_mode=MEMORY')
-            st.conn.execute('PRAGMA synchronous=OFF')
-            st.cursor = st.conn.cursor()
+    def _metadata(self) -> dict:
+        held = sum(self._durable.values())
+        start, end = self._range
+        files = [(self._file.name, start or 0, end or 0, held)]
+        topics = [TopicRecord(t.id, t.topic, t.msgtype, t.msgdef_format, t.msgdef, t.type_hash,
+                              t.qos, self._durable.get(name, 0))
+                  for name, t in self._topics.items()]
+        return metadata_dict(self.storage, files, topics)
 
     def close(self) -> None:
-        """Finish the storage file and write ``metadata.yaml`` (idempotent)."""
+        """
+        Finish the storage file and write ``metadata.yaml`` (idempotent).
+
+        Raises :class:`RecordingError` if any write failed (after writing the metadata of
+        what the file holds) or if finishing fails.
+        """
         with self._lock:
-            if self._writer is None:
+            if self._st is None:
                 return
-            writer, self._writer = self._writer, None
-            try:
-                writer.close()
-            except (WriterError, OSError, sqlite3.Error) as exc:
-                raise BagError(f'{self.path}: cannot finish bag ({exc})') from None
+            st, self._st = self._st, None
             self._closed = True
+            if self.failure is None:
+                try:
+                    st.flush()
+                    self._commit_pending()
+                    st.finish()
+                except (OSError, sqlite3.Error) as exc:
+                    self._fail(exc, None)
+                    st.abandon()
+            else:
+                st.abandon()
+            held = sum(self._durable.values())
+            try:
+                write_metadata(self.path, self._metadata())
+            except StorageError as exc:
+                if self.failure is None:
+                    raise RecordingError(f'{exc}; run manip-bag reindex {self.path} when '
+                                         'there is room') from None
+                raise RecordingError(self.failure.describe(self.path, held, self._range[0])
+                                     + f'; {exc}', self.failure) from None
+            if self.failure is not None:
+                raise RecordingError(self.failure.describe(self.path, held, self._range[0]),
+                                     self.failure)
 
     def abort(self) -> None:
-        """Stop without writing metadata (the storage file stays, readable as a bare file)."""
+        """Stop without writing metadata (the storage file keeps what is durable)."""
         with self._lock:
-            if self._writer is not None:
-                writer, self._writer = self._writer, None
+            if self._st is not None:
+                st, self._st = self._st, None
+                self._closed = True
                 try:
-                    writer.abort()
+                    st.flush()
+                    st.finish()
                 except Exception:  # noqa: BLE001 - best effort on an error path
-                    pass
+                    st.abandon()
 
     def __enter__(self) -> BagWriter:
-        if self._writer is None:
+        if self._st is None:
             self.open()
         return self
 
@@ -529,9 +636,9 @@ class BagWriter:
             those. Default: one reliable / volatile / keep-last(10) profile.
 
         """
-        if self._writer is None:
+        if self._st is None:
             raise BagError(f'{self.path}: writer not open')
-        if topic in self._connections:
+        if topic in self._topics:
             raise BagError(f'{self.path}: topic {topic} registered twice')
         msgtype = normalize_msgtype(msgtype)
         if msgdef is None:
@@ -544,70 +651,146 @@ class BagWriter:
             except (TypesysError, KeyError) as exc:
                 raise BagError(f'{self.path}: invalid message definition for {msgtype} '
                                f'({exc})') from None
-        profiles = _qos_list(qos)
+        qos_text = _qos_yaml(_qos_list(qos))
         with self._lock:
+            record = TopicRecord(0, topic, msgtype, 'ros2msg', msgdef, rihs01, qos_text)
             try:
-                conn = self._writer.add_connection(topic, msgtype, msgdef=msgdef,
-                                                   rihs01=rihs01,
-                                                   offered_qos_profiles=profiles)
-            except (WriterError, sqlite3.Error, OSError) as exc:
+                record.id = self._st.add_topic(record)
+            except (OSError, sqlite3.Error) as exc:
                 raise BagError(f'{self.path}: cannot add topic {topic} ({exc})') from None
-            self._connections[topic] = conn
+            self._topics[topic] = record
+            self._ids[topic] = record.id
             self._counts[topic] = 0
 
     @property
     def topics(self) -> dict[str, str]:
         """Registered topics and their types."""
-        return {t: c.msgtype for t, c in self._connections.items()}
+        return {t: r.msgtype for t, r in self._topics.items()}
 
     @property
     def counts(self) -> dict[str, int]:
-        """Messages written per topic."""
+        """Messages accepted per topic (in the file or on their way; see :attr:`durable`)."""
         return dict(self._counts)
 
+    @property
+    def durable(self) -> dict[str, int]:
+        """Messages per topic that the storage file holds for sure."""
+        return dict(self._durable)
+
     # -- data -------------------------------------------------------------------------------
+    def _commit_pending(self) -> None:
+        for topic, n in self._pending.items():
+            self._durable[topic] = self._durable.get(topic, 0) + n
+        self._pending.clear()
+        self._pending_n = 0
+        lo, hi = self._pending_range
+        if lo is not None:
+            self._range[0] = lo if self._range[0] is None else min(self._range[0], lo)
+            self._range[1] = hi if self._range[1] is None else max(self._range[1], hi)
+        self._pending_range = [None, None]
+        self._pending_first = None
+
+    def _fail(self, exc: BaseException, topic_ts: tuple[str, int] | None) -> None:
+        text = f'{exc.__class__.__name__}: {exc}' if not isinstance(exc, OSError) else str(exc)
+        first = self._pending_first
+        if first is None and topic_ts is not None:
+            first = topic_ts[1]
+        failure = WriteFailure(text, first if first is not None else 0)
+        for topic, n in self._pending.items():
+            failure.lost_per_topic[topic] = failure.lost_per_topic.get(topic, 0) + n
+            failure.lost += n
+        self._pending.clear()
+        self._pending_n = 0
+        self._pending_range = [None, None]
+        self.failure = failure
+
     def write(self, topic: str, timestamp_ns: int, raw: bytes | memoryview) -> None:
         """
         Append one serialized CDR message (``raw`` as an rclpy ``raw=True`` callback gets it).
 
-        ``timestamp_ns`` is the receive time [ns] stored as the bag timestamp.
+        ``timestamp_ns`` is the receive time [ns] stored as the bag timestamp. Raises
+        :class:`RecordingError` on the write that fails; after that, messages are counted
+        as lost (:attr:`failure`).
         """
         try:
-            conn = self._connections[topic]
+            cid = self._ids[topic]
         except KeyError:
             raise BagError(f'{self.path}: topic {topic} not registered '
                            '(call add_topic first)') from None
         with self._lock:
-            writer = self._writer
-            if writer is None:
+            st = self._st
+            if st is None:
                 raise BagError(f'{self.path}: writer not open')
-            writer.write(conn, timestamp_ns, raw)
             self._counts[topic] += 1
-            self._since_flush += 1
-            if self._flush_every and self._since_flush >= self._flush_every:
-                self._flush_locked()
-
-    def flush(self) -> None:
-        """Make everything written so far reach the storage file."""
-        with self._lock:
-            if self._writer is not None:
-                self._flush_locked()
+            failure = self.failure
+            if failure is not None:
+                failure.lost += 1
+                failure.lost_per_topic[topic] = failure.lost_per_topic.get(topic, 0) + 1
+                return
+            if self._pending_first is None:
+                self._pending_first = timestamp_ns
+            self._pending[topic] = self._pending.get(topic, 0) + 1
+            self._pending_n += 1
+            lo, hi = self._pending_range
+            if lo is None or timestamp_ns < lo:
+                self._pending_range[0] = timestamp_ns
+            if hi is None or timestamp_ns > hi:
+                self._pending_range[1] = timestamp_ns
+            try:
+                durable = st.write(cid, timestamp_ns, raw)
+                if durable:
+                    self._commit_pending()
+                    self._last_flush = time.monotonic()
+                elif (self._flush_every and self._pending_n >= self._flush_every) or \
+                        time.monotonic() - self._last_flush >= self._flush_period:
+                    self._flush_locked()
+            except (OSError, sqlite3.Error) as exc:
+                self._fail(exc, (topic, timestamp_ns))
+                raise RecordingError(self.failure.describe(
+                    self.path, sum(self._durable.values()), self._range[0]),
+                    self.failure) from None
 
     def _flush_locked(self) -> None:
-        self._since_flush = 0
-        st = self._writer.storage
-        conn = getattr(st, 'conn', None)
-        if conn is not None:
-            conn.commit()
-        elif hasattr(st, 'close_chunk') and st.chunk.bio.tell():
-            st.close_chunk()
-            st.bio.flush()
+        self._last_flush = time.monotonic()
+        if self._pending_n and self._st.flush():
+            self._commit_pending()
+
+    def flush(self) -> None:
+        """Make everything written so far durable (raises :class:`RecordingError`)."""
+        with self._lock:
+            if self._st is not None and self.failure is None:
+                try:
+                    self._flush_locked()
+                except (OSError, sqlite3.Error) as exc:
+                    self._fail(exc, None)
+                    raise RecordingError(self.failure.describe(
+                        self.path, sum(self._durable.values()), self._range[0]),
+                        self.failure) from None
+
+    def flush_if_due(self) -> None:
+        """:meth:`flush` if the flush period has passed since the last one."""
+        if time.monotonic() - self._last_flush >= self._flush_period:
+            self.flush()
 
     def write_params(self, params: Mapping[str, Any]) -> Path:
         """Write ``params.yaml`` in the bag directory (see :func:`write_params`)."""
-        if self._writer is None and not self._closed:
+        if self._st is None and not self._closed:
             raise BagError(f'{self.path}: writer not open')
         return write_params(self.path, params)
+
+
+def _qos_yaml(profiles: list[Qos]) -> str:
+    """Offered QoS profiles as the YAML string rosbag2 stores (metadata version 8)."""
+    def dur(t: QosTime) -> dict:
+        return {'sec': int(t.sec), 'nsec': int(t.nsec)}
+    items = [{'history': int(p.history.value), 'depth': int(p.depth),
+              'reliability': int(p.reliability.value),
+              'durability': int(p.durability.value), 'deadline': dur(p.deadline),
+              'lifespan': dur(p.lifespan), 'liveliness': int(p.liveliness.value),
+              'liveliness_lease_duration': dur(p.liveliness_lease_duration),
+              'avoid_ros_namespace_conventions': bool(p.avoid_ros_namespace_conventions)}
+             for p in profiles]
+    return yaml.safe_dump(items, default_flow_style=None, sort_keys=True).rstrip('\n')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -791,7 +974,21 @@ def _same_static(rows: np.ndarray, ranges: list[tuple[int, int]], ref: int) -> n
     return (words == words[ref]).all(axis=1)
 
 
-def _decode_batch(data: Sequence[bytes], msgtype: str, deser: Callable[[bytes], Any],
+def _rows(batch: RawBatch, idx: np.ndarray, length: int) -> np.ndarray:
+    """(len(idx), length) uint8 array of the messages ``idx`` (all ``length`` bytes long)."""
+    starts = batch.starts[idx]
+    first = int(starts[0])
+    if (starts == first + length * np.arange(idx.size)).all():
+        return batch.buf[first:first + length * idx.size].reshape(idx.size, length)
+    out = np.empty((idx.size, length), np.uint8)
+    cols = np.arange(length, dtype=np.int64)
+    step = max(1, 4_000_000 // max(length, 1))
+    for a in range(0, idx.size, step):
+        out[a:a + step] = batch.buf[starts[a:a + step, None] + cols]
+    return out
+
+
+def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
                   stats: dict) -> list[_Group]:
     """
     Decode messages of one fixed-layout type into groups of identical layout.
@@ -801,23 +998,19 @@ def _decode_batch(data: Sequence[bytes], msgtype: str, deser: Callable[[bytes], 
     """
     walk, from_msg = _DECODERS[msgtype]
     groups: list[_Group] = []
-    n = len(data)
+    n = len(batch)
     if n == 0:
         return groups
-    lengths = np.fromiter(map(len, data), np.int64, n)
+    lengths = batch.lengths
     generic: list[int] = []
     for length in np.unique(lengths):
-        idx = np.flatnonzero(lengths == length) if len(lengths) > 1 else np.arange(n)
-        if idx.size == n:
-            buf = b''.join(data)
-        else:
-            buf = b''.join([data[i] for i in idx.tolist()])
-        rows = np.frombuffer(buf, np.uint8).reshape(idx.size, int(length))
+        idx = np.flatnonzero(lengths == length) if n > 1 else np.arange(n)
+        rows = _rows(batch, idx, int(length))
         remaining = np.arange(idx.size)
         templates = 0
         while remaining.size and templates < _MAX_TEMPLATES:
             first = int(remaining[0])
-            w = _Walker(data[int(idx[first])]) if rows[first, :2].tolist() == [0, 1] else None
+            w = _Walker(rows[first].tobytes()) if rows[first, :2].tolist() == [0, 1] else None
             try:
                 if w is None:
                     raise _NoLayout('big-endian')
@@ -837,7 +1030,7 @@ def _decode_batch(data: Sequence[bytes], msgtype: str, deser: Callable[[bytes], 
         generic.extend(idx[remaining].tolist())
     for i in sorted(generic):
         try:
-            msg = deser(data[i])
+            msg = deser(batch.item(i))
         except DecodeError as exc:
             stats['errors'] = stats.get('errors', 0) + 1
             stats.setdefault('first_error', str(exc))
@@ -1064,84 +1257,43 @@ class TopicInfo:
     reason: str | None = None
 
 
-_READ_ERRORS = (ReaderError, OSError, sqlite3.Error, struct.error, ValueError, KeyError,
-                IndexError, EOFError, TypesysError, yaml.YAMLError, AssertionError)
-_READ_ERRORS = _READ_ERRORS + (_apsw.Error,)
+_READ_ERRORS = (OSError, sqlite3.Error, struct.error, ValueError, KeyError, IndexError,
+                EOFError, TypesysError, yaml.YAMLError, StorageError, MemoryError)
+_FMT_NAMES = {'MSG': 'ros2msg', 'IDL': 'ros2idl'}
 
 
-class _IndexedSqlite3Reader(Sqlite3Reader):
-    """
-    rosbags' sqlite3 storage reader without its per-topic message count query.
+class _RosbagsSource:
+    """A bag that needs rosbags' own reader (compressed bags): its public ``Reader``."""
 
-    That query (``topics LEFT JOIN messages ... GROUP BY``) scans the whole message table,
-    which costs as much as reading the data once. Inside a bag directory the counts come from
-    ``metadata.yaml``, so this reader leaves ``msgcount`` at 0 and takes the time range from the
-    timestamp index.
-    """
+    def __init__(self, path: Path) -> None:
+        from rosbags.rosbag2 import Reader
+        self.path = path
+        self._reader = Reader(path)
+        self._reader.open()
+        meta = self._reader
+        self.recovered = False
+        self.recovered_reason = ''
+        self.start_ns = meta.start_time if meta.message_count else 0
+        self.end_ns = meta.end_time - 1 if meta.message_count else 0
+        self.count = meta.message_count
+        self.topics = [TopicRecord(c.id, c.topic, c.msgtype,
+                                   _FMT_NAMES.get(c.msgdef.format.name, ''), c.msgdef.data,
+                                   c.digest or '', '', int(c.msgcount))
+                       for c in self._reader.connections]
 
-    def _open(self) -> None:
-        conn = _apsw.Connection(f'file:{self.path}?immutable=1',
-                                flags=_apsw.SQLITE_OPEN_READONLY | _apsw.SQLITE_OPEN_URI)
-        try:
-            cur = conn.cursor()
-            tables = {r[0] for r in cur.execute(
-                "SELECT name FROM sqlite_master WHERE type='table'")}
-            if not {'messages', 'topics'} <= tables:
-                raise ReaderError(f'Cannot open database {self.path} or database missing '
-                                  'tables.')
-            columns = {r[1] for r in cur.execute('PRAGMA table_info(topics)')}
-            msgtypes = []
-            if 'message_definitions' in tables:
-                msgtypes = [{'name': r[0], 'encoding': r[1], 'msgdef': r[2]} for r in cur.execute(
-                    'SELECT topic_type, encoding, encoded_message_definition '
-                    'FROM message_definitions ORDER BY id')]
-            fmtmap = {'ros2msg': MessageDefinitionFormat.MSG,
-                      'ros2idl': MessageDefinitionFormat.IDL}
+    def read(self, ids, progress=None) -> dict[int, RawBatch]:
+        ids = set(ids)
+        conns = [c for c in self._reader.connections if c.id in ids]
+        acc: dict[int, tuple[list, list]] = {c: ([], []) for c in ids}
+        for conn, ts, raw in self._reader.messages(connections=conns):
+            acc[conn.id][0].append(ts)
+            acc[conn.id][1].append(bytes(raw))
+        if progress is not None:
+            progress(sum(len(a[0]) for a in acc.values()))
+        return {c: RawBatch.from_list(ts, data) for c, (ts, data) in acc.items()}
 
-            def msgdef(name: str) -> MessageDefinition:
-                for item in msgtypes:
-                    if item['name'] == name and item['encoding'] in fmtmap:
-                        return MessageDefinition(fmtmap[item['encoding']], item['msgdef'])
-                return MessageDefinition(MessageDefinitionFormat.NONE, '')
-
-            qos_col = 'offered_qos_profiles' if 'offered_qos_profiles' in columns else "''"
-            hash_col = ('type_description_hash' if 'type_description_hash' in columns
-                        else "''")
-            self.connections = [
-                Connection(cid, topic, msgtype, msgdef(msgtype), digest or '', 0,
-                           ConnectionExtRosbag2(fmt, parse_qos(qos) if qos else []), self)
-                for cid, topic, msgtype, fmt, qos, digest in cur.execute(
-                    f'SELECT id, name, type, serialization_format, {qos_col}, {hash_col} '
-                    'FROM topics ORDER BY id')]
-            ((start, end),) = list(cur.execute(
-                'SELECT MIN(timestamp), MAX(timestamp) + 1 FROM messages'))
-            self.msgtypes = msgtypes
-            self.metadata = ReaderMetadata(
-                end - start if start is not None else 0,
-                start if start is not None else 2**63 - 1,
-                end if end is not None else 0, 0, None, None, None, None)
-        finally:
-            conn.close()
-
-
-class _DirectoryReader(DirectoryReader):
-    """rosbags' directory reader with the lighter sqlite3 storage reader."""
-
-    STORAGE_PLUGINS = {'mcap': McapReader, 'sqlite3': _IndexedSqlite3Reader}
-
-
-class _MultiSource:
-    """Bare storage readers behind one ``messages`` interface."""
-
-    def __init__(self, storages: list) -> None:
-        self.storages = storages
-        self.connections = [c for s in storages for c in s.connections]
-
-    def messages(self, connections):
-        for st in self.storages:
-            mine = [c for c in connections if c.owner is st]
-            if mine:
-                yield from st.messages(mine)
+    def close(self) -> None:
+        self._reader.close()
 
 
 class BagReader:
@@ -1159,9 +1311,15 @@ class BagReader:
         Trailing bytes accepted after a CDR payload.
 
     Use as a context manager. Attributes after opening: ``storage`` ('sqlite3' / 'mcap'),
-    ``metadata_version`` (None for a bare file), ``files``, ``start_ns``, ``end_ns``,
+    ``metadata_version`` (None without metadata), ``files``, ``start_ns``, ``end_ns``,
     ``message_count``, ``topics`` (dict of :class:`TopicInfo`), ``skipped`` (topic -> reason),
-    ``params`` (``params.yaml`` content or None), ``typestore``.
+    ``params`` (``params.yaml`` content or None), ``typestore``, and ``recovered`` /
+    ``recovered_reason``: the bag's writer did not finish it (no ``metadata.yaml``, an MCAP
+    file without summary, a sqlite3 write-ahead log) and what could be read is returned (up to
+    the last complete MCAP chunk; ``end_ns`` is where the data ends).
+
+    Uncompressed MCAP and sqlite3 files are read with :mod:`manip_control.bag_storage`
+    (``mcap`` library, ``sqlite3``); compressed bags with rosbags' ``Reader``.
 
     """
 
@@ -1170,10 +1328,8 @@ class BagReader:
         self.path = Path(path)
         self._default_store = default_store
         self.max_trailing = max_trailing
-        self._source = None
-        self._storages: list = []
-        self._compression_mode = None
-        self._conns: dict[str, list[Connection]] = {}
+        self._sources: list = []
+        self._conns: dict[str, list[tuple[Any, TopicRecord]]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.skipped: dict[str, str] = {}
         self.metadata_version: int | None = None
@@ -1186,6 +1342,8 @@ class BagReader:
         self.params: dict | None = None
         self.typestore = None
         self.decode_errors: dict[str, int] = {}
+        self.recovered = False
+        self.recovered_reason = ''
 
     # -- opening ----------------------------------------------------------------------------
     def __enter__(self) -> BagReader:
@@ -1203,17 +1361,25 @@ class BagReader:
             raise BagError(f'{path}: no such file or directory')
         try:
             if path.is_dir():
-                if (path / 'metadata.yaml').is_file():
+                if (path / METADATA_FILE).is_file():
                     self._open_directory(path)
                 else:
                     files = sorted(p for p in path.iterdir()
-                                   if p.is_file() and p.suffix in _SUFFIXES)
+                                   if p.is_file() and p.suffix in SUFFIXES)
                     if not files:
                         raise BagError(f'{path}: not a rosbag2 bag (no metadata.yaml and no '
                                        '.db3/.mcap file)')
-                    self._open_bare(files)
-            elif path.suffix in _SUFFIXES:
-                self._open_bare([path])
+                    self._open_files(files, None)
+                    self.recovered = True
+                    why = [s.recovered_reason for s in self._sources if s.recovered_reason]
+                    self.recovered_reason = '; '.join(
+                        ['no metadata.yaml (the recorder did not finish the bag)'] + why)
+            elif path.suffix in SUFFIXES:
+                self._open_files([path], None)
+                why = [s.recovered_reason for s in self._sources if s.recovered_reason]
+                if why:
+                    self.recovered = True
+                    self.recovered_reason = '; '.join(why)
             else:
                 raise BagError(f'{path}: not a rosbag2 bag (expected a bag directory, '
                                'a .db3 or a .mcap file)')
@@ -1222,6 +1388,9 @@ class BagReader:
         except BagError:
             self.close()
             raise
+        except StorageError as exc:
+            self.close()
+            raise BagError(str(exc)) from None
         except _READ_ERRORS as exc:
             self.close()
             raise BagError(f'{self._culprit(exc)}: unreadable or corrupt bag ({exc})') from None
@@ -1238,60 +1407,60 @@ class BagReader:
         return self.path
 
     def _open_directory(self, path: Path) -> None:
-        meta_path = path / 'metadata.yaml'
-        try:
-            meta = yaml.safe_load(meta_path.read_text(encoding='utf-8'))
-            info = meta['rosbag2_bagfile_information']
-            self.metadata_version = int(info['version'])
-            self.storage = str(info['storage_identifier'])
-            self.ros_distro = info.get('ros_distro')
-            rel = info.get('relative_file_paths') or []
-        except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
-            raise BagError(f'{meta_path}: invalid rosbag2 metadata ({exc})') from None
-        if self.metadata_version > 9:
-            raise BagError(f'{meta_path}: rosbag2 metadata version {self.metadata_version} '
-                           'is not supported (1 to 9)')
-        self.files = [path / Path(p).name for p in rel]
+        meta_path = path / METADATA_FILE
+        info = read_metadata(meta_path)
+        self.metadata_version = info['version']
+        self.storage = info['storage_identifier']
+        self.ros_distro = info.get('ros_distro')
+        self.files = [path / Path(p).name for p in info['relative_file_paths']]
         for f in self.files:
             if not f.is_file():
-                raise BagError(f'{f}: storage file listed in metadata.yaml is missing')
-        reader = _DirectoryReader(path)
-        reader.open()
-        self._source = reader
-        self._storages = list(reader.storages)
-        self._compression_mode = reader.metadata.compression_mode
-        self.start_ns = reader.metadata.start_time if reader.metadata.message_count else 0
-        self.end_ns = reader.metadata.end_time - 1 if reader.metadata.message_count else 0
-        self.message_count = reader.metadata.message_count
-        # Map directory-level connections to the storage connections that hold the data.
-        for conn in reader.connections:
-            self._conns.setdefault(conn.topic, []).append(conn)
+                raise BagError(f'{f}: storage file listed in {meta_path} is missing')
+        compressed = bool(info.get('compression_mode') or info.get('compression_format'))
+        counts = {e['topic_metadata']['name']: int(e.get('message_count', 0))
+                  for e in info.get('topics_with_message_count', [])}
+        if compressed or self.storage not in _STORAGES or \
+                any(f.suffix not in SUFFIXES for f in self.files):
+            try:
+                src = _RosbagsSource(path)
+            except Exception as exc:  # noqa: BLE001 - rosbags' reader errors vary
+                raise BagError(f'{self._culprit(exc)}: unreadable or corrupt bag ({exc})') \
+                    from None
+            self._add_source(src)
+            self.start_ns, self.end_ns, self.message_count = src.start_ns, src.end_ns, \
+                src.count
+            return
+        self._open_files(self.files, counts if len(self.files) == 1 else None)
+        if not self.recovered:
+            self.message_count = int(info.get('message_count', self.message_count))
 
-    def _open_bare(self, files: list[Path]) -> None:
+    def _add_source(self, src) -> None:
+        self._sources.append(src)
+        for t in src.topics:
+            self._conns.setdefault(t.topic, []).append((src, t))
+
+    def _open_files(self, files: list[Path], counts: dict | None) -> None:
         self.files = list(files)
-        kinds = {_SUFFIXES[f.suffix] for f in files}
+        kinds = {SUFFIXES[f.suffix] for f in files}
         if len(kinds) != 1:
             raise BagError(f'{self.path}: mixed storage files {[f.name for f in files]}')
         self.storage = kinds.pop()
-        storages = []
         for f in files:
-            st = (McapReader if self.storage == 'mcap' else Sqlite3Reader)(f)
             try:
-                st.open()
-            except _READ_ERRORS as exc:
-                for s in storages:
-                    s.close()
-                raise BagError(f'{f}: unreadable or corrupt bag file ({exc})') from None
-            storages.append(st)
-        self._storages = storages
-        self._source = _MultiSource(storages)
-        starts = [s.metadata.start_time for s in storages if s.metadata.message_count]
-        ends = [s.metadata.end_time - 1 for s in storages if s.metadata.message_count]
+                src = open_storage_reader(f, counts)
+            except StorageError as exc:
+                text = str(exc)
+                raise BagError(text if str(f) in text else f'{f}: {text}') from None
+            self._add_source(src)
+        starts = [s.start_ns for s in self._sources if s.count]
+        ends = [s.end_ns for s in self._sources if s.count]
         self.start_ns = min(starts) if starts else 0
         self.end_ns = max(ends) if ends else 0
-        self.message_count = sum(s.metadata.message_count for s in storages)
-        for conn in self._source.connections:
-            self._conns.setdefault(conn.topic, []).append(conn)
+        self.message_count = sum(s.count for s in self._sources)
+        why = [s.recovered_reason for s in self._sources if s.recovered]
+        if why:
+            self.recovered = True
+            self.recovered_reason = '; '.join(why)
 
     def _store_choice(self):
         if self._default_store is not None:
@@ -1303,47 +1472,47 @@ class BagReader:
         return Stores.ROS2_JAZZY
 
     def _resolve_types(self) -> None:
+        """
+        One typestore for the bag: its own definitions first, the default store for the rest.
+
+        Built with public rosbags calls only (``get_typestore``, ``register``, ``fielddefs``).
+        """
         store_id = self._store_choice()
-        store = default_typestore(store_id)
+        default = default_typestore(store_id)
         store_name = getattr(store_id, 'name', str(store_id))
+        store = get_typestore(Stores.EMPTY)
         problems: dict[str, str] = {}
         seen: set[str] = set()
         for conns in self._conns.values():
-            for conn in conns:
-                if conn.msgtype in seen or conn.msgdef.format == MessageDefinitionFormat.NONE \
-                        or not conn.msgdef.data.strip():
+            for _, t in conns:
+                if t.msgtype in seen or not t.msgdef_format or not t.msgdef.strip():
                     continue
-                seen.add(conn.msgtype)
+                seen.add(t.msgtype)
                 try:
-                    types = _parse_definition(conn.msgtype, conn.msgdef.format,
-                                              conn.msgdef.data)
+                    types = _parse_definition(t.msgtype, t.msgdef_format, t.msgdef)
                 except (TypesysError, ValueError, KeyError, IndexError) as exc:
-                    problems[conn.msgtype] = f'unparsable message definition in the bag ({exc})'
+                    problems[t.msgtype] = f'unparsable message definition in the bag ({exc})'
                     continue
-                # the bag's own definitions win over the default typestore's
-                new = {}
-                for name, fdef in types.items():
-                    have = store.fielddefs.get(name)
-                    if have is not None and [(f[0].lower(), f[1]) for f in have[1]] != \
-                            [(f[0].lower(), f[1]) for f in fdef[1]]:
-                        store.fielddefs.pop(name, None)
-                        store.types.pop(name, None)
-                        store.cache.clear()
-                        have = None
-                    if have is None:
-                        new[name] = fdef
+                new = {name: fdef for name, fdef in types.items()
+                       if name not in store.fielddefs}
                 try:
                     store.register(new)
                 except (TypesysError, ValueError, KeyError) as exc:
-                    problems[conn.msgtype] = f'unusable message definition in the bag ({exc})'
+                    problems[t.msgtype] = f'unusable message definition in the bag ({exc})'
+        needed: dict = {}
+        for name in self._conns:
+            for _, t in self._conns[name]:
+                _collect_defaults(store, default, t.msgtype, needed, set())
+        if needed:
+            store.register(needed)
         self.typestore = store
         self.topics.clear()
         self.skipped.clear()
         for topic, conns in self._conns.items():
-            msgtype = conns[0].msgtype
-            count = sum(c.msgcount for c in conns if c.msgtype == msgtype)
+            msgtype = conns[0][1].msgtype
+            count = sum(t.count for _, t in conns if t.msgtype == msgtype)
             reason = None
-            others = sorted({c.msgtype for c in conns} - {msgtype})
+            others = sorted({t.msgtype for _, t in conns} - {msgtype})
             note = f'also recorded as {others} (only {msgtype} is read)' if others else None
             missing = _missing_type(store, msgtype)
             if missing is not None:
@@ -1358,21 +1527,16 @@ class BagReader:
 
     def close(self) -> None:
         """Close the storage files."""
-        src, self._source = self._source, None
-        if src is None:
-            return
-        try:
-            if isinstance(src, DirectoryReader):
+        sources, self._sources = self._sources, []
+        for src in sources:
+            try:
                 src.close()
-            else:
-                for st in src.storages:
-                    st.close()
-        except Exception:  # noqa: BLE001 - closing after an error must not mask it
-            pass
+            except Exception:  # noqa: BLE001 - closing after an error must not mask it
+                pass
 
     # -- decoding ---------------------------------------------------------------------------
     def _check(self) -> None:
-        if self._source is None:
+        if not self._sources:
             raise BagError(f'{self.path}: reader not open')
 
     def deserialize(self, raw: bytes | memoryview, msgtype: str):
@@ -1390,23 +1554,68 @@ class BagReader:
             out.append(t)
         return out
 
-    def raw_messages(self, topics: Iterable[str] | None = None
-                     ) -> Iterator[tuple[str, int, bytes]]:
-        """Yield ``(topic, receive_ns, raw_cdr)`` in storage order (time order per file)."""
+    def read_batches(self, topics: Iterable[str],
+                     progress: Callable[[int, int], None] | None = None
+                     ) -> dict[str, RawBatch]:
+        """
+        All raw messages of ``topics`` as :class:`~manip_control.bag_storage.RawBatch`.
+
+        Messages are sorted by bag timestamp (stable). ``progress(done, total)`` is called
+        now and then with message counts.
+        """
         self._check()
-        wanted = set(self._wanted(topics) if topics is not None else self.topics)
-        conns = [c for t in wanted for c in self._conns[t]
-                 if c.msgtype == self.topics[t].msgtype]
+        wanted = self._wanted(topics)
+        total = max(1, sum(self.topics[t].count for t in wanted))
+        done = [0]
+
+        def tick(k: int) -> None:
+            done[0] += k
+            if progress is not None:
+                progress(min(done[0], total), total)
+
+        parts: dict[str, list[RawBatch]] = {t: [] for t in wanted}
         try:
-            for conn, ts, raw in self._source.messages(conns):
-                yield conn.topic, ts, raw
+            for src in self._sources:
+                ids = {t.id: t.topic for t in src.topics
+                       if t.topic in parts and t.msgtype == self.topics[t.topic].msgtype}
+                if not ids:
+                    continue
+                for cid, batch in src.read(ids, tick).items():
+                    parts[ids[cid]].append(batch)
+        except BagError:
+            raise
+        except StorageError as exc:
+            text = str(exc)
+            raise BagError(text if any(str(f) in text for f in self.files)
+                           else f'{self._culprit(exc)}: corrupt bag data ({text})') from None
         except _READ_ERRORS as exc:
             raise BagError(f'{self._culprit(exc)}: corrupt bag data ({exc})') from None
+        return {t: RawBatch.concat(p).order_by_time() for t, p in parts.items()}
+
+    def read_raw(self, topics: Iterable[str],
+                 progress: Callable[[int, int], None] | None = None
+                 ) -> dict[str, tuple[np.ndarray, list[bytes]]]:
+        """``{topic: (receive_ns int64 array sorted ascending, [raw bytes, ...])}``."""
+        out = {}
+        for topic, b in self.read_batches(topics, progress).items():
+            out[topic] = (b.ts, [b.item(i) for i in range(len(b))])
+        return out
+
+    def raw_messages(self, topics: Iterable[str] | None = None
+                     ) -> Iterator[tuple[str, int, bytes]]:
+        """Yield ``(topic, receive_ns, raw_cdr)`` in timestamp order."""
+        wanted = self._wanted(topics) if topics is not None else list(self.topics)
+        batches = self.read_batches(wanted)
+        merged = sorted(((int(t), k, topic, i) for k, (topic, b) in enumerate(batches.items())
+                         for i, t in enumerate(b.ts.tolist())))
+        for t, _, topic, i in merged:
+            yield topic, t, batches[topic].item(i)
 
     def messages(self, topics: Iterable[str] | None = None) -> Iterator[tuple[str, int, Any]]:
         """
-        Yield ``(topic, receive_ns, message)``; undecodable topics and messages are skipped
-        (counted in :attr:`decode_errors`).
+        Yield ``(topic, receive_ns, message)`` in timestamp order.
+
+        Undecodable topics and messages are skipped (counted in :attr:`decode_errors`).
         """
         wanted = [t for t in self._wanted(topics) if self.topics[t].decodable]
         types = {t: self.topics[t].msgtype for t in wanted}
@@ -1418,183 +1627,6 @@ class BagReader:
                 self.decode_errors[topic] = self.decode_errors.get(topic, 0) + 1
                 continue
             yield topic, ts, msg
-
-    # -- bulk -------------------------------------------------------------------------------
-    def read_raw(self, topics: Iterable[str],
-                 progress: Callable[[int, int], None] | None = None
-                 ) -> dict[str, tuple[np.ndarray, list[bytes]]]:
-        """
-        Read all raw messages of ``topics`` at once.
-
-        Returns ``{topic: (receive_ns int64 array sorted ascending, [raw bytes, ...])}``.
-        ``progress(done, total)`` is called now and then with message counts.
-        """
-        self._check()
-        wanted = self._wanted(topics)
-        total = max(1, sum(self.topics[t].count for t in wanted))
-        acc: dict[str, tuple[list, list]] = {t: ([], []) for t in wanted}
-        done = [0]
-
-        def tick(k: int) -> None:
-            done[0] += k
-            if progress is not None:
-                progress(min(done[0], total), total)
-
-        try:
-            for st in self._storages:
-                by_id = {}
-                for c in st.connections:
-                    if c.topic in acc and c.msgtype == self.topics[c.topic].msgtype:
-                        by_id[c.id] = c.topic
-                if not by_id:
-                    continue
-                if isinstance(st, Sqlite3Reader) and getattr(st, 'dbconn', None) is not None:
-                    self._raw_sqlite(st, by_id, acc, tick)
-                elif isinstance(st, McapReader) and st.chunks:
-                    self._raw_mcap(st, by_id, acc, tick)
-                else:
-                    self._raw_generic(st, by_id, acc, tick)
-        except BagError:
-            raise
-        except _READ_ERRORS as exc:
-            raise BagError(f'{self._culprit(exc)}: corrupt bag data ({exc})') from None
-        out = {}
-        for topic, (ts_parts, data) in acc.items():
-            ts = np.concatenate(ts_parts) if ts_parts else np.zeros(0, np.int64)
-            if self._compression_mode == 'message':
-                from rosbags.rosbag2.reader import zstd
-                data = [zstd.decompress(d) for d in data]
-            if ts.size > 1 and (np.diff(ts) < 0).any():
-                order = np.argsort(ts, kind='stable')
-                ts = ts[order]
-                data = [data[i] for i in order.tolist()]
-            out[topic] = (ts, data)
-        return out
-
-    @staticmethod
-    def _raw_sqlite(st, by_id, acc, tick) -> None:
-        """One table scan for all wanted topics (rows interleave topics in the table)."""
-        ids = sorted(by_id)
-        cur = st.dbconn.execute(
-            'SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN '
-            f'({",".join("?" * len(ids))})', ids)
-        get_id, get_ts, get_data = (operator.itemgetter(k) for k in range(3))
-        while True:
-            batch = list(itertools.islice(cur, 200_000))
-            if not batch:
-                break
-            n = len(batch)
-            ts = np.fromiter(map(get_ts, batch), np.int64, n)
-            data = list(map(get_data, batch))
-            if len(ids) == 1:
-                acc[by_id[ids[0]]][0].append(ts)
-                acc[by_id[ids[0]]][1].extend(data)
-            else:
-                tid = np.fromiter(map(get_id, batch), np.int64, n)
-                for cid in ids:
-                    idx = np.flatnonzero(tid == cid)
-                    if idx.size:
-                        ts_parts, out = acc[by_id[cid]]
-                        ts_parts.append(ts[idx])
-                        out.extend(operator.itemgetter(*idx.tolist())(data)
-                                   if idx.size > 1 else [data[int(idx[0])]])
-            tick(n)
-
-    @staticmethod
-    def _raw_mcap(st, by_id, acc, tick) -> None:
-        """Read MCAP chunks with their message indexes (no per-record parsing loop)."""
-        bio = st.bio
-        for chunk in st.chunks:
-            indexed = bool(chunk.message_index_offsets)
-            cids = [c for c in by_id if chunk.channel_count.get(c)] if indexed else list(by_id)
-            if not cids:
-                continue
-            bio.seek(chunk.chunk_start_offset + 9 + 24)
-            (crc,) = struct.unpack('<I', bio.read(4))
-            bio.seek(chunk.chunk_start_offset + 9 + 40 + len(chunk.compression))
-            comp = bio.read(chunk.compressed_size)
-            if len(comp) != chunk.compressed_size:
-                raise ReaderError(f'truncated chunk at offset {chunk.chunk_start_offset}')
-            payload = _mcap_decompress(comp, chunk.compression, chunk.uncompressed_size, crc)
-            if not indexed:                    # chunk written without message indexes
-                BagReader._scan_chunk(payload, by_id, acc, tick)
-                continue
-            arr = np.frombuffer(payload, np.uint8)
-            for cid in cids:
-                off = chunk.message_index_offsets[cid]
-                bio.seek(off)
-                head = bio.read(15)
-                if len(head) != 15 or head[0] != 0x07:
-                    raise ReaderError(f'bad message index record at offset {off}')
-                (nbytes,) = struct.unpack_from('<I', head, 11)
-                index = np.frombuffer(bio.read(nbytes), '<u8')
-                if index.size * 8 != nbytes:
-                    raise ReaderError(f'truncated message index at offset {off}')
-                index = index.reshape(-1, 2)
-                ts = index[:, 0].astype(np.int64)
-                offsets = index[:, 1].astype(np.int64)
-                if offsets.size and (offsets.max() + 31 > arr.size):
-                    raise ReaderError('message index points outside its chunk')
-                sizes = np.ascontiguousarray(
-                    arr[(offsets[:, None] + np.arange(1, 9)).ravel()]).view('<u8')
-                ops = arr[offsets]
-                if (ops != 0x05).any() or (sizes < 22).any():
-                    raise ReaderError('message index does not point at message records')
-                starts = (offsets + 31).tolist()
-                ends = (offsets + 9 + sizes.astype(np.int64)).tolist()
-                if ends and max(ends) > arr.size:
-                    raise ReaderError('message record exceeds its chunk')
-                ts_parts, data = acc[by_id[cid]]
-                ts_parts.append(ts)
-                data.extend([payload[a:b] for a, b in zip(starts, ends)])
-                tick(len(starts))
-
-    @staticmethod
-    def _scan_chunk(payload: bytes, by_id, acc, tick) -> None:
-        """Parse the records of one decompressed MCAP chunk one by one."""
-        parts: dict[str, tuple[list, list]] = {t: ([], []) for t in by_id.values()}
-        pos, end = 0, len(payload)
-        unpack_len, unpack_msg = struct.Struct('<Q').unpack_from, struct.Struct('<HIQ').unpack_from
-        count = 0
-        while pos < end:
-            if pos + 9 > end:
-                raise ReaderError('truncated record in chunk')
-            (size,) = unpack_len(payload, pos + 1)
-            if pos + 9 + size > end:
-                raise ReaderError('record exceeds its chunk')
-            if payload[pos] == 0x05:
-                if size < 22:
-                    raise ReaderError(f'invalid message record length {size}')
-                cid, _, log_time = unpack_msg(payload, pos + 9)
-                topic = by_id.get(cid)
-                if topic is not None:
-                    parts[topic][0].append(log_time)
-                    parts[topic][1].append(payload[pos + 31:pos + 9 + size])
-                    count += 1
-            pos += 9 + size
-        for topic, (ts, data) in parts.items():
-            if ts:
-                acc[topic][0].append(np.array(ts, np.int64))
-                acc[topic][1].extend(data)
-        tick(count)
-
-    @staticmethod
-    def _raw_generic(st, by_id, acc, tick) -> None:
-        conns = [c for c in st.connections if c.id in by_id]
-        parts: dict[str, tuple[list, list]] = {t: ([], []) for t in by_id.values()}
-        k = 0
-        for conn, ts, raw in st.messages(conns):
-            p = parts[by_id[conn.id]]
-            p[0].append(ts)
-            p[1].append(bytes(raw))
-            k += 1
-            if k == 100_000:
-                tick(k)
-                k = 0
-        tick(k)
-        for topic, (ts, data) in parts.items():
-            acc[topic][0].append(np.array(ts, np.int64))
-            acc[topic][1].extend(data)
 
     def read_series(self, topics: Iterable[str],
                     progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -1611,25 +1643,25 @@ class BagReader:
             if not self.topics[t].decodable:
                 raise BagError(f'{self.path}: topic {t} cannot be decoded '
                                f'({self.topics[t].reason})')
-        raw = self.read_raw(wanted, progress)
+        raw = self.read_batches(wanted, progress)
         out: dict[str, Any] = {}
         for topic in wanted:
-            ts, data = raw.pop(topic)
+            batch = raw.pop(topic)
             msgtype = self.topics[topic].msgtype
 
             def deser(b, _t=msgtype):
                 return deserialize_tolerant(self.typestore, b, _t, self.max_trailing)
             if msgtype in _DECODERS and self._layout_matches(msgtype):
                 stats: dict = {}
-                groups = _decode_batch(data, msgtype, deser, stats)
-                out[topic] = _ASSEMBLERS[msgtype](topic, msgtype, ts, groups, stats)
+                groups = _decode_batch(batch, msgtype, deser, stats)
+                out[topic] = _ASSEMBLERS[msgtype](topic, msgtype, batch.ts, groups, stats)
                 if stats.get('errors'):
                     self.decode_errors[topic] = stats['errors']
             else:
                 msgs = []
-                for t, b in zip(ts.tolist(), data):
+                for i, t in enumerate(batch.ts.tolist()):
                     try:
-                        msgs.append((t, deser(b)))
+                        msgs.append((t, deser(batch.item(i))))
                     except DecodeError:
                         self.decode_errors[topic] = self.decode_errors.get(topic, 0) + 1
                 out[topic] = msgs
@@ -1641,6 +1673,24 @@ class BagReader:
             return _signature(self.typestore, msgtype) == _LAYOUTS[msgtype]
         except (KeyError, IndexError, AttributeError):
             return False
+
+
+def _collect_defaults(store, default, msgtype: str, out: dict, seen: set) -> None:
+    """Add to ``out`` the default store's definitions ``msgtype`` needs that ``store`` lacks."""
+    if msgtype in seen:
+        return
+    seen.add(msgtype)
+    fdef = store.fielddefs.get(msgtype) or out.get(msgtype)
+    if fdef is None:
+        fdef = default.fielddefs.get(msgtype)
+        if fdef is None:
+            return
+        out[msgtype] = fdef
+    for _, desc in fdef[1]:
+        while desc[0].name in ('ARRAY', 'SEQUENCE'):
+            desc = desc[1][0]
+        if desc[0].name == 'NAME':
+            _collect_defaults(store, default, desc[1], out, seen)
 
 
 def _desc_signature(store, desc) -> str:

@@ -316,7 +316,7 @@ def test_timing_gaps_jitter_and_joint_state_commands(tmp_path, capsys):
     assert rep_r['time_base'] == 'receive' and rep_r['timing']['state']['gaps'] == 2
 
 
-def test_csv_resampled_without_blank_cells(tracking_run, tmp_path, capsys):
+def test_csv_keeps_every_joint_state_row(tracking_run, tmp_path, capsys):
     r = tracking_run
     out = tmp_path / 'rep'
     assert main([str(r['path']), '--out', str(out), '--csv', '--no-plots', '--quiet']) == 0
@@ -327,13 +327,17 @@ def test_csv_resampled_without_blank_cells(tracking_run, tmp_path, capsys):
     assert header[:2] == ['t', 'q_joint1']
     for col in ('q_d_joint2', 'e_joint1', 'u_joint2', 'i_joint1', 'v_joint2', 'i_ref_joint1'):
         assert col in header
-    assert all(cell != '' for row in body for cell in row)
-    # commands start with state 10 (header time base: a command takes its state's stamp)
-    assert len(body) == 3000 - 10
-    data = np.array(body, float)
-    np.testing.assert_allclose(data[:, 0], r['t'][10:], atol=1e-12)
-    np.testing.assert_allclose(data[:, header.index('u_joint2')], r['u'][:, 1], rtol=1e-9)
-    np.testing.assert_allclose(data[:, header.index('e_joint1')], r['e'][10:, 0], rtol=1e-8,
+    # every joint state is a row; the commands start with state 10 (header time base: a
+    # command takes its state's stamp), so their cells are empty before it, no other cell is
+    assert len(body) == 3000
+    u_cols = [header.index('u_joint1'), header.index('u_joint2')]
+    for k, row in enumerate(body):
+        for c, cell in enumerate(row):
+            assert (cell == '') == (k < 10 and c in u_cols), (k, c, cell)
+    data = np.array([[float(c) if c else np.nan for c in row] for row in body])
+    np.testing.assert_allclose(data[:, 0], r['t'], atol=1e-12)
+    np.testing.assert_allclose(data[10:, header.index('u_joint2')], r['u'][:, 1], rtol=1e-9)
+    np.testing.assert_allclose(data[:, header.index('e_joint1')], r['e'][:, 0], rtol=1e-8,
                                atol=1e-15)
     assert not (out / 'tracking.png').exists()
 
@@ -387,6 +391,15 @@ def test_iiwa_fixture_report(tmp_path, capsys):
     periods = np.diff(rs) / 1e9
     med = float(np.median(periods))
     assert rep['timing']['state_receive']['gaps'] == int(np.sum(periods > 1.5 * med))
+    # the stamps are Gazebo sim time (3.5 s over 10 s of wall-clock receive time): no dropped
+    # ticks are derived from receive times, the note says why
+    assert rep['clocks']['same_clock'] is False
+    assert rep['clocks']['header_per_receive_rate'] == pytest.approx(
+        (hs[-1] - hs[0]) / (rs[-1] - rs[0]), rel=1e-12)
+    assert rep['timing']['state_receive']['dropped_ticks'] is None
+    assert rep['timing']['command']['dropped_ticks'] is None
+    assert 'different clocks' in ' '.join(rep['notes'])
+    assert rep['timing']['state']['dropped_ticks'] == 0
     # effort statistics per joint
     u = np.array([c[1] for c in cmds])
     for j, name in enumerate(rep['joints']):
@@ -396,6 +409,37 @@ def test_iiwa_fixture_report(tmp_path, capsys):
                                            rel=1e-12)
         assert got['fraction_at_limit'] == 'unknown'
     assert rep['commanded_effort']['limit'] == 'unknown'
+    # the driver reports no torque: flagged, and the power comes from the commanded effort
+    assert rep['measured_effort']['all_zero'] is True
+    assert 'effort is zero throughout' in ' '.join(rep['notes'])
+    pw = rep['power']
+    assert pw['from_commanded_effort'] is True and 'COMMANDED' in pw['torque_source']
+    vel = {}
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    with Reader(FIXTURE) as reader:
+        for c, _, raw in reader.messages():
+            if c.topic == '/joint_states':
+                m = ts.deserialize_cdr(raw, c.msgtype)
+                vel[m.header.stamp.sec * 10**9 + m.header.stamp.nanosec] = list(m.velocity)
+    # a command takes the stamp of the latest state received at or before it; each state's
+    # torque is the last command with a stamp at or before the state's (zero-order hold)
+    cmd_stamps = []
+    k = -1
+    for recv_c, u in cmds:
+        while k + 1 < len(states) and states[k + 1][0] <= recv_c:
+            k += 1
+        if k >= 0:
+            cmd_stamps.append((states[k][1], u))
+    cmd_stamps.sort(key=lambda x: x[0])
+    powers = []
+    i = -1
+    for _, stamp, _ in sorted(states, key=lambda s: s[1]):
+        while i + 1 < len(cmd_stamps) and cmd_stamps[i + 1][0] <= stamp:
+            i += 1
+        if i >= 0:
+            powers.append(sum(a * b for a, b in zip(cmd_stamps[i][1], vel[stamp])))
+    assert pw['peak_w'] == pytest.approx(max(powers), rel=1e-9)
+    assert pw['mean_w'] == pytest.approx(sum(powers) / len(powers), rel=1e-9)
     # latency: each state (from the one before the first command, up to the last command)
     # to the next command, when that command arrives before the next state
     lat = []

@@ -32,6 +32,16 @@ Standalone, the node fetches them from the parameter services of ``params_from``
 plant, controller, trajectory) once those nodes appear; manip-sim hands them over directly.
 Types of the default topics are known; other topics are subscribed when a publisher appears
 (type from the graph). The bag is finished (metadata written) on shutdown (Ctrl-C, SIGTERM).
+
+Durability: the writer closes an MCAP chunk when it holds 1 MiB or every ``flush_period``
+(1 s of wall time, also from a timer when no message comes), a sqlite3 transaction at the
+same period, so a killed recorder loses at most the last chunk or the last second; the bag
+directory is then read without ``metadata.yaml`` (``manip-analyze`` recovers it,
+``manip-bag reindex DIR`` writes the metadata). A write error (full disk, file-size limit,
+permissions) is logged once at once; the recorder goes on counting what it cannot record,
+``metadata.yaml`` counts what the file holds, and shutdown reports how many messages were not
+recorded and from when, with exit code 1. The per-message path stores the raw bytes only (no
+deserialization).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ import time
 from manip_control.bag_io import BagWriter
 from manip_control.bag_io import make_qos
 from manip_control.bag_io import qos_from_profile
+from manip_control.bag_io import RecordingError
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
@@ -52,15 +63,19 @@ from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import DEFAULT_RECORD_TOPICS
 from manip_control.nodes.ros_params import NODE_NAMES
 from manip_control.nodes.ros_params import params_yaml
+from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import recorder_specs
 from manip_control.nodes.ros_params import scenario_from_ros
 from manip_control.nodes.ros_params import SPECS
 from manip_control.nodes.ros_params import STORAGES
+from manip_control.nodes.ros_params import wants_help
 from manip_control.parameters import ParameterError
 from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
 
 ROS_PARAMS_FILE = 'ros_params.yaml'
+#: Longest time [s of wall time] recorded data stays in memory before it reaches the file.
+FLUSH_PERIOD = 1.0
 
 
 def message_class(msgtype: str):
@@ -97,9 +112,10 @@ class RecorderNode(Node):
                                      'an absolute topic name')
         bag = v['bag'] or time.strftime('runs/bag_%Y%m%d_%H%M%S')
         self.bag_path = Path(bag)
-        self.writer = BagWriter(self.bag_path, v['storage'])
+        self.writer = BagWriter(self.bag_path, v['storage'], flush_period=FLUSH_PERIOD)
         self.writer.open()
         self._closed = False
+        self.failure_logged = False
         self._depth = int(v['qos_depth'])
         self._wanted = topics
         self._subs: dict = {}
@@ -113,6 +129,8 @@ class RecorderNode(Node):
             if topic in DEFAULT_RECORD_TOPICS:
                 self._subscribe(topic, DEFAULT_RECORD_TOPICS[topic])
         self._discovery = self.create_timer(0.5, self._discover, clock=steady_clock())
+        self._flusher = self.create_timer(FLUSH_PERIOD / 4, self._flush_if_due,
+                                          clock=steady_clock())
         self.get_logger().info(f'recording {len(topics)} topics to {self.bag_path} '
                                f'({v["storage"]})')
 
@@ -136,6 +154,8 @@ class RecorderNode(Node):
         def on_message(raw: bytes, _topic=topic) -> None:
             try:
                 write(_topic, clock.now().nanoseconds, raw)
+            except RecordingError as exc:
+                self._log_failure(exc)
             except Exception as exc:  # noqa: BLE001 - e.g. after close(); never crash
                 self.write_errors += 1
                 self.get_logger().error(f'{_topic}: not recorded ({exc})',
@@ -143,6 +163,19 @@ class RecorderNode(Node):
 
         self._subs[topic] = self.create_subscription(cls, topic, on_message,
                                                      data_qos(self._depth), raw=True)
+
+    def _log_failure(self, exc: Exception) -> None:
+        if not self.failure_logged:
+            self.failure_logged = True
+            self.get_logger().error(f'{exc}; recording goes on counting the lost messages')
+
+    def _flush_if_due(self) -> None:
+        try:
+            self.writer.flush_if_due()
+        except RecordingError as exc:
+            self._log_failure(exc)
+        except Exception:  # noqa: BLE001 - e.g. after close()
+            pass
 
     @guarded
     def _discover(self) -> None:
@@ -163,7 +196,7 @@ class RecorderNode(Node):
         return True
 
     def counts(self) -> dict:
-        """Messages written per topic."""
+        """Messages received per topic (recorded, or counted as lost after a write error)."""
         return self.writer.counts
 
     # -- run parameters ---------------------------------------------------------------------
@@ -242,8 +275,12 @@ class RecorderNode(Node):
         elif self._pending_nodes:
             self.get_logger().warning(
                 f'no parameters from {", ".join(self._pending_nodes)}: params.yaml not written')
-        self.writer.close()
-        total = sum(self.writer.counts.values())
+        try:
+            self.writer.close()
+        except RecordingError as exc:
+            self.get_logger().error(str(exc))
+            raise
+        total = sum(self.writer.durable.values())
         self.get_logger().info(f'bag {self.bag_path}: {total} messages')
 
     def destroy_node(self) -> None:
@@ -254,7 +291,9 @@ class RecorderNode(Node):
 
 
 def main(args=None) -> int:
-    """``ros2 run manip_control recorder [--ros-args -p bag:=DIR ...]``."""
+    """``ros2 run manip_control recorder [--ros-args -p bag:=DIR ...]``; ``--help``: params."""
+    if wants_help(args):
+        return print_node_help('recorder', __doc__, recorder_specs())
     return run_node(RecorderNode, args)
 
 

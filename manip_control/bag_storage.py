@@ -1,0 +1,1023 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+rosbag2 storage files: MCAP and sqlite3 writers and readers, ``metadata.yaml``, recovery.
+
+Everything here uses public interfaces only: the ``mcap`` library (``mcap.writer.Writer``,
+``mcap.reader.make_reader(...).get_summary()``, ``mcap.stream_reader.StreamReader``), the
+standard ``sqlite3`` module with the rosbag2 sqlite3 schema, and the MCAP and rosbag2 file
+formats as their specifications define them. ``rosbags`` is not needed here.
+
+Writers (:class:`McapStorageWriter`, :class:`SqliteStorageWriter`) report after every write
+whether the data written so far became durable (a complete MCAP chunk with its message
+indexes reached the file; a sqlite3 transaction was committed), so the caller can count what
+the file holds. Readers (:class:`McapStorageReader`, :class:`SqliteStorageReader`) return the
+raw CDR bytes of whole topics as numpy buffers. An MCAP file without its summary (the writer
+was killed) is read up to its last complete chunk (``recovered`` and ``recovered_reason`` say
+so); a sqlite3 file is read with its write-ahead log. :func:`reindex` rebuilds
+``metadata.yaml`` (version 8) of a bag directory and completes an unfinished MCAP file.
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field
+import os
+from pathlib import Path
+import sqlite3
+import struct
+import zlib
+
+import numpy as np
+import yaml
+
+METADATA_FILE = 'metadata.yaml'
+METADATA_VERSION = 8
+SUFFIXES = {'.mcap': 'mcap', '.db3': 'sqlite3'}
+#: MCAP chunk size [bytes] of the writer (a killed recorder loses at most one chunk).
+CHUNK_SIZE = 1024 * 1024
+_MCAP_MAGIC = b'\x89MCAP0\r\n'
+_MSG_HEADER = 31          # opcode 1 + length 8 + channel 2 + sequence 4 + log 8 + publish 8
+_SQLITE_DDL = (
+    'CREATE TABLE schema(schema_version INTEGER PRIMARY KEY, ros_distro TEXT NOT NULL)',
+    'CREATE TABLE metadata(id INTEGER PRIMARY KEY, metadata_version INTEGER NOT NULL, '
+    'metadata TEXT NOT NULL)',
+    'CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL, '
+    'serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL, '
+    'type_description_hash TEXT NOT NULL)',
+    'CREATE TABLE message_definitions(id INTEGER PRIMARY KEY, topic_type TEXT NOT NULL, '
+    'encoding TEXT NOT NULL, encoded_message_definition TEXT NOT NULL, '
+    'type_description_hash TEXT NOT NULL)',
+    'CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, '
+    'timestamp INTEGER NOT NULL, data BLOB NOT NULL)',
+    'CREATE INDEX timestamp_idx ON messages (timestamp ASC)',
+)
+
+
+class StorageError(Exception):
+    """A storage file or ``metadata.yaml`` is unreadable, corrupt or cannot be written."""
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata.yaml
+
+
+@dataclass
+class TopicRecord:
+    """One topic as ``metadata.yaml`` and the storage files describe it."""
+
+    id: int
+    topic: str
+    msgtype: str
+    msgdef_format: str = ''          # 'ros2msg', 'ros2idl' or '' (no definition stored)
+    msgdef: str = ''
+    type_hash: str = ''
+    qos: str = ''                    # offered QoS profiles, rosbag2 YAML string
+    count: int = 0
+
+
+def metadata_dict(storage: str, files: list[tuple[str, int, int, int]],
+                  topics: Iterable[TopicRecord], *, ros_distro: str = 'jazzy') -> dict:
+    """
+    ``metadata.yaml`` content of a bag (rosbag2 metadata version 8).
+
+    Parameters
+    ----------
+    storage : {'mcap', 'sqlite3'}
+    files : list of (file name, start [ns], end [ns], message count)
+        ``end`` is the last message's timestamp; a file without messages has count 0.
+    topics : iterable of TopicRecord
+        Counts are the messages the files hold per topic.
+    ros_distro : str
+
+    """
+    topics = list(topics)
+    total = sum(f[3] for f in files)
+    with_data = [f for f in files if f[3]]
+    start = min((f[1] for f in with_data), default=0)
+    end = max((f[2] for f in with_data), default=0)
+    return {'rosbag2_bagfile_information': {
+        'version': METADATA_VERSION,
+        'storage_identifier': storage,
+        'duration': {'nanoseconds': int(end - start) if total else 0},
+        'starting_time': {'nanoseconds_since_epoch': int(start)},
+        'message_count': int(total),
+        'topics_with_message_count': [
+            {'topic_metadata': {'name': t.topic, 'type': t.msgtype,
+                                'serialization_format': 'cdr',
+                                'offered_qos_profiles': t.qos,
+                                'type_description_hash': t.type_hash},
+             'message_count': int(t.count)} for t in topics],
+        'compression_format': '',
+        'compression_mode': '',
+        'relative_file_paths': [f[0] for f in files],
+        'files': [{'path': f[0], 'starting_time': {'nanoseconds_since_epoch': int(f[1])},
+                   'duration': {'nanoseconds': int(f[2] - f[1]) if f[3] else 0},
+                   'message_count': int(f[3])} for f in files],
+        'custom_data': None,
+        'ros_distro': ros_distro,
+    }}
+
+
+def write_metadata(bag_dir: str | Path, meta: dict) -> Path:
+    """Write ``metadata.yaml`` atomically (temporary file, then rename)."""
+    target = Path(bag_dir) / METADATA_FILE
+    tmp = target.with_name(METADATA_FILE + '.tmp')
+    try:
+        tmp.write_text(yaml.safe_dump(meta, sort_keys=False), encoding='utf-8')
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise StorageError(f'{target}: cannot write ({exc.strerror or exc})') from None
+    return target
+
+
+def _need(cond: bool, path: Path, what: str) -> None:
+    if not cond:
+        raise StorageError(f'{path}: {what}')
+
+
+def read_metadata(path: str | Path) -> dict:
+    """
+    Parse and check a ``metadata.yaml`` (versions 1 to 9).
+
+    Returns the ``rosbag2_bagfile_information`` mapping. Every problem raises
+    :class:`StorageError` with one line naming the file and what is wrong.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding='utf-8')
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f'{path}: unreadable ({getattr(exc, "strerror", None) or exc})') \
+            from None
+    try:
+        meta = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, 'problem_mark', None)
+        where = f' at line {mark.line + 1}, column {mark.column + 1}' if mark else ''
+        problem = getattr(exc, 'problem', None) or type(exc).__name__
+        raise StorageError(f'{path}: not valid YAML{where} ({problem})') from None
+    _need(isinstance(meta, dict), path, 'not a rosbag2 metadata file (expected a mapping with '
+          'rosbag2_bagfile_information)')
+    info = meta.get('rosbag2_bagfile_information')
+    _need(isinstance(info, dict), path, 'no rosbag2_bagfile_information mapping')
+    version = info.get('version')
+    _need(isinstance(version, int) and not isinstance(version, bool), path,
+          f'version: expected an integer (got {version!r})')
+    _need(1 <= version <= 9, path,
+          f'rosbag2 metadata version {version} is not supported (1 to 9)')
+    storage = info.get('storage_identifier')
+    _need(isinstance(storage, str) and storage != '', path,
+          f'storage_identifier: expected a storage name (got {storage!r})')
+    rel = info.get('relative_file_paths')
+    _need(isinstance(rel, list) and all(isinstance(p, str) and p for p in rel), path,
+          f'relative_file_paths: expected a list of file names (got {rel!r})')
+    topics = info.get('topics_with_message_count', [])
+    _need(isinstance(topics, list), path,
+          f'topics_with_message_count: expected a list (got {type(topics).__name__})')
+    for k, entry in enumerate(topics):
+        where = f'topics_with_message_count[{k}]'
+        _need(isinstance(entry, dict) and isinstance(entry.get('topic_metadata'), dict), path,
+              f'{where}: expected a mapping with topic_metadata')
+        tm = entry['topic_metadata']
+        for key in ('name', 'type'):
+            _need(isinstance(tm.get(key), str) and tm.get(key), path,
+                  f'{where}.topic_metadata.{key}: expected a string (got {tm.get(key)!r})')
+        count = entry.get('message_count', 0)
+        _need(isinstance(count, int) and not isinstance(count, bool) and count >= 0, path,
+              f'{where}.message_count: expected a count >= 0 (got {count!r})')
+    count = info.get('message_count', 0)
+    _need(isinstance(count, int) and not isinstance(count, bool) and count >= 0, path,
+          f'message_count: expected a count >= 0 (got {count!r})')
+    for key in ('compression_format', 'compression_mode'):
+        value = info.get(key, '')
+        _need(value is None or isinstance(value, str), path,
+              f'{key}: expected a string (got {value!r})')
+    for key, sub in (('starting_time', 'nanoseconds_since_epoch'), ('duration', 'nanoseconds')):
+        value = info.get(key)
+        _need(value is None or (isinstance(value, dict) and isinstance(value.get(sub), int)),
+              path, f'{key}: expected {{{sub}: integer}} (got {value!r})')
+    return info
+
+
+# ---------------------------------------------------------------------------------------------
+# writers
+
+
+class _Sink:
+    """Unbuffered file for the mcap writer: each write reaches the OS at once (or raises)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.pos = 0
+        self.writes = 0
+
+    def write(self, data) -> int:
+        view = memoryview(data)
+        size = len(view)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.pos += size
+        self.writes += 1
+        return size
+
+    def tell(self) -> int:
+        return self.pos
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+class McapStorageWriter:
+    """
+    MCAP storage file written with ``mcap.writer.Writer`` (profile ``ros2``).
+
+    Chunks of at most ``chunk_size`` bytes (uncompressed by default: the recorder's cost per
+    message stays a few microseconds); :meth:`flush` closes the open chunk. ``good_size`` is the
+    file size up to the last complete chunk with its message indexes.
+    """
+
+    def __init__(self, path: Path, *, chunk_size: int = CHUNK_SIZE,
+                 compression: str = 'none') -> None:
+        from mcap.writer import CompressionType
+        from mcap.writer import Writer
+        kinds = {'none': CompressionType.NONE, 'zstd': CompressionType.ZSTD,
+                 'lz4': CompressionType.LZ4}
+        if compression not in kinds:
+            raise StorageError(f'{path}: unknown MCAP compression {compression!r} '
+                               f'(expected one of {sorted(kinds)})')
+        self.path = Path(path)
+        self._sink = _Sink(self.path)
+        self._writer = Writer(self._sink, chunk_size=int(chunk_size),
+                              compression=kinds[compression])
+        self._writer.start(profile='ros2', library='manip_control')
+        self.good_size = self._sink.pos
+        self._schemas: dict[str, int] = {}
+
+    def add_topic(self, t: TopicRecord) -> int:
+        """Register a schema (once per type) and a channel; returns the channel id."""
+        sid = self._schemas.get(t.msgtype)
+        if sid is None:
+            sid = self._writer.register_schema(t.msgtype, t.msgdef_format or 'ros2msg',
+                                               t.msgdef.encode())
+            self._schemas[t.msgtype] = sid
+        meta = {'offered_qos_profiles': t.qos}
+        if t.type_hash:
+            meta['topic_type_hash'] = t.type_hash
+        return self._writer.register_channel(t.topic, 'cdr', sid, meta)
+
+    def write(self, cid: int, ts: int, raw) -> bool:
+        """Add one message; True if a chunk (with everything before) reached the file."""
+        before = self._sink.writes
+        self._writer.add_message(cid, ts, raw, ts)
+        if self._sink.writes != before:
+            self.good_size = self._sink.pos
+            return True
+        return False
+
+    def flush(self) -> bool:
+        """Close the open chunk; True if one was written."""
+        before = self._sink.writes
+        self._writer.flush()
+        if self._sink.writes != before:
+            self.good_size = self._sink.pos
+            return True
+        return False
+
+    def finish(self) -> None:
+        """Write the last chunk and the summary, then close the file."""
+        self.flush()
+        try:
+            self._writer.finish()
+        finally:
+            self._sink.close()
+
+    def abandon(self) -> None:
+        """After a write error: cut the file after its last complete chunk, close it."""
+        try:
+            os.truncate(self._sink.fd if self._sink.fd >= 0 else self.path, self.good_size)
+        except OSError:
+            pass
+        self._sink.close()
+
+
+class SqliteStorageWriter:
+    """
+    sqlite3 storage file with the rosbag2 schema (standard library ``sqlite3``).
+
+    Written in write-ahead-log mode with ``synchronous=NORMAL`` (rosbag2's resilient preset):
+    a killed writer leaves every committed transaction readable. :meth:`flush` commits. The
+    file is switched back to the rollback journal when it is finished, so a finished bag is one
+    plain ``.db3`` file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            raise StorageError(f'{self.path}: exists')
+        self._db = sqlite3.connect(str(self.path), isolation_level=None,
+                                   check_same_thread=False)
+        try:
+            self._db.execute('PRAGMA journal_mode=WAL')
+            self._db.execute('PRAGMA synchronous=NORMAL')
+            for ddl in _SQLITE_DDL:
+                self._db.execute(ddl)
+            self._db.execute('INSERT INTO schema(schema_version, ros_distro) VALUES (4, ?)',
+                             ('jazzy',))
+            self._db.execute('BEGIN')
+        except sqlite3.Error:
+            self._db.close()
+            raise
+        self._insert = self._db.cursor().execute
+        self._next_id = 1
+        self._types: set[str] = set()
+
+    def add_topic(self, t: TopicRecord) -> int:
+        """Insert the topic (and its type's definition once); returns the topic id."""
+        cid = self._next_id
+        self._next_id += 1
+        self._db.execute('INSERT INTO topics (id, name, type, serialization_format, '
+                         'offered_qos_profiles, type_description_hash) VALUES (?,?,?,?,?,?)',
+                         (cid, t.topic, t.msgtype, 'cdr', t.qos, t.type_hash))
+        if t.msgtype not in self._types:
+            self._types.add(t.msgtype)
+            self._db.execute('INSERT INTO message_definitions (topic_type, encoding, '
+                             'encoded_message_definition, type_description_hash) '
+                             'VALUES (?,?,?,?)', (t.msgtype, t.msgdef_format or 'ros2msg',
+                                                  t.msgdef, t.type_hash))
+        return cid
+
+    def write(self, cid: int, ts: int, raw) -> bool:
+        """Insert one message (durable at the next :meth:`flush`)."""
+        self._insert('INSERT INTO messages (topic_id, timestamp, data) VALUES (?,?,?)',
+                     (cid, ts, raw))
+        return False
+
+    def flush(self) -> bool:
+        """Commit the open transaction; True (everything written so far is durable)."""
+        self._db.execute('COMMIT')
+        self._db.execute('BEGIN')
+        return True
+
+    def finish(self) -> None:
+        """Commit, fold the write-ahead log into the file, close."""
+        try:
+            self._db.execute('COMMIT')
+            self._db.execute('PRAGMA journal_mode=DELETE')
+        finally:
+            self._db.close()
+
+    def abandon(self) -> None:
+        """After a write error: drop the open transaction and close (committed data stays)."""
+        try:
+            if self._db.in_transaction:
+                self._db.execute('ROLLBACK')
+        except sqlite3.Error:
+            pass
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass
+
+
+def open_storage_writer(path: Path, storage: str, **options):
+    """A new storage file of kind ``storage`` ('mcap' or 'sqlite3')."""
+    if storage == 'mcap':
+        return McapStorageWriter(path, **options)
+    if storage == 'sqlite3':
+        return SqliteStorageWriter(path)
+    raise StorageError(f'{path}: unknown storage {storage!r} (expected mcap or sqlite3)')
+
+
+# ---------------------------------------------------------------------------------------------
+# raw message batches
+
+
+@dataclass
+class RawBatch:
+    """
+    Raw CDR messages of one topic: one byte buffer, message ``starts`` and ``lengths`` in it.
+
+    ``ts`` are the bag (receive) timestamps [ns]; messages are in storage order.
+    """
+
+    ts: np.ndarray
+    buf: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def item(self, i: int) -> bytes:
+        """Bytes of message ``i``."""
+        a = int(self.starts[i])
+        return self.buf[a:a + int(self.lengths[i])].tobytes()
+
+    @staticmethod
+    def from_list(ts: Iterable[int], data: list) -> RawBatch:
+        """Batch from a list of byte strings."""
+        lengths = np.fromiter(map(len, data), np.int64, len(data))
+        starts = np.zeros(len(data), np.int64)
+        if len(data) > 1:
+            np.cumsum(lengths[:-1], out=starts[1:])
+        buf = np.frombuffer(b''.join(data), np.uint8) if data else np.zeros(0, np.uint8)
+        return RawBatch(np.asarray(list(ts) if not isinstance(ts, np.ndarray) else ts,
+                                   np.int64), buf, starts, lengths)
+
+    @staticmethod
+    def concat(parts: list[RawBatch]) -> RawBatch:
+        """One batch of several (buffers concatenated)."""
+        if not parts:
+            return RawBatch(np.zeros(0, np.int64), np.zeros(0, np.uint8),
+                            np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [p.buf.size for p in parts[:-1]])
+        return RawBatch(np.concatenate([p.ts for p in parts]),
+                        np.concatenate([p.buf for p in parts]),
+                        np.concatenate([p.starts + o for p, o in zip(parts, offsets)]),
+                        np.concatenate([p.lengths for p in parts]))
+
+    def order_by_time(self) -> RawBatch:
+        """The same messages sorted by timestamp (stable)."""
+        if self.ts.size < 2 or not (np.diff(self.ts) < 0).any():
+            return self
+        order = np.argsort(self.ts, kind='stable')
+        return RawBatch(self.ts[order], self.buf, self.starts[order], self.lengths[order])
+
+
+def _gather(payload: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenate ``payload[s:s + n]`` for all messages into one compact buffer."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.uint8)
+    first = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1], out=first[1:])
+    idx = np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
+    return payload[idx]
+
+
+def _compact(payload: np.ndarray, ts: np.ndarray, starts: np.ndarray,
+             lengths: np.ndarray) -> RawBatch:
+    buf = _gather(payload, starts, lengths)
+    new_starts = np.zeros(len(lengths), np.int64)
+    if len(lengths) > 1:
+        np.cumsum(lengths[:-1], out=new_starts[1:])
+    return RawBatch(ts.astype(np.int64, copy=False), buf, new_starts,
+                    lengths.astype(np.int64, copy=False))
+
+
+# ---------------------------------------------------------------------------------------------
+# MCAP reading
+
+_CHUNK_HEAD = struct.Struct('<QQQI')            # start, end, uncompressed size, crc
+
+
+def _decompress(data: bytes, compression: str, size: int, crc: int, check: bool) -> bytes:
+    if compression == '':
+        out = data
+    elif compression == 'zstd':
+        import zstandard
+        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+    elif compression == 'lz4':
+        import lz4.frame
+        out = lz4.frame.decompress(data)
+    else:
+        raise StorageError(f'unsupported MCAP chunk compression {compression!r}')
+    if len(out) != size:
+        raise StorageError(f'chunk decompressed to {len(out)} bytes, expected {size}')
+    if check and crc and zlib.crc32(out) != crc:
+        raise StorageError('chunk CRC mismatch')
+    return out
+
+
+def _mcap_string(buf, pos: int) -> tuple[str, int]:
+    (n,) = struct.unpack_from('<I', buf, pos)
+    return bytes(buf[pos + 4:pos + 4 + n]).decode('utf-8'), pos + 4 + n
+
+
+def _parse_schema(body) -> tuple[int, str, str, bytes]:
+    (sid,) = struct.unpack_from('<H', body, 0)
+    name, pos = _mcap_string(body, 2)
+    encoding, pos = _mcap_string(body, pos)
+    (n,) = struct.unpack_from('<I', body, pos)
+    return sid, name, encoding, bytes(body[pos + 4:pos + 4 + n])
+
+
+def _parse_channel(body) -> tuple[int, int, str, str, dict]:
+    cid, sid = struct.unpack_from('<HH', body, 0)
+    topic, pos = _mcap_string(body, 4)
+    encoding, pos = _mcap_string(body, pos)
+    (n,) = struct.unpack_from('<I', body, pos)
+    pos += 4
+    end = pos + n
+    meta = {}
+    while pos < end:
+        key, pos = _mcap_string(body, pos)
+        value, pos = _mcap_string(body, pos)
+        meta[key] = value
+    return cid, sid, topic, encoding, meta
+
+
+@dataclass
+class _Chunk:
+    """A decoded chunk: its payload and, per channel, message times / starts / lengths."""
+
+    payload: np.ndarray
+    index: dict = field(default_factory=dict)
+
+
+def _walk_chunk(payload: bytes, schemas: dict, channels: dict) -> dict:
+    """Parse the records of one decompressed chunk; returns the per-channel message index."""
+    unpack_len = struct.Struct('<Q').unpack_from
+    unpack_msg = struct.Struct('<HIQ').unpack_from
+    per: dict[int, tuple[list, list, list]] = {}
+    pos, end = 0, len(payload)
+    while pos < end:
+        if pos + 9 > end:
+            raise StorageError('truncated record in chunk')
+        op = payload[pos]
+        (size,) = unpack_len(payload, pos + 1)
+        if pos + 9 + size > end:
+            raise StorageError('record exceeds its chunk')
+        if op == 0x05:
+            if size < 22:
+                raise StorageError(f'invalid message record length {size}')
+            cid, _, log_time = unpack_msg(payload, pos + 9)
+            lists = per.get(cid)
+            if lists is None:
+                lists = per[cid] = ([], [], [])
+            lists[0].append(log_time)
+            lists[1].append(pos + _MSG_HEADER)
+            lists[2].append(size - 22)
+        elif op == 0x03:
+            sid, name, encoding, data = _parse_schema(payload[pos + 9:pos + 9 + size])
+            schemas[sid] = (name, encoding, data)
+        elif op == 0x04:
+            info = _parse_channel(payload[pos + 9:pos + 9 + size])
+            channels[info[0]] = info
+        pos += 9 + size
+    return {cid: (np.array(a, np.int64), np.array(b, np.int64), np.array(c, np.int64))
+            for cid, (a, b, c) in per.items()}
+
+
+def _topics_from(schemas: dict, channels: dict, counts: dict) -> list[TopicRecord]:
+    out = []
+    for cid in sorted(channels):
+        _, sid, topic, encoding, meta = channels[cid]
+        name, fmt, data = schemas.get(sid, ('', '', b''))
+        out.append(TopicRecord(cid, topic, name, fmt if fmt in ('ros2msg', 'ros2idl') else '',
+                               data.decode('utf-8', 'replace'), meta.get('topic_type_hash', ''),
+                               meta.get('offered_qos_profiles', ''), int(counts.get(cid, 0))))
+    return out
+
+
+class McapStorageReader:
+    """
+    Read an MCAP storage file.
+
+    With a summary (a finished file) the chunk indexes of ``mcap``'s ``get_summary()`` locate
+    the chunks and their message indexes, which are read directly as numpy arrays. Without
+    one (writer killed, or a file cut short) the file is read sequentially with ``mcap``'s
+    ``StreamReader`` up to the last complete chunk: ``recovered`` is True,
+    ``recovered_reason`` says why and ``end_ns`` is where the data ends.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.recovered = False
+        self.recovered_reason = ''
+        self.dropped_bytes = 0
+        self.topics: list[TopicRecord] = []
+        self.start_ns = 0
+        self.end_ns = 0
+        self.count = 0
+        self._chunk_indexes: list = []
+        self._chunks: list[_Chunk] | None = None       # recovered files: decoded at open
+        self._loose: dict[int, tuple[list, list]] = {}  # messages outside chunks
+        try:
+            self._fh = open(self.path, 'rb')
+        except OSError as exc:
+            raise StorageError(f'{self.path}: cannot open ({exc.strerror or exc})') from None
+        try:
+            self._open()
+        except BaseException:
+            self._fh.close()
+            raise
+
+    def close(self) -> None:
+        """Close the file."""
+        self._fh.close()
+
+    def _open(self) -> None:
+        from mcap.exceptions import McapError
+        from mcap.reader import make_reader
+        head = self._fh.read(8)
+        if head != _MCAP_MAGIC:
+            raise StorageError(f'{self.path}: not an MCAP file (bad magic)')
+        self._fh.seek(0)
+        summary = None
+        reason = ''
+        try:
+            summary = make_reader(self._fh).get_summary()
+            if summary is None:
+                reason = 'the file has no summary section'
+        except (McapError, struct.error, ValueError, EOFError, OSError) as exc:
+            reason = f'the file has no valid footer ({exc.__class__.__name__}: {exc})'
+        if summary is not None and (summary.statistics is None or (
+                summary.statistics.message_count and not summary.chunk_indexes)):
+            summary, reason = None, 'the file has no chunk index'
+        if summary is None:
+            self._scan(reason)
+            return
+        schemas = {sid: (s.name, s.encoding, bytes(s.data)) for sid, s in
+                   summary.schemas.items()}
+        channels = {cid: (c.id, c.schema_id, c.topic, c.message_encoding, dict(c.metadata))
+                    for cid, c in summary.channels.items()}
+        st = summary.statistics
+        self.topics = _topics_from(schemas, channels, st.channel_message_counts)
+        self.count = int(st.message_count)
+        self.start_ns = int(st.message_start_time) if self.count else 0
+        self.end_ns = int(st.message_end_time) if self.count else 0
+        self._chunk_indexes = sorted(summary.chunk_indexes, key=lambda c: c.chunk_start_offset)
+
+    def _scan(self, reason: str) -> None:
+        """Read the file sequentially; stop at the first incomplete or corrupt record."""
+        from mcap.exceptions import McapError
+        from mcap.records import Channel
+        from mcap.records import Chunk
+        from mcap.records import Message
+        from mcap.records import Schema
+        from mcap.stream_reader import StreamReader
+        self._fh.seek(0)
+        schemas: dict = {}
+        channels: dict = {}
+        chunks: list[_Chunk] = []
+        stop = ''
+        reader = StreamReader(self._fh, emit_chunks=True)
+        complete = 0
+        try:
+            for rec in reader.records:
+                if isinstance(rec, Chunk):
+                    payload = _decompress(rec.data, rec.compression, rec.uncompressed_size,
+                                          rec.uncompressed_crc, True)
+                    index = _walk_chunk(payload, schemas, channels)
+                    chunks.append(_Chunk(np.frombuffer(payload, np.uint8), index))
+                elif isinstance(rec, Schema):
+                    schemas[rec.id] = (rec.name, rec.encoding, bytes(rec.data))
+                elif isinstance(rec, Channel):
+                    channels[rec.id] = (rec.id, rec.schema_id, rec.topic, rec.message_encoding,
+                                        dict(rec.metadata))
+                elif isinstance(rec, Message):
+                    ts, data = self._loose.setdefault(rec.channel_id, ([], []))
+                    ts.append(rec.log_time)
+                    data.append(bytes(rec.data))
+                complete = self._fh.tell()
+        except (McapError, StorageError, struct.error, ValueError, EOFError, OSError,
+                MemoryError, UnicodeDecodeError, zlib.error) as exc:
+            stop = f'{exc.__class__.__name__}: {exc}' if str(exc) else exc.__class__.__name__
+        except Exception as exc:  # noqa: BLE001 - decompressor errors have no common base
+            stop = f'{exc.__class__.__name__}: {exc}'
+        size = os.fstat(self._fh.fileno()).st_size
+        self._chunks = chunks
+        counts: dict[int, int] = {}
+        starts, ends = [], []
+        for ch in chunks:
+            for cid, (ts, _, _) in ch.index.items():
+                counts[cid] = counts.get(cid, 0) + len(ts)
+                if len(ts):
+                    starts.append(int(ts.min()))
+                    ends.append(int(ts.max()))
+        for cid, (ts, _) in self._loose.items():
+            counts[cid] = counts.get(cid, 0) + len(ts)
+            if ts:
+                starts.append(min(ts))
+                ends.append(max(ts))
+        self.topics = _topics_from(schemas, channels, counts)
+        self.count = sum(counts.values())
+        self.start_ns = min(starts) if starts else 0
+        self.end_ns = max(ends) if ends else 0
+        if stop:
+            self.recovered = True
+            self.dropped_bytes = max(0, size - complete)
+            self.recovered_reason = (f'{reason}; read up to the last complete chunk '
+                                     f'({len(chunks)} chunks, {self.count} messages; '
+                                     f'{self.dropped_bytes} trailing bytes ignored: {stop})')
+        elif reason:
+            self.recovered = True
+            self.recovered_reason = f'{reason}; read sequentially ({len(chunks)} chunks)'
+        if not self.topics and stop and not chunks:
+            raise StorageError(f'{self.path}: no complete MCAP chunk or channel ({stop})')
+
+    # -- data -------------------------------------------------------------------------------
+    def _read_chunk(self, ci, wanted: set[int]) -> _Chunk | None:
+        """One chunk of a finished file via its chunk index and message indexes."""
+        cids = [c for c in wanted if c in ci.message_index_offsets] \
+            if ci.message_index_offsets else None
+        if cids is not None and not cids:
+            return None
+        fh = self._fh
+        fh.seek(ci.chunk_start_offset)
+        raw = fh.read(ci.chunk_length)
+        if len(raw) != ci.chunk_length or raw[0] != 0x06:
+            raise StorageError(f'truncated or misplaced chunk at offset {ci.chunk_start_offset}')
+        _, _, usize, crc = _CHUNK_HEAD.unpack_from(raw, 9)
+        comp, pos = _mcap_string(raw, 9 + _CHUNK_HEAD.size)
+        (n,) = struct.unpack_from('<Q', raw, pos)
+        data = raw[pos + 8:pos + 8 + n]
+        if len(data) != n:
+            raise StorageError(f'truncated chunk at offset {ci.chunk_start_offset}')
+        payload = _decompress(data, comp, usize, crc, False)
+        arr = np.frombuffer(payload, np.uint8)
+        if cids is None:                            # no message indexes: walk the records
+            return _Chunk(arr, _walk_chunk(payload, {}, {}))
+        first = min(ci.message_index_offsets.values())
+        fh.seek(first)
+        block = fh.read(ci.message_index_length)
+        index = {}
+        for cid in cids:
+            off = ci.message_index_offsets[cid] - first
+            if off < 0 or off + 15 > len(block) or block[off] != 0x07:
+                raise StorageError(f'bad message index record at offset {off + first}')
+            (nbytes,) = struct.unpack_from('<I', block, off + 11)
+            entries = np.frombuffer(block, '<u8', nbytes // 8, off + 15)
+            if entries.size * 8 != nbytes:
+                raise StorageError(f'truncated message index at offset {off + first}')
+            entries = entries.reshape(-1, 2)
+            ts = entries[:, 0].astype(np.int64)
+            offsets = entries[:, 1].astype(np.int64)
+            if offsets.size and offsets.max() + _MSG_HEADER > arr.size:
+                raise StorageError('message index points outside its chunk')
+            sizes = np.ascontiguousarray(
+                arr[(offsets[:, None] + np.arange(1, 9)).ravel()]).view('<u8')
+            if (arr[offsets] != 0x05).any() or (sizes < 22).any():
+                raise StorageError('message index does not point at message records')
+            lengths = sizes.astype(np.int64) - 22
+            if offsets.size and (offsets + 9 + lengths + 22).max() > arr.size:
+                raise StorageError('message record exceeds its chunk')
+            index[cid] = (ts, offsets + _MSG_HEADER, lengths)
+        return _Chunk(arr, index)
+
+    def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
+        """Raw messages of the channels ``ids`` (per channel in file order)."""
+        wanted = set(ids)
+        parts: dict[int, list[RawBatch]] = {c: [] for c in wanted}
+        chunks = self._chunks if self._chunks is not None else (
+            self._read_chunk(ci, wanted) for ci in self._chunk_indexes)
+        for chunk in chunks:
+            if chunk is None:
+                continue
+            done = 0
+            for cid in wanted:
+                item = chunk.index.get(cid)
+                if item is not None and len(item[0]):
+                    parts[cid].append(_compact(chunk.payload, *item))
+                    done += len(item[0])
+            if progress is not None:
+                progress(done)
+        for cid, (ts, data) in self._loose.items():
+            if cid in wanted:
+                parts[cid].append(RawBatch.from_list(ts, data))
+        return {cid: RawBatch.concat(p) for cid, p in parts.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# sqlite3 reading
+
+
+class SqliteStorageReader:
+    """
+    Read a rosbag2 sqlite3 file with the standard ``sqlite3`` module.
+
+    A finished file is opened read-only and immutable (works in read-only directories). A file
+    with a write-ahead log beside it (its writer was killed) is opened read-write so that the
+    committed transactions in the log are read too (``recovered``); in a read-only directory
+    the log cannot be applied and only the main file is read (``recovered_reason`` says so).
+    ``counts`` from ``metadata.yaml`` spare the per-topic count query (a full table scan).
+    """
+
+    def __init__(self, path: Path, counts: dict[str, int] | None = None) -> None:
+        self.path = Path(path)
+        self.recovered = False
+        self.recovered_reason = ''
+        wal = self.path.with_name(self.path.name + '-wal')
+        try:
+            if wal.is_file() and wal.stat().st_size > 0:
+                self.recovered = True
+                if os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK):
+                    self._db = sqlite3.connect(f'file:{self.path}?mode=rw', uri=True)
+                    self.recovered_reason = ('unfinished sqlite3 file: its write-ahead log '
+                                             f'{wal.name} was applied')
+                else:
+                    self._db = sqlite3.connect(f'file:{self.path}?immutable=1', uri=True)
+                    self.recovered_reason = (f'unfinished sqlite3 file in a read-only place: '
+                                             f'the transactions in {wal.name} are not read')
+            else:
+                self._db = sqlite3.connect(f'file:{self.path}?immutable=1', uri=True)
+        except sqlite3.Error as exc:
+            raise StorageError(f'{self.path}: cannot open ({exc})') from None
+        try:
+            self._open(counts)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise StorageError(f'{self.path}: unreadable or corrupt sqlite3 bag ({exc})') \
+                from None
+        except BaseException:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def _open(self, counts: dict[str, int] | None) -> None:
+        db = self._db
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {'messages', 'topics'} <= tables:
+            raise StorageError(f'{self.path}: not a rosbag2 sqlite3 file (no topics/messages '
+                               'tables)')
+        columns = {r[1] for r in db.execute('PRAGMA table_info(topics)')}
+        defs: dict[str, tuple[str, str]] = {}
+        if 'message_definitions' in tables:
+            for name, enc, text in db.execute(
+                    'SELECT topic_type, encoding, encoded_message_definition '
+                    'FROM message_definitions ORDER BY id'):
+                if enc in ('ros2msg', 'ros2idl') and name not in defs:
+                    defs[name] = (enc, text)
+        qos_col = 'offered_qos_profiles' if 'offered_qos_profiles' in columns else "''"
+        hash_col = 'type_description_hash' if 'type_description_hash' in columns else "''"
+        rows = list(db.execute(f'SELECT id, name, type, {qos_col}, {hash_col} FROM topics '
+                               'ORDER BY id'))
+        if counts is None or self.recovered:
+            per = dict(db.execute('SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id'))
+            by_id = {r[0]: per.get(r[0], 0) for r in rows}
+        else:
+            by_id = {r[0]: counts.get(r[1], 0) for r in rows}
+        self.topics = [TopicRecord(cid, name, typ, *defs.get(typ, ('', '')), digest or '',
+                                   qos or '', int(by_id.get(cid, 0)))
+                       for cid, name, typ, qos, digest in rows]
+        ((start, end, total),) = list(db.execute(
+            'SELECT MIN(timestamp), MAX(timestamp), '
+            + ('COUNT(*)' if counts is None or self.recovered else '0') + ' FROM messages'))
+        self.start_ns = int(start) if start is not None else 0
+        self.end_ns = int(end) if end is not None else 0
+        self.count = int(total) if counts is None or self.recovered else \
+            sum(t.count for t in self.topics)
+
+    def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
+        """Raw messages of the topics ``ids``: one table scan (rows of all topics interleave)."""
+        ids = sorted(set(ids))
+        acc: dict[int, tuple[list, list]] = {c: ([], []) for c in ids}
+        if not ids:
+            return {}
+        try:
+            cur = self._db.execute(
+                'SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN '
+                f'({",".join("?" * len(ids))}) ORDER BY id', ids)
+            while True:
+                rows = cur.fetchmany(100_000)
+                if not rows:
+                    break
+                if len(ids) == 1:
+                    ts, data = acc[ids[0]]
+                    ts.extend(r[1] for r in rows)
+                    data.extend(r[2] for r in rows)
+                else:
+                    for cid, t, d in rows:
+                        ts, data = acc[cid]
+                        ts.append(t)
+                        data.append(d)
+                if progress is not None:
+                    progress(len(rows))
+        except sqlite3.Error as exc:
+            raise StorageError(f'{self.path}: corrupt bag data ({exc})') from None
+        return {cid: RawBatch.from_list(np.array(ts, np.int64), data)
+                for cid, (ts, data) in acc.items()}
+
+
+def open_storage_reader(path: Path, counts: dict[str, int] | None = None):
+    """Reader for one storage file (kind from the suffix)."""
+    kind = SUFFIXES.get(Path(path).suffix)
+    if kind == 'mcap':
+        return McapStorageReader(path)
+    if kind == 'sqlite3':
+        return SqliteStorageReader(path, counts)
+    raise StorageError(f'{path}: not a rosbag2 storage file (.mcap or .db3)')
+
+
+# ---------------------------------------------------------------------------------------------
+# reindex
+
+
+def _rewrite_mcap(reader: McapStorageReader, target: Path) -> None:
+    """Write the messages ``reader`` recovered into a finished MCAP file ``target``."""
+    tmp = target.with_name(target.name + '.reindex')
+    if tmp.exists():
+        tmp.unlink()
+    out = McapStorageWriter(tmp)
+    ok = False
+    try:
+        ids = {}
+        for t in reader.topics:
+            ids[t.id] = out.add_topic(t)
+        batches = reader.read(list(ids))
+        merged = []
+        for cid, b in batches.items():
+            merged += [(int(t), cid, i) for i, t in enumerate(b.ts.tolist())]
+        merged.sort(key=lambda x: x[0])
+        for t, cid, i in merged:
+            out.write(ids[cid], t, batches[cid].item(i))
+        out.finish()
+        ok = True
+    finally:
+        if not ok:
+            out.abandon()
+            tmp.unlink(missing_ok=True)
+    os.replace(tmp, target)
+
+
+def reindex(bag_dir: str | Path, *, log=None) -> dict:
+    """
+    Rebuild ``metadata.yaml`` (version 8) of a bag directory from its storage files.
+
+    Like ``ros2 bag reindex``: the storage files are read (an unfinished MCAP file up to its
+    last complete chunk, a sqlite3 file with its write-ahead log) and the topics, counts and
+    times they hold are written to ``metadata.yaml``. An unfinished MCAP file is rewritten as
+    a finished one (same messages, with summary and indexes) so that every MCAP reader
+    accepts it; an unfinished sqlite3 file gets its log folded in. Returns a dict with
+    ``storage``, ``files``, ``message_count`` and ``repaired`` (file names).
+    """
+    bag_dir = Path(bag_dir)
+    say = log or (lambda text: None)
+    if not bag_dir.is_dir():
+        raise StorageError(f'{bag_dir}: not a directory')
+    files = sorted(p for p in bag_dir.iterdir() if p.is_file() and p.suffix in SUFFIXES)
+    if not files:
+        raise StorageError(f'{bag_dir}: no .mcap or .db3 storage file to reindex')
+    kinds = {SUFFIXES[p.suffix] for p in files}
+    if len(kinds) != 1:
+        raise StorageError(f'{bag_dir}: mixed storage files {[p.name for p in files]}')
+    storage = kinds.pop()
+    topics: dict[str, TopicRecord] = {}
+    entries = []
+    repaired = []
+    for path in files:
+        reader = open_storage_reader(path)
+        try:
+            if storage == 'mcap' and reader.recovered:
+                say(f'{path.name}: {reader.recovered_reason}; rewriting it as a finished file')
+                _rewrite_mcap(reader, path)
+                repaired.append(path.name)
+            elif storage == 'sqlite3' and reader.recovered:
+                reader.close()
+                db = sqlite3.connect(str(path))
+                try:
+                    db.execute('PRAGMA journal_mode=DELETE')
+                finally:
+                    db.close()
+                repaired.append(path.name)
+                say(f'{path.name}: write-ahead log folded into the file')
+                reader = open_storage_reader(path)
+        finally:
+            reader.close()
+        reader = open_storage_reader(path)
+        try:
+            entries.append((path.name, reader.start_ns, reader.end_ns, reader.count))
+            for t in reader.topics:
+                have = topics.get(t.topic)
+                if have is None:
+                    topics[t.topic] = TopicRecord(len(topics) + 1, t.topic, t.msgtype,
+                                                  t.msgdef_format, t.msgdef, t.type_hash,
+                                                  t.qos, t.count)
+                else:
+                    have.count += t.count
+        finally:
+            reader.close()
+    write_metadata(bag_dir, metadata_dict(storage, entries, topics.values()))
+    return {'storage': storage, 'files': [e[0] for e in entries],
+            'message_count': sum(e[3] for e in entries), 'repaired': repaired,
+            'topics': {t.topic: t.count for t in topics.values()}}
