@@ -1,0 +1,140 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A fake hardware driver for the fault-injection tests (a test helper, not a test module).
+
+Integrates the core plant (the default arm, ideal actuators clamped to 89 / 25 N m) in real
+time at ``--rate``, publishes ``/joint_states`` (wall-clock stamps, the configured joints
+plus extra ones, effort = the applied torque) and holds the last ``Float64MultiArray`` from
+``/effort_controller/commands`` like ros2_control's ForwardCommandController (zero before the
+first one). Faults on signals:
+
+* ``SIGUSR1``: freeze -- from now on re-send the last JointState unchanged (same stamp);
+* ``SIGUSR2``: one bad sample -- the next state carries ``q + --spike`` (the plant itself is
+  unchanged).
+
+Every received command and every published state is written to ``--log``
+(``cmd <monotonic s> <tau1> <tau2>`` / ``state <monotonic s> <q1> <q2> <qd1> <qd2>``).
+
+    python test/fake_driver.py --rate 500 --q0 -1.5708 0 --log /tmp/driver.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    """Run the fake driver until SIGINT / SIGTERM."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument('--rate', type=float, default=500.0)
+    ap.add_argument('--q0', type=float, nargs=2, default=[0.0, 0.0])
+    ap.add_argument('--extra-joints', type=int, default=4)
+    ap.add_argument('--best-effort', action='store_true')
+    ap.add_argument('--stamp-offset', type=float, default=0.0,
+                    help='added to the wall-clock stamps [s] (a driver on another clock)')
+    ap.add_argument('--spike', type=float, nargs=2, default=[4.0, 0.0])
+    ap.add_argument('--log', required=True)
+    args = ap.parse_args(argv)
+
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from rclpy.qos import ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from dataclasses import replace
+
+    from manip_control.parameters import load_scenario
+    from manip_control.plant import Plant
+
+    pp = replace(load_scenario('seed001').plant, actuator='ideal',
+                 initial_position=tuple(args.q0), initial_velocity=(0.0, 0.0),
+                 torque_limit=(89.0, 25.0))
+    plant = Plant(pp, 1.0 / args.rate)
+    log = open(args.log, 'w', buffering=1 << 16)
+    state = {'cmd': (0.0, 0.0), 'freeze': False, 'spike': False, 'last': None}
+
+    def on_usr1(signum, frame):
+        state['freeze'] = True
+
+    def on_usr2(signum, frame):
+        state['spike'] = True
+
+    signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGUSR2, on_usr2)
+    rclpy.init()
+    node = rclpy.create_node('fake_driver')
+    rel = ReliabilityPolicy.BEST_EFFORT if args.best_effort else ReliabilityPolicy.RELIABLE
+    pub = node.create_publisher(JointState, '/joint_states',
+                                QoSProfile(depth=10, reliability=rel))
+
+    def on_cmd(msg):
+        if len(msg.data) == 2 and all(math.isfinite(v) for v in msg.data):
+            state['cmd'] = (msg.data[0], msg.data[1])
+            log.write(f'cmd {time.monotonic():.6f} {msg.data[0]:.9g} {msg.data[1]:.9g}\n')
+
+    node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
+                             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    names = ['joint1', 'joint2'] + [f'extra{k}' for k in range(args.extra_joints)]
+
+    def tick():
+        if state['freeze'] and state['last'] is not None:
+            pub.publish(state['last'])
+            return
+        plant.step(*state['cmd'])
+        q, qd = plant.position, plant.velocity
+        m = JointState()
+        t = time.time() + args.stamp_offset
+        m.header.stamp.sec = int(t)
+        m.header.stamp.nanosec = int((t - int(t)) * 1e9)
+        m.name = names
+        pos = list(q)
+        if state['spike']:
+            state['spike'] = False
+            pos = [q[0] + args.spike[0], q[1] + args.spike[1]]
+        m.position = pos + [0.0] * args.extra_joints
+        m.velocity = list(qd) + [0.0] * args.extra_joints
+        m.effort = list(plant.joint_torque()) + [0.0] * args.extra_joints
+        pub.publish(m)
+        state['last'] = m
+        log.write(f'state {time.monotonic():.6f} {pos[0]:.9g} {pos[1]:.9g} {qd[0]:.9g} '
+                  f'{qd[1]:.9g}\n')
+
+    from rclpy.clock import Clock
+    from rclpy.clock import ClockType
+    node.create_timer(1.0 / args.rate, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    try:
+        while rclpy.ok():
+            ex.spin_once(timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        log.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,232 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Command supervision (ROS-free), against closed forms.
+
+Fresh stamps, resume hysteresis, quintic re-plan, torque-rate limit, deactivation ramp,
+multi-point references.
+"""
+
+import math
+
+from manip_control.parameters import ParameterError
+from manip_control.supervision import blend_duration
+from manip_control.supervision import clamp_acceleration
+from manip_control.supervision import command_safety_from_dict
+from manip_control.supervision import CommandSafetyParameters
+from manip_control.supervision import quintic_blend
+from manip_control.supervision import ReferenceBlend
+from manip_control.supervision import ResumeGate
+from manip_control.supervision import StampGate
+from manip_control.supervision import stop_ramp
+from manip_control.supervision import TorqueRateLimiter
+from manip_control.supervision import trajectory_from_points
+from manip_control.supervision import TrajectoryError
+import numpy as np
+import pytest
+
+NOW = 1.7e9          # a wall-clock time [s]
+
+
+def ns(t):
+    return int(round(t * 1e9))
+
+
+# --------------------------------------------------------------------------------------------
+# parameters
+
+
+@pytest.mark.parametrize('data, why', [
+    ({'hold_timeout': 0.0}, 'safety.hold_timeout: must be > 0'),
+    ({'stop_time': -1.0}, 'safety.stop_time: must be > 0'),
+    ({'resume_states': 0}, 'safety.resume_states: must be an integer in [1, 100000]'),
+    ({'resume_states': 2.5}, 'safety.resume_states: must be an integer'),
+    ({'torque_rate_limit': [1.0, 0.0]}, 'safety.torque_rate_limit[1]: must be > 0'),
+    ({'reference_acceleration_limit': [math.nan, 1.0]},
+     'safety.reference_acceleration_limit[0]: must be finite'),
+    ({'clock_offset': 1e7}, 'safety.clock_offset: must be within'),
+    ({'max_clock_error': 0.0}, 'safety.max_clock_error: must be > 0'),
+    ({'reference_step_limit': 0.0}, 'safety.reference_step_limit: must be > 0'),
+    ({'bogus': 1.0}, 'bogus'),
+])
+def test_parameters_refused_with_the_name(data, why):
+    with pytest.raises(ParameterError, match=None) as exc:
+        command_safety_from_dict(data)
+    assert why in str(exc.value), str(exc.value)
+
+
+def test_default_rate_limit_is_above_what_the_default_run_needs():
+    # measured on the offline default run (bench command in docs/safety.md): after its first
+    # tick the default scenario changes its command by at most 180 / 264 N m/s
+    p = CommandSafetyParameters()
+    assert p.torque_rate_limit[0] > 180.0 and p.torque_rate_limit[1] > 264.0
+
+
+# --------------------------------------------------------------------------------------------
+# fresh stamps
+
+
+def test_stamp_gate_fresh_means_advancing_and_young_at_any_age():
+    g = StampGate(0.02)
+    assert g.check(ns(NOW - 0.001), NOW) == (None, pytest.approx(0.001, abs=1e-6))
+    # the same stamp again (a frozen driver): not fresh, however recent
+    assert g.check(ns(NOW - 0.001), NOW)[0] == 'not_advancing'
+    assert g.check(ns(NOW - 0.002), NOW)[0] == 'not_advancing'
+    # older than the timeout: not fresh, at any age (no upper escape)
+    g.reset()
+    for age in (0.021, 11.0, 3600.0, 1e6):
+        assert g.check(ns(NOW - age), NOW)[0] == 'too_old', age
+    assert g.check(0, NOW)[0] == 'unstamped'
+    # from the future beyond the clock tolerance
+    assert g.check(ns(NOW + 0.06), NOW)[0] == 'future'
+    assert g.check(ns(NOW + 0.01), NOW)[0] is None
+    assert g.counts == {'not_advancing': 2, 'too_old': 4, 'unstamped': 1, 'future': 1}
+
+
+def test_stamp_gate_clock_offset_and_start_up_check():
+    # a driver whose clock is one hour behind: refused, and the start-up check reports it
+    g = StampGate(0.02)
+    assert g.check(ns(NOW - 3600.0 - 0.001), NOW)[0] == 'too_old'
+    msg = g.clock_problem()
+    assert 'driver stamps are 3600.001 s behind' in msg and 'safety.clock_offset' in msg
+    # with the offset set, the same driver is fresh and the report clears
+    g = StampGate(0.02, clock_offset=-3600.0)
+    why, age = g.check(ns(NOW - 3600.0 - 0.001), NOW)
+    assert why is None and age == pytest.approx(0.001, abs=1e-6)
+    assert g.clock_problem() == ''
+
+
+def test_resume_gate_needs_n_consecutive_good_states():
+    r = ResumeGate(3)
+    assert r.good()                         # no fault: open
+    r.fault()
+    assert not r.good() and not r.good()
+    r.bad()                                 # one bad state restarts the count
+    assert not r.good() and not r.good()
+    assert r.good() and not r.pending
+
+
+# --------------------------------------------------------------------------------------------
+# re-planned reference
+
+
+def test_quintic_blend_closed_form_and_derivatives():
+    assert quintic_blend(0.0) == (1.0, 0.0, 0.0) and quintic_blend(1.0) == (0.0, 0.0, 0.0)
+    tau = np.linspace(0.0, 1.0, 2001)
+    s = np.array([quintic_blend(t)[0] for t in tau])
+    ds = np.array([quintic_blend(t)[1] for t in tau])
+    dds = np.array([quintic_blend(t)[2] for t in tau])
+    np.testing.assert_allclose(np.gradient(s, tau), ds, atol=2e-3)
+    np.testing.assert_allclose(np.gradient(ds, tau), dds, atol=2e-2)
+    # peak speed 1.875 at tau = 1/2, peak acceleration 10/sqrt(3) at tau = (3 -+ sqrt 3)/6
+    assert abs(ds).max() == pytest.approx(1.875, rel=1e-6)
+    t_a = (3.0 - math.sqrt(3.0)) / 6.0
+    assert abs(quintic_blend(t_a)[2]) == pytest.approx(10.0 / math.sqrt(3.0), rel=1e-9)
+
+
+def test_blend_starts_at_the_start_position_and_respects_its_limits():
+    b = ReferenceBlend(0.5, 2.0)
+    q_req = (0.0, 0.0)
+    start = (-math.pi / 2, 0.0)
+    T = b.start(10.0, start, q_req)
+    assert T == pytest.approx(max(1.875 * math.pi / 2 / 0.5,
+                                  math.sqrt(10 / math.sqrt(3) * math.pi / 2 / 2.0)))
+    q, qd, qdd = b.apply(10.0, q_req, (0.0, 0.0), (0.0, 0.0))
+    assert q == pytest.approx(start) and qd == (0.0, 0.0) and qdd == (0.0, 0.0)
+    ts = np.linspace(10.0, 10.0 + T, 4001)
+    out = np.array([b.apply(t, q_req, (0.0, 0.0), (0.0, 0.0)) for t in ts[:-1]])
+    assert np.abs(out[:, 1, :]).max() <= 0.5 + 1e-9
+    assert np.abs(out[:, 2, :]).max() <= 2.0 + 1e-9
+    assert b.apply(10.0 + T, q_req, (0.1, 0.2), (0.0, 0.0)) == (q_req, (0.1, 0.2), (0.0, 0.0))
+    assert not b.active
+
+
+def test_blend_duration_closed_form():
+    assert blend_duration((0.0, 0.0), 1.0, 1.0) == 0.0
+    assert blend_duration((0.2, -1.0), 1.0, 100.0) == pytest.approx(1.875)
+    assert blend_duration((0.0, 1.0), 100.0, 1.0) == pytest.approx(math.sqrt(10 / math.sqrt(3)))
+
+
+def test_acceleration_clamp():
+    assert clamp_acceleration((1.0, -2.0), (5.0, 5.0)) == ((1.0, -2.0), False)
+    assert clamp_acceleration((1e6, -1e6), (50.0, 40.0)) == ((50.0, -40.0), True)
+
+
+# --------------------------------------------------------------------------------------------
+# torque commands
+
+
+def test_torque_rate_limiter():
+    lim = TorqueRateLimiter((2000.0, 1000.0))
+    assert lim.limit((89.0, -25.0), 0.001) == ((89.0, -25.0), False)   # first: unchanged
+    lim.reset((0.0, 0.0))
+    out, limited = lim.limit((89.0, -25.0), 0.001)
+    assert limited and out == pytest.approx((2.0, -1.0))
+    out, _ = lim.limit((89.0, -25.0), 0.001)
+    assert out == pytest.approx((4.0, -2.0))
+    out, limited = lim.limit((4.5, -2.5), 0.001)
+    assert not limited and out == (4.5, -2.5) and lim.limited == 2
+
+
+def test_stop_ramp_to_the_hold_then_to_zero():
+    tau0, hold = (10.0, -4.0), (30.0, 6.0)
+    assert stop_ramp(0.0, 1.0, tau0, hold) == pytest.approx(tau0)
+    assert stop_ramp(0.25, 1.0, tau0, hold) == pytest.approx((20.0, 1.0))
+    assert stop_ramp(0.5, 1.0, tau0, hold) == pytest.approx(hold)
+    assert stop_ramp(0.75, 1.0, tau0, hold) == pytest.approx((15.0, 3.0))
+    assert stop_ramp(1.0, 1.0, tau0, hold) is None
+
+
+# --------------------------------------------------------------------------------------------
+# multi-point references
+
+
+def test_trajectory_starts_from_the_reference_in_use_and_follows_time_from_start():
+    # three points, the first 5 s in the future: never the first point at once
+    traj = trajectory_from_points(100.0, (0.0, 0.0), [5.0, 6.0, 7.0],
+                                  [(1.0, 0.5), (1.5, 0.5), (2.0, 0.0)], [None, None, None])
+    q, qd, qdd = traj.sample(100.0)
+    assert q == pytest.approx((0.0, 0.0)) and qd == pytest.approx((0.0, 0.0))
+    q, _, _ = traj.sample(102.5)
+    assert 0.0 < q[0] < 1.0
+    assert traj.sample(105.0)[0] == pytest.approx((1.0, 0.5))
+    assert traj.sample(106.0)[0] == pytest.approx((1.5, 0.5))
+    assert traj.sample(106.0)[1] == pytest.approx((0.5, -0.25))   # central difference
+    assert traj.sample(108.0) == ((2.0, 0.0), (0.0, 0.0), (0.0, 0.0))
+    assert traj.finished(107.0) and not traj.finished(106.9)
+
+
+def test_trajectory_hermite_against_the_closed_form_cubic():
+    # one segment from (q=0, v=0) to (q=1, v=0) over 2 s: q = 3 u^2 - 2 u^3, u = t / 2
+    traj = trajectory_from_points(0.0, (0.0, 0.0), [2.0], [(1.0, -1.0)], [(0.0, 0.0)])
+    for t in np.linspace(0.0, 2.0, 17)[:-1]:
+        u = t / 2.0
+        q, qd, qdd = traj.sample(t)
+        assert q[0] == pytest.approx(3 * u ** 2 - 2 * u ** 3, abs=1e-12)
+        assert qd[0] == pytest.approx((6 * u - 6 * u ** 2) / 2.0, abs=1e-12)
+        assert qdd[0] == pytest.approx((6 - 12 * u) / 4.0, abs=1e-12)
+        assert q[1] == pytest.approx(-q[0], abs=1e-12)
+
+
+@pytest.mark.parametrize('times, positions, why', [
+    ([1.0, 1.0], [(0.0, 0.0), (1.0, 1.0)], 'points[1].time_from_start: must be later'),
+    ([2.0, 1.0], [(0.0, 0.0), (1.0, 1.0)], 'points[1].time_from_start: must be later'),
+    ([-1.0, 1.0], [(0.0, 0.0), (1.0, 1.0)], 'points[0].time_from_start: must be finite'),
+    ([0.0, 1.0], [(0.5, 0.0), (1.0, 1.0)], 'a step'),
+])
+def test_trajectory_refusals(times, positions, why):
+    with pytest.raises(TrajectoryError) as exc:
+        trajectory_from_points(0.0, (0.0, 0.0), times, positions, [None] * len(times))
+    assert why in str(exc.value)
