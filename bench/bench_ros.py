@@ -102,7 +102,7 @@ def realtime(duration: float) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         for trigger in ('state', 'timer'):
             params = yaml.safe_load(yaml.safe_dump(base))
-            params['controller']['ros__parameters']['trigger'] = trigger
+            params['/**/controller']['ros__parameters']['trigger'] = trigger
             path = Path(tmp) / f'{trigger}.yaml'
             path.write_text(yaml.safe_dump(params))
             for prio in (0, 20):

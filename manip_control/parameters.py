@@ -22,9 +22,38 @@ validates every field, raising :class:`ParameterError` with the parameter's path
 
 Loading rules
 -------------
-* A whole section may be omitted: the documented defaults below are used.
+* A whole section may be omitted: the documented defaults below are used; but a file with no
+  settings at all (empty, or comments only) is refused.
 * Inside a section that is given, every required key must be present (optional keys are
   marked "optional" in the field docs) and unknown keys are rejected.
+* Numbers follow YAML 1.2: ``1.0e9`` and ``1e-3`` are floats (PyYAML's YAML 1.1 resolver
+  alone would read an exponent without a sign as a string).
+* Values loaded from a file or from ROS parameters are also checked against the plausible
+  ranges of :data:`PLAUSIBLE_RANGES` (a bench-top to industrial 2R arm; see below), so that
+  a typo such as ``l1: 1e9`` is refused instead of simulated. The dataclass constructors only
+  check mathematical validity (a test may build a locked arm with ``I1 = 1e9``).
+
+Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
+----------------------------------------------------------------
+* ``scenario.control_rate`` [10, 20000] Hz (below 10 Hz there is no feedback control of an
+  arm; above 20 kHz no node keeps up); ``scenario.duration`` at least one control period and
+  at most 86400 s (one day).
+* ``arm``: m1, m2 [0.001, 1000] kg; l1, l2 [0.001, 5] m; I1, I2 [0, 10000] kg m^2
+  (1000 kg x (5 m)^2 / 12 = 2083); g0 [0, 25] m/s^2 (up to Jupiter's surface).
+* ``friction``: b [0, 10000] N m s/rad; tau_c, tau_s [0, 10000] N m (the largest industrial
+  joint torques); eps, v_s [1e-5, 10] rad/s; v_stick [1e-6, 1] rad/s.
+* ``motors``: R [0.001, 100] ohm; L [1e-6, 1] H; k_t [1e-4, 100] N m/A; k_e [1e-4, 100]
+  V s/rad; N [1, 1000] (direct drive to multi-stage gearing); eta [0.05, 1]; Jm [0, 0.01]
+  kg m^2 (a large industrial servo); i_max [0.001, 1000] A; V_max [0.1, 1000] V (industrial
+  DC buses are at most about 800 V); Kp_i [1e-4, 10000] V/A; Ki_i [0, 1e7] V/(A s).
+* ``plant``: torque_limit [0.001, 10000] N m; initial_position [-100, 100] rad;
+  initial_velocity [-100, 100] rad/s; substeps [1, 1000].
+* ``sensors``: encoder_counts [0, 2^31 - 1]; position_noise_std [0, 1] rad;
+  velocity_noise_std [0, 100] rad/s; velocity_cutoff_hz [0.01, 100000] Hz.
+* ``controller``: kp (0, 1e6] (1/s^2 or N m/rad); kd (0, 20000] (1/s or N m s/rad);
+  ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; torque_limit
+  [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10]; nominal.rotor_inertia [0, 10000]
+  kg m^2 (and the nominal arm and friction as above).
 
 Defaults
 --------
@@ -45,6 +74,7 @@ from dataclasses import field
 from dataclasses import fields
 import math
 from pathlib import Path
+import re
 from typing import Any, Mapping
 
 import yaml
@@ -87,6 +117,67 @@ def _vector(path: str, value: Any, n: int = 2, check=_finite) -> tuple[float, ..
     if len(value) != n:
         raise ParameterError(f'{path}: must have {n} elements (got {len(value)})')
     return tuple(check(f'{path}[{k}]', v) for k, v in enumerate(value))
+
+
+#: Plausible ranges of configured values, ``{section: {field: (low, high, unit)}}``, inclusive
+#: (documented in the module docstring). A field that must be > 0 keeps that strict check;
+#: these bounds only remove magnitudes no bench-top to industrial 2R arm has.
+PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
+    'scenario': {'control_rate': (10.0, 20000.0, 'Hz'), 'duration': (0.0, 86400.0, 's')},
+    'arm': {'m1': (1e-3, 1e3, 'kg'), 'm2': (1e-3, 1e3, 'kg'),
+            'l1': (1e-3, 5.0, 'm'), 'l2': (1e-3, 5.0, 'm'),
+            'I1': (0.0, 1e4, 'kg m^2'), 'I2': (0.0, 1e4, 'kg m^2'),
+            'g0': (0.0, 25.0, 'm/s^2')},
+    'friction': {'b': (0.0, 1e4, 'N m s/rad'), 'tau_c': (0.0, 1e4, 'N m'),
+                 'tau_s': (0.0, 1e4, 'N m'), 'eps': (1e-5, 10.0, 'rad/s'),
+                 'v_s': (1e-5, 10.0, 'rad/s'), 'v_stick': (1e-6, 1.0, 'rad/s')},
+    'motors': {'R': (1e-3, 100.0, 'ohm'), 'L': (1e-6, 1.0, 'H'),
+               'k_t': (1e-4, 100.0, 'N m/A'), 'k_e': (1e-4, 100.0, 'V s/rad'),
+               'N': (1.0, 1000.0, ''), 'eta': (0.05, 1.0, ''), 'Jm': (0.0, 0.01, 'kg m^2'),
+               'i_max': (1e-3, 1000.0, 'A'), 'V_max': (0.1, 1000.0, 'V'),
+               'Kp_i': (1e-4, 1e4, 'V/A'), 'Ki_i': (0.0, 1e7, 'V/(A s)')},
+    'plant': {'torque_limit': (1e-3, 1e4, 'N m'), 'initial_position': (-100.0, 100.0, 'rad'),
+              'initial_velocity': (-100.0, 100.0, 'rad/s'), 'substeps': (1, 1000, '')},
+    'sensors': {'encoder_counts': (0, 2 ** 31 - 1, ''),
+                'position_noise_std': (0.0, 1.0, 'rad'),
+                'velocity_noise_std': (0.0, 100.0, 'rad/s'),
+                'velocity_cutoff_hz': (0.01, 1e5, 'Hz')},
+    'controller': {'kp': (0.0, 1e6, ''), 'kd': (0.0, 2e4, ''), 'ki': (0.0, 1e7, ''),
+                   'integral_limit': (0.0, 100.0, 'rad s'), 'torque_limit': (1e-3, 1e4, 'N m'),
+                   'wn': (0.0, 1000.0, 'rad/s'), 'zeta': (0.0, 10.0, '')},
+    'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2')},
+}
+
+
+def check_plausible(path: str, value: Any, section: str, name: str) -> None:
+    """
+    Refuse ``value`` (a number or a per-joint sequence) outside ``PLAUSIBLE_RANGES``.
+
+    Raises
+    ------
+    ParameterError
+        ``path[k]: must be in [low, high] unit (plausible range ...; got v)``.
+
+    """
+    bounds = PLAUSIBLE_RANGES.get(section, {}).get(name)
+    if bounds is None or isinstance(value, (bool, str)):
+        return
+    lo, hi, unit = bounds
+    items = (list(enumerate(value)) if isinstance(value, (list, tuple))
+             else [(None, value)])
+    for k, v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            where = path if k is None else f'{path}[{k}]'
+            unit_text = f' {unit}' if unit else ''
+            raise ParameterError(f'{where}: must be in [{lo:g}, {hi:g}]{unit_text} (plausible '
+                                 f'range for a 2R arm; got {v!r})')
+
+
+def _check_ranges(obj: Any, section: str, path: str) -> None:
+    """Check every field of ``obj`` that has a plausible range in ``section``."""
+    for name in PLAUSIBLE_RANGES[section]:
+        if hasattr(obj, name):
+            check_plausible(f'{path}.{name}', getattr(obj, name), section, name)
 
 
 def _choice(path: str, value: Any, choices: tuple[str, ...]) -> str:
@@ -224,11 +315,13 @@ class MotorParameters:
     """
     Brushed DC motor, gearbox and PI current drive of one joint.
 
-    ``L di/dt = V - R i - k_e N qd``; joint torque ``tau_m = eta N k_t i``. The drive runs a
-    continuous PI current loop ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``,
-    ``dx_i/dt = Ki_i (i_ref - i)`` while V is not saturated, with
-    ``i_ref = clamp(tau_cmd / (eta N k_t), +-i_max)``. The gearbox efficiency ``eta`` is
-    taken as a constant torque factor in both power directions (a stated simplification).
+    ``L di/dt = V - R i - k_e N qd``. The drive runs a continuous PI current loop
+    ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``, ``dx_i/dt = Ki_i (i_ref - i)`` while V
+    is not saturated, with ``i_ref = clamp(tau_cmd / (N k_t), +-i_max)`` (the drive
+    converts the torque command through the ideal transmission). The gearbox passes
+    ``eta N k_t i`` to the joint when the motor drives the load and ``N k_t i / eta_back``
+    when the load drives the motor; the loss is a load-dependent Coulomb friction, smoothed
+    with the joint friction's ``eps`` (see :mod:`manip_control.actuators`).
 
     Attributes
     ----------
@@ -243,7 +336,7 @@ class MotorParameters:
     N : float
         Gear ratio (motor turns per joint turn), >= 1.
     eta : float
-        Gearbox efficiency, in (0, 1].
+        Forward gearbox efficiency (motor drives the load), in (0, 1].
     Jm : float
         Rotor inertia at the motor shaft [kg·m^2], >= 0; the joint sees ``Jm*N^2``.
     i_max : float
@@ -274,8 +367,8 @@ class MotorParameters:
 
     @property
     def torque_per_amp(self) -> float:
-        """Joint torque per ampere ``eta N k_t`` [N·m/A]."""
-        return self.eta * self.N * self.k_t
+        """Joint torque per ampere through the ideal transmission ``N k_t`` [N·m/A]."""
+        return self.N * self.k_t
 
     @property
     def reflected_inertia(self) -> float:
@@ -284,8 +377,8 @@ class MotorParameters:
 
     @property
     def peak_torque(self) -> float:
-        """Joint torque at the current limit ``eta N k_t i_max`` [N·m]."""
-        return self.torque_per_amp * self.i_max
+        """Joint torque at the current limit driving the load ``eta N k_t i_max`` [N·m]."""
+        return self.eta * self.N * self.k_t * self.i_max
 
 
 def _validate_motor(mo: MotorParameters, path: str) -> None:
@@ -343,7 +436,7 @@ class SensorParameters:
 
     @property
     def ideal(self) -> bool:
-        """True when the measurement equals the simulated state."""
+        """Tell whether the measurement equals the simulated state."""
         return (self.encoder_counts == 0 and self.position_noise_std == 0.0
                 and self.velocity_noise_std == 0.0 and self.velocity_source == 'true')
 
@@ -383,7 +476,20 @@ class PlantParameters:
         Ideal-actuator torque clamp [N·m], > 0 (optional, default 89 / 25; the motor mode
         is limited by i_max and V_max instead).
     rotor_inertia : bool
-        Add ``Jm N^2`` to the diagonal of M (optional, default true).
+        Add the rotors' spin inertia ``Jm N^2`` to the diagonal of M (optional, default
+        true).
+    rotor_coupling : bool
+        With ``rotor_inertia``: also the kinetic coupling of rotor 2, which rides on link 1
+        (``Jm2`` added to M11, ``Jm2 N2`` to M12; see :mod:`manip_control.dynamics`)
+        (optional, default true).
+    friction_model : str
+        ``'smooth'`` (tanh-smoothed Coulomb, the default) or ``'karnopp'`` (stiction with
+        breakaway, see :mod:`manip_control.friction`) (optional).
+    start_in_equilibrium : bool
+        Motor plants only: start the currents and the drives' PI integrators at the values
+        that hold the initial pose against gravity, ``N k_t i = g(q0)``,
+        ``x_i = R i + k_e N qd0``, instead of at zero (optional, default true; no effect
+        in ``ideal`` mode).
     sensors : SensorParameters (optional)
     initial_position, initial_velocity : tuple of 2 float
         Initial joint state [rad], [rad/s] (optional, default zeros).
@@ -421,8 +527,10 @@ def _validate_plant(pl: PlantParameters, path: str) -> None:
     _validate_joint_list(f'{path}.motors', pl.motors, MotorParameters, _validate_motor)
     _choice(f'{path}.actuator', pl.actuator, ('motor', 'ideal'))
     _vector(f'{path}.torque_limit', pl.torque_limit, check=_positive)
-    if not isinstance(pl.rotor_inertia, bool):
-        raise ParameterError(f'{path}.rotor_inertia: must be true or false')
+    for name in ('rotor_inertia', 'rotor_coupling', 'start_in_equilibrium'):
+        if not isinstance(getattr(pl, name), bool):
+            raise ParameterError(f'{path}.{name}: must be true or false')
+    _choice(f'{path}.friction_model', pl.friction_model, ('smooth', 'karnopp'))
     _validate_sensors(pl.sensors, f'{path}.sensors')
     _vector(f'{path}.initial_position', pl.initial_position)
     _vector(f'{path}.initial_velocity', pl.initial_velocity)
@@ -573,19 +681,30 @@ class Scenario:
         'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5],
         'offset': [0.0, 0.0]})
 
+    def __post_init__(self):
+        rate = _positive('scenario.control_rate', self.control_rate)
+        if _positive('scenario.duration', self.duration) * rate < 0.5:
+            raise ParameterError(f'scenario.duration: must be at least one control period '
+                                 f'({1.0 / rate:g} s) (got {self.duration:g})')
+
     @property
     def period(self) -> float:
         """Control period [s]."""
         return 1.0 / self.control_rate
 
+    def with_duration(self, duration: Any, path: str = '--duration') -> 'Scenario':
+        """Return this scenario with another duration, checked by :func:`check_duration`."""
+        return dataclasses.replace(self, duration=check_duration(path, duration,
+                                                                 self.control_rate))
+
     @property
     def n_ticks(self) -> int:
-        """Number of control ticks in the run."""
+        """Return the number of control ticks in the run."""
         return int(round(self.duration * self.control_rate))
 
     def to_dict(self) -> dict:
         """
-        The fully resolved scenario as plain YAML-able data (loadable by load_scenario).
+        Return the fully resolved scenario as plain YAML-able data (for load_scenario).
 
         Laid out like a scenario file: top-level ``scenario`` (name, duration, control_rate,
         late_window_start, joints), ``plant``, ``controller`` and ``trajectory``.
@@ -596,6 +715,29 @@ class Scenario:
 
 
 _SCENARIO_KEYS = ('name', 'duration', 'control_rate', 'late_window_start', 'joints')
+
+
+def check_duration(path: str, duration: Any, control_rate: float) -> float:
+    """
+    Check a run duration [s]: finite, at least one control period, at most one day.
+
+    A duration shorter than one period (``1 / control_rate``) would run no tick at all.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``path`` (e.g. ``scenario.duration`` or ``--duration``).
+
+    """
+    duration = _positive(path, duration)
+    period = 1.0 / control_rate
+    if duration * control_rate < 1.0 - 1e-9:
+        raise ParameterError(f'{path}: must be at least one control period ({period:g} s at '
+                             f'{control_rate:g} Hz) (got {duration:g})')
+    check_plausible(path, duration, 'scenario', 'duration')
+    return duration
+
+
 _SCENARIO_REQUIRED = ('name', 'duration', 'control_rate')
 
 
@@ -637,13 +779,15 @@ def _build(cls, data: Any, path: str, sub: Mapping[str, Any] | None = None):
     return obj
 
 
-def _joint_list(cls, validate):
+def _joint_list(cls, validate, section: str | None = None):
     def convert(value, path):
         if not isinstance(value, list) or len(value) != 2:
             raise ParameterError(f'{path}: must be a list of 2 entries, one per joint')
         items = tuple(_build(cls, v, f'{path}[{k}]') for k, v in enumerate(value))
         for k, item in enumerate(items):
             validate(item, f'{path}[{k}]')
+            if section is not None:
+                _check_ranges(item, section, f'{path}[{k}]')
         return items
     return convert
 
@@ -652,12 +796,14 @@ def arm_from_dict(data: Any, path: str = 'arm') -> ArmParameters:
     """Build and validate :class:`ArmParameters` from a mapping."""
     arm = _build(ArmParameters, data, path)
     _validate_arm(arm, path)
+    _check_ranges(arm, 'arm', path)
     return arm
 
 
 def _sensors_from_dict(data, path):
     se = _build(SensorParameters, data, path)
     _validate_sensors(se, path)
+    _check_ranges(se, 'sensors', path)
     return se
 
 
@@ -665,8 +811,9 @@ def nominal_from_dict(data: Any, path: str = 'nominal') -> NominalModel:
     """Build and validate a :class:`NominalModel` from a mapping."""
     nm = _build(NominalModel, data, path, {
         'arm': arm_from_dict,
-        'friction': _joint_list(FrictionParameters, _validate_friction)})
+        'friction': _joint_list(FrictionParameters, _validate_friction, 'friction')})
     _validate_nominal(nm, path)
+    _check_ranges(nm, 'nominal', path)
     return nm
 
 
@@ -674,10 +821,11 @@ def plant_from_dict(data: Any, path: str = 'plant') -> PlantParameters:
     """Build and validate :class:`PlantParameters` from a mapping."""
     pl = _build(PlantParameters, data, path, {
         'arm': arm_from_dict,
-        'friction': _joint_list(FrictionParameters, _validate_friction),
-        'motors': _joint_list(MotorParameters, _validate_motor),
+        'friction': _joint_list(FrictionParameters, _validate_friction, 'friction'),
+        'motors': _joint_list(MotorParameters, _validate_motor, 'motors'),
         'sensors': _sensors_from_dict})
     _validate_plant(pl, path)
+    _check_ranges(pl, 'plant', path)
     return pl
 
 
@@ -692,9 +840,12 @@ def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParam
             raise ParameterError(f'{path}.{missing}: missing (wn and zeta go together)')
         wn = _vector(f'{path}.wn', data.pop('wn'), check=_positive)
         zeta = _vector(f'{path}.zeta', data.pop('zeta'), check=_positive)
+        check_plausible(f'{path}.wn', wn, 'controller', 'wn')
+        check_plausible(f'{path}.zeta', zeta, 'controller', 'zeta')
         data['kp'], data['kd'] = gains_from_frequency(wn, zeta)
     co = _build(ControllerParameters, data, path, {'nominal': nominal_from_dict})
     _validate_controller(co, path)
+    _check_ranges(co, 'controller', path)
     return co
 
 
@@ -723,8 +874,9 @@ def scenario_from_dict(data: Any, path: str = '') -> Scenario:
     name = top.get('name', base.name)
     if not isinstance(name, str) or not name:
         raise ParameterError(f'scenario.name: must be a non-empty string (got {name!r})')
-    duration = _positive('scenario.duration', top.get('duration', base.duration))
     rate = _positive('scenario.control_rate', top.get('control_rate', base.control_rate))
+    check_plausible('scenario.control_rate', rate, 'scenario', 'control_rate')
+    duration = check_duration('scenario.duration', top.get('duration', base.duration), rate)
     late = _nonnegative('scenario.late_window_start',
                         top.get('late_window_start', base.late_window_start))
     joints = top.get('joints', list(base.joints))
@@ -797,11 +949,43 @@ def load_scenario(source: str | Path | Mapping | None = None) -> Scenario:
                                                        else source)))
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; unreadable or invalid files raise ParameterError naming the file."""
+class YamlLoader(yaml.SafeLoader):
+    """
+    PyYAML's safe loader that also reads YAML 1.2 floats: ``1.0e9``, ``1e-3``, ``2E+5``.
+
+    PyYAML resolves plain scalars by YAML 1.1, where an exponent needs a dot and a sign; a
+    ``1.0e9`` would be the string ``'1.0e9'``. ROS (rcl's parameter parser) and YAML 1.2 read
+    it as a number, and so does this loader.
+    """
+
+
+YamlLoader.add_implicit_resolver(
+    'tag:yaml.org,2002:float',
+    re.compile(r'^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$'),
+    list('-+0123456789.'))
+
+
+def yaml_load(text: str) -> Any:
+    """Parse YAML text with :class:`YamlLoader` (YAML 1.2 floats)."""
+    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def read_yaml(path: Path, what: str = 'config') -> Any:
+    """
+    Parse a YAML file (YAML 1.2 floats, see :class:`YamlLoader`).
+
+    Unreadable, invalid or empty (comment-only) files raise ParameterError naming the file.
+    """
     try:
-        return yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        data = yaml_load(text)
     except yaml.YAMLError as exc:
-        raise ParameterError(f'config {path}: not valid YAML ({exc})') from None
-    except OSError as exc:
-        raise ParameterError(f'config {path}: cannot read ({exc.strerror})') from None
+        first = ' '.join(str(exc).split())
+        raise ParameterError(f'{what} {path}: not valid YAML ({first})') from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, 'strerror', None) or str(exc)
+        raise ParameterError(f'{what} {path}: cannot read ({reason})') from None
+    if data is None:
+        raise ParameterError(f'{what} {path}: empty (no settings, only comments or blank '
+                             'lines); give at least one section')
+    return data

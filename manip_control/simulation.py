@@ -209,8 +209,27 @@ def run_closed_loop_python(scenario: Scenario,
     return _result(scenario, rec, plant.state)
 
 
+class PlantStateError(RuntimeError):
+    """The simulated state became non-finite (the integration diverged); says when."""
+
+
+def _check_finite(scenario: Scenario, rec: np.ndarray, final_state: np.ndarray) -> None:
+    """Raise PlantStateError at the first tick whose q, qd or current is not finite."""
+    bad = ~np.isfinite(rec[:, 1:5]).all(axis=1) | ~np.isfinite(rec[:, 19:21]).all(axis=1)
+    if not bad.any() and np.isfinite(final_state).all():
+        return
+    k = int(np.argmax(bad)) if bad.any() else len(rec)
+    step = scenario.period / scenario.plant.substeps
+    raise PlantStateError(
+        f'plant state not finite at t = {k * scenario.period:.6f} s (tick {k}): the '
+        f'integration diverged (RK4 step {step:.3g} s = 1 / (scenario.control_rate '
+        'plant.substeps)); raise the rate or plant.substeps, or check the motor and friction '
+        'parameters')
+
+
 def _result(scenario: Scenario, rec: np.ndarray, final_state: np.ndarray) -> SimulationResult:
-    """Build the result from the per-tick record columns."""
+    """Build the result from the per-tick record columns (PlantStateError if it diverged)."""
+    _check_finite(scenario, rec, final_state)
     sat = np.abs(rec[:, 15:17]) >= np.asarray(scenario.controller.torque_limit)
     return SimulationResult(
         scenario=scenario, t=rec[:, 0], q=rec[:, 1:3], qd=rec[:, 3:5], q_meas=rec[:, 5:7],

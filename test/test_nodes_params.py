@@ -137,7 +137,8 @@ def test_declared_with_descriptors_and_int_coercion(ros_context):
         assert values['friction.b'] == [1.0, 2.0] and values['substeps'] == 8
         d = node.describe_parameter('arm.m1')
         assert 'link 1 mass [kg]' in d.description and d.read_only
-        assert d.floating_point_range[0].from_value == 0.0
+        assert d.floating_point_range[0].from_value == 0.001     # plausible range
+        assert d.floating_point_range[0].to_value == 1000.0
         assert node.describe_parameter('substeps').integer_range[0].from_value == 1
     finally:
         node.destroy_node()
@@ -148,7 +149,9 @@ def test_declared_with_descriptors_and_int_coercion(ros_context):
     ({'arm.m1': 'heavy'}, "parameter arm.m1 (node plant): must be a number (double) "
                           "(got 'heavy')"),
     ({'friction.b': 'x'}, 'parameter friction.b (node plant): must be a list of numbers'),
-    ({'arm.m1': -1.0}, 'parameter arm.m1 (node plant): must be in [0.0, inf]'),
+    ({'arm.m1': -1.0}, 'parameter arm.m1 (node plant): must be in [0.001, 1000.0]'),
+    ({'arm.l1': 1.0e9}, 'parameter arm.l1 (node plant): must be in [0.001, 5.0]'),
+    ({'control_rate': 1.0e-3}, 'parameter control_rate (node plant): must be in [10.0, 20000.0]'),
     ({'rotor_inertia': 1.0}, 'parameter rotor_inertia (node plant): must be true or false'),
 ])
 def test_declaration_errors_name_the_parameter(ros_context, overrides, expected):
@@ -199,3 +202,171 @@ def test_every_core_parameter_is_validated_under_its_ros_name(node):
         assert f'(node {node})' in msg
         checked += 1
     assert checked >= (35 if node == 'plant' else 20)
+
+
+# --------------------------------------------------------------------------------------------
+# configuration refusals of the ROS values (no rclpy needed)
+
+@pytest.mark.parametrize('node, values, expected', [
+    ('plant', {'control_rate': 1e-3},
+     'parameter control_rate (node plant): must be in [10, 20000] Hz'),
+    ('controller', {'control_rate': 1e6},
+     'parameter control_rate (node controller): must be in [10, 20000] Hz'),
+    ('plant', {'duration': 0.0004},
+     'parameter duration (node plant): must be at least one control period'),
+    ('plant', {'duration': 1e6}, 'parameter duration (node plant): must be in [0, 86400] s'),
+    ('plant', {'arm.l1': 1e9}, 'parameter arm.l1 (node plant): must be in [0.001, 5] m'),
+    ('plant', {'arm.m1': 1e300}, 'parameter arm.m1 (node plant): must be in [0.001, 1000] kg'),
+    ('plant', {'motors.V_max': [48.0, 1e12]},
+     'parameter motors.V_max[1] (node plant): must be in [0.1, 1000] V'),
+    ('plant', {'friction.eps': [1e-300, 0.01]},
+     'parameter friction.eps[0] (node plant): must be in [1e-05, 10] rad/s'),
+    ('controller', {'kp': [1e12, 16.0]}, 'parameter kp[0] (node controller): must be in [0, 1e+06]'),
+    ('controller', {'nominal.arm.l2': 50.0},
+     'parameter nominal.arm.l2 (node controller): must be in [0.001, 5] m'),
+    ('trajectory', {'control_rate': 5.0},
+     'parameter control_rate (node trajectory): must be in [10, 20000] Hz'),
+])
+def test_implausible_values_and_rates_are_refused_naming_the_parameter(node, values, expected):
+    build = {'plant': rp.plant_config, 'controller': rp.controller_config,
+             'trajectory': rp.trajectory_config}[node]
+    with pytest.raises(ParameterError) as err:
+        build(values)
+    assert str(err.value).startswith(expected), str(err.value)
+    assert '\n' not in str(err.value)
+
+
+def test_plant_duration_zero_means_until_stopped_and_one_period_is_enough():
+    assert rp.plant_config({'duration': 0.0}).n_ticks == 0
+    assert rp.plant_config({'duration': 0.001}).n_ticks == 1
+
+
+def test_descriptor_ranges_are_the_core_plausible_ranges():
+    specs = {s.name: s for s in rp.plant_specs()}
+    assert specs['arm.l1'].range == (0.001, 5.0)
+    assert specs['control_rate'].range == (10.0, 20000.0)
+    assert specs['substeps'].range == (1, 1000)
+    assert 'plausible range [1e-05, 10] rad/s' in specs['friction.eps'].constraints
+
+
+# --------------------------------------------------------------------------------------------
+# params files: YAML 1.2 floats, empty files, mixed lists, namespaces and shared sections
+
+def _write(tmp_path, text, name='params.yaml'):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_params_file_floats_with_an_unsigned_exponent_are_numbers(tmp_path):
+    path = _write(tmp_path, '/**/plant:\n  ros__parameters:\n    arm.m1: 3.0e0\n'
+                  '    motors.Ki_i: [5.655e2, 1.508e3]\n    arm.l1: 1.0e9\n')
+    values = rp.load_params_file(path)['plant']
+    assert values['arm.m1'] == 3.0 and values['motors.Ki_i'] == [565.5, 1508.0]
+    with pytest.raises(ParameterError, match=r'^parameter arm.l1 \(node plant\): must be in '):
+        rp.plant_config(values)          # a number out of range, not "must be a number"
+
+
+@pytest.mark.parametrize('text', ['', '# only a comment\n\n   \n# another\n'])
+def test_empty_or_comment_only_params_file_is_refused(tmp_path, text):
+    path = _write(tmp_path, text)
+    with pytest.raises(ParameterError, match=r'params file .*: empty \(no settings'):
+        rp.load_params_file(path)
+
+
+@pytest.mark.parametrize('value, got', [
+    ("[0.5, 'b']", 'got double and string'),
+    ('[1, 2.5]', 'got double and integer'),
+    ('[true, 1.0]', 'got bool and double'),
+])
+def test_mixed_type_list_is_refused_naming_the_parameter(tmp_path, value, got):
+    path = _write(tmp_path, f'plant:\n  ros__parameters:\n    friction.b: {value}\n')
+    with pytest.raises(ParameterError) as err:
+        rp.load_params_file(path)
+    msg = str(err.value)
+    assert msg.startswith('parameter friction.b (section plant of params file'), msg
+    assert got in msg and '\n' not in msg
+
+
+@pytest.mark.parametrize('key, fqn, applies', [
+    ('/**', '/arm1/plant', True),
+    ('/**/controller', '/controller', True),
+    ('/**/controller', '/arm1/controller', True),
+    ('/**/controller', '/a/b/controller', True),
+    ('/**/controller', '/arm1/plant', False),
+    ('controller', '/controller', True),
+    ('controller', '/arm1/controller', False),
+    ('/arm1/*', '/arm1/plant', True),
+    ('/arm1/*', '/arm2/plant', False),
+    ('/*', '/arm1/plant', False),
+    ('/arm1/controller', '/arm1/controller', True),
+])
+def test_section_keys_match_node_names_as_rcl_does(key, fqn, applies):
+    assert rp.section_matches(key, fqn) is applies
+
+
+@pytest.mark.parametrize('name, nodes', [('sim_params.yaml', ('plant', 'controller',
+                                                              'trajectory')),
+                                         ('hardware_params.yaml', ('controller', 'trajectory'))])
+def test_shipped_params_files_apply_under_any_namespace(name, nodes):
+    sections = rp.read_params_file(ROOT / 'config' / name)
+    for node in nodes:
+        for ns in ('', '/arm1', '/cell/arm2'):
+            applying = [k for k in sections if rp.section_matches(k, f'{ns}/{node}')]
+            assert applying == [f'/**/{node}'], (node, ns, applying)
+
+
+SHARED = """\
+/**:
+  ros__parameters:
+    control_rate: 500.0
+    command_source: effort_commands
+    trigger: timer
+    limits.velocity: [1.0, 1.0]
+/**/controller:
+  ros__parameters:
+    kp: [30.0, 20.0]
+"""
+
+
+def test_shared_section_keys_of_other_nodes_are_ignored_with_one_warning(tmp_path):
+    warnings = []
+    values = rp.load_params_file(_write(tmp_path, SHARED), on_warning=warnings.append)
+    assert values['plant']['control_rate'] == 500.0
+    assert values['plant']['command_source'] == 'effort_commands'
+    assert 'trigger' not in values['plant'] and 'limits.velocity' not in values['plant']
+    assert values['controller']['trigger'] == 'timer' and values['controller']['kp'][0] == 30.0
+    assert 'command_source' not in values['controller']
+    assert values['trajectory']['limits.velocity'] == [1.0, 1.0]
+    by_node = {w.split(':')[0]: w for w in warnings}
+    assert len(warnings) == len(by_node) == 4          # one warning per node
+    assert 'limits.velocity (trajectory)' in by_node['node plant']
+    assert 'trigger (controller)' in by_node['node plant']
+    assert 'command_source (plant)' in by_node['node controller']
+    for node in ('plant', 'controller', 'trajectory'):
+        getattr(rp, f'{node}_config')(values[node])    # the remaining values are valid
+
+
+def test_misspelt_key_in_a_shared_section_fails_naming_the_closest_name(tmp_path):
+    path = _write(tmp_path, '/**:\n  ros__parameters:\n    contrl_rate: 500.0\n')
+    with pytest.raises(ParameterError, match=r'contrl_rate .*did you mean control_rate\?'):
+        rp.load_params_file(path, on_warning=lambda text: None)
+
+
+def test_ros_arguments_are_parsed_per_block():
+    argv = ['plant', 'x', '--ros-args', '-r', '__ns:=/a', '--params-file', 'f1', '-p', 'k:=1',
+            '--', '--params-file', 'no', '--ros-args', '--params-file', 'f2']
+    assert rp.params_files(argv) == ['f1', 'f2']
+    assert ('--param', 'k:=1') in rp.ros_arguments(argv)
+    assert rp.wants_help(['plant', '--help']) and rp.wants_help(['plant', '-h'])
+    assert not rp.wants_help(['plant', '--ros-args', '-p', 'x:=1'])
+    assert not rp.wants_help(['--help'])             # argv[0] is the program
+
+
+def test_node_help_lists_every_parameter_with_type_default_and_description():
+    text = rp.node_help('plant', 'Plant node: the simulated arm.', rp.plant_specs())
+    for spec in rp.plant_specs():
+        assert f'\n  {spec.name} (' in text
+    assert '  arm.m1 (double, default 3.0, read-only)' in text
+    assert 'link 1 mass [kg]' in text and 'plausible range [0.001, 1000] kg' in text
+    assert max(len(line) for line in text.splitlines()) <= 99

@@ -76,7 +76,14 @@ from manip_control.nodes.ros_params import coerce_parameter
 from manip_control.nodes.ros_params import controller_config
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import hard_limit_specs
+from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import RUNTIME_GAINS
+from manip_control.nodes.ros_params import wants_help
+from manip_control.nodes.sources import describe
+from manip_control.nodes.sources import publishers
+from manip_control.nodes.sources import sequence_number
+from manip_control.nodes.sources import WithMessageInfo
 from manip_control.parameters import ParameterError
 from manip_control.safety import RefusalReason
 from manip_control.safety import validate_parameter_updates
@@ -481,7 +488,9 @@ class ControllerNode(LifecycleNode):
 
 
 def main(args=None) -> int:
-    """``ros2 run manip_control controller [--ros-args ...]``."""
+    """``ros2 run manip_control controller [--ros-args ...]``; ``--help`` lists parameters."""
+    if wants_help(args):
+        return print_node_help('controller', __doc__, controller_specs() + safety_specs())
     return run_node(ControllerNode, args)
 
 

@@ -26,8 +26,14 @@ Publishes
     ``motor_states`` (sensor_msgs/JointState per joint: position = motor current [A],
     velocity = drive terminal voltage [V], effort = current reference [A]);
     ``/clock`` (rosgraph_msgs/Clock, lockstep only);
-    ``~/diagnostics`` (diagnostic_msgs/DiagnosticArray: ticks, refused commands and why,
-    command timeouts, watchdog trips; about once a second).
+    ``~/diagnostics`` and ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, one status named
+    ``<namespace/node>: simulated 2R arm`` with hardware_id ``manip_control/<namespace/node>``
+    as diagnostic_aggregator expects: ticks, refused commands and why, command timeouts,
+    watchdog trips; about once a second).
+
+A non-finite state (a diverged integration, e.g. a step too long for the motor parameters) is
+never published: the node logs one error line, reports it in diagnostics and exits with
+code 2.
 
 Lockstep (``mode: lockstep``): at tick k (``t_k = k T``) the node publishes ``/clock`` t_k and
 the measured state stamped t_k, then waits for the command of tick k (a JointState command
@@ -50,6 +56,7 @@ reason logged; a refused command changes nothing.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -67,6 +74,8 @@ from manip_control.nodes.messages import NameMatcher
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import plant_config
 from manip_control.nodes.ros_params import plant_specs
+from manip_control.nodes.ros_params import print_node_help
+from manip_control.nodes.ros_params import wants_help
 from manip_control.plant import Plant
 from manip_control.sensors import JointSensors
 from rclpy.node import Node
@@ -132,12 +141,16 @@ class PlantNode(Node):
         self.callback_errors = 0
         self.history: list | None = [] if keep_history else None
         self.done_future = Future()
+        self.exit_code = 0              # 2 after a non-finite state (see _stop_not_finite)
+        self.failure = ''
 
         qos = data_qos()
         self._state_pub = self.create_publisher(JointState, 'joint_states', qos)
         self._motor_pub = self.create_publisher(JointState, 'motor_states', qos)
         self._clock_pub = self.create_publisher(Clock, '/clock', qos) if self.lockstep else None
         self._diag_pub = self.create_publisher(DiagnosticArray, '~/diagnostics', 10)
+        # and on the standard topic that diagnostic_aggregator and rqt_robot_monitor read
+        self._std_diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         # Hot-path topics are published and taken as CDR bytes (see nodes/cdr.py).
         if self._stamped:
             self._cmd_sub = self.create_subscription(JointState, 'joint_commands',
@@ -215,6 +228,9 @@ class PlantNode(Node):
     def _publish_tick(self, t_ns: int) -> None:
         """Measure the state of tick ``self.k`` and publish it (with /clock in lockstep)."""
         x = self.plant._x
+        if not math.isfinite(x[0] + x[1] + x[2] + x[3] + x[4] + x[5]):
+            self._stop_not_finite(t_ns, x)
+            return
         y1, y2, w1, w2 = self.sensors.measure(x[0], x[1], x[2], x[3])
         tj = self.plant.joint_torque_at(x)
         if self.first_tick_ns is None:
@@ -275,6 +291,18 @@ class PlantNode(Node):
             f'{self.k * self.period / wall:.2f}x')
         if not self.done_future.done():
             self.done_future.set_result(True)
+
+    def _stop_not_finite(self, t_ns: int, x) -> None:
+        """Stop on a non-finite state (a diverged integration): never publish it; exit 2."""
+        self.failure = (
+            f'plant state not finite at t = {self.k * self.period:.6f} s (tick {self.k}: '
+            f'q = [{x[0]:.6g}, {x[1]:.6g}], qd = [{x[2]:.6g}, {x[3]:.6g}], '
+            f'i = [{x[4]:.6g}, {x[5]:.6g}]): the integration diverged; nothing more is '
+            'published. Check control_rate and substeps (the step is 1 / (control_rate '
+            'substeps)) and the motor and friction parameters')
+        self.exit_code = 2
+        self.get_logger().error(self.failure)
+        self._finish()
 
     def _lockstep_next(self) -> None:
         if self.n_ticks and self.k >= self.n_ticks:
@@ -430,7 +458,8 @@ class PlantNode(Node):
     def close(self) -> None:
         """Before the process exits: let the last messages reach their (reliable) readers."""
         from rclpy.duration import Duration
-        for pub in (self._state_pub, self._motor_pub, self._clock_pub, self._diag_pub):
+        for pub in (self._state_pub, self._motor_pub, self._clock_pub, self._diag_pub,
+                    self._std_diag_pub):
             if pub is not None:
                 try:
                     pub.wait_for_all_acked(Duration(seconds=0.5))
@@ -453,21 +482,28 @@ class PlantNode(Node):
     def _publish_diagnostics(self) -> None:
         c = self.counters()
         st = DiagnosticStatus()
-        st.name = f'{self.get_name()}: simulated 2R arm'
-        st.hardware_id = 'manip_control/plant'
+        # diagnostic_updater's convention: '<node>: <task>'; the namespace keeps two arms apart
+        fqn = self.get_fully_qualified_name().lstrip('/')
+        st.name = f'{fqn}: simulated 2R arm'
+        st.hardware_id = f'manip_control/{fqn}'
         warn = self._watchdog_active or self._degraded
-        st.level = DiagnosticStatus.WARN if warn else DiagnosticStatus.OK
-        st.message = ('watchdog: zero torque' if self._watchdog_active else
+        st.level = (DiagnosticStatus.ERROR if self.failure else
+                    DiagnosticStatus.WARN if warn else DiagnosticStatus.OK)
+        st.message = (self.failure if self.failure else
+                      'watchdog: zero torque' if self._watchdog_active else
                       'commands missing (lockstep timeouts)' if self._degraded else 'ok')
         st.values = [KeyValue(key=k, value=str(v)) for k, v in c.items()]
         arr = DiagnosticArray()
         arr.header.stamp = self.get_clock().now().to_msg()
         arr.status = [st]
         self._diag_pub.publish(arr)
+        self._std_diag_pub.publish(arr)
 
 
 def main(args=None) -> int:
-    """``ros2 run manip_control plant [--ros-args ...]``."""
+    """``ros2 run manip_control plant [--ros-args ...]``; ``--help`` lists the parameters."""
+    if wants_help(args):
+        return print_node_help('plant', __doc__, plant_specs())
     return run_node(PlantNode, args)
 
 

@@ -53,6 +53,8 @@ import re
 from typing import Any, Mapping, Sequence
 
 from manip_control.parameters import ArmParameters
+from manip_control.parameters import check_duration
+from manip_control.parameters import check_plausible
 from manip_control.parameters import controller_from_dict
 from manip_control.parameters import ControllerParameters
 from manip_control.parameters import FrictionParameters
@@ -60,6 +62,8 @@ from manip_control.parameters import MotorParameters
 from manip_control.parameters import ParameterError
 from manip_control.parameters import plant_from_dict
 from manip_control.parameters import PlantParameters
+from manip_control.parameters import PLAUSIBLE_RANGES
+from manip_control.parameters import read_yaml
 from manip_control.parameters import Scenario
 from manip_control.parameters import scenario_from_dict
 from manip_control.parameters import SensorParameters
@@ -117,7 +121,7 @@ class ParamSpec:
     default: Any
     description: str
     constraints: str = ''
-    range: tuple | None = None
+    range: tuple | None = None  # noqa: A003 - the descriptor field name
     read_only: bool = True
     core: str | None = None
 
@@ -160,6 +164,7 @@ _FRICTION_DOC = {
     'eps': ('tanh smoothing velocity of the Coulomb term per joint [rad/s]', 'each > 0'),
     'tau_s': ('extra Stribeck breakaway torque per joint [N m] (0 = off)', 'each >= 0'),
     'v_s': ('Stribeck velocity per joint [rad/s]', 'each > 0'),
+    'v_stick': ('stick band of the Karnopp friction model per joint [rad/s]', 'each > 0'),
 }
 _MOTOR_DOC = {
     'R': ('armature resistance per joint [ohm]', 'each > 0'),
@@ -215,13 +220,36 @@ _CONTROLLER_DOC = {
 RUNTIME_GAINS = ('kp', 'kd', 'ki', 'torque_limit')
 
 
+def _bounded(section: str, name: str, cons: str, rng: tuple | None) -> tuple[str, tuple | None]:
+    """Constraint text and descriptor range with the core's plausible range added."""
+    bounds = PLAUSIBLE_RANGES.get(section, {}).get(name)
+    if bounds is None:
+        return cons, rng
+    lo, hi, unit = bounds
+    text = f'plausible range [{lo:g}, {hi:g}]' + (f' {unit}' if unit else '')
+    cons = f'{cons}; {text}' if cons else text
+    if rng is not None:
+        rng = (max(rng[0], lo), min(rng[1], hi))
+    return cons, rng
+
+
+def _doc(docs: Mapping, name: str, cls) -> tuple:
+    """Entry of a description table; a core field not described yet gets a generic one."""
+    if name in docs:
+        return docs[name]
+    return (f'{name} per joint (see manip_control.parameters.{cls.__name__})', '')
+
+
 def _joint_specs(prefix: str, core_prefix: str, cls, docs: Mapping,
-                 per_joint: Sequence) -> list[ParamSpec]:
-    """Double-array specs for the fields of a per-joint core dataclass (friction, motors)."""
+                 per_joint: Sequence, section: str = '') -> list[ParamSpec]:
+    """Array specs for the fields of a per-joint core dataclass (friction, motors)."""
     out = []
     for f in fields(cls):
-        desc, cons = docs[f.name]
-        default = [float(getattr(d, f.name)) for d in per_joint]
+        desc, cons = _doc(docs, f.name, cls)
+        cons, _ = _bounded(section, f.name, cons, None)
+        values = [getattr(d, f.name) for d in per_joint]
+        default = values if all(isinstance(v, str) for v in values) else [
+            float(v) for v in values]
         out.append(ParamSpec(f'{prefix}{f.name}', default, desc, cons, None, True,
                              f'{core_prefix}[].{f.name}'))
     return out
@@ -231,6 +259,7 @@ def _arm_specs(prefix: str, core_prefix: str, arm: ArmParameters, what: str) -> 
     specs = []
     for f in fields(ArmParameters):
         desc, cons, rng = _ARM_DOC[f.name]
+        cons, rng = _bounded('arm', f.name, cons, rng)
         value = getattr(arm, f.name)
         value = value if isinstance(value, str) else float(value)
         specs.append(ParamSpec(f'{prefix}{f.name}', value, f'{what}: {desc}', cons, rng, True,
@@ -247,25 +276,28 @@ def _node_common(joints_doc: str) -> list[ParamSpec]:
                   'the command of the tick has arrived) or realtime (wall clock, free-running)',
                   'lockstep or realtime'),
         ParamSpec('control_rate', 1000.0, 'control rate [Hz] (period of the plant zero-order '
-                  'hold, of the controller and of the reference samples)', '> 0',
-                  (0.0, 1.0e6)),
+                  'hold, of the controller and of the reference samples)',
+                  *_bounded('scenario', 'control_rate', '', (0.0, INF))),
     ]
 
 
 def _plant_physical_specs(pl: PlantParameters) -> list[ParamSpec]:
     specs = _arm_specs('arm.', 'arm', pl.arm, 'true arm')
     specs += _joint_specs('friction.', 'friction', FrictionParameters, _FRICTION_DOC,
-                          pl.friction)
-    specs += _joint_specs('motors.', 'motors', MotorParameters, _MOTOR_DOC, pl.motors)
+                          pl.friction, 'friction')
+    specs += _joint_specs('motors.', 'motors', MotorParameters, _MOTOR_DOC, pl.motors,
+                          'motors')
     for name in ('actuator', 'torque_limit', 'rotor_inertia', 'initial_position',
                  'initial_velocity', 'substeps'):
         desc, cons, rng = _PLANT_DOC[name]
+        cons, rng = _bounded('plant', name, cons, rng)
         value = getattr(pl, name)
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         specs.append(ParamSpec(name, value, desc, cons, rng, True, name))
     for f in fields(SensorParameters):
         desc, cons, rng = _SENSOR_DOC[f.name]
+        cons, rng = _bounded('sensors', f.name, cons, rng)
         value = getattr(pl.sensors, f.name)
         if isinstance(value, float) or f.name.endswith(('_std', '_hz')):
             value = float(value)
@@ -280,7 +312,8 @@ def plant_specs() -> list[ParamSpec]:
                          'and of the Float64MultiArray commands')
     specs += [
         ParamSpec('duration', 0.0, 'simulated time to run [s]; 0 = until stopped',
-                  '>= 0', (0.0, INF)),
+                  '0, or at least one control period; at most 86400 s',
+                  (0.0, PLAUSIBLE_RANGES['scenario']['duration'][1])),
         ParamSpec('command_source', 'joint_commands',
                   'command input: joint_commands (sensor_msgs/JointState on joint_commands, '
                   'matched by name, stamped) or effort_commands (std_msgs/Float64MultiArray '
@@ -317,6 +350,7 @@ def controller_specs() -> list[ParamSpec]:
     for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'torque_limit',
                  'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]
+        cons, rng = _bounded('controller', name, cons, rng)
         value = getattr(co, name)
         if isinstance(value, tuple):
             value = [float(v) for v in value]
@@ -324,11 +358,27 @@ def controller_specs() -> list[ParamSpec]:
     specs += _arm_specs('nominal.arm.', 'nominal.arm', co.nominal.arm, 'nominal model')
     specs += _joint_specs('nominal.friction.', 'nominal.friction', FrictionParameters,
                           {k: (f'nominal model: {v[0]}', v[1])
-                           for k, v in _FRICTION_DOC.items()}, co.nominal.friction)
+                           for k, v in _FRICTION_DOC.items()}, co.nominal.friction,
+                          'friction')
     specs.append(ParamSpec('nominal.rotor_inertia', [float(v) for v in co.nominal.rotor_inertia],
                            'nominal model: reflected rotor inertia Jm N^2 per joint [kg m^2]',
-                           'each >= 0', None, True, 'nominal.rotor_inertia'))
+                           _bounded('nominal', 'rotor_inertia', 'each >= 0', None)[0], None,
+                           True, 'nominal.rotor_inertia'))
     return specs
+
+
+def hard_limit_specs(defaults: Mapping[str, Any]) -> list[ParamSpec]:
+    """
+    Read-only ``hard_limits.*`` specs of the controller (:data:`safety.HARD_LIMIT_DOC`).
+
+    ``defaults`` maps each name (without the prefix) to its default, computed from the start
+    configuration by :func:`manip_control.safety.hard_limit_defaults`.
+    """
+    from manip_control.safety import HARD_LIMIT_DOC
+    from manip_control.safety import HARD_LIMIT_PREFIX
+    return [ParamSpec(HARD_LIMIT_PREFIX + name, defaults[name],
+                      f'{desc}; read-only: runtime changes cannot cross it', cons, None, True)
+            for name, (desc, cons) in HARD_LIMIT_DOC.items()]
 
 
 DEFAULT_TRAJECTORY = Scenario().trajectory
@@ -489,7 +539,7 @@ def core_to_values(specs: Sequence[ParamSpec], section: Mapping) -> dict[str, An
 
 
 def _num(value: Any) -> Any:
-    """int -> float (bool and other types unchanged: the declaration rejects them)."""
+    """Return an int as a float (bool and other types unchanged: the declaration refuses them)."""
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
@@ -544,9 +594,14 @@ def _common_checks(node: str, values: Mapping[str, Any]) -> None:
         raise ParameterError(f'parameter mode (node {node}): must be one of '
                              f'{", ".join(MODES)} (got {mode!r})')
     rate = values.get('control_rate')
-    if rate is not None and not (math.isfinite(rate) and rate > 0.0):
-        raise ParameterError(f'parameter control_rate (node {node}): must be > 0 '
-                             f'(got {rate})')
+    if rate is not None:
+        try:
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
+                    math.isfinite(rate) and rate > 0.0):
+                raise ParameterError(f'control_rate: must be > 0 (got {rate!r})')
+            check_plausible('control_rate', rate, 'scenario', 'control_rate')
+        except ParameterError as exc:
+            raise ros_parameter_error(node, exc) from None
 
 
 @dataclass
@@ -591,6 +646,11 @@ def plant_config(values: Mapping[str, Any], node: str = 'plant') -> PlantConfig:
         if not math.isfinite(v) or v < 0.0 or (strict and v == 0.0):
             raise ParameterError(f'parameter {name} (node {node}): must be '
                                  f'{"> 0" if strict else ">= 0"} (got {v})')
+    if values['duration'] != 0.0:   # 0 = until stopped; else at least one tick
+        try:
+            check_duration('duration', values['duration'], float(values['control_rate']))
+        except ParameterError as exc:
+            raise ros_parameter_error(node, exc) from None
     specs = plant_specs()
     try:
         tree = values_to_core(specs, values)
@@ -721,7 +781,7 @@ def ros_params_from_scenario(scenario: Scenario, mode: str = 'lockstep') -> dict
 def scenario_from_ros(values: Mapping[str, Mapping[str, Any]], name: str = 'ros',
                       late_window_start: float | None = None) -> Scenario:
     """
-    A core Scenario from the ROS values of the plant, controller and trajectory nodes.
+    Build a core Scenario from the ROS values of the plant, controller and trajectory nodes.
 
     Missing nodes or parameters take the node defaults. ``duration`` is the plant's (the
     scenario default if the plant runs unlimited).
@@ -778,45 +838,178 @@ def _yaml_scalar(value: Any) -> str:
     return str(value)
 
 
-def load_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """
-    Per-node ROS values of a ``node: ros__parameters:`` file (nested keys flattened).
+#: Nodes of this package that a params file may configure (section names in our files).
+PACKAGE_NODES = ('plant', 'controller', 'trajectory', 'recorder')
 
-    A ``/**`` section applies to every node (node sections win). Keys are node names without
-    a leading slash.
+
+def node_parameter_names(node: str) -> set[str]:
+    """Every parameter name the package's node ``node`` declares (its safety layer included)."""
+    if node not in SPECS:
+        return set()
+    names = {s.name for s in SPECS[node]()}
+    if node == 'controller':
+        from manip_control.nodes.controller_safety import safety_specs
+        names |= {s.name for s in safety_specs()}
+    return names
+
+
+def _is_ignorable(name: str) -> bool:
+    """Parameters every node may receive: rclpy's own, QoS overrides."""
+    return name in _BUILTIN_PARAMETERS or name.startswith('qos_overrides.')
+
+
+def section_matches(key: str, fqn: str) -> bool:
+    """
+    Tell whether the params-file section ``key`` (a node name pattern) applies to ``fqn``.
+
+    As rcl matches them: a key without a leading slash is absolute (``controller`` is
+    ``/controller``), ``/*`` stands for one name token and ``/**`` for any number of them, so
+    ``/**/controller`` applies to a node named controller under any namespace and ``/**`` to
+    every node.
+    """
+    pattern = key if key.startswith('/') else '/' + key
+    regex = re.escape(pattern).replace(r'/\*\*', r'(?:/\w+)*').replace(r'/\*', r'(?:/\w+)')
+    return re.fullmatch(regex, fqn) is not None
+
+
+def is_shared_section(key: str) -> bool:
+    """Tell whether a section names no node (``/**``, ``/*``, ``/arm1/*``, ...)."""
+    return key.rstrip('/').rsplit('/', 1)[-1] in ('*', '**')
+
+
+def _value_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a ROS parameter value (as rcl's parser decides), or None."""
+    if isinstance(value, dict):
+        return 'must be a value, not a mapping'
+    if not isinstance(value, (list, tuple)):
+        return None if isinstance(value, (bool, int, float, str)) else (
+            f'must be a bool, number, string or list (got {value!r})')
+    if not value:
+        return None
+    kinds = {('bool' if isinstance(v, bool) else 'integer' if isinstance(v, int)
+              else 'double' if isinstance(v, float) else 'string' if isinstance(v, str)
+              else type(v).__name__) for v in value}
+    if len(kinds) > 1 or not kinds <= {'bool', 'integer', 'double', 'string'}:
+        hint = ' (write integers as 1.0 in a list of doubles)' if kinds == {
+            'integer', 'double'} else ''
+        return f'a list must hold values of one type, got {" and ".join(sorted(kinds))} ' \
+               f'in {list(value)!r}{hint}'
+    return None
+
+
+def read_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """
+    Read the sections of a params file: ``{section key: {flat name: value}}``.
+
+    Read with :func:`manip_control.parameters.read_yaml` (YAML 1.2 floats such as ``1.0e9``;
+    an empty or comment-only file is refused). Nested keys are flattened with dots. Every
+    value is checked as rcl would: a list of mixed types is refused naming the parameter.
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ParameterError(f'params file {path}: not valid YAML ({exc})') from None
-    except OSError as exc:
-        raise ParameterError(f'params file {path}: cannot read ({exc.strerror})') from None
+    data = read_yaml(path, 'params file')
     if not is_params_document(data):
         raise ParameterError(f'params file {path}: expected node_name: ros__parameters: '
                              'sections')
     out: dict[str, dict] = {}
-    wildcard: dict = {}
     for node, section in data.items():
         params = section.get('ros__parameters', {}) if isinstance(section, dict) else None
         if not isinstance(params, dict):
             raise ParameterError(f'params file {path}: {node}.ros__parameters must be a '
                                  'mapping')
         flat = _flatten(params)
-        key = str(node).lstrip('/')
-        if key in ('**', '*'):
-            wildcard.update(flat)
-        else:
-            out.setdefault(key, {}).update(flat)
-    for node in set(out) | set(NODE_NAMES):
-        merged = dict(wildcard)
-        merged.update(out.get(node, {}))
+        for name, value in flat.items():
+            problem = _value_problem(value)
+            if problem:
+                raise ParameterError(f'parameter {name} (section {node} of params file '
+                                     f'{path}): {problem}')
+        out.setdefault(str(node), {}).update(flat)
+    return out
+
+
+def _applying(sections: Mapping[str, Mapping], fqn: str) -> dict:
+    """Return the sections that apply to node ``fqn``, in file order."""
+    return {k: v for k, v in sections.items() if section_matches(k, fqn)}
+
+
+def shared_only_keys(sections: Mapping[str, Mapping], fqn: str) -> set[str]:
+    """Keys that reach node ``fqn`` only through shared sections (``/**``, ``/arm1/*``)."""
+    shared, own = set(), set()
+    for key, flat in _applying(sections, fqn).items():
+        (shared if is_shared_section(key) else own).update(flat)
+    return shared - own
+
+
+def shared_key_report(node: str, own: set, shared, where: str) -> str | None:
+    """
+    Decide about the keys of a shared section (``/**``) that ``node`` does not declare.
+
+    ``own`` is the set of the node's parameter names. A key of another node of the package
+    is ignored (the returned warning names it and its node); a key close to one of the
+    node's own names (difflib) is a misspelling and raises ParameterError naming the closest
+    name; any other key is ignored too (it may belong to another package's node).
+
+    Returns
+    -------
+    str or None
+        The one warning for all ignored keys, None when there are none.
+
+    """
+    others = {n: node_parameter_names(n) for n in PACKAGE_NODES}
+    ignored = []
+    for key in sorted(shared):
+        if key in own or _is_ignorable(key):
+            continue
+        owners = [n for n, names in others.items() if key in names]
+        if not owners:
+            close = _closest(key, own)
+            if close:
+                raise ParameterError(f'parameter {key} (node {node}, {where}): unknown '
+                                     f'parameter (did you mean {close}?)')
+        ignored.append(f'{key} ({"/".join(owners)})' if owners else key)
+    if not ignored:
+        return None
+    return (f'node {node}: ignoring {len(ignored)} key(s) of {where} that are not its '
+            f'parameters: {", ".join(ignored)}')
+
+
+def load_params_file(path: str | Path, on_warning=None) -> dict[str, dict[str, Any]]:
+    """
+    Per-node ROS values of a params file for the package's nodes in the root namespace.
+
+    Sections apply as rcl applies them (:func:`section_matches`: ``plant``, ``/plant``,
+    ``/**/plant`` and ``/**`` all apply to the plant), later sections overriding earlier ones.
+    Keys of a shared section (``/**``) that a node does not declare are handled by
+    :func:`shared_key_report` (ignored with one warning per node through ``on_warning``,
+    default: printed to stderr, or refused when misspelt). Sections that apply to none of the
+    package's nodes are returned under their key without the leading slash (the caller
+    decides whether that is an error).
+    """
+    import sys
+    sections = read_params_file(path)
+    warn = on_warning or (lambda text: print(f'warning: {text}', file=sys.stderr))
+    out: dict[str, dict] = {}
+    for node in PACKAGE_NODES:
+        merged: dict = {}
+        for flat in _applying(sections, '/' + node).values():
+            merged.update(flat)
+        shared = shared_only_keys(sections, '/' + node)
+        if shared:
+            message = shared_key_report(node, node_parameter_names(node), shared,
+                                        f'a shared section of {path}')
+            for key in shared:
+                if key not in node_parameter_names(node) and not _is_ignorable(key):
+                    merged.pop(key, None)
+            if message:
+                warn(message)
         out[node] = merged
+    for key in sections:
+        if not any(section_matches(key, '/' + n) for n in PACKAGE_NODES):
+            out[key.lstrip('/')] = dict(sections[key])
     return out
 
 
 def is_params_document(data: Any) -> bool:
-    """True for a ``node: ros__parameters:`` mapping (a ROS params file)."""
+    """Tell whether ``data`` is a ``node: ros__parameters:`` mapping (a ROS params file)."""
     return isinstance(data, dict) and bool(data) and any(
         isinstance(v, dict) and 'ros__parameters' in v for v in data.values())
 
@@ -833,10 +1026,89 @@ def _flatten(tree: Mapping, prefix: str = '') -> dict:
 
 
 # --------------------------------------------------------------------------------------------
+# --help of the node executables (no rclpy.init: nothing starts)
+
+def wants_help(argv: Sequence[str] | None = None) -> bool:
+    """
+    Tell whether ``-h`` or ``--help`` is among the arguments outside ``--ros-args`` blocks.
+
+    ``argv`` is a full command line (program name first, as for ``rclpy.init``); default
+    ``sys.argv``.
+    """
+    import sys
+    argv = list(sys.argv if argv is None else argv)[1:]
+    inside = False
+    for arg in argv:
+        if arg == '--ros-args':
+            inside = True
+        elif arg == '--':
+            inside = False
+        elif not inside and arg in ('-h', '--help'):
+            return True
+    return False
+
+
+def _format_default(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    return _yaml_scalar(value)
+
+
+def node_help(executable: str, doc: str, specs: Sequence[ParamSpec], width: int = 99) -> str:
+    """
+    Return the ``--help`` text of a node executable, from its parameter declarations.
+
+    Lists every parameter with its ROS type, default, whether it may change at runtime, its
+    description and its allowed values (the same texts as ``ros2 param describe``).
+    """
+    import textwrap
+    summary = ' '.join((doc or '').strip().split('\n\n')[0].split())
+    summary = re.sub(r':\w+:`~?([^`]+)`', r'\1', summary).replace('``', '')
+    types = {'bool': 'bool', 'int': 'integer', 'float': 'double', 'str': 'string',
+             'float[]': 'double array', 'str[]': 'string array'}
+    lines = [
+        f'usage: {executable} [-h] [--ros-args [-p NAME:=VALUE]... [--params-file FILE]... '
+        '[-r FROM:=TO]...]',
+        '',
+        textwrap.fill(summary, width),
+        '',
+        textwrap.fill(
+            'Run as a ROS 2 node: ros2 run manip_control ' + executable + ' --ros-args ... '
+            '(or the executable itself). Parameters are set with -p NAME:=VALUE or a params '
+            'file (node: ros__parameters: sections; /**/' + executable + ' applies under any '
+            'namespace); an invalid value stops the node with one error line naming it (exit '
+            'code 2).', width),
+        '',
+        'options:',
+        '  -h, --help  show this help and exit (nothing is started)',
+        '',
+        f'parameters ({len(specs)}):',
+    ]
+    for spec in specs:
+        access = 'read-only' if spec.read_only else 'changeable at runtime'
+        lines.append(f'  {spec.name} ({types[spec.kind]}, default '
+                     f'{_format_default(spec.default)}, {access})')
+        text = spec.description.rstrip('.') + '.'
+        if spec.constraints:
+            text += f' Allowed: {spec.constraints}.'
+        lines.append(textwrap.fill(text, width, initial_indent='      ',
+                                   subsequent_indent='      '))
+    return '\n'.join(lines) + '\n'
+
+
+def print_node_help(executable: str, doc: str, specs: Sequence[ParamSpec]) -> int:
+    """Print :func:`node_help` to stdout and return exit code 0."""
+    import sys
+    sys.stdout.write(node_help(executable, doc, specs))
+    sys.stdout.flush()
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # rclpy side: declaration with descriptors
 
 def descriptor(spec: ParamSpec):
-    """The rcl_interfaces ParameterDescriptor of a spec."""
+    """Return the rcl_interfaces ParameterDescriptor of a spec."""
     from rcl_interfaces.msg import FloatingPointRange
     from rcl_interfaces.msg import IntegerRange
     from rcl_interfaces.msg import ParameterDescriptor
@@ -893,13 +1165,21 @@ def declare_parameters(node, specs: Sequence[ParamSpec], *,
             if key in by_name:
                 overrides[key] = coerce_parameter(by_name[key], param)
     if reject_unknown and isinstance(overrides, dict):
-        unknown = sorted(k for k in overrides if k not in by_name
-                         and k not in _BUILTIN_PARAMETERS and not k.startswith('qos_overrides.'))
-        if unknown:
-            close = _closest(unknown[0], by_name)
+        unknown = sorted(k for k in overrides if k not in by_name and not _is_ignorable(k))
+        shared = set()
+        if unknown:    # keys of shared params-file sections (/**) may belong to other nodes
+            shared = shared_only_keys(_command_line_sections(), node.get_fully_qualified_name())
+            shared -= set(_command_line_overrides())
+        own = [k for k in unknown if k not in shared]
+        if own:
+            close = _closest(own[0], by_name)
             hint = f' (did you mean {close}?)' if close else ''
-            raise ParameterError(f'parameter {unknown[0]} (node {name}): unknown parameter'
+            raise ParameterError(f'parameter {own[0]} (node {name}): unknown parameter'
                                  f'{hint}')
+        message = shared_key_report(name, set(by_name), [k for k in unknown if k in shared],
+                                    'a shared section (/**) of the params file')
+        if message:
+            node.get_logger().warning(message)
     values = {}
     for spec in specs:
         try:
@@ -923,6 +1203,65 @@ def declare_parameters(node, specs: Sequence[ParamSpec], *,
     return values
 
 
+def ros_arguments(argv: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """
+    ``(flag, value)`` pairs of the ``--ros-args`` blocks of ``argv`` (default ``sys.argv``).
+
+    Flags are normalised to their long form (``--params-file``, ``--param``, ``--remap``);
+    a block ends at ``--`` or at the next ``--ros-args``.
+    """
+    import sys
+    argv = list(sys.argv if argv is None else argv)
+    long = {'-p': '--param', '-r': '--remap', '-e': '--enclave'}
+    out, inside, k = [], False, 0
+    while k < len(argv):
+        arg = argv[k]
+        if arg == '--ros-args':
+            inside = True
+        elif arg == '--':
+            inside = False
+        elif inside and arg in ('--params-file', '-p', '--param', '-r', '--remap'):
+            if k + 1 < len(argv):
+                out.append((long.get(arg, arg), argv[k + 1]))
+            k += 1
+        k += 1
+    return out
+
+
+def params_files(argv: Sequence[str] | None = None) -> list[str]:
+    """Return the ``--params-file`` paths of the ROS arguments, in order."""
+    return [v for f, v in ros_arguments(argv) if f == '--params-file']
+
+
+def check_params_files(argv: Sequence[str] | None = None) -> None:
+    """
+    Read every ``--params-file`` of ``argv`` as :func:`read_params_file` does.
+
+    Called before ``rclpy.init`` so that a bad file (empty, invalid YAML, a list of mixed
+    types) is refused in one line naming the parameter, instead of rcl's parser error.
+    """
+    for path in params_files(argv):
+        read_params_file(path)
+
+
+def _command_line_sections() -> dict:
+    """Sections of every params file on this process's command line, merged by key."""
+    sections: dict = {}
+    for path in params_files():
+        try:
+            for key, flat in read_params_file(path).items():
+                sections.setdefault(key, {}).update(flat)
+        except ParameterError:      # refused before rclpy.init (check_params_files)
+            continue
+    return sections
+
+
+def _command_line_overrides() -> list[str]:
+    """Names given with ``-p name:=value`` on the command line (always the node's own)."""
+    return [v.split(':=', 1)[0].rsplit(':', 1)[-1] for f, v in ros_arguments()
+            if f == '--param' and ':=' in v]
+
+
 def _closest(name: str, known: Mapping) -> str | None:
     import difflib
     match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
@@ -930,7 +1269,7 @@ def _closest(name: str, known: Mapping) -> str | None:
 
 
 def parameter_overrides(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> list:
-    """rclpy Parameter objects for ``values`` typed as the specs (unknown names kept as is)."""
+    """Return rclpy Parameters for ``values`` typed as the specs (unknown names kept as is)."""
     from rclpy.parameter import Parameter
     by_name = {s.name: s for s in specs}
     out = []

@@ -50,8 +50,10 @@ from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.messages import stamp_ns
 from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import trajectory_config
 from manip_control.nodes.ros_params import trajectory_specs
+from manip_control.nodes.ros_params import wants_help
 from manip_control.trajectories import Hold
 from manip_control.trajectories import Trajectory
 from manip_control.trajectories import trajectory_from_config
@@ -268,7 +270,9 @@ class TrajectoryNode(Node):
 
 
 def main(args=None) -> int:
-    """``ros2 run manip_control trajectory [--ros-args ...]``."""
+    """``ros2 run manip_control trajectory [--ros-args ...]``; ``--help`` lists parameters."""
+    if wants_help(args):
+        return print_node_help('trajectory', __doc__, trajectory_specs())
     return run_node(TrajectoryNode, args)
 
 
