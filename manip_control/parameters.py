@@ -315,13 +315,11 @@ class MotorParameters:
     """
     Brushed DC motor, gearbox and PI current drive of one joint.
 
-    ``L di/dt = V - R i - k_e N qd``. The drive runs a continuous PI current loop
-    ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``, ``dx_i/dt = Ki_i (i_ref - i)`` while V
-    is not saturated, with ``i_ref = clamp(tau_cmd / (N k_t), +-i_max)`` (the drive
-    converts the torque command through the ideal transmission). The gearbox passes
-    ``eta N k_t i`` to the joint when the motor drives the load and ``N k_t i / eta_back``
-    when the load drives the motor; the loss is a load-dependent Coulomb friction, smoothed
-    with the joint friction's ``eps`` (see :mod:`manip_control.actuators`).
+    ``L di/dt = V - R i - k_e N qd``; joint torque ``tau_m = eta N k_t i``. The drive runs a
+    continuous PI current loop ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``,
+    ``dx_i/dt = Ki_i (i_ref - i)`` while V is not saturated, with
+    ``i_ref = clamp(tau_cmd / (eta N k_t), +-i_max)``. The gearbox efficiency ``eta`` is
+    taken as a constant torque factor in both power directions (a stated simplification).
 
     Attributes
     ----------
@@ -336,7 +334,7 @@ class MotorParameters:
     N : float
         Gear ratio (motor turns per joint turn), >= 1.
     eta : float
-        Forward gearbox efficiency (motor drives the load), in (0, 1].
+        Gearbox efficiency, in (0, 1].
     Jm : float
         Rotor inertia at the motor shaft [kg·m^2], >= 0; the joint sees ``Jm*N^2``.
     i_max : float
@@ -367,8 +365,8 @@ class MotorParameters:
 
     @property
     def torque_per_amp(self) -> float:
-        """Joint torque per ampere through the ideal transmission ``N k_t`` [N·m/A]."""
-        return self.N * self.k_t
+        """Joint torque per ampere ``eta N k_t`` [N·m/A]."""
+        return self.eta * self.N * self.k_t
 
     @property
     def reflected_inertia(self) -> float:
@@ -377,8 +375,8 @@ class MotorParameters:
 
     @property
     def peak_torque(self) -> float:
-        """Joint torque at the current limit driving the load ``eta N k_t i_max`` [N·m]."""
-        return self.eta * self.N * self.k_t * self.i_max
+        """Joint torque at the current limit ``eta N k_t i_max`` [N·m]."""
+        return self.torque_per_amp * self.i_max
 
 
 def _validate_motor(mo: MotorParameters, path: str) -> None:
@@ -476,20 +474,7 @@ class PlantParameters:
         Ideal-actuator torque clamp [N·m], > 0 (optional, default 89 / 25; the motor mode
         is limited by i_max and V_max instead).
     rotor_inertia : bool
-        Add the rotors' spin inertia ``Jm N^2`` to the diagonal of M (optional, default
-        true).
-    rotor_coupling : bool
-        With ``rotor_inertia``: also the kinetic coupling of rotor 2, which rides on link 1
-        (``Jm2`` added to M11, ``Jm2 N2`` to M12; see :mod:`manip_control.dynamics`)
-        (optional, default true).
-    friction_model : str
-        ``'smooth'`` (tanh-smoothed Coulomb, the default) or ``'karnopp'`` (stiction with
-        breakaway, see :mod:`manip_control.friction`) (optional).
-    start_in_equilibrium : bool
-        Motor plants only: start the currents and the drives' PI integrators at the values
-        that hold the initial pose against gravity, ``N k_t i = g(q0)``,
-        ``x_i = R i + k_e N qd0``, instead of at zero (optional, default true; no effect
-        in ``ideal`` mode).
+        Add ``Jm N^2`` to the diagonal of M (optional, default true).
     sensors : SensorParameters (optional)
     initial_position, initial_velocity : tuple of 2 float
         Initial joint state [rad], [rad/s] (optional, default zeros).
@@ -527,10 +512,8 @@ def _validate_plant(pl: PlantParameters, path: str) -> None:
     _validate_joint_list(f'{path}.motors', pl.motors, MotorParameters, _validate_motor)
     _choice(f'{path}.actuator', pl.actuator, ('motor', 'ideal'))
     _vector(f'{path}.torque_limit', pl.torque_limit, check=_positive)
-    for name in ('rotor_inertia', 'rotor_coupling', 'start_in_equilibrium'):
-        if not isinstance(getattr(pl, name), bool):
-            raise ParameterError(f'{path}.{name}: must be true or false')
-    _choice(f'{path}.friction_model', pl.friction_model, ('smooth', 'karnopp'))
+    if not isinstance(pl.rotor_inertia, bool):
+        raise ParameterError(f'{path}.rotor_inertia: must be true or false')
     _validate_sensors(pl.sensors, f'{path}.sensors')
     _vector(f'{path}.initial_position', pl.initial_position)
     _vector(f'{path}.initial_velocity', pl.initial_velocity)
