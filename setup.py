@@ -50,6 +50,7 @@ setup(
             'manip-sim = manip_control.nodes.sim:main',
             'manip-offline = manip_control.offline:main',
             'manip-analyze = manip_control.bag_analysis:main',
+            'manip-bag = manip_control.bag_tool:main',
             'manip-identify = manip_control.identification:main',
             'manip-urdf = manip_control.urdf:main',
             'manip-robustness = manip_control.robustness:main',
