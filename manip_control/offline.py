@@ -83,8 +83,8 @@ def main(argv=None) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
-        print(f"wall time {wall:.3f} s ({engine}), real-time factor "
-              f"{summary['real_time_factor']:.1f}x")
+        rtf = summary['real_time_factor']
+        print(f'wall time {wall:.3f} s ({engine}), real-time factor {rtf:.1f}x')
     return 0
 
 

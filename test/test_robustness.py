@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
+import sys
 
 from manip_control.parameters import load_scenario
 from manip_control.robustness import gain_sets
@@ -26,6 +28,7 @@ from manip_control.robustness import main
 from manip_control.robustness import make_specs
 from manip_control.robustness import PERTURBED
 from manip_control.robustness import perturbed_nominal
+from manip_control.robustness import ProgressBar
 from manip_control.robustness import run_study
 from manip_control.robustness import summarize
 import numpy as np
@@ -132,3 +135,51 @@ def test_cli_errors_exit_2(argv, message, tmp_path, capsys):
     assert main(argv + ['--out', str(tmp_path / 'x')]) == 2
     err = capsys.readouterr().err
     assert err.startswith('error: ') and message in err and 'Traceback' not in err
+
+
+def test_study_equals_single_runs_of_the_full_plant():
+    """The batch study's figures are those of each run simulated on its own, exactly."""
+    import dataclasses
+
+    from manip_control.robustness import single_run
+
+    default = dataclasses.replace(load_scenario('default'), duration=6.0)
+    results = run_study(default, levels=(0.1, 0.2), runs=1, seed=5, jobs=2)
+    assert len(results) == 4
+    for r in results:
+        err, sat = single_run(default, perturbed_nominal(default, r.spec.delta), r.spec.kp,
+                              r.spec.kd)
+        assert r.error == err and r.saturated == sat
+
+
+class _Terminal(io.StringIO):
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_on_a_terminal_only():
+    term, pipe = _Terminal(), io.StringIO()
+    for stream in (term, pipe):
+        bar = ProgressBar(stream, min_interval=0.0)
+        for done in range(5):
+            bar(done, 4)
+        bar.close()
+    text = term.getvalue()
+    assert '\r[' in text and '4/4 runs' in text and text.endswith('\n')
+    assert pipe.getvalue() == ''
+    quiet = _Terminal()
+    bar = ProgressBar(quiet, enabled=False)
+    bar(1, 2)
+    bar.close()
+    assert quiet.getvalue() == ''
+
+
+@pytest.mark.parametrize('quiet', [False, True])
+def test_cli_progress_bar_and_quiet(quiet, tmp_path, monkeypatch, capsys):
+    term = _Terminal()
+    monkeypatch.setattr(sys, 'stderr', term)
+    argv = ['--levels', '0.1', '--runs', '1', '--jobs', '1', '--out', str(tmp_path / 'r')]
+    assert main(argv + (['--quiet'] if quiet else [])) == 0
+    assert ('2/2 runs' in term.getvalue()) is not quiet
+    assert '2 runs in' in capsys.readouterr().out

@@ -23,6 +23,7 @@ from manip_control.offline import main as offline_main
 from manip_control.parameters import load_scenario
 from manip_control.parameters import NominalModel
 from manip_control.simulation import format_summary
+from manip_control.simulation import run_batch
 from manip_control.simulation import run_closed_loop
 from manip_control.simulation import summarize
 import numpy as np
@@ -105,3 +106,74 @@ def test_offline_cli_bad_yaml_file_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert 'plant.arm.m1: must be > 0' in proc.stderr
     assert 'Traceback' not in proc.stderr
+
+
+# -- batch simulation -------------------------------------------------------------------------
+
+def _batch_scenarios():
+    """Parameter sets that differ in the true arm, friction, motors, nominal model and gains."""
+    base = dataclasses.replace(load_scenario('default'), duration=6.0)
+    rng = np.random.default_rng(4)
+    out = []
+    for k in range(4):
+        pl, ct = base.plant, base.controller
+        arm = dataclasses.replace(pl.arm, m1=pl.arm.m1 * (1 + 0.1 * rng.uniform(-1, 1)),
+                                  I2=pl.arm.I2 * (1 + 0.2 * rng.uniform(-1, 1)))
+        friction = tuple(dataclasses.replace(f, b=f.b * rng.uniform(0.5, 1.5),
+                                             tau_c=f.tau_c * rng.uniform(0.5, 1.5))
+                         for f in pl.friction)
+        motors = tuple(dataclasses.replace(m, R=m.R * rng.uniform(0.8, 1.2)) for m in pl.motors)
+        nominal = dataclasses.replace(ct.nominal, arm=dataclasses.replace(
+            ct.nominal.arm, m2=ct.nominal.arm.m2 * (1 + 0.2 * rng.uniform(-1, 1))))
+        out.append(dataclasses.replace(
+            base, plant=dataclasses.replace(pl, arm=arm, friction=friction, motors=motors),
+            controller=dataclasses.replace(ct, nominal=nominal, kp=(25.0 + 10 * k, 16.0))))
+    out.append(dataclasses.replace(load_scenario('seed001'), duration=6.0))   # another group
+    out.append(dataclasses.replace(load_scenario('seed004'), duration=3.0))   # and another
+    return out
+
+
+@pytest.fixture(scope='module')
+def batch_scenarios():
+    return _batch_scenarios()
+
+
+def test_batch_equals_single_runs(batch_scenarios):
+    done = []
+    batch = run_batch(batch_scenarios, jobs=2, progress=lambda d, n: done.append((d, n)))
+    assert len(batch) == len(batch_scenarios)
+    for i, sc in enumerate(batch_scenarios):
+        single = run_closed_loop(sc)
+        ref, got = summarize(single), batch.summary(i)
+        assert got.keys() == ref.keys()
+        for key, value in ref.items():
+            if key in ('rms_error_rad', 'rms_torque_cmd_Nm'):   # sums in another order
+                np.testing.assert_allclose(got[key], value, rtol=1e-12, atol=0.0)
+            else:
+                assert got[key] == value, (i, key)
+        np.testing.assert_array_equal(batch.final_state[i], single.final_state)
+        assert batch.saturated[i] == single.saturated.any()
+    assert done[0] == (0, len(batch_scenarios)) and done[-1] == (len(batch_scenarios),) * 2
+    assert [d for d, _ in done] == sorted(d for d, _ in done)
+
+
+def test_batch_does_not_depend_on_jobs_or_engine(batch_scenarios):
+    few = batch_scenarios[:2]
+    one = run_batch(few, jobs=1)
+    two = run_batch(few, jobs=2)
+    slow = run_batch(few, jobs=1, engine='python')
+    for name in ('late_max_error', 'max_error_whole_run', 'peak_current', 'final_state'):
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+        np.testing.assert_allclose(getattr(slow, name), getattr(one, name), rtol=0.0,
+                                   atol=1e-12)
+
+
+def test_offline_cli_engines_agree(capsys):
+    outs = []
+    for engine in ('python', 'kernel'):
+        assert offline_main(['--config', 'default', '--duration', '0.5', '--json',
+                             '--engine', engine]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    for key in ('max_error_whole_run_rad', 'peak_current_A', 'peak_voltage_V'):
+        np.testing.assert_allclose(outs[0][key], outs[1][key], rtol=1e-12)
+    assert outs[0]['engine'] == 'python' and outs[1]['engine'] == 'kernel'
