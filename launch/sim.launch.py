@@ -28,9 +28,7 @@ node and topic under ``/NS`` (/clock stays global). ``headless:=false`` adds
 robot_state_publisher and RViz showing the arm.
 """
 
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
-from launch_ros.substitutions import FindPackageShare
+from typing import List
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
@@ -44,6 +42,9 @@ from launch.substitutions import Command
 from launch.substitutions import LaunchConfiguration
 from launch.substitutions import PathJoinSubstitution
 from launch.substitutions import PythonExpression
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
 #: Topics the recorder records (relative to the namespace).
 RECORDED = ('joint_states', 'effort_controller/commands', 'joint_commands', 'reference',
@@ -62,10 +63,12 @@ def generate_launch_description():
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
     ros_args = ['--ros-args', '--log-level', log_level]
+    # our nodes stop cleanly (SIGTERM) even if ros2 launch itself is killed with SIGTERM
+    stop_with_parent = {'MANIP_STOP_WITH_PARENT': '1'}
     recording = PythonExpression(["'", bag, "' != ''"])
-    # '/NS' or '' (the recorder takes absolute topic names)
-    prefix = PythonExpression(["('/' + '", namespace, "'.strip('/')) if '", namespace,
-                               "'.strip('/') else ''"])
+    # the recorder takes absolute topic names: /NS/<topic>, or /<topic> without a namespace
+    recorded = PythonExpression(["[('/' + '", namespace, "'.strip('/') + '/' + t)"
+                                 ".replace('//', '/') for t in ", repr(RECORDED), ']'])
     plant = Node(
         package='manip_control', executable='plant', name='plant', namespace=namespace,
         output='screen',
@@ -75,7 +78,7 @@ def generate_launch_description():
             # the controller, + the recorder's subscription when recording
             'wait_for_subscribers': ParameterValue(
                 PythonExpression(['2 if ', recording, ' else 1']), value_type=int)}],
-        arguments=ros_args)
+        arguments=ros_args, additional_env=stop_with_parent)
     return LaunchDescription([
         DeclareLaunchArgument(
             'params_file',
@@ -96,7 +99,7 @@ def generate_launch_description():
                         'arm'),
         DeclareLaunchArgument(
             'bag', default_value='',
-            description="record a rosbag2 bag (MCAP) into this directory from the first tick; "
+            description='record a rosbag2 bag (MCAP) into this directory from the first tick; '
                         "'' = no recording"),
         DeclareLaunchArgument(
             'autostart', default_value='true',
@@ -116,16 +119,17 @@ def generate_launch_description():
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
                                        'autostart': ParameterValue(autostart,
                                                                    value_type=bool)}],
-             arguments=ros_args),
+             arguments=ros_args, additional_env=stop_with_parent),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
-             arguments=ros_args),
+             arguments=ros_args, additional_env=stop_with_parent),
         Node(package='manip_control', executable='recorder', name='recorder',
              namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True, 'bag': bag,
-                          'topics': [[prefix, '/' + t] for t in RECORDED]}],
-             arguments=ros_args, condition=IfCondition(recording)),
+                          'topics': ParameterValue(recorded, value_type=List[str])}],
+             arguments=ros_args, additional_env=stop_with_parent,
+             condition=IfCondition(recording)),
         Node(package='robot_state_publisher', executable='robot_state_publisher',
              name='robot_state_publisher', namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True,

@@ -49,7 +49,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
-
 def _reserve_domain_id() -> tuple[int, object]:
     """
     Reserve a ROS_DOMAIN_ID in 1..100 for this process (an flock held until it exits).
@@ -123,7 +122,8 @@ class Processes:
         """Start ``args`` (a list) with stdout/stderr to ``<log_dir>/<name>.out|err``."""
         out = open(self.log_dir / f'{name}.out', 'w')
         err = open(self.log_dir / f'{name}.err', 'w')
-        p = subprocess.Popen(args, env=kwargs.pop('env', self.env), cwd=str(ROOT), stdout=out,
+        p = subprocess.Popen(args, env=kwargs.pop('env', self.env),
+                             cwd=kwargs.pop('cwd', str(ROOT)), stdout=out,
                              stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
                              **kwargs)
         p.name = name

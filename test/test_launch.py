@@ -207,9 +207,11 @@ def test_params_files_match_the_nodes(launch_file):
     files = _params_files(launch_file)
     assert len(files) == 1
     data = yaml.safe_load(files[0].read_text())
-    assert set(data) == set(nodes) - {'recorder'}, (set(data), set(nodes))
+    # sections keyed /**/<node> apply under any namespace (the launch `namespace` argument)
+    sections = {k.rpartition('/')[2] for k in data if k.rpartition('/')[2] != '**'}
+    assert sections == set(nodes) - {'recorder'}, (set(data), set(nodes))
     values = rp.load_params_file(files[0])
-    for name in data:
+    for name in sections:
         unknown = set(values[name]) - _node_parameter_names(name)
         assert not unknown, f'{files[0].name}: {name}: unknown {unknown}'
     # the in-line parameters and remappings of each node exist too

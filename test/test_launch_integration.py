@@ -13,67 +13,395 @@
 # limitations under the License.
 
 """
-launch_testing test of launch/sim.launch.py: the three nodes as separate processes on sim
-time exchange messages and the plant finishes its run.
+The launch files run with the real ``ros2 launch`` on a colcon install of this working tree.
 
-Runs where launch_ros and launch_testing are importable (a sourced ROS 2 distribution with
-the package built by colcon); skipped otherwise, with the reason. Run it with
-``launch_test test/test_launch_integration.py`` or plain pytest (launch_testing's plugin).
+The workspace is built once per session (conftest ``ros2_ws``: ``colcon build
+--symlink-install``, ``source install/setup.bash``), so ``ros2 launch manip_control ...`` and
+``FindPackageShare`` resolve as on a ROS machine. No test races the start of a run: the sim
+run is checked from its bag (the plant waits for the recorder before tick 0) and from the
+launch output; the hardware test's probe subscribes before the controller starts. Skipped,
+with the reason, where the ``ros2`` tools or colcon are missing.
 """
 
+from __future__ import annotations
+
+from collections import Counter
+import json
+import math
 import os
-import unittest
+from pathlib import Path
+import re
+import signal
+import subprocess
+import time
 
+from conftest import Processes, which
 import pytest
+import yaml
 
-pytest.importorskip('launch_ros', reason='launch_ros is not importable (no ROS 2 '
-                    'distribution here: rclpy comes from PyPI wheels without launch); '
-                    'the static checks of the launch files are in test_launch.py')
-pytest.importorskip('launch_testing', reason='launch_testing is not importable')
-
-import launch  # noqa: E402
-import launch_testing.actions  # noqa: E402
-import launch_testing.asserts  # noqa: E402
-from launch.actions import IncludeLaunchDescription  # noqa: E402
-from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
-
-LAUNCH = os.path.join(os.path.dirname(__file__), '..', 'launch', 'sim.launch.py')
+#: simulated seconds of the launch runs (short: the suite must stay fast)
+DURATION = 2.0
+TICKS = 2000
+#: lines that must never appear in the output of a launch run
+FORBIDDEN = ('Traceback', '[FATAL]', 'KeyboardInterrupt', 'process has died')
+DATA_TOPICS = ('/joint_states', '/motor_states', '/joint_commands',
+               '/effort_controller/commands', '/reference')
 
 
-@pytest.mark.launch_test
-def generate_test_description():
-    sim = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(LAUNCH),
-        launch_arguments={'duration': '2.0', 'headless': 'true'}.items())
-    return launch.LaunchDescription([sim, launch_testing.actions.ReadyToTest()])
+def text_of(procs: Processes, p) -> str:
+    """Stdout and stderr of ``p`` so far, as one text."""
+    out, err = procs.output(p)
+    return out + '\n' + err
 
 
-class TestSimLaunch(unittest.TestCase):
-
-    def test_plant_finishes_the_run_without_timeouts(self, proc_output):
-        proc_output.assertWaitFor('run finished: 2000 ticks, 0 command timeouts',
-                                  timeout=120, stream='stderr')
-
-    def test_joint_states_flow(self):
-        import rclpy
-        from sensor_msgs.msg import JointState
-        rclpy.init()
-        try:
-            node = rclpy.create_node('launch_probe')
-            got = []
-            node.create_subscription(JointState, '/joint_states', got.append, 100)
-            end = node.get_clock().now().nanoseconds + 60 * 10 ** 9
-            while not got and node.get_clock().now().nanoseconds < end:
-                rclpy.spin_once(node, timeout_sec=0.1)
-            self.assertTrue(got, 'no /joint_states')
-            self.assertEqual(list(got[0].name), ['joint1', 'joint2'])
-        finally:
-            rclpy.shutdown()
+def wait_for_text(procs: Processes, p, needle: str, timeout: float) -> str:
+    """Wait until ``needle`` appears in the output of ``p``; return the output."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = text_of(procs, p)
+        if needle in text:
+            return text
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    pytest.fail(f'{p.name}: no {needle!r} within {timeout} s\n{text_of(procs, p)[-4000:]}')
 
 
-@launch_testing.post_shutdown_test()
-class TestShutdown(unittest.TestCase):
+def assert_clean(text: str, allow_errors: bool = False) -> None:
+    """No traceback, no FATAL line, no process that died (and no ERROR line, unless allowed)."""
+    for bad in FORBIDDEN + (() if allow_errors else ('[ERROR]',)):
+        assert bad not in text, f'{bad!r} in the output:\n{text[-5000:]}'
 
-    def test_exit_codes(self, proc_info):
-        # 0: the plant finished; -2 / -15: the others stopped by launch (SIGINT / SIGTERM)
-        launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0, -2, -15])
+
+def finished_cleanly(text: str, names) -> None:
+    """Every process in ``names`` was reported by launch as finished cleanly (exit 0)."""
+    for name in names:
+        assert re.search(rf'\[INFO\] \[{name}-\d+\]: process has finished cleanly', text), \
+            f'{name} did not finish cleanly:\n{text[-5000:]}'
+
+
+def read_bag(path: Path) -> tuple[Counter, dict]:
+    """Message counts per topic, read back from the bag, and the last plant diagnostics."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    counts: Counter = Counter()
+    diag: dict = {}
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        for conn, _, raw in reader.messages():
+            counts[conn.topic] += 1
+            if conn.topic.endswith('plant/diagnostics'):
+                msg = reader.deserialize(raw, conn.msgtype)
+                diag = {kv.key: kv.value for kv in msg.status[0].values}
+    meta = yaml.safe_load((path / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
+    in_meta = {t['topic_metadata']['name']: t['message_count']
+               for t in meta['topics_with_message_count']}
+    assert dict(counts) == {k: v for k, v in in_meta.items() if v}, (counts, in_meta)
+    return counts, diag
+
+
+def stamped_efforts(path: Path, topic: str) -> list[tuple[int, list[float]]]:
+    """(header stamp [ns], effort) of every JointState on ``topic``, in bag order."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    out = []
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        conns = [c for c in reader.connections if c.topic == topic]
+        for conn, _, raw in reader.messages(connections=conns):
+            msg = reader.deserialize(raw, conn.msgtype)
+            out.append((msg.header.stamp.sec * 10 ** 9 + msg.header.stamp.nanosec,
+                        [float(x) for x in msg.effort]))
+    return out
+
+
+def bag_tracking(path: Path) -> dict:
+    """Tracking figures computed from the bag: e = q - q_d matched by stamp, peak command."""
+    import numpy as np
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    q, qd, tau = {}, {}, []
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        for conn, _, raw in reader.messages():
+            if conn.topic not in ('/joint_states', '/reference', '/joint_commands'):
+                continue
+            msg = reader.deserialize(raw, conn.msgtype)
+            stamp = msg.header.stamp.sec * 10 ** 9 + msg.header.stamp.nanosec
+            if conn.topic == '/joint_states':
+                q.setdefault(stamp, np.array(msg.position, dtype=float))
+            elif conn.topic == '/reference':
+                qd.setdefault(stamp, np.array(msg.points[0].positions, dtype=float))
+            else:
+                tau.append(np.array(msg.effort, dtype=float))
+    stamps = sorted(set(q) & set(qd))
+    err = np.array([q[s] - qd[s] for s in stamps])
+    return {'samples': len(stamps), 'rms': np.sqrt(np.mean(err ** 2, axis=0)),
+            'max': np.abs(err).max(axis=0), 'peak_tau': np.abs(np.array(tau)).max(axis=0)}
+
+
+def launch_args(ros2_ws, file: str, *args: str) -> list[str]:
+    """``ros2 launch manip_control FILE ARGS...``."""
+    return [ros2_ws.ros2, 'launch', 'manip_control', file, *args]
+
+
+# --------------------------------------------------------------------------------------------
+# sim.launch.py, finite duration, with a bag: one run, several checks
+
+
+@pytest.fixture(scope='module')
+def sim_run(ros2_ws, tmp_path_factory):
+    """
+    ``ros2 launch manip_control sim.launch.py duration:=2.0 bag:=DIR`` run to its end.
+
+    Started as the README's ROS route does: ``source install/setup.bash`` in the workspace,
+    then ``ros2 launch``.
+    """
+    tmp = tmp_path_factory.mktemp('sim_launch')
+    bag = tmp / 'bag'
+    procs = Processes(ros2_ws.env, tmp)
+    try:
+        cmd = (f'source install/setup.bash && ros2 launch manip_control sim.launch.py '
+               f'duration:={DURATION} bag:={bag}')
+        p = procs.start('sim_launch', ['bash', '-c', cmd], cwd=str(ros2_ws.path))
+        rc = procs.wait(p, 180)
+        yield {'rc': rc, 'text': text_of(procs, p), 'bag': bag}
+    finally:
+        procs.stop_all()
+
+
+def test_sim_launch_ends_by_itself_with_every_process_clean(sim_run):
+    text = sim_run['text']
+    assert sim_run['rc'] == 0, text[-5000:]
+    assert f'run finished: {TICKS} ticks, 0 command timeouts, 0 refused commands' in text, text
+    finished_cleanly(text, ('plant', 'controller', 'trajectory', 'recorder'))
+    assert_clean(text)
+
+
+def test_sim_launch_bag_holds_every_published_message(sim_run):
+    counts, diag = read_bag(sim_run['bag'])
+    ticks, resends = int(diag['ticks']), int(diag['resends'])
+    assert ticks == TICKS
+    # the plant publishes one state per tick (+ re-sends of tick 0 until its command came)
+    assert counts['/joint_states'] == ticks + resends, counts
+    assert counts['/motor_states'] == ticks, counts
+    # one reference per /clock (re-sent ticks may be answered again)
+    assert ticks <= counts['/reference'] <= ticks + resends, counts
+    # one command per tick, on both command topics; when the launch shuts down the controller
+    # may still publish its zero-torque command (stamp of the last state) before the recorder
+    # closes: counted by the recorder like any other
+    assert counts['/joint_commands'] == counts['/effort_controller/commands'], counts
+    commands = stamped_efforts(sim_run['bag'], '/joint_commands')
+    stamps = [s for s, _ in commands]
+    assert sorted(set(stamps)) == [k * 1_000_000 for k in range(ticks)]
+    extra = len(commands) - ticks
+    assert 0 <= extra <= resends + 1, (extra, resends)
+    if len(commands) > ticks + resends:
+        assert commands[-1] == ((ticks - 1) * 1_000_000, [0.0, 0.0]), commands[-3:]
+    assert counts['/controller/diagnostics'] > 0 and counts['/plant/diagnostics'] > 0
+    assert (sim_run['bag'] / 'params.yaml').is_file()
+
+
+def test_sim_launch_equals_manip_offline(sim_run):
+    """The separate-process lockstep run reproduces the offline loop of the same scenario."""
+    off = subprocess.run([which('manip-offline'), '--config', 'default', '--duration',
+                          str(DURATION), '--json'], capture_output=True, text=True,
+                         timeout=120, check=True)
+    offline = json.loads(off.stdout)
+    got = bag_tracking(sim_run['bag'])
+    assert got['samples'] == offline['ticks'] == TICKS
+    for j in range(2):
+        assert math.isclose(got['rms'][j], offline['rms_error_rad'][j], rel_tol=0,
+                            abs_tol=1e-9), (got, offline)
+        assert math.isclose(got['max'][j], offline['max_error_whole_run_rad'][j], rel_tol=0,
+                            abs_tol=1e-9), (got, offline)
+        assert math.isclose(got['peak_tau'][j], offline['peak_torque_cmd_Nm'][j], rel_tol=0,
+                            abs_tol=1e-9), (got, offline)
+
+
+# --------------------------------------------------------------------------------------------
+# sim.launch.py until stopped: Ctrl-C and SIGTERM
+
+
+def _node_pids(text: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(r'\[INFO\] \[(\w+)-\d+\]: process started with pid \[(\d+)\]',
+                                 text)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f'/proc/{pid}/stat') as fh:
+            return fh.read().split(') ')[-1][:1] != 'Z'
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize('how', ['ctrl-c', 'sigterm'])
+def test_sim_launch_until_stopped_ends_cleanly(how, ros2_ws, ros2_procs, tmp_path, probe, spin,
+                                               executor):
+    """
+    ``duration:=0`` runs until stopped; both ways of stopping close every node cleanly.
+
+    ctrl-c: SIGINT to the process group of ``ros2 launch`` (what a terminal sends).
+    sigterm: SIGTERM to ``ros2 launch`` alone (``kill PID``, a container stop): launch exits
+    at once (upstream behaviour) and the nodes, started with MANIP_STOP_WITH_PARENT=1, get
+    SIGTERM from the kernel and close cleanly themselves.
+    """
+    from rosgraph_msgs.msg import Clock
+    bag = tmp_path / 'bag'
+    probe.sub(Clock, '/clock')
+    executor.add_node(probe.node)
+    p = ros2_procs.start('sim_launch', launch_args(ros2_ws, 'sim.launch.py', 'duration:=0',
+                                                   f'bag:={bag}'))
+    clocks = probe.msgs['/clock']
+    assert spin(executor, 90, until=lambda: any(c.clock.sec >= 1 for c in clocks)), \
+        text_of(ros2_procs, p)[-4000:]
+    pids = _node_pids(text_of(ros2_procs, p))
+    assert set(pids) == {'plant', 'controller', 'trajectory', 'recorder'}, pids
+    if how == 'ctrl-c':
+        os.killpg(p.pid, signal.SIGINT)
+        rc = ros2_procs.wait(p, 60)
+        text = text_of(ros2_procs, p)
+        assert rc == 0, text[-5000:]
+        finished_cleanly(text, pids)
+        assert_clean(text)
+    else:
+        os.kill(p.pid, signal.SIGTERM)
+        ros2_procs.wait(p, 60)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in pids.values()), 'nodes left running'
+        # launch is gone: the nodes' own log files tell how they ended
+        logs = ''.join(f.read_text(errors='replace')
+                       for f in Path(ros2_ws.env['ROS_LOG_DIR']).glob('*.log')
+                       if any(f'_{pid}_' in f.name for pid in pids.values()))
+        assert 'bag ' in logs and ' messages' in logs, logs[-3000:]   # the recorder closed it
+        assert_clean(logs)
+    counts, _ = read_bag(bag)
+    assert counts['/joint_states'] >= 1000, counts
+    assert abs(counts['/joint_states'] - counts['/motor_states']) <= 1, counts
+
+
+# --------------------------------------------------------------------------------------------
+# namespace
+
+
+def test_sim_launch_under_a_namespace(ros2_ws, ros2_procs):
+    """``namespace:=arm``: the loop closes under /arm and the params file applies there."""
+    p = ros2_procs.start('sim_launch', launch_args(ros2_ws, 'sim.launch.py', 'namespace:=arm',
+                                                   f'duration:={DURATION}'))
+    rc = ros2_procs.wait(p, 180)
+    text = text_of(ros2_procs, p)
+    assert rc == 0, text[-5000:]
+    assert 'commands from /arm/joint_commands' in text, text
+    assert f'run finished: {TICKS} ticks, 0 command timeouts' in text, text
+    # the file's lockstep watchdog (5 s), not the node's default (20 ms): its section applied
+    assert 'state timeout 5000 ms' in text, text
+    finished_cleanly(text, ('plant', 'controller', 'trajectory'))
+    assert_clean(text)
+
+
+# --------------------------------------------------------------------------------------------
+# hardware.launch.py against a driver-like process
+
+
+def _watchdog(diag) -> str | None:
+    """``watchdog_active`` of a plant DiagnosticArray ('True' / 'False')."""
+    for st in diag.status:
+        for kv in st.values:
+            if kv.key == 'watchdog_active':
+                return kv.value
+    return None
+
+
+def test_hardware_launch_against_a_driver(ros2_ws, ros2_procs, probe, spin, executor):
+    """
+    The controller and trajectory of hardware.launch.py drive a real-time plant.
+
+    The driver stand-in is the plant node in real-time mode taking Float64MultiArray efforts
+    (what ros2_control's ForwardCommandController takes), as its own process.
+    """
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_msgs.msg import Float64MultiArray
+    share = Path(ros2_ws.run([ros2_ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
+    sim_params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
+    probe.sub(Float64MultiArray, '/effort_controller/commands')
+    probe.sub(DiagnosticArray, '/plant/diagnostics')
+    executor.add_node(probe.node)
+    driver = ros2_procs.start('driver', [
+        ros2_ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
+        str(sim_params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
+        '-p', 'duration:=0.0'])
+    diags = probe.msgs['/plant/diagnostics']
+    assert spin(executor, 60, until=lambda: diags), text_of(ros2_procs, driver)[-3000:]
+    p = ros2_procs.start('hardware_launch', launch_args(
+        ros2_ws, 'hardware.launch.py', 'joint_states_topic:=/joint_states',
+        'command_topic:=/effort_controller/commands'))
+    cmds = probe.msgs['/effort_controller/commands']
+    assert spin(executor, 90, until=lambda: len(cmds) >= 300), text_of(ros2_procs, p)[-4000:]
+    assert all(len(c.data) == 2 and all(math.isfinite(x) for x in c.data) for c in cmds)
+    assert any(abs(x) > 1.0 for c in cmds for x in c.data)      # holding the arm up
+    # the driver takes them: its watchdog is off while commands flow
+    n = len(diags)
+    assert spin(executor, 10, until=lambda: any(
+        _watchdog(d) == 'False' for d in diags[n:])), [d.status[0].message for d in diags]
+    os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
+    rc = ros2_procs.wait(p, 60)
+    text = text_of(ros2_procs, p)
+    assert rc == 0, text[-5000:]
+    finished_cleanly(text, ('controller', 'trajectory'))
+    # safe-mode ERROR lines may appear on a loaded machine (20 ms state timeout); no crash
+    assert_clean(text, allow_errors=True)
+    # without commands the driver's watchdog zeroes the torque
+    n = len(diags)
+    assert spin(executor, 10, until=lambda: any(_watchdog(d) == 'True' for d in diags[n:]))
+    ros2_procs.stop(driver)
+    assert driver.returncode == 0
+    assert_clean(text_of(ros2_procs, driver), allow_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# arguments of every launch file, through the real launch library
+
+
+@pytest.mark.parametrize('file', ['sim.launch.py', 'hardware.launch.py', 'display.launch.py'])
+def test_launch_arguments_are_described(ros2_ws, file):
+    done = ros2_ws.run(launch_args(ros2_ws, file, '--show-args'), timeout=60)
+    assert done.returncode == 0, done.stderr
+    names = re.findall(r"^    '(\w+)':$", done.stdout, re.M)
+    expected = {'sim.launch.py': {'params_file', 'duration', 'namespace', 'headless', 'bag',
+                                  'autostart', 'log_level'},
+                'hardware.launch.py': {'params_file', 'joint_states_topic', 'command_topic',
+                                       'joint_commands_topic', 'reference_topic', 'namespace',
+                                       'headless', 'autostart', 'log_level'},
+                'display.launch.py': {'model', 'use_sim_time'}}[file]
+    assert set(names) == expected, done.stdout
+    assert 'no description given' not in done.stdout, done.stdout
+
+
+def _installed(ros2_ws, package: str) -> bool:
+    return ros2_ws.run([ros2_ws.ros2, 'pkg', 'prefix', package], timeout=60).returncode == 0
+
+
+def test_display_launch(ros2_ws, ros2_procs):
+    """display.launch.py (and sim.launch.py headless:=false) need robot_state_publisher, rviz2."""
+    missing = [p for p in ('robot_state_publisher', 'rviz2') if not _installed(ros2_ws, p)]
+    if missing:
+        pytest.skip(f'{" and ".join(missing)} not installed here (no ROS 2 distribution): '
+                    'display.launch.py and sim.launch.py headless:=false are only checked '
+                    'for their arguments (test_launch_arguments_are_described)')
+    if not os.environ.get('DISPLAY'):
+        pytest.skip('no DISPLAY for rviz2')
+    p = ros2_procs.start('display', launch_args(ros2_ws, 'display.launch.py'))
+    wait_for_text(ros2_procs, p, 'process started', 60)
+    time.sleep(5)
+    assert p.poll() is None, text_of(ros2_procs, p)
+    os.killpg(p.pid, signal.SIGINT)
+    ros2_procs.wait(p, 60)
+    assert_clean(text_of(ros2_procs, p), allow_errors=True)
