@@ -66,18 +66,32 @@ def spin_until(executor, future=None, context=None) -> None:
 
     Ctrl-C / SIGTERM (with :func:`init_keeping_context_on_signals`) only flag the stop while
     this loop spins, so no callback is interrupted half-way; the loop then ends within one
-    slice and raises KeyboardInterrupt here, outside every callback.
+    slice and raises KeyboardInterrupt here, outside every callback. A busy executor (the
+    lockstep loop of manip-sim always has work queued) does not return at the end of a slice
+    (measured: it ran on for the whole run), so a steady timer of the first node completes
+    the awaited future once a stop is flagged.
     """
     import rclpy
     from rclpy.task import Future
     if future is None:
         future = Future()
+    wait = Future()
+    future.add_done_callback(lambda _: wait.done() or wait.set_result(True))
+
+    def on_stop_check():
+        if _STOP['requested'] and not wait.done():
+            wait.set_result(False)
+    nodes = executor.get_nodes()
+    timer = nodes[0].create_timer(SPIN_SLICE, on_stop_check, clock=steady_clock()) \
+        if nodes else None
     _STOP['spinning'] = True
     try:
-        while not future.done() and rclpy.ok(context=context) and not _STOP['requested']:
-            executor.spin_until_future_complete(future, timeout_sec=SPIN_SLICE)
+        while not wait.done() and rclpy.ok(context=context) and not _STOP['requested']:
+            executor.spin_until_future_complete(wait, timeout_sec=SPIN_SLICE)
     finally:
         _STOP['spinning'] = False
+        if timer is not None:
+            nodes[0].destroy_timer(timer)
     if _STOP['requested'] and not future.done():
         raise KeyboardInterrupt
 
@@ -135,8 +149,42 @@ def error_exit(message: str, code: int = 2) -> int:
     return code
 
 
-#: Stop state shared with the signal handler: a stop was requested; spin_until is spinning.
-_STOP = {'requested': False, 'spinning': False}
+#: Stop state shared with the signal handler: a stop was requested; spin_until is spinning;
+#: the process is closing (signals are only flagged from then on).
+_STOP = {'requested': False, 'spinning': False, 'deferred': False}
+
+
+def stop_requested() -> bool:
+    """Return True once Ctrl-C or SIGTERM has been received (after the handlers are set)."""
+    return _STOP['requested']
+
+
+def defer_signals() -> None:
+    """
+    Only flag Ctrl-C / SIGTERM from now on: the process is closing.
+
+    Called before ``close()`` / ``destroy_node()`` so that a signal arriving while a node
+    finishes (e.g. the plant in ``wait_for_all_acked``, the recorder finishing its bag) cannot
+    raise KeyboardInterrupt in the middle of it.
+    """
+    _STOP['deferred'] = True
+
+
+def spin_once(executor, timeout_sec: float, interruptible: bool = True) -> None:
+    """
+    Run one executor step with Ctrl-C / SIGTERM only flagged during it.
+
+    Raises KeyboardInterrupt after the step (outside every callback) when a stop has been
+    requested and ``interruptible`` is true; with ``interruptible=False`` (draining after a
+    stop) the caller checks :func:`stop_requested` itself.
+    """
+    _STOP['spinning'] = True
+    try:
+        executor.spin_once(timeout_sec=timeout_sec)
+    finally:
+        _STOP['spinning'] = False
+    if interruptible and _STOP['requested']:
+        raise KeyboardInterrupt
 
 
 def _on_stop_signal(signum, frame):
@@ -151,7 +199,7 @@ def _on_stop_signal(signum, frame):
     if _STOP['requested']:
         return
     _STOP['requested'] = True
-    if not _STOP['spinning']:
+    if not (_STOP['spinning'] or _STOP['deferred']):
         raise KeyboardInterrupt
 
 
@@ -265,7 +313,7 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
     rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
     previous = {signal.SIGINT: signal.getsignal(signal.SIGINT),
                 signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
-    _STOP['requested'] = False
+    _STOP['requested'] = _STOP['deferred'] = False
     signal.signal(signal.SIGINT, _on_stop_signal)
     signal.signal(signal.SIGTERM, _on_stop_signal)
     _stop_with_parent()
@@ -312,6 +360,7 @@ def run_node(factory, args=None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0
     finally:
+        defer_signals()                 # a signal now must not interrupt close()
         if node is not None:
             try:
                 close = getattr(node, 'close', None)

@@ -52,7 +52,10 @@ import time
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
 from manip_control.nodes.common import init_keeping_context_on_signals
+from manip_control.nodes.common import defer_signals
+from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
+from manip_control.nodes.common import stop_requested
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import is_params_document
 from manip_control.nodes.ros_params import load_params_file
@@ -257,7 +260,7 @@ class SimRunner:
             if time.monotonic() > deadline:
                 raise RuntimeError('the nodes did not connect within '
                                    f'{READY_TIMEOUT:g} s (DDS discovery)')
-            self.executor.spin_once(timeout_sec=0.01)
+            spin_once(self.executor, 0.01)
 
     def execute(self) -> SimOutcome:
         """Run until the plant has simulated its duration (or Ctrl-C)."""
@@ -270,6 +273,7 @@ class SimRunner:
             spin_until(self.executor, self.plant.done_future, self.context)
         except (KeyboardInterrupt, ExternalShutdownException):
             interrupted = True
+        defer_signals()         # from here on a signal only flags: the bag is finished first
         if not self.plant.done_future.done():
             interrupted = True
         wall = (self.plant.wall_end or time.perf_counter()) - (self.plant.wall_start or t0)
@@ -299,7 +303,7 @@ class SimRunner:
             counts = self.recorder.counts()
             if all(counts.get(t, 0) >= n for t, n in published.items() if t in counts):
                 break
-            self.executor.spin_once(timeout_sec=0.01)
+            spin_once(self.executor, 0.01, interruptible=False)
 
     def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
         sc = self.scenario
@@ -574,12 +578,13 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
         print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
         if args.bag is not None:
             print(f'bag written to {args.bag}', flush=True)
-        return (130 if outcome.interrupted else 0), outcome
+        return (130 if outcome.interrupted or stop_requested() else 0), outcome
     except KeyboardInterrupt:
         return 130, None
     except Exception as exc:  # noqa: BLE001 - e.g. discovery failure, bag errors
         return error_exit(f'{type(exc).__name__}: {exc}', 1), None
     finally:
+        defer_signals()
         if runner is not None:
             runner.destroy()
         rclpy.try_shutdown()

@@ -1,0 +1,170 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Test the node executables as processes: clean end on Ctrl-C / SIGTERM, DDS transport choice.
+
+Ctrl-C (SIGINT) and SIGTERM on plant, controller, trajectory, recorder and manip-sim (with
+``--quiet``) end the process with no FATAL line, no traceback, the documented exit code
+(0 for the nodes, 130 for an interrupted manip-sim) and a closed, readable bag. The nodes
+prefer UDPv4 only when nothing chose the transport, say so once, and never override the
+user's setting (checked on the DDS threads of the running process).
+"""
+
+import os
+from pathlib import Path
+import signal
+import time
+
+import pytest
+
+pytest.importorskip('rclpy')
+
+from conftest import PYTHON, ROOT  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+
+from manip_control.bag_io import BagReader  # noqa: E402
+
+#: Output that a clean shutdown never prints.
+UNCLEAN = ('[FATAL]', 'Traceback', 'KeyboardInterrupt', 'Exception in')
+SIGNALS = [pytest.param(signal.SIGINT, id='SIGINT'), pytest.param(signal.SIGTERM, id='SIGTERM')]
+
+
+def assert_clean_output(procs, p):
+    out, err = procs.output(p)
+    for bad in UNCLEAN:
+        assert bad not in out + err, f'{p.name}: {bad!r} in its output:\n{(out + err)[-3000:]}'
+
+
+def assert_bag_readable(bag: Path):
+    assert (bag / 'metadata.yaml').is_file(), f'{bag}: not finished (no metadata.yaml)'
+    with BagReader(bag) as reader:
+        states = reader.read_series(['/joint_states'])['/joint_states']
+    assert len(states) > 0
+
+
+def wait_for_states(executor, probe, spin, n=300):
+    probe.sub(JointState, '/joint_states', depth=10)
+    executor.add_node(probe.node)
+    assert spin(executor, 60.0, lambda: len(probe.msgs['/joint_states']) >= n), \
+        'the loop did not run'
+
+
+@pytest.mark.parametrize('sig', SIGNALS)
+def test_node_executables_end_cleanly(procs, ros_context, executor, probe, spin, tmp_path,
+                                      sig):
+    params = str(ROOT / 'config' / 'sim_params.yaml')
+    bag = tmp_path / 'bag'
+    nodes = [
+        procs.node('recorder', 'recorder_node', '-p', f'bag:={bag}', '-p',
+                   'use_sim_time:=true'),
+        procs.node('controller', 'controller_node', '--params-file', params, '-p',
+                   'use_sim_time:=true'),
+        procs.node('trajectory', 'trajectory_node', '--params-file', params, '-p',
+                   'use_sim_time:=true'),
+        procs.node('plant', 'plant_node', '--params-file', params, '-p', 'duration:=0.0',
+                   '-p', 'wait_for_subscribers:=2'),
+    ]
+    wait_for_states(executor, probe, spin)
+    for p in nodes:                     # all at once, as a terminal's Ctrl-C does
+        os.killpg(p.pid, sig)
+    for p in nodes:
+        code = procs.wait(p, 30)
+        assert code == 0, (p.name, code, procs.output(p))
+        assert_clean_output(procs, p)
+    assert_bag_readable(bag)
+
+
+@pytest.mark.parametrize('sig', SIGNALS)
+def test_manip_sim_interrupted_ends_cleanly(procs, ros_context, executor, probe, spin,
+                                            tmp_path, sig):
+    bag = tmp_path / 'bag'
+    p = procs.start('sim', [PYTHON, '-m', 'manip_control.nodes.sim', '--quiet', '--duration',
+                            '600', '--bag', str(bag)])
+    wait_for_states(executor, probe, spin)
+    os.killpg(p.pid, sig)
+    code = procs.wait(p, 30)
+    out, err = procs.output(p)
+    assert code == 130, (code, out, err)
+    assert 'INTERRUPTED' in out and f'bag written to {bag}' in out
+    assert_clean_output(procs, p)
+    assert_bag_readable(bag)
+
+
+SHM_ONLY_PROFILE = '''<?xml version="1.0" encoding="UTF-8" ?>
+<profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
+  <transport_descriptors>
+    <transport_descriptor>
+      <transport_id>shm_only</transport_id>
+      <type>SHM</type>
+    </transport_descriptor>
+  </transport_descriptors>
+  <participant profile_name="shm_participant" is_default_profile="true">
+    <rtps>
+      <userTransports><transport_id>shm_only</transport_id></userTransports>
+      <useBuiltinTransports>false</useBuiltinTransports>
+    </rtps>
+  </participant>
+</profiles>
+'''
+#: name -> (environment, transports expected on the DDS threads, INFO line expected)
+TRANSPORT_CASES = {
+    'nothing_chosen': ({}, {'udp'}, True),
+    'opted_out': ({'MANIP_PREFER_UDP': '0'}, {'udp', 'shm'}, False),
+    'builtin_transports': ({'FASTDDS_BUILTIN_TRANSPORTS': 'SHM'}, {'shm'}, False),
+    'profiles_file': ({'FASTRTPS_DEFAULT_PROFILES_FILE': 'PROFILE'}, {'shm'}, False),
+    # rmw_fastrtps installs its own localhost transports; nothing is set, nothing said
+    'localhost_range': ({'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'}, {'udp', 'shm'},
+                        False),
+}
+USER_SETTINGS = ('FASTDDS_BUILTIN_TRANSPORTS', 'FASTRTPS_DEFAULT_PROFILES_FILE',
+                 'FASTDDS_DEFAULT_PROFILES_FILE', 'RMW_FASTRTPS_USE_QOS_FROM_XML',
+                 'ROS_LOCALHOST_ONLY', 'MANIP_PREFER_UDP', 'RMW_IMPLEMENTATION')
+
+
+def dds_transports(pid: int) -> set:
+    """Transports with a receive thread in the process (Fast DDS names them dds.udp.* etc.)."""
+    names = {(Path(f'/proc/{pid}/task') / t / 'comm').read_text().strip()
+             for t in os.listdir(f'/proc/{pid}/task')}
+    return {kind for kind in ('udp', 'shm') if any(n.startswith(f'dds.{kind}.') for n in names)}
+
+
+@pytest.mark.skipif(not Path('/proc/self/task').is_dir(), reason='needs Linux /proc')
+def test_dds_transport_is_the_users(procs, tmp_path):
+    profile = tmp_path / 'shm_only.xml'
+    profile.write_text(SHM_ONLY_PROFILE)
+    base = {k: v for k, v in procs.env.items() if k not in USER_SETTINGS}
+    base['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'SUBNET'
+    started = {}
+    for name, (extra, _, _) in TRANSPORT_CASES.items():
+        env = dict(base, **{k: str(profile) if v == 'PROFILE' else v for k, v in extra.items()})
+        started[name] = procs.start(name, [PYTHON, '-m', 'manip_control.nodes.plant_node',
+                                           '--ros-args', '-p', 'mode:=realtime', '-r',
+                                           f'__node:=plant_{name}'], env=env)
+    deadline = time.monotonic() + 60.0
+    for name, p in started.items():
+        while 'real time at' not in procs.output(p)[1]:
+            assert p.poll() is None and time.monotonic() < deadline, procs.output(p)
+            time.sleep(0.1)
+    time.sleep(0.5)                     # the note is logged right after the node is built
+    for name, p in started.items():
+        _, transports, said = TRANSPORT_CASES[name]
+        assert dds_transports(p.pid) == transports, (name, dds_transports(p.pid))
+        os.killpg(p.pid, signal.SIGINT)
+        assert procs.wait(p, 30) == 0, procs.output(p)
+        err = procs.output(p)[1]
+        assert err.count('DDS transport: UDPv4 only') == (1 if said else 0), (name, err)
+        if said:
+            assert 'MANIP_PREFER_UDP=0' in err
+        assert_clean_output(procs, p)
