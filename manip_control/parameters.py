@@ -43,9 +43,10 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
 * ``friction``: b [0, 10000] N m s/rad; tau_c, tau_s [0, 10000] N m (the largest industrial
   joint torques); eps, v_s [1e-5, 10] rad/s; v_stick [1e-6, 1] rad/s.
 * ``motors``: R [0.001, 100] ohm; L [1e-6, 1] H; k_t [1e-4, 100] N m/A; k_e [1e-4, 100]
-  V s/rad; N [1, 1000] (direct drive to multi-stage gearing); eta [0.05, 1]; Jm [0, 0.01]
-  kg m^2 (a large industrial servo); i_max [0.001, 1000] A; V_max [0.1, 1000] V (industrial
-  DC buses are at most about 800 V); Kp_i [1e-4, 10000] V/A; Ki_i [0, 1e7] V/(A s).
+  V s/rad; N [1, 1000] (direct drive to multi-stage gearing); eta, eta_back [0.05, 1];
+  Jm [0, 0.01] kg m^2 (a large industrial servo); i_max [0.001, 1000] A; V_max [0.1, 1000] V
+  (industrial DC buses are at most about 800 V); Kp_i [1e-4, 10000] V/A; Ki_i [0, 1e7]
+  V/(A s).
 * ``plant``: torque_limit [0.001, 10000] N m; initial_position [-100, 100] rad;
   initial_velocity [-100, 100] rad/s; substeps [1, 1000].
 * ``sensors``: encoder_counts [0, 2^31 - 1]; position_noise_std [0, 1] rad;
@@ -53,7 +54,7 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
 * ``controller``: kp (0, 1e6] (1/s^2 or N m/rad); kd (0, 20000] (1/s or N m s/rad);
   ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; torque_limit
   [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10]; nominal.rotor_inertia [0, 10000]
-  kg m^2 (and the nominal arm and friction as above).
+  kg m^2; nominal.gear_ratio [1, 1000] (and the nominal arm and friction as above).
 
 Defaults
 --------
@@ -133,7 +134,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                  'v_s': (1e-5, 10.0, 'rad/s'), 'v_stick': (1e-6, 1.0, 'rad/s')},
     'motors': {'R': (1e-3, 100.0, 'ohm'), 'L': (1e-6, 1.0, 'H'),
                'k_t': (1e-4, 100.0, 'N m/A'), 'k_e': (1e-4, 100.0, 'V s/rad'),
-               'N': (1.0, 1000.0, ''), 'eta': (0.05, 1.0, ''), 'Jm': (0.0, 0.01, 'kg m^2'),
+               'N': (1.0, 1000.0, ''), 'eta': (0.05, 1.0, ''), 'eta_back': (0.05, 1.0, ''),
+               'Jm': (0.0, 0.01, 'kg m^2'),
                'i_max': (1e-3, 1000.0, 'A'), 'V_max': (0.1, 1000.0, 'V'),
                'Kp_i': (1e-4, 1e4, 'V/A'), 'Ki_i': (0.0, 1e7, 'V/(A s)')},
     'plant': {'torque_limit': (1e-3, 1e4, 'N m'), 'initial_position': (-100.0, 100.0, 'rad'),
@@ -145,7 +147,7 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
     'controller': {'kp': (0.0, 1e6, ''), 'kd': (0.0, 2e4, ''), 'ki': (0.0, 1e7, ''),
                    'integral_limit': (0.0, 100.0, 'rad s'), 'torque_limit': (1e-3, 1e4, 'N m'),
                    'wn': (0.0, 1000.0, 'rad/s'), 'zeta': (0.0, 10.0, '')},
-    'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2')},
+    'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, '')},
 }
 
 

@@ -109,7 +109,7 @@ SIM_CASES = [
     (['--config', 'config/sim_params.yaml', '--duration', '0.0004'],
      '--duration: must be at least one control period'),
     (['--config', '{mixed.yaml}'],
-     "parameter friction.b (section /**/plant of params file"),
+     'parameter friction.b (section /**/plant of params file'),
     (['--config', '{params_l1.yaml}'], 'parameter arm.l1 (node plant): must be in [0.001, 5'),
 ]
 
@@ -122,7 +122,7 @@ def test_manip_sim_refusals(procs, files, args, expected):
 
 NODE_CASES = [
     ('plant', ['--params-file', '{mixed.yaml}'],
-     "parameter friction.b (section /**/plant of params file"),
+     'parameter friction.b (section /**/plant of params file'),
     ('plant', ['--params-file', '{comments.yaml}'], 'empty (no settings'),
     ('plant', ['--params-file', '{params_l1.yaml}'], 'parameter arm.l1 (node plant): must be in'),
     ('plant', ['-p', 'control_rate:=0.001'], 'parameter control_rate (node plant): must be in'),

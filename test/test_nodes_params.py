@@ -146,7 +146,7 @@ def test_declared_with_descriptors_and_int_coercion(ros_context):
 
 @pytest.mark.parametrize('overrides, expected', [
     ({'arm.mass1': 3.0}, 'parameter arm.mass1 (node plant): unknown parameter'),
-    ({'arm.m1': 'heavy'}, "parameter arm.m1 (node plant): must be a number (double) "
+    ({'arm.m1': 'heavy'}, 'parameter arm.m1 (node plant): must be a number (double) '
                           "(got 'heavy')"),
     ({'friction.b': 'x'}, 'parameter friction.b (node plant): must be a list of numbers'),
     ({'arm.m1': -1.0}, 'parameter arm.m1 (node plant): must be in [0.001, 1000.0]'),
@@ -221,7 +221,8 @@ def test_every_core_parameter_is_validated_under_its_ros_name(node):
      'parameter motors.V_max[1] (node plant): must be in [0.1, 1000] V'),
     ('plant', {'friction.eps': [1e-300, 0.01]},
      'parameter friction.eps[0] (node plant): must be in [1e-05, 10] rad/s'),
-    ('controller', {'kp': [1e12, 16.0]}, 'parameter kp[0] (node controller): must be in [0, 1e+06]'),
+    ('controller', {'kp': [1e12, 16.0]},
+     'parameter kp[0] (node controller): must be in [0, 1e+06]'),
     ('controller', {'nominal.arm.l2': 50.0},
      'parameter nominal.arm.l2 (node controller): must be in [0.001, 5] m'),
     ('trajectory', {'control_rate': 5.0},
@@ -370,3 +371,69 @@ def test_node_help_lists_every_parameter_with_type_default_and_description():
     assert '  arm.m1 (double, default 3.0, read-only)' in text
     assert 'link 1 mass [kg]' in text and 'plausible range [0.001, 1000] kg' in text
     assert max(len(line) for line in text.splitlines()) <= 99
+
+
+# --------------------------------------------------------------------------------------------
+# the node executables under a namespace with the shipped params files (separate processes)
+
+BIN = __import__('pathlib').Path(__import__('sys').executable).parent
+
+
+def _get_parameters(probe, executor, spin, node_fqn, names):
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+    client = probe.node.create_client(GetParameters, f'{node_fqn}/get_parameters')
+    assert spin(executor, 30.0, until=client.service_is_ready), f'{node_fqn} not up'
+    future = client.call_async(GetParameters.Request(names=names))
+    assert spin(executor, 10.0, until=future.done)
+    return dict(zip(names, (parameter_value_to_python(v) for v in future.result().values)))
+
+
+def test_params_files_apply_under_a_namespace(procs, probe, executor, spin, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+    shared = _write(tmp_path, '/**:\n  ros__parameters:\n    command_source: effort_commands\n'
+                    '    use_sim_time: false\n', 'shared.yaml')
+    files = ['--params-file', str(ROOT / 'config' / 'sim_params.yaml'), '--params-file',
+             str(shared)]
+    probe.sub(DiagnosticArray, '/diagnostics')
+    executor.add_node(probe.node)
+    ctrl = procs.start('controller', [str(BIN / 'controller'), '--ros-args', '-r',
+                                      '__ns:=/arm1', *files])
+    plant = procs.start('plant', [str(BIN / 'plant'), '--ros-args', '-r', '__ns:=/arm1',
+                                  *files, '-p', 'wait_for_subscribers:=5',
+                                  '-p', 'startup_timeout:=60.0'])
+    got = _get_parameters(probe, executor, spin, '/arm1/controller',
+                          ['safety.state_timeout', 'nominal.arm.m1', 'kp'])
+    assert got == {'safety.state_timeout': 5.0, 'nominal.arm.m1': 2.5, 'kp': [25.0, 16.0]}
+    got = _get_parameters(probe, executor, spin, '/arm1/plant',
+                          ['duration', 'command_source', 'arm.m1'])
+    assert got == {'duration': 10.0, 'command_source': 'effort_commands', 'arm.m1': 3.0}
+    # the plant's status on the standard topic, as diagnostic_aggregator expects it
+    msgs = probe.msgs['/diagnostics']
+
+    def plant_status():
+        return [s for m in msgs for s in m.status if s.hardware_id == 'manip_control/arm1/plant']
+    assert spin(executor, 10.0, until=plant_status), [m.status for m in msgs]
+    assert plant_status()[0].name == 'arm1/plant: simulated 2R arm'
+    procs.stop(ctrl)
+    procs.stop(plant)
+    err = procs.output(ctrl)[1]
+    warnings = [line for line in err.splitlines() if 'ignoring' in line]
+    assert len(warnings) == 1, err           # one warning naming the other node's key
+    assert 'command_source (plant)' in warnings[0] and '[WARN]' in warnings[0]
+    assert 'ignoring' not in procs.output(plant)[1]
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('/**/plant:\n  ros__parameters:\n    arm.mm1: 3.0\n',
+     'error: parameter arm.mm1 (node plant): unknown parameter (did you mean arm.m1?)'),
+    ('/**:\n  ros__parameters:\n    contrl_rate: 500.0\n',
+     'error: parameter contrl_rate (node plant, a shared section (/**) of the params file): '
+     'unknown parameter (did you mean control_rate?)'),
+])
+def test_misspelt_key_fails_naming_the_closest_name(procs, tmp_path, text, expected):
+    path = _write(tmp_path, text)
+    p = procs.start('plant', [str(BIN / 'plant'), '--ros-args', '-r', '__ns:=/arm1',
+                              '--params-file', str(path)])
+    assert procs.wait(p, 60.0) == 2
+    assert procs.output(p)[1].strip() == expected

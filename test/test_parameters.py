@@ -15,6 +15,7 @@
 """Tests of manip_control.parameters: presets, default motor sizing, validation, round trip."""
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 
@@ -26,11 +27,14 @@ from manip_control.parameters import FrictionParameters
 from manip_control.parameters import gains_from_frequency
 from manip_control.parameters import load_scenario
 from manip_control.parameters import MotorParameters
+from manip_control.parameters import NominalModel
 from manip_control.parameters import ParameterError
 from manip_control.parameters import PlantParameters
+from manip_control.parameters import PLAUSIBLE_RANGES
 from manip_control.parameters import Scenario
 from manip_control.parameters import scenario_from_dict
 from manip_control.parameters import SensorParameters
+from manip_control.parameters import yaml_load
 import pytest
 import yaml
 
@@ -171,7 +175,7 @@ _DELETE = object()
 
 
 def _edit(path, value):
-    """A document edit: set (or delete, with _DELETE) the entry at ``path`` of BASE_DOC."""
+    """Return a document edit: set (or delete, with _DELETE) the entry at ``path``."""
     def apply(doc):
         node = doc
         for key in path[:-1]:
@@ -376,3 +380,123 @@ def test_controller_wn_zeta_sets_kp_kd():
 def test_gains_from_frequency_rejects_invalid(wn, zeta):
     with pytest.raises(ParameterError):
         gains_from_frequency(wn, zeta)
+
+
+# --------------------------------------------------------------------------------------------
+# configuration refusals: plausible ranges, rates, durations, empty files, YAML 1.2 floats
+
+IMPLAUSIBLE = [
+    ('l1', _edit(('plant', 'arm', 'l1'), 1e9), 'plant.arm.l1: must be in [0.001, 5] m'),
+    ('m1', _edit(('plant', 'arm', 'm1'), 1e300), 'plant.arm.m1: must be in [0.001, 1000] kg'),
+    ('tiny-m', _edit(('controller', 'nominal', 'arm', 'm2'), 1e-9),
+     'controller.nominal.arm.m2: must be in [0.001, 1000] kg'),
+    ('I', _edit(('plant', 'arm', 'I1'), 1e5), 'plant.arm.I1: must be in [0, 10000] kg m^2'),
+    ('g0', _edit(('plant', 'arm', 'g0'), 98.1), 'plant.arm.g0: must be in [0, 25] m/s^2'),
+    ('V_max', _edit(('plant', 'motors', 0, 'V_max'), 1e12),
+     'plant.motors[0].V_max: must be in [0.1, 1000] V'),
+    ('eps', _edit(('plant', 'friction', 1, 'eps'), 1e-300),
+     'plant.friction[1].eps: must be in [1e-05, 10] rad/s'),
+    ('N', _edit(('plant', 'motors', 1, 'N'), 1e5), 'plant.motors[1].N: must be in [1, 1000]'),
+    ('i_max', _edit(('plant', 'motors', 1, 'i_max'), 1e6),
+     'plant.motors[1].i_max: must be in [0.001, 1000] A'),
+    ('kp', _edit(('controller', 'kp'), [1e12, 16.0]), 'controller.kp[0]: must be in [0, 1e+06]'),
+    ('torque_limit', _edit(('controller', 'torque_limit'), [89.0, 1e9]),
+     'controller.torque_limit[1]: must be in [0.001, 10000] N m'),
+    ('initial_position', _edit(('plant', 'initial_position'), [0.0, 1e6]),
+     'plant.initial_position[1]: must be in [-100, 100] rad'),
+    ('substeps', _edit(('plant', 'substeps'), 10 ** 6), 'plant.substeps: must be in [1, 1000]'),
+    ('noise', _edit(('plant', 'sensors', 'position_noise_std'), 10.0),
+     'plant.sensors.position_noise_std: must be in [0, 1] rad'),
+    ('rate-low', _edit(('scenario', 'control_rate'), 1e-3),
+     'scenario.control_rate: must be in [10, 20000] Hz'),
+    ('rate-high', _edit(('scenario', 'control_rate'), 1e6),
+     'scenario.control_rate: must be in [10, 20000] Hz'),
+    ('duration-long', _edit(('scenario', 'duration'), 1e6),
+     'scenario.duration: must be in [0, 86400] s'),
+    ('duration-short', _edit(('scenario', 'duration'), 0.0004),
+     'scenario.duration: must be at least one control period (0.002 s at 500 Hz)'),
+]
+
+
+@pytest.mark.parametrize('edit, expected', [c[1:] for c in IMPLAUSIBLE],
+                         ids=[c[0] for c in IMPLAUSIBLE])
+def test_implausible_magnitudes_are_refused_naming_the_parameter(edit, expected):
+    with pytest.raises(ParameterError) as info:
+        scenario_from_dict(edit(copy.deepcopy(BASE_DOC)))
+    assert str(info.value).startswith(expected), str(info.value)
+    assert 'plausible range' in str(info.value) or 'one control period' in str(info.value)
+
+
+def test_wn_zeta_are_checked_against_their_ranges():
+    with pytest.raises(ParameterError, match=r'^controller.wn\[0\]: must be in \[0, 1000\]'):
+        controller_from_dict({'law': 'computed_torque', 'wn': [1e4, 4.0], 'zeta': [1.0, 1.0],
+                              'torque_limit': [89.0, 25.0]})
+
+
+def test_every_numeric_field_has_a_plausible_range():
+    """A new magnitude of the core needs its documented plausible range (parameters.py)."""
+    unbounded_by_design = {('arm', 'lc1'), ('arm', 'lc2'), ('sensors', 'seed')}  # lc <= l
+    for section, cls in (('arm', ArmParameters), ('friction', FrictionParameters),
+                         ('motors', MotorParameters), ('sensors', SensorParameters),
+                         ('plant', PlantParameters), ('controller', ControllerParameters),
+                         ('nominal', NominalModel)):
+        for f in dataclasses.fields(cls):
+            value = getattr(cls(), f.name)
+            items = value if isinstance(value, tuple) else (value,)
+            numeric = items and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                    for v in items)
+            if numeric and (section, f.name) not in unbounded_by_design:
+                assert f.name in PLAUSIBLE_RANGES[section], (section, f.name)
+
+
+def test_constructors_accept_extreme_values_given_in_code():
+    # only files and ROS parameters are held to the plausible ranges (a locked test arm)
+    arm = ArmParameters(I1=1e9, I2=1e9)
+    assert arm.I1 == 1e9
+
+
+def test_duration_override_is_checked_against_the_period():
+    sc = load_scenario('default')
+    assert sc.with_duration(0.001).n_ticks == 1
+    for bad, reason in ((0.0004, 'at least one control period'), (0.0, '> 0'),
+                        (math.inf, 'finite'), (1e6, 'must be in [0, 86400] s')):
+        with pytest.raises(ParameterError) as info:
+            sc.with_duration(bad)
+        assert str(info.value).startswith('--duration: ') and reason in str(info.value)
+    with pytest.raises(ParameterError, match='scenario.duration: must be at least one'):
+        dataclasses.replace(sc, duration=0.0004)      # the dataclass refuses zero ticks
+
+
+@pytest.mark.parametrize('text', ['', '\n\n', '# a comment only\n', '---\n# nothing\n'])
+def test_empty_or_comment_only_file_is_refused(tmp_path, text):
+    path = tmp_path / 'empty.yaml'
+    path.write_text(text)
+    with pytest.raises(ParameterError, match=r'empty \(no settings'):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize('text, value', [
+    ('1.0e9', 1.0e9), ('1e-3', 1e-3), ('2E+5', 2e5), ('-3.5e2', -350.0), ('.5e1', 5.0),
+    ('1.5', 1.5), ('1.0e+9', 1e9), ('12', 12), ('1_000', 1000), ('1.0e9x', '1.0e9x'),
+    ('e9', 'e9'), ('.inf', math.inf),
+])
+def test_yaml_12_floats_are_numbers(text, value):
+    got = yaml_load(f'x: {text}\n')['x']
+    assert got == value and type(got) is type(value), (text, got)
+
+
+def test_scenario_file_with_unsigned_exponents_loads(tmp_path):
+    path = tmp_path / 'e.yaml'
+    path.write_text('scenario: {name: e, duration: 1.0e0, control_rate: 1.0e3}\n'
+                    'trajectory: {type: sinusoid, amplitude: [5e-1, 3e-1], '
+                    'frequency: [5e-1, 5e-1]}\n')
+    sc = load_scenario(path)
+    assert sc.control_rate == 1000.0 and sc.trajectory['amplitude'] == [0.5, 0.3]
+
+
+def test_simulation_stops_on_a_non_finite_state():
+    from manip_control.simulation import PlantStateError
+    from manip_control.simulation import run_closed_loop
+    sc = dataclasses.replace(load_scenario('default'), control_rate=100.0, duration=0.5)
+    with pytest.raises(PlantStateError, match=r'plant state not finite at t = 0\.0'):
+        run_closed_loop(sc, engine='python')

@@ -178,6 +178,7 @@ _MOTOR_DOC = {
     'V_max': ('drive voltage limit (bus) per joint [V]', 'each > 0'),
     'Kp_i': ('current-loop proportional gain per joint [V/A]', 'each > 0'),
     'Ki_i': ('current-loop integral gain per joint [V/(A s)]', 'each >= 0'),
+    'eta_back': ('gearbox efficiency per joint when the load drives the motor', 'each in (0, 1]'),
 }
 _SENSOR_DOC = {
     'encoder_counts': ('encoder counts per joint revolution (0 = no quantization)', '>= 0',
@@ -200,6 +201,13 @@ _PLANT_DOC = {
     'initial_position': ('initial joint position [rad]', 'finite', None),
     'initial_velocity': ('initial joint velocity [rad/s]', 'finite', None),
     'substeps': ('RK4 integrator sub-steps per control period', '>= 1', (1, 100000)),
+    'rotor_coupling': ('with rotor_inertia: also the kinetic coupling of rotor 2, which rides '
+                       'on link 1', '', None),
+    'friction_model': ('joint friction model', "'smooth' (tanh-smoothed Coulomb) or 'karnopp' "
+                       '(stiction with breakaway)', None),
+    'start_in_equilibrium': ("motor plants: start the currents and the drives' PI integrators "
+                             'at the values that hold the initial pose against gravity', '',
+                             None),
 }
 _CONTROLLER_DOC = {
     'law': ('feedback law', "'computed_torque' or 'pd_gravity'", None, True),
@@ -287,8 +295,10 @@ def _plant_physical_specs(pl: PlantParameters) -> list[ParamSpec]:
                           pl.friction, 'friction')
     specs += _joint_specs('motors.', 'motors', MotorParameters, _MOTOR_DOC, pl.motors,
                           'motors')
-    for name in ('actuator', 'torque_limit', 'rotor_inertia', 'initial_position',
-                 'initial_velocity', 'substeps'):
+    for name in ('actuator', 'torque_limit', 'rotor_inertia', 'rotor_coupling', 'friction_model',
+                 'start_in_equilibrium', 'initial_position', 'initial_velocity', 'substeps'):
+        if not hasattr(pl, name):       # a plant option this version of the core lacks
+            continue
         desc, cons, rng = _PLANT_DOC[name]
         cons, rng = _bounded('plant', name, cons, rng)
         value = getattr(pl, name)
@@ -364,6 +374,16 @@ def controller_specs() -> list[ParamSpec]:
                            'nominal model: reflected rotor inertia Jm N^2 per joint [kg m^2]',
                            _bounded('nominal', 'rotor_inertia', 'each >= 0', None)[0], None,
                            True, 'nominal.rotor_inertia'))
+    if hasattr(co.nominal, 'rotor_coupling'):
+        specs.append(ParamSpec('nominal.rotor_coupling', bool(co.nominal.rotor_coupling),
+                               'nominal model: include the coupling of rotor 2 riding on link 1 '
+                               '(uses nominal.gear_ratio)', '', None, True,
+                               'nominal.rotor_coupling'))
+    if hasattr(co.nominal, 'gear_ratio'):
+        specs.append(ParamSpec('nominal.gear_ratio', [float(v) for v in co.nominal.gear_ratio],
+                               'nominal model: gear ratio per joint (for nominal.rotor_coupling)',
+                               _bounded('nominal', 'gear_ratio', 'each >= 1', None)[0], None,
+                               True, 'nominal.gear_ratio'))
     return specs
 
 
