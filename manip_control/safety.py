@@ -37,8 +37,23 @@ Input validation
 
 :func:`map_array_command` does the same for a ``Float64MultiArray`` command (length equal to
 the number of joints, finite), :func:`map_reference` for one trajectory point (positions
-required; empty velocities / accelerations mean zero). :class:`RefusalCounter` counts refusals
-per input and reason and throttles the error log.
+required; empty velocities / accelerations mean zero). The controller (joint states,
+references, every point of a multi-point reference) and the plant (JointState and
+Float64MultiArray commands) use these functions; :func:`decode_refusal` turns a CDR decoder
+error into a refusal. :class:`RefusalCounter` counts refusals per input and reason and
+throttles the error log, in one wording (``ignoring <input> message: <reason>: <detail>``).
+
+Bounded cost: names are matched in one pass (a dict, linear time), and a message with more
+than :data:`MAX_NAMES` names or values is refused (``too_large``) before any per-name work
+(the CDR decoders refuse it before decoding the names). :class:`SourceGuard` refuses, before
+any decoding, messages that do not come from the publisher an input is locked to
+(``second_source``).
+
+Hard limits
+-----------
+:class:`HardLimits` holds the read-only bounds fixed at start (``hard_limits.*`` parameters)
+that runtime parameter changes cannot cross (:meth:`HardLimits.check_update` names the
+bound).
 
 Supervision
 -----------
@@ -106,8 +121,7 @@ from manip_control.parameters import ParameterError
 
 __all__ = [
     'RefusalReason', 'Refusal', 'JointSample', 'ReferenceSample',
-    'map_joint_state', 'map_joint_state_message', 'map_array_command', 'map_reference',
-    'map_trajectory_message', 'RefusalCounter', 'decode_refusal', 'SourceGuard', 'MAX_NAMES',
+    'map_joint_state', 'map_array_command', 'map_reference', 'RefusalCounter', 'decode_refusal', 'SourceGuard', 'MAX_NAMES',
     'MAX_SEQUENCE_GAP',
     'SafetyParameters', 'safety_from_dict', 'SAFE_MODES',
     'Mode', 'SafeReason', 'Transition', 'SafetySupervisor', 'ReferenceWatchdog',
@@ -334,20 +348,6 @@ def map_joint_state(joints: Sequence[str], names, position=(), velocity=(), effo
     return JointSample(out.get('position'), out.get('velocity'), out.get('effort'))
 
 
-def map_joint_state_message(joints: Sequence[str], msg: Any, *,
-                            fields: Sequence[str] = ('position', 'velocity')
-                            ) -> JointSample | Refusal:
-    """
-    :func:`map_joint_state` on any object with ``name``, ``position``, ``velocity``,
-    ``effort`` attributes (e.g. a sensor_msgs/JointState).
-    """
-    try:
-        names, pos, vel, eff = msg.name, msg.position, msg.velocity, msg.effort
-    except AttributeError as exc:
-        return Refusal(RefusalReason.BAD_TYPE, f'not a JointState ({exc})')
-    return map_joint_state(joints, names, pos, vel, eff, fields=fields)
-
-
 def map_array_command(data, n_joints: int) -> tuple | Refusal:
     """
     Validate a Float64MultiArray command: exactly ``n_joints`` finite values [N·m].
@@ -385,28 +385,6 @@ def map_reference(joints: Sequence[str], joint_names, positions, velocities=(),
     zeros = (0.0,) * len(joints)
     return ReferenceSample(out['positions'], out.get('velocities', zeros),
                            out.get('accelerations', zeros))
-
-
-def map_trajectory_message(joints: Sequence[str], msg: Any) -> ReferenceSample | Refusal:
-    """:func:`map_reference` on a JointTrajectory-like object with exactly one point."""
-    try:
-        names, points = msg.joint_names, msg.points
-    except AttributeError as exc:
-        return Refusal(RefusalReason.BAD_TYPE, f'not a JointTrajectory ({exc})')
-    n_points = _seq_len(points)
-    if n_points is None:
-        return Refusal(RefusalReason.BAD_TYPE, 'points is not a sequence')
-    if n_points == 0:
-        return Refusal(RefusalReason.EMPTY, 'no trajectory point')
-    if n_points != 1:
-        return Refusal(RefusalReason.LENGTH_MISMATCH,
-                       f'{n_points} trajectory points (expected exactly 1)')
-    p = points[0]
-    try:
-        pos, vel, acc = p.positions, p.velocities, p.accelerations
-    except AttributeError as exc:
-        return Refusal(RefusalReason.BAD_TYPE, f'not a JointTrajectoryPoint ({exc})')
-    return map_reference(joints, names, pos, vel, acc)
 
 
 class RefusalCounter:
@@ -508,7 +486,7 @@ class SourceGuard:
 
     """
 
-    def __init__(self, name: str, relock_after: float = 0.5, hold: float = 1.0,
+    def __init__(self, name: str, relock_after: float = 0.5, hold: float = 0.5,
                  max_gap: int = MAX_SEQUENCE_GAP):
         self.name = name
         self.relock_after = float(relock_after)
@@ -682,11 +660,6 @@ def _vec_check(check):
     return run
 
 
-def _gain_check(name, value):
-    from manip_control.control import check_gain_update
-    return check_gain_update(name, value)
-
-
 def _safe_mode_check(name, value):
     return _choice(name, value, SAFE_MODES)
 
@@ -697,24 +670,15 @@ def _bool_check(name, value):
     return value
 
 
-#: Runtime-changeable controller parameters and their single-value checks. Gains go through
-#: :func:`manip_control.control.check_gain_update` (kp, kd, wn, zeta, torque_limit > 0,
-#: ki >= 0).
+#: Runtime-changeable ``safety.*`` parameters and their single-value checks (the node checks
+#: the gains with :func:`manip_control.control.check_gain_update`).
 RUNTIME_PARAMETERS = {
-    'kp': _gain_check, 'kd': _gain_check, 'ki': _gain_check, 'wn': _gain_check,
-    'zeta': _gain_check, 'torque_limit': _gain_check,
-    'integral_limit': _vec_check(_nonnegative),
-    'control_rate': _scalar_check(_positive),
     'safe_mode': _safe_mode_check,
     'state_timeout': _scalar_check(_positive),
     'reference_timeout': _scalar_check(_positive),
     'position_lower': _vec_check(_finite),
     'position_upper': _vec_check(_finite),
     'velocity_limit': _vec_check(_positive),
-    'position_margin': _scalar_check(_nonnegative),
-    'velocity_margin': _scalar_check(_nonnegative),
-    'hold_kp': _vec_check(_positive),
-    'hold_kd': _vec_check(_positive),
     'latch_limits': _bool_check,
     'stamp_age': _bool_check,
 }
@@ -723,9 +687,7 @@ _SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
 
 #: The ``safety.*`` settings changeable at runtime (inside the hard limits, see
 #: :class:`HardLimits`); the others (hold gains, hysteresis margins) are fixed at start.
-RUNTIME_SAFETY = frozenset({'safe_mode', 'state_timeout', 'reference_timeout',
-                            'position_lower', 'position_upper', 'velocity_limit',
-                            'latch_limits', 'stamp_age'})
+RUNTIME_SAFETY = frozenset(RUNTIME_PARAMETERS)
 
 
 def validate_parameter_updates(updates: Mapping[str, Any],

@@ -106,7 +106,10 @@ def test_bad_commands_refused_counted_and_watchdog_zeroes_current(
     diag = _diag_values(probe)
     assert diag['refused_commands'] == str(len(bad))
     assert int(diag['watchdog_trips']) >= 1 and diag['watchdog_active'] == 'True'
-    assert 'repeated' not in diag['last_refusal'] and 'appears 2 times' in diag['last_refusal']
+    assert diag['last_refusal'] == "duplicate_name: joint 'joint1' named more than once"
+    assert diag['refused.joint_commands.non_finite'] == '2'
+    assert diag['refused.joint_commands.length_mismatch'] == '2'
+    assert diag['refused.joint_commands.missing_joint'] == '1'
     # commands come back: the watchdog releases
     assert spin(executor, 5.0, lambda: running_with(i_ref))
     assert plant.callback_errors == 0

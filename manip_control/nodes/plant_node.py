@@ -68,15 +68,17 @@ from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
-from manip_control.nodes.messages import array_command_values
-from manip_control.nodes.messages import joint_command_values
-from manip_control.nodes.messages import NameMatcher
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import plant_config
 from manip_control.nodes.ros_params import plant_specs
 from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import wants_help
 from manip_control.plant import Plant
+from manip_control.safety import decode_refusal
+from manip_control.safety import map_array_command
+from manip_control.safety import map_joint_state
+from manip_control.safety import Refusal
+from manip_control.safety import RefusalCounter
 from manip_control.sensors import JointSensors
 from rclpy.node import Node
 from rclpy.task import Future
@@ -126,7 +128,7 @@ class PlantNode(Node):
         self.n_ticks = cfg.n_ticks
         self.plant = Plant(cfg.plant, cfg.period)
         self.sensors = JointSensors(cfg.plant.sensors, cfg.period)
-        self._matcher = NameMatcher(self.joints)
+        self.refusals = RefusalCounter(throttle=1.0)
         self._stamped = cfg.command_source == 'joint_commands'
 
         # counters (exposed in ~/diagnostics and the summary)
@@ -400,24 +402,27 @@ class PlantNode(Node):
         self._publish_tick(self._wall_clock.now().nanoseconds)
 
     # -- commands ---------------------------------------------------------------------------
-    def _refuse(self, reason: str) -> None:
+    def _refuse(self, source: str, refusal: Refusal) -> None:
+        """Count a refused command (per reason) and log it, throttled, in the common wording."""
         self.refused_commands += 1
-        self.last_refusal = reason
-        self.get_logger().warning(
-            f'command refused ({reason}); {self.refused_commands} refused so far',
-            throttle_duration_sec=1.0)
+        self.last_refusal = str(refusal)
+        line = self.refusals.record(source, refusal, time.monotonic())
+        if line:
+            self.get_logger().warning(f'{line}; {self.refused_commands} refused so far')
 
     @guarded
     def _on_joint_command(self, raw: bytes) -> None:
         msg, reason = cdr.decode_joint_state(raw)
         if reason:
-            self._refuse(reason)
+            self._refuse('joint_commands', decode_refusal(reason))
             return
-        stamp, names, _, _, effort = msg
-        vals, reason = joint_command_values(names, effort, self._matcher)
-        if reason:
-            self._refuse(reason)
+        stamp, names, position, velocity, effort = msg
+        sample = map_joint_state(self.joints, names, position, velocity, effort,
+                                 fields=('effort',))
+        if sample.__class__ is Refusal:
+            self._refuse('joint_commands', sample)
             return
+        vals = sample.effort
         if self.lockstep:
             if self._phase != 'waiting' or stamp != self._tick_ns:
                 self.stale_commands += 1
@@ -431,11 +436,11 @@ class PlantNode(Node):
     def _on_array_command(self, raw: bytes) -> None:
         data, reason = cdr.decode_float64_array(raw)
         if reason:
-            self._refuse(reason)
+            self._refuse('effort_commands', decode_refusal(reason))
             return
-        vals, reason = array_command_values(data, len(self.joints))
-        if reason:
-            self._refuse(reason)
+        vals = map_array_command(data, len(self.joints))
+        if vals.__class__ is Refusal:
+            self._refuse('effort_commands', vals)
             return
         if self.lockstep:
             if self._phase != 'waiting':
@@ -476,6 +481,8 @@ class PlantNode(Node):
             'watchdog_trips': self.watchdog_trips, 'watchdog_active': self._watchdog_active,
             'resends': self.resends, 'missed_ticks': self.missed_ticks,
             'callback_errors': self.callback_errors,
+            **{f'refused.{source}.{why}': n for source, per in
+               sorted(self.refusals.counts.items()) for why, n in sorted(per.items())},
         }
 
     @guarded

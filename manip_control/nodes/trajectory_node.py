@@ -48,7 +48,6 @@ from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
-from manip_control.nodes.messages import stamp_ns
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import trajectory_config
@@ -138,7 +137,7 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
         if len(pt.accelerations) and not all(math.isfinite(v) for v in pt.accelerations):
             raise GoalError(f'points[{k}].accelerations: not finite '
                             f'({list(pt.accelerations)})')
-    start_ns = stamp_ns(msg.header.stamp)
+    start_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
     start = now if start_ns == 0 else (start_ns - origin_ns) * 1e-9
     if start < now - 1e-9:
         raise GoalError(f'header.stamp: start time {start:.6f} s is in the past '

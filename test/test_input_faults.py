@@ -1,0 +1,432 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fault injection on the inputs of the running nodes (separate processes over DDS).
+
+* hard limits: ``ros2 param set``-style calls through the parameter service of a running
+  controller stay inside the read-only ``hard_limits.*`` (refusals name the bound), and a
+  start configuration outside them exits with code 2;
+* bounded cost: a 20,000-name JointState and JointTrajectory are refused (``too_large``)
+  while the commands go on;
+* one source per input: a rogue second ``/joint_states`` publisher is refused, counted and
+  reported, and the controller holds (``source_conflict``) until it is gone; a second
+  controller on the command topics is reported; two ``manip-sim`` runs on one domain never
+  share it silently;
+* a 10 kHz flood on each input: the command stream keeps its period (the p99 command gap is
+  printed as ``[input]`` lines: ``pytest -s test/test_input_faults.py``).
+
+Figures measured on a loaded 2-core machine are printed; the assertions allow for the load.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+rclpy = pytest.importorskip('rclpy')
+
+from conftest import PYTHON  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+from trajectory_msgs.msg import JointTrajectoryPoint  # noqa: E402
+
+REALTIME = ('-p', 'mode:=realtime')
+J = ['joint1', 'joint2']
+
+
+class Probe:
+    """A test-side node spun in a background thread; messages kept with arrival times."""
+
+    def __init__(self, domain_id: int, subs: dict):
+        from rclpy.executors import SingleThreadedExecutor
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node('input_probe', context=self.ctx)
+        self.lock = threading.Lock()
+        self.data = {key: [] for key in subs}
+        for key, (typ, topic) in subs.items():
+            self.node.create_subscription(
+                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m), 20000)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        try:
+            while self.ctx.ok():
+                self.ex.spin_once(timeout_sec=0.05)
+        except Exception:  # noqa: BLE001 - shutdown race
+            pass
+
+    def _rec(self, lst, msg):
+        with self.lock:
+            lst.append((time.monotonic(), msg))
+
+    def get(self, key):
+        with self.lock:
+            return list(self.data[key])
+
+    def diag(self) -> dict:
+        d = self.get('diag')
+        if not d:
+            return {}
+        st = d[-1][1].status[0]
+        out = {kv.key: kv.value for kv in st.values}
+        out['_message'] = st.message
+        return out
+
+    def wait_for(self, pred, timeout, what):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            r = pred()
+            if r:
+                return r
+            time.sleep(0.005)
+        raise AssertionError(f'timed out after {timeout} s waiting for {what}; '
+                             f'last diagnostics {self.diag()}')
+
+    def close(self):
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+        self.thread.join(2)
+
+
+@pytest.fixture
+def make_probe(ros_domain_id):
+    probes = []
+
+    def make(subs):
+        probes.append(Probe(ros_domain_id, subs))
+        return probes[-1]
+    try:
+        yield make
+    finally:
+        for p in probes:
+            p.close()
+
+
+DIAG = (DiagnosticArray, '/controller/diagnostics')
+CMDS = (Float64MultiArray, '/effort_controller/commands')
+
+
+def state(names, q, qd, t=None):
+    m = JointState(name=list(names), position=[float(v) for v in q],
+                   velocity=[float(v) for v in qd])
+    ns = time.time_ns() if t is None else t
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 10 ** 9)
+    return m
+
+
+def reference(names, q):
+    return JointTrajectory(joint_names=list(names), points=[JointTrajectoryPoint(
+        positions=[float(v) for v in q], velocities=[0.0] * len(q),
+        accelerations=[0.0] * len(q))])
+
+
+def gaps_ms(times) -> list:
+    return sorted((b - a) * 1e3 for a, b in zip(times, times[1:]))
+
+
+def pct(sorted_vals, p) -> float:
+    return sorted_vals[min(len(sorted_vals) - 1, int(p / 100.0 * len(sorted_vals)))]
+
+
+def no_traceback(procs, *ps):
+    for p in ps:
+        out, err = procs.output(p)
+        assert 'Traceback' not in out + err, out + err
+
+
+# --------------------------------------------------------------------------------------------
+# hard limits and oversized messages
+
+
+def test_hard_limits_refuse_runtime_changes_and_big_messages_are_cheap(procs, make_probe):
+    from rclpy.parameter_client import AsyncParameterClient
+    ctrl = procs.node('controller', 'controller_node', *REALTIME,
+                      '-p', 'hard_limits.torque:=[100.0, 30.0]')
+    bad = procs.node('bad', 'controller_node', *REALTIME, '-r', '__node:=bad',
+                     '-p', 'torque_limit:=[200.0, 25.0]',
+                     '-p', 'hard_limits.torque:=[100.0, 30.0]')
+    probe = make_probe({'diag': DIAG, 'cmds': CMDS})
+    client = AsyncParameterClient(probe.node, 'controller')
+    probe.wait_for(client.services_are_ready, 30.0, 'parameter services')
+
+    def set_param(name, value):
+        fut = client.set_parameters([Parameter(name, value=value)])
+        probe.wait_for(fut.done, 10.0, 'set_parameters')
+        return fut.result().results[0]
+
+    big = 1e9
+    for name, value, why in (
+            ('torque_limit', [big, big], 'torque_limit[0]: must be <= hard_limits.torque[0] '
+                                         '= 100'),
+            ('kp', [big, big], 'kp[0]: must be <= hard_limits.kp_max[0] = 100'),
+            ('kd', [0.1, 8.0], 'kd[0]: must be >= hard_limits.kd_min[0] = 2.5'),
+            ('ki', [1.0, 0.0], 'ki[0]: must be <= hard_limits.ki_max[0] = 0'),
+            ('safety.state_timeout', big, 'safety.state_timeout: must be <= '
+                                          'hard_limits.state_timeout[1] = 0.02 s'),
+            ('safety.reference_timeout', big, 'safety.reference_timeout: must be <= '
+                                              'hard_limits.reference_timeout[1] = 0.1 s'),
+            ('safety.position_lower', [-big, -big], 'safety.position_lower[0]: must be >= '
+                                                    'hard_limits.position_lower[0] = -3.14'),
+            ('safety.position_upper', [big, big], 'safety.position_upper[0]: must be <= '
+                                                  'hard_limits.position_upper[0] = 3.14'),
+            ('safety.velocity_limit', [big, big], 'safety.velocity_limit[0]: must be <= '
+                                                  'hard_limits.velocity[0] = 10'),
+            ('safety.stamp_age', False, 'safety.stamp_age: cannot be switched off'),
+            ('hard_limits.torque', [big, big], 'read-only'),
+            ('safety.hold_kp', [big, big], 'read-only')):
+        r = set_param(name, value)
+        assert not r.successful and why in r.reason, (name, r.reason)
+    # inside the hard limits: accepted (tighter safety settings, the torque room given)
+    for name, value in (('torque_limit', [95.0, 25.0]), ('kp', [50.0, 16.0]),
+                        ('safety.state_timeout', 0.01), ('safety.velocity_limit', [5.0, 5.0]),
+                        ('safety.position_upper', [3.0, 3.0])):
+        r = set_param(name, value)
+        assert r.successful, (name, r.reason)
+    # a start configuration outside its own hard limits: one line naming the bound, exit 2
+    assert procs.wait(bad, 60.0) == 2
+    err = procs.output(bad)[1].strip().splitlines()
+    assert len(err) == 1 and 'hard_limits.torque[0] = 100' in err[0], err
+
+    # the probe drives the controller (one publisher per input, so it is the locked source)
+    spub = probe.node.create_publisher(JointState, '/joint_states', 100)
+    rpub = probe.node.create_publisher(JointTrajectory, '/reference', 100)
+
+    def drive(seconds, extra=None):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            spub.publish(state(J, [0.1, 0.2], [0.0, 0.0]))
+            rpub.publish(reference(J, [0.1, 0.2]))
+            if extra is not None:
+                extra()
+                extra = None
+            time.sleep(0.002)
+
+    drive(1.0)
+    probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 20.0, 'normal mode')
+    names = [f'j{k}' for k in range(20000)] + J + ['j7']
+    huge_state = state(names, [0.0] * len(names), [0.0] * len(names))
+    huge_ref = reference(names, [0.0] * len(names))
+    t_inject = []
+
+    def inject():
+        t_inject.append(time.monotonic())
+        spub.publish(huge_state)
+        rpub.publish(huge_ref)
+    drive(1.0, inject)
+    d = probe.wait_for(lambda: probe.diag().get('refused.reference.too_large') and probe.diag(),
+                       10.0, 'the big messages refused')
+    assert d['refused.joint_states.too_large'] == '1'
+    assert d['refused.reference.too_large'] == '1'
+    assert d['mode'] == 'normal'
+    times = [t for t, _ in probe.get('cmds') if t > t_inject[0] - 0.3]
+    assert any(t > t_inject[0] + 0.2 for t in times), 'commands stopped'
+    around = gaps_ms([t for t in times if t < t_inject[0] + 0.3])
+    print(f'\n[input] 20,000-name JointState + JointTrajectory refused as too_large; '
+          f'largest command gap around them {around[-1]:.1f} ms (probe-driven at ~500 Hz)')
+    assert around[-1] < 100.0
+    assert ctrl.poll() is None
+    no_traceback(procs, ctrl)
+
+
+# --------------------------------------------------------------------------------------------
+# one source per input
+
+
+def test_rogue_state_publisher_and_second_controller(procs, make_probe):
+    plant = procs.node('plant', 'plant_node', *REALTIME, '-p', 'actuator:=ideal')
+    ctrl = procs.node('controller', 'controller_node', *REALTIME)
+    traj = procs.node('trajectory', 'trajectory_node', *REALTIME)
+    probe = make_probe({'diag': DIAG, 'states': (JointState, '/joint_states')})
+    probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 60.0, 'normal mode')
+    rogue = probe.node.create_publisher(JointState, '/joint_states', 100)
+    # a second driver publishing valid, conflicting joint states at about 1 kHz (briefly: the
+    # controller's safe hold is limited by safety.hold_timeout)
+    t0 = time.monotonic()
+    while time.monotonic() < t0 + 0.6:
+        rogue.publish(state(J, [1.5, -1.0], [0.0, 0.0]))
+        time.sleep(0.001)
+    d = probe.diag()
+    # safe for the conflict (a state timeout, higher in priority, may show meanwhile under load)
+    assert int(d.get('safe_entries.source_conflict', 0)) >= 1, d
+    assert int(d['refused.joint_states.second_source']) > 50, d
+    assert d['sources.joint_states.publishers'] == '2', d
+    assert 'input_probe' in d['sources.joint_states.names'], d
+    # the plant's arm never followed the rogue data: it stayed near its own motion
+    own = [m for t, m in probe.get('states') if t > t0 and abs(m.position[0] - 1.5) > 1e-9]
+    assert own and max(abs(v) for m in own for v in m.velocity) < 5.0
+    n_refused = int(d['refused.joint_states.second_source'])
+    probe.node.destroy_publisher(rogue)
+    t1 = time.monotonic()
+    probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 20.0,
+                   'normal mode after the rogue left')
+    print(f'\n[input] rogue /joint_states at ~1 kHz for 0.6 s: {n_refused} messages refused '
+          f'(second_source), safe mode source_conflict; normal again '
+          f'{time.monotonic() - t1:.2f} s after it left')
+
+    # a second controller publishing on the same command topics
+    ctrl2 = procs.node('controller2', 'controller_node', *REALTIME, '-r', '__node:=controller2')
+    d = probe.wait_for(
+        lambda: 'controller2' in probe.diag().get('sources.commands.other_publishers', '')
+        and probe.diag(), 60.0, 'the second controller reported')
+    # reported as an error (safe hold; after safety.hold_timeout the final zero command)
+    assert d['mode'] == 'safe' and d['_message'].startswith('safe'), d
+    assert 'another controller publishes the commands' in d['_message'] + d['detail'], d
+    procs.stop(ctrl2)
+    probe.wait_for(lambda: probe.diag().get('sources.commands.other_publishers') == '', 20.0,
+                   'the second controller gone from the graph')
+    out, err = procs.output(ctrl)
+    assert 'more than one publisher' in out + err
+    for p in (plant, ctrl, traj):
+        assert p.poll() is None
+    no_traceback(procs, plant, ctrl, traj)
+
+
+def test_two_simulations_never_share_a_domain(procs):
+    sim = [PYTHON, '-m', 'manip_control.nodes.sim']
+    first = procs.start('sim1', sim + ['--mode', 'realtime', '--duration', '60', '--quiet'])
+    # wait until the first run publishes (its plant logs nothing in quiet mode: use ros2 graph)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        node = rclpy.create_node('sim_watch', context=ctx)
+        end = time.monotonic() + 60.0
+        while node.count_publishers('/joint_states') < 1:
+            assert time.monotonic() < end, 'the first simulation never published'
+            assert first.poll() is None, procs.output(first)
+            time.sleep(0.1)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    second = procs.start('sim2', sim + ['--duration', '1', '--quiet'])
+    assert procs.wait(second, 60.0) == 2
+    err = procs.output(second)[1].strip().splitlines()
+    assert len(err) == 1 and 'is already in use: /' in err[0], err
+    assert first.poll() is None, 'the first run must not be disturbed by the refused one'
+    procs.stop(first)
+    # two started at once: never both run to the end on the shared domain
+    a = procs.start('sim3', sim + ['--duration', '6', '--quiet'])
+    b = procs.start('sim4', sim + ['--duration', '6', '--quiet'])
+    codes = [procs.wait(a, 120.0), procs.wait(b, 120.0)]
+    assert 2 in codes and set(codes) <= {0, 2}, codes
+    for p, c in zip((a, b), codes):
+        if c == 2:
+            lines = procs.output(p)[1].strip().splitlines()
+            assert lines and 'is already in use' in lines[-1], lines
+    print(f'\n[input] manip-sim on a used domain: exit 2 with one line; two at once: exit codes '
+          f'{codes}')
+
+
+# --------------------------------------------------------------------------------------------
+# floods
+
+
+FLOOD = r'''
+import sys, time
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+from manip_control.nodes import cdr
+topic, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+rclpy.init()
+node = rclpy.create_node('flood')
+typ = JointState if topic == '/joint_states' else JointTrajectory
+pub = node.create_publisher(typ, topic, QoSProfile(depth=100,
+                            reliability=ReliabilityPolicy.RELIABLE))
+if typ is JointState:
+    raw = cdr.encode_joint_state(1, ['joint1', 'joint2'], [0.5, 0.5], [0.0, 0.0], [])
+else:
+    raw = cdr.encode_reference(1, ['joint1', 'joint2'], [0.5, 0.5], [0.0, 0.0], [0.0, 0.0])
+while node.count_subscribers(topic) < 1:
+    time.sleep(0.05)
+print('start', flush=True)
+n, t0 = 0, time.monotonic()
+while time.monotonic() - t0 < seconds:
+    pub.publish(raw)
+    n += 1
+    ahead = n / rate - (time.monotonic() - t0)
+    if ahead > 0.0005:
+        time.sleep(ahead)
+print(f'sent {n} in {time.monotonic() - t0:.3f} s', flush=True)
+'''
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process [s] (/proc)."""
+    import os
+    fields = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
+    plant = procs.node('plant', 'plant_node', *REALTIME, '-p', 'actuator:=ideal')
+    ctrl = procs.node('controller', 'controller_node', *REALTIME)
+    traj = procs.node('trajectory', 'trajectory_node', *REALTIME)
+    probe = make_probe({'diag': DIAG, 'cmds': CMDS,
+                        'plant': (DiagnosticArray, '/plant/diagnostics')})
+    probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 60.0, 'normal mode')
+
+    def trips():
+        d = probe.get('plant')
+        return int({kv.key: kv.value for kv in d[-1][1].status[0].values}['watchdog_trips'])
+
+    def phase(label, run):
+        t, trips0, cpu0 = time.monotonic(), trips(), cpu_seconds(ctrl.pid)
+        note = run()
+        t_end = time.monotonic()
+        cpu = (cpu_seconds(ctrl.pid) - cpu0) / (t_end - t)
+        gaps = gaps_ms([x for x, _ in probe.get('cmds') if t <= x <= t_end])
+        assert len(gaps) > 200, f'{len(gaps)} commands in {t_end - t:.2f} s ({label})'
+        lines.append(f'{label}{note}: {len(gaps) + 1} commands in {t_end - t:.2f} s, gap p50 '
+                     f'{pct(gaps, 50):.2f} ms, p99 {pct(gaps, 99):.2f} ms, max '
+                     f'{gaps[-1]:.1f} ms; controller CPU {cpu * 100:.0f} %; plant drive '
+                     f'watchdog trips {trips() - trips0}')
+        return gaps
+
+    def flood(topic):
+        f = procs.start(f'flood{topic.replace("/", "_")}',
+                        [PYTHON, '-c', FLOOD, topic, '10000', '2.0'])
+        probe.wait_for(lambda: 'start' in procs.output(f)[0], 60.0, 'the flood to start')
+
+        def run():
+            assert procs.wait(f, 60.0) == 0, procs.output(f)
+            return f' ({procs.output(f)[0].strip().splitlines()[-1]})'
+        return run
+
+    lines = []
+    time.sleep(1.0)
+    phase('no flood', lambda: time.sleep(2.0) or '')
+    p99 = [pct(phase(f'10 kHz flood on {topic}', flood(topic)), 99)
+           for topic in ('/joint_states', '/reference')]
+    d = probe.diag()
+    print('\n[input] command gaps, real time 1 kHz, loaded machine:\n  ' + '\n  '.join(lines),
+          file=sys.stdout)
+    assert int(d.get('refused.joint_states.second_source', 0)) > 1000, d
+    assert int(d.get('refused.reference.second_source', 0)) > 1000, d
+    assert max(p99) < 100.0, lines
+    for p in (plant, ctrl, traj):
+        assert p.poll() is None
+    no_traceback(procs, plant, ctrl, traj)
