@@ -31,8 +31,9 @@ nodes talk over DDS topics exactly as separate processes do; the lockstep result
 resolved run parameters in ``DIR/params.yaml`` (scenario format, loadable by
 ``load_scenario``) and ``DIR/ros_params.yaml`` (the nodes' parameters).
 
-Exit codes: 0 done, 2 bad configuration (one ``error: ...`` line, nothing published),
-130 interrupted.
+Exit codes: 0 done, 2 bad configuration (one ``error: ...`` line, nothing published) or a
+ROS domain shared with another participant that publishes the run's topics (checked before
+the run's publishers exist and every 0.2 s during the run), 130 interrupted.
 
 Discovery: unless ``ROS_AUTOMATIC_DISCOVERY_RANGE`` (or ``ROS_LOCALHOST_ONLY``) is set, the
 process keeps DDS discovery on this host (``LOCALHOST``); all nodes are in the process.
@@ -56,6 +57,7 @@ from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
 from manip_control.nodes.common import stop_requested
+from manip_control.nodes.common import steady_clock
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import is_params_document
 from manip_control.nodes.ros_params import load_params_file
@@ -68,6 +70,7 @@ from manip_control.nodes.ros_params import ros_params_from_scenario
 from manip_control.nodes.ros_params import scenario_from_ros
 from manip_control.nodes.ros_params import STORAGES
 from manip_control.nodes.ros_params import trajectory_specs
+from manip_control.nodes.sources import DomainInUseError
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.parameters import read_yaml
@@ -197,6 +200,7 @@ class SimRunner:
         self.nodes = []
         self.recorder = None
         self.bag = bag
+        self.domain_error: str | None = None
         sim_time = Parameter('use_sim_time', value=True)
         recording = bag is not None
         v = run.values
@@ -265,16 +269,35 @@ class SimRunner:
     def execute(self) -> SimOutcome:
         """Run until the plant has simulated its duration (or Ctrl-C)."""
         from rclpy.executors import ExternalShutdownException
+        from rclpy.task import Future
+        from manip_control.nodes.sources import DomainGuard
         interrupted = False
         self._wait_ready()
+        # another participant publishing the run's topics (a second simulation, a driver,
+        # a bag replay): stop with an error rather than mixing its messages into the run
+        guard = DomainGuard(self.plant, {t: 1 for t in run_topics(self.lockstep)})
+        end = Future()
+        self.plant.done_future.add_done_callback(lambda _: end.set_result(True))
+
+        def check_domain():
+            if self.domain_error is None and guard.foreign():
+                try:
+                    guard.check()
+                except DomainInUseError as exc:
+                    self.domain_error = str(exc)
+                    end.set_result(False)
+        timer = self.plant.create_timer(DOMAIN_CHECK_PERIOD, check_domain,
+                                        clock=steady_clock())
+        check_domain()
         t0 = time.perf_counter()
         self.plant.start()
         try:
-            spin_until(self.executor, self.plant.done_future, self.context)
+            spin_until(self.executor, end, self.context)
         except (KeyboardInterrupt, ExternalShutdownException):
             interrupted = True
         defer_signals()         # from here on a signal only flags: the bag is finished first
-        if not self.plant.done_future.done():
+        self.plant.destroy_timer(timer)
+        if not self.plant.done_future.done() and self.domain_error is None:
             interrupted = True
         wall = (self.plant.wall_end or time.perf_counter()) - (self.plant.wall_start or t0)
         if not self.lockstep:
@@ -348,6 +371,44 @@ class SimRunner:
         if self._owns_context:
             rclpy.try_shutdown()
             self._owns_context = False
+
+
+#: Discovery time given to other participants before manip-sim creates its publishers [s].
+DOMAIN_DISCOVERY_WAIT = 0.5
+#: Period of the check for other publishers of the run's topics during a run [s].
+DOMAIN_CHECK_PERIOD = 0.2
+
+
+def run_topics(lockstep: bool) -> list[str]:
+    """The topics the simulation publishes (one publisher each)."""
+    topics = ['/joint_states', '/motor_states', '/reference', '/joint_commands',
+              '/effort_controller/commands']
+    return topics + (['/clock'] if lockstep else [])
+
+
+def check_domain_free(mode: str) -> None:
+    """
+    Raise DomainInUseError when another participant already publishes the run's topics.
+
+    Runs before any publisher of the run exists: a node without publishers waits
+    :data:`DOMAIN_DISCOVERY_WAIT` for discovery and counts the publishers on the graph.
+    """
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from manip_control.nodes.sources import DomainGuard
+    node = rclpy.create_node('manip_sim_domain_check')
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    guard = DomainGuard(node, {t: 0 for t in run_topics(mode == 'lockstep')})
+    try:
+        end = time.monotonic() + DOMAIN_DISCOVERY_WAIT
+        while time.monotonic() < end:
+            spin_once(ex, 0.05)
+            guard.check()
+    finally:
+        ex.remove_node(node)
+        ex.shutdown()
+        node.destroy_node()
 
 
 #: Wall-time safety watchdogs of the controller in lockstep [s] (see docs/ros.md).
@@ -569,11 +630,19 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
     runner = None
     try:
         try:
+            check_domain_free(args.mode or cfg.values['plant'].get('mode', 'lockstep'))
+        except DomainInUseError as exc:
+            return error_exit(str(exc)), None
+        try:
             runner = SimRunner(cfg, bag=args.bag, storage=args.storage,
                                executor=args.executor)
         except ParameterError as exc:
             return error_exit(str(exc)), None
         outcome = runner.execute()
+        if runner.domain_error:
+            return error_exit(runner.domain_error), outcome
+        if runner.plant.exit_code:     # a non-finite state stopped the plant: no summary
+            return error_exit(runner.plant.failure, runner.plant.exit_code), outcome
         summary = tracking_summary(outcome)
         print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
         if args.bag is not None:
