@@ -22,6 +22,7 @@ against the model under test.
 
 import array
 import math
+import time
 from types import SimpleNamespace
 
 from manip_control.dynamics import TwoLinkModel
@@ -30,6 +31,9 @@ from manip_control.parameters import ParameterError
 from manip_control.parameters import PlantParameters
 from manip_control.plant import Plant
 from manip_control.safety import clamp_torque
+from manip_control.safety import decode_refusal
+from manip_control.safety import hard_limit_defaults
+from manip_control.safety import hard_limits_from_values
 from manip_control.safety import hold_torque
 from manip_control.safety import map_array_command
 from manip_control.safety import map_joint_state
@@ -44,6 +48,7 @@ from manip_control.safety import SafeReason
 from manip_control.safety import safety_from_dict
 from manip_control.safety import SafetyParameters
 from manip_control.safety import SafetySupervisor
+from manip_control.safety import SourceGuard
 from manip_control.safety import validate_parameter_update
 from manip_control.safety import validate_parameter_updates
 import numpy as np
@@ -603,3 +608,96 @@ def test_state_age_from_its_stamp():
     # the state time never goes backwards
     sup.update_state(1.102, (0.1, 0.2), (0.0, 0.0), age=1.0)
     assert sup.last_state_time == pytest.approx(1.099)
+
+
+# --------------------------------------------------------------------------------------------
+# bounded cost, source guard, hard limits
+
+
+def test_name_matching_is_linear_and_big_messages_are_refused_early():
+    from manip_control.safety import _name_index
+    from manip_control.safety import MAX_NAMES
+    names = [f'j{k}' for k in range(20000)] + ['joint1', 'joint2', 'j7']
+    t0 = time.perf_counter()
+    idx, early, late = _name_index(J, names, 'name')
+    elapsed = time.perf_counter() - t0
+    # one pass over 20,000 names takes milliseconds; the quadratic search took seconds
+    assert early.reason is R.DUPLICATE_NAME and "'j7'" in early.detail
+    assert elapsed < 0.5, elapsed
+    res = map_joint_state(J, names, [0.0] * len(names), [0.0] * len(names))
+    assert reason(res) is R.TOO_LARGE and str(MAX_NAMES) in res.detail
+    ok = [f'j{k}' for k in range(MAX_NAMES - 2)] + ['joint2', 'joint1']
+    assert map_joint_state(J, ok, [0.0] * (MAX_NAMES - 1) + [1.0],
+                           [0.0] * MAX_NAMES).position == (1.0, 0.0)
+
+
+def test_decode_refusal_reasons():
+    assert decode_refusal('malformed JointState (too many entries (20000, at most 256))') \
+        .reason is R.TOO_LARGE
+    assert decode_refusal('reference without points').reason is R.EMPTY
+    assert decode_refusal('malformed JointState (truncated)').reason is R.MALFORMED
+
+
+def test_source_guard_locks_refuses_and_relocks():
+    g = SourceGuard('joint_states', relock_after=0.5, hold=0.5)
+    assert g.check(None, 0.0) is None                   # no sequence numbers: graph only
+    assert g.check(100, 0.0) is None and g.check(101, 0.001) is None
+    assert g.check(150, 0.002) is None                  # samples lost in between
+    g.publishers = 2
+    r = g.check(3, 0.003)                               # another writer's numbering
+    assert r.reason is R.SECOND_SOURCE and '2 on the graph' in r.detail
+    assert reason(g.check(150 + 5000, 0.004)) is R.SECOND_SOURCE    # a jump
+    assert g.check(151, 0.005) is None                  # the locked writer goes on
+    assert g.conflict(0.4) and not g.conflict(0.6)
+    # the locked writer silent, still two publishers: everything refused (ambiguous)
+    assert reason(g.check(7, 1.0)) is R.SECOND_SOURCE
+    # one publisher left (e.g. a restarted driver): it is taken after the silence
+    g.publishers = 1
+    assert g.check(1, 1.2) is None and g.check(2, 1.201) is None and g.locks == 2
+    g.reset()
+    assert g.check(9, 2.0) is None
+
+
+def _limits(**kw):
+    sp = SafetyParameters()
+    data = hard_limit_defaults((25.0, 16.0), (10.0, 8.0), (0.0, 0.0), (89.0, 25.0), sp)
+    data.update(kw)
+    start = {'kp': (25.0, 16.0), 'kd': (10.0, 8.0), 'ki': (0.0, 0.0),
+             'torque_limit': (89.0, 25.0)}
+    return hard_limits_from_values(data, start, sp)
+
+
+def test_hard_limits_default_to_the_start_values_and_name_the_bound():
+    lim = _limits()
+    assert lim.check_update('torque_limit', [89.0, 25.0]) == ''
+    assert lim.check_update('torque_limit', [89.5, 1.0]) == (
+        'torque_limit[0]: must be <= hard_limits.torque[0] = 89 (read-only, fixed at start; '
+        'got 89.5)')
+    assert 'hard_limits.kp_max[1] = 64' in lim.check_update('kp', [25.0, 65.0])
+    assert 'hard_limits.kd_min[0] = 2.5' in lim.check_update('kd', [2.0, 8.0])
+    assert 'hard_limits.ki_max[0] = 0' in lim.check_update('ki', [0.1, 0.0])
+    assert 'hard_limits.state_timeout[1] = 0.02 s' in lim.check_update(
+        'safety.state_timeout', 1e9)
+    assert 'hard_limits.state_timeout[0] = 0.005 s' in lim.check_update(
+        'safety.state_timeout', 0.001)
+    assert lim.check_update('safety.state_timeout', 0.01) == ''
+    assert 'hard_limits.position_lower[1]' in lim.check_update(
+        'safety.position_lower', [0.0, -4.0])
+    assert lim.check_update('safety.position_upper', [1.0, 1.0]) == ''     # tighter
+    assert 'hard_limits.velocity[0] = 10' in lim.check_update(
+        'safety.velocity_limit', [10.5, 1.0])
+    assert 'cannot be switched off' in lim.check_update('safety.stamp_age', False)
+    assert lim.check_update('safety.stamp_age', True) == ''
+    assert lim.check_update('safety.safe_mode', 'zero') == ''
+    assert lim.check_updates({'kp': [30.0, 16.0], 'torque_limit': [1e9, 1e9]}).startswith(
+        'torque_limit[0]')
+
+
+def test_hard_limits_refuse_a_start_outside_them():
+    with pytest.raises(ParameterError, match=r'torque_limit\[0\]: must be <= '
+                                             r'hard_limits.torque\[0\] = 50'):
+        _limits(torque=[50.0, 30.0])
+    with pytest.raises(ParameterError, match=r'hard_limits.state_timeout: min 0.5 must be'):
+        _limits(state_timeout=[0.5, 0.1])
+    with pytest.raises(ParameterError, match=r'hard_limits.velocity\[1\]: must be > 0'):
+        _limits(velocity=[1.0, -1.0])
