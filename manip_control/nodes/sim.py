@@ -182,7 +182,7 @@ class SimRunner:
     """
 
     def __init__(self, run: RunConfig, bag=None, storage: str = 'mcap',
-                 executor: str = 'events', context=None):
+                 executor: str = 'events', context=None, share_sim_time: bool = True):
         from manip_control.nodes.common import make_executor
         from manip_control.nodes.controller_node import ControllerNode
         from manip_control.nodes.plant_node import PlantNode
@@ -232,6 +232,8 @@ class SimRunner:
                     recorder_specs(), rec_vals) + extra, **kw)
                 self.nodes.append(self.recorder)
                 self.recorder.set_run_parameters(self.scenario.to_dict(), self.resolved)
+            self.shared_sim_time = share_sim_time and self.lockstep and share_time_source(
+                self.trajectory, [n for n in (self.controller, self.recorder) if n is not None])
             self.executor = make_executor(executor, context=context)
             for n in self.nodes:
                 self.executor.add_node(n)
@@ -409,6 +411,29 @@ def check_domain_free(mode: str) -> None:
         ex.remove_node(node)
         ex.shutdown()
         node.destroy_node()
+
+
+def share_time_source(source, nodes) -> bool:
+    """
+    Drive the sim-time clocks of ``nodes`` from the time source of ``source`` (one process).
+
+    Every node with ``use_sim_time`` has its own ``/clock`` subscription (rclpy's
+    TimeSource): in one process that is one more delivery, deserialization and clock update
+    per node and tick for the same message. Here the other nodes' own subscriptions are
+    dropped and their clocks attached to ``source``'s time source, which sets every attached
+    clock from each ``/clock`` message (the same values, so nothing else changes). Returns
+    False (nothing changed) where rclpy's time source is not reachable.
+    """
+    main = getattr(source, '_time_source', None)
+    if main is None or not hasattr(main, 'attach_clock'):
+        return False
+    for node in nodes:
+        own = getattr(node, '_time_source', None)
+        if own is None or not hasattr(own, 'detach_node'):
+            continue
+        own.detach_node()                 # destroys its /clock subscription
+        main.attach_clock(node.get_clock())
+    return True
 
 
 #: Wall-time safety watchdogs of the controller in lockstep [s] (see docs/ros.md).
