@@ -49,22 +49,27 @@ def _exe(name: str) -> str:
     return str(path)
 
 
-@pytest.fixture
-def files(tmp_path):
-    """Write the test's config files; returns name -> path."""
+def _write_files(directory: Path) -> dict:
+    """Write the tests' config files; returns name -> path."""
     texts = {'empty.yaml': '', 'comments.yaml': '# nothing set here\n\n  # indented\n',
              'l1.yaml': SCENARIO_L1, 'slow_rate.yaml': SCENARIO_SLOW_RATE,
              'diverges.yaml': SCENARIO_DIVERGES, 'mixed.yaml': PARAMS_MIXED,
              'params_l1.yaml': PARAMS_L1}
     out = {}
     for name, text in texts.items():
-        out[name] = tmp_path / name
+        out[name] = directory / name
         out[name].write_text(text)
     return out
 
 
+@pytest.fixture
+def files(tmp_path):
+    """Write the test's config files; returns name -> path."""
+    return _write_files(tmp_path)
+
+
 def _fill(args, files):
-    """``{name.yaml}`` placeholders -> the written files' paths."""
+    """Replace ``{name.yaml}`` placeholders by the written files' paths."""
     out = []
     for a in args:
         for name, path in files.items():
@@ -73,10 +78,7 @@ def _fill(args, files):
     return out
 
 
-def _refused(procs, name, args, expected, timeout=60.0):
-    p = procs.start(name, args)
-    code = procs.wait(p, timeout)
-    out, err = procs.output(p)
+def _check_refused(code, out, err, expected):
     lines = err.strip().splitlines()
     assert code == 2, (code, out, err)
     assert len(lines) == 1 and lines[0].startswith('error: '), err
@@ -93,14 +95,6 @@ OFFLINE_CASES = [
     (['--duration', '0.0004'], '--duration: must be at least one control period (0.001 s'),
     (['--config', '{diverges.yaml}'], 'plant state not finite at t = '),
 ]
-
-
-@pytest.mark.parametrize('args, expected', OFFLINE_CASES)
-def test_manip_offline_refusals(procs, files, args, expected):
-    args = _fill(args, files)
-    _refused(procs, 'offline', [_exe('manip-offline'), *args], expected)
-
-
 SIM_CASES = [
     (['--config', '{comments.yaml}'], 'empty (no settings'),
     (['--config', '{l1.yaml}'], 'plant.arm.l1: must be in [0.001, 5] m'),
@@ -112,14 +106,6 @@ SIM_CASES = [
      'parameter friction.b (section /**/plant of params file'),
     (['--config', '{params_l1.yaml}'], 'parameter arm.l1 (node plant): must be in [0.001, 5'),
 ]
-
-
-@pytest.mark.parametrize('args, expected', SIM_CASES)
-def test_manip_sim_refusals(procs, files, args, expected):
-    args = _fill(args, files)
-    _refused(procs, 'sim', [_exe('manip-sim'), '--quiet', *args], expected)
-
-
 NODE_CASES = [
     ('plant', ['--params-file', '{mixed.yaml}'],
      'parameter friction.b (section /**/plant of params file'),
@@ -132,12 +118,52 @@ NODE_CASES = [
     ('trajectory', ['-p', 'control_rate:=1000000.0'],
      'parameter control_rate (node trajectory): must be in'),
 ]
+CASES = ([(f'offline-{k}', ['manip-offline', *a], e) for k, (a, e) in enumerate(OFFLINE_CASES)]
+         + [(f'sim-{k}', ['manip-sim', '--quiet', *a], e) for k, (a, e) in enumerate(SIM_CASES)]
+         + [(f'{x}-{k}', [x, '--ros-args', *a], e) for k, (x, a, e) in enumerate(NODE_CASES)])
 
 
-@pytest.mark.parametrize('exe, ros_args, expected', NODE_CASES)
-def test_node_executable_refusals(procs, files, exe, ros_args, expected):
-    ros_args = _fill(ros_args, files)
-    _refused(procs, exe, [_exe(exe), '--ros-args', *ros_args], expected)
+@pytest.fixture(scope='module')
+def refusals(tmp_path_factory):
+    """
+    Run every refusal case at once (they end by themselves within seconds).
+
+    Returns ``{case id: (exit code, stdout, stderr)}``.
+    """
+    import os
+    import subprocess
+    files = _write_files(tmp_path_factory.mktemp('configs'))
+    env = dict(os.environ, PYTHONUNBUFFERED='1', RCUTILS_COLORIZED_OUTPUT='0')
+    runs = {}
+    for case, args, _ in CASES:
+        args = _fill(args, files)
+        runs[case] = subprocess.Popen([_exe(args[0]), *args[1:]], env=env, cwd=str(ROOT),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      stdin=subprocess.DEVNULL, text=True,
+                                      start_new_session=True)
+    out = {}
+    try:
+        for case, p in runs.items():
+            try:
+                stdout, stderr = p.communicate(timeout=180)
+                out[case] = (p.returncode, stdout, stderr)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                stdout, stderr = p.communicate()
+                out[case] = (None, stdout, stderr)
+    finally:
+        for p in runs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return out
+
+
+@pytest.mark.parametrize('case, expected', [(c, e) for c, _, e in CASES],
+                         ids=[c for c, _, _ in CASES])
+def test_refused_in_one_line_with_exit_code_2(refusals, case, expected):
+    """manip-offline, manip-sim and the node executables: one line naming it, exit 2."""
+    _check_refused(*refusals[case], expected)
 
 
 def test_manip_sim_stops_on_a_non_finite_plant_state(procs, files):
