@@ -13,27 +13,27 @@
 # limitations under the License.
 
 """
-Trajectory node: reference samples on the tick grid, goals validated (rejected with the
-reason, the current motion continuing), accepted goals followed.
+Trajectory node: reference samples on the tick grid, goals validated and followed.
+
+Goals are rejected with the reason (the current motion continuing); accepted goals are
+followed.
 """
 
 import math
 
+from builtin_interfaces.msg import Duration
+from conftest import make_node
+from manip_control.nodes.ros_params import trajectory_specs
+from manip_control.nodes.trajectory_node import goal_to_trajectory
+from manip_control.nodes.trajectory_node import GoalError
+from manip_control.nodes.trajectory_node import TrajectoryNode
+from manip_control.trajectories import trajectory_from_config
 import numpy as np
 import pytest
-
-pytest.importorskip('rclpy')
-
-from builtin_interfaces.msg import Duration  # noqa: E402
-from conftest import make_node  # noqa: E402
-from rosgraph_msgs.msg import Clock  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
-
-from manip_control.nodes.ros_params import trajectory_specs  # noqa: E402
-from manip_control.nodes.trajectory_node import GoalError, TrajectoryNode, \
-    goal_to_trajectory  # noqa: E402
-from manip_control.trajectories import trajectory_from_config  # noqa: E402
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+from trajectory_msgs.msg import JointTrajectoryPoint
 
 J = ['joint1', 'joint2']
 LIMITS = [[-1.0, 1.0], [-2.0, 2.0]]

@@ -77,6 +77,7 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
     Parameters
     ----------
     msg : JointTrajectory
+        The goal: joint names, timed points with positions (and optionally velocities).
     joints : sequence of str
         Configured joint names (the order of the result).
     now : float
@@ -85,7 +86,10 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
         Current desired position, the start of a goal whose first point is later than now.
     origin_ns : int
         ROS time [ns] of trajectory time 0 (for goals with a non-zero header.stamp).
-    position_limits : list of [lower, upper]; velocity_limits : list of float
+    position_limits : list of [lower, upper]
+        Position limits per joint [rad]; the whole path must stay inside.
+    velocity_limits : list of float
+        Speed limits per joint [rad/s].
 
     Raises
     ------
