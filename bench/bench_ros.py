@@ -15,86 +15,213 @@
 """
 Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
 
-    .venv/bin/python bench/bench_ros.py [--duration 10] [--quick]
+    .venv/bin/python bench/bench_ros.py [--duration 10] [--repeat 3] [--quick] [--no-realtime]
 
-1. Lockstep, plant + controller + trajectory in one process (manip-sim), 1 kHz, the default
-   scenario (full plant: DC motors + PI current drives, friction, rotor inertia):
-   real-time factor with rclpy.experimental.EventsExecutor and with SingleThreadedExecutor,
-   and with the bag recorder added.
-2. Real time, the same three nodes in one process (manip-sim --mode realtime), 1 kHz:
+1. Lockstep, default scenario (full plant: DC motors + PI current drives, friction, rotor
+   inertia), 1 kHz, side by side in the same run, each variant repeated (best and median):
+   the three nodes in one process (manip-sim, EventsExecutor) and as three separate
+   processes (what launch/sim.launch.py starts), each without and with the bag recorder
+   (one more node in manip-sim, a fourth process beside the separate ones). Separate
+   processes run with the nodes' default transport (UDPv4) and with Fast DDS's shared
+   memory (``MANIP_PREFER_UDP=0``). Real-time factor = simulated / wall time; CPU time per
+   tick of every process (all its threads, DDS included), which tells where the time goes
+   on a machine shared with other jobs.
+2. The single-threaded executor in one process (``--executor single``), for comparison.
+3. Real time, the same three nodes in one process (manip-sim --mode realtime), 1 kHz:
    controller ticks executed in the wall-clock window of the run against the ticks due at
    1 kHz, and latency from a joint-state publication (its header stamp, wall clock) to the
    command computed from it; for the controller triggers ``state`` (default) and ``timer``,
-   with normal scheduling and with ``--rt-priority 20`` (SCHED_FIFO, as a real-time
-   controller is deployed); late plant timer periods (caught up by integrating them).
-3. Lockstep with the three nodes as separate processes (as launch/sim.launch.py starts
-   them): real-time factor from the plant's own wall-time measurement.
+   with normal scheduling and with ``--rt-priority 20`` (SCHED_FIFO); late plant timer
+   periods (caught up by integrating them).
 
-Targets: lockstep RTF >= 2x; real time >= 99 % of the controller ticks and p99
-latency <= 1 ms. Each run uses its own ROS domain (DDS discovery kept on this host).
+Targets: lockstep RTF >= 4x for manip-sim with the recorder and >= 3x for the separate
+processes with the recorder; real time >= 99 % of the controller ticks and p99 latency
+<= 1 ms. Each run uses its own ROS domain.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+import time
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-os.environ.setdefault('ROS_DOMAIN_ID', str(101 + os.getpid() % 90))
+#: ROS domains of this benchmark: BASE_DOMAIN + 0 (one process), + 1 (separate processes),
+#: + 2 (real time).
+BASE_DOMAIN = 101 + os.getpid() % 80
 
 import rclpy  # noqa: E402
 
 from manip_control.nodes import sim  # noqa: E402
 
-
-def _run(run_cfg, executor='events', bag=None):
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, args=['bench', '--ros-args', '--log-level', 'warn'])
-    runner = sim.SimRunner(run_cfg, bag=bag, executor=executor, context=ctx)
-    try:
-        return runner.execute()
-    finally:
-        runner.destroy()
-        rclpy.try_shutdown(context=ctx)
+TICKS_PER_S = os.sysconf('SC_CLK_TCK')
+#: Transport settings that the separate-process runs replace with their own.
+TRANSPORT_VARS = ('FASTDDS_BUILTIN_TRANSPORTS', 'FASTRTPS_DEFAULT_PROFILES_FILE',
+                  'FASTDDS_DEFAULT_PROFILES_FILE', 'MANIP_PREFER_UDP', 'ROS_LOCALHOST_ONLY',
+                  'ROS_AUTOMATIC_DISCOVERY_RANGE')
 
 
-def _cpu() -> float:
+def _domain(offset: int) -> str:
+    return str(BASE_DOMAIN + offset)
+
+
+def _cpu_self() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
 
 
-def lockstep(duration: float) -> list[str]:
+def _cpu_of(pid: int) -> float:
+    """CPU time [s] of a running process (all threads), from /proc."""
+    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
+def one_process(duration: float, bag: bool, executor: str = 'events') -> dict:
+    """manip-sim's runner in this process: RTF and CPU per tick of the process."""
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'     # as manip-sim does
+    os.environ['ROS_DOMAIN_ID'] = _domain(0)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=['bench', '--ros-args', '--log-level', 'warn'])
+    cfg = sim.load_run_config('default', duration=duration)
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = sim.SimRunner(cfg, bag=Path(tmp) / 'bag' if bag else None, executor=executor,
+                               context=ctx)
+        try:
+            c0 = _cpu_self()
+            out = runner.execute()
+            cpu = _cpu_self() - c0
+        finally:
+            runner.destroy()
+            rclpy.try_shutdown(context=ctx)
+    rec = sum(out.recorded.get(t, 0) for t in out.published)
+    return {'rtf': out.real_time_factor, 'ticks': out.ticks,
+            'cpu_us': {'manip-sim': 1e6 * cpu / max(out.ticks, 1)},
+            'timeouts': out.plant_counters['command_timeouts'],
+            'recorded': f'{rec}/{sum(out.published.values())}' if bag else ''}
+
+
+def separate_processes(duration: float, bag: bool, transport: str) -> dict:
     """
-    RTF = simulated / wall time; also simulated / CPU time of the process (all its threads,
-    DDS included), which a machine shared with other jobs does not change.
+    Plant, controller, trajectory (and recorder) as processes with config/sim_params.yaml.
+
+    ``transport``: ``udp`` (the nodes' default when nothing chose one) or ``shm`` (Fast DDS's
+    default, shared memory between processes of the host). CPU of every process between the
+    plant's start line and its end line.
     """
-    rows = []
-    for executor, bag in (('events', False), ('single', False), ('events', True)):
-        cfg = sim.load_run_config('default', duration=duration)
-        with tempfile.TemporaryDirectory() as tmp:
-            c0 = _cpu()
-            out = _run(cfg, executor, Path(tmp) / 'bag' if bag else None)
-            cpu = _cpu() - c0
-        label = f'{executor:<6} executor' + (' + recorder (MCAP)' if bag else '')
-        rows.append(f'  {label:<36} {out.ticks:>6} ticks  {out.wall_time:6.2f} s wall  '
-                    f'RTF {out.real_time_factor:5.2f}x  | {cpu:6.2f} s CPU  '
-                    f'sim/CPU {out.simulated_time / cpu:5.2f}x  (timeouts '
-                    f'{out.plant_counters["command_timeouts"]})')
+    params = str(ROOT / 'config' / 'sim_params.yaml')
+    env = {k: v for k, v in os.environ.items() if k not in TRANSPORT_VARS}
+    env.update(PYTHONUNBUFFERED='1', ROS_DOMAIN_ID=_domain(1),
+               ROS_AUTOMATIC_DISCOVERY_RANGE='SUBNET', PYTHONPATH=str(ROOT))
+    if transport == 'shm':
+        env['MANIP_PREFER_UDP'] = '0'
+    py = sys.executable
+    sim_time = ['-p', 'use_sim_time:=true']
+    with tempfile.TemporaryDirectory() as tmp:
+        cmds = {}
+        if bag:
+            cmds['recorder'] = ['recorder_node', '-p', f'bag:={tmp}/bag', *sim_time]
+        cmds['controller'] = ['controller_node', '--params-file', params, *sim_time]
+        cmds['trajectory'] = ['trajectory_node', '--params-file', params, *sim_time]
+        cmds['plant'] = ['plant_node', '--params-file', params, '-p', f'duration:={duration}',
+                         '-p', f'wait_for_subscribers:={2 if bag else 1}']
+        procs, logs = {}, {}
+        try:
+            for name, (mod, *args) in cmds.items():
+                logs[name] = open(Path(tmp) / f'{name}.log', 'w+')
+                procs[name] = subprocess.Popen(
+                    [py, '-m', f'manip_control.nodes.{mod}', '--ros-args', *args], env=env,
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=logs[name])
+            plant_log = Path(tmp) / 'plant.log'
+            c0 = c1 = None
+            deadline = time.monotonic() + 600
+            while procs['plant'].poll() is None and time.monotonic() < deadline:
+                text = plant_log.read_text()
+                if c0 is None and 'lockstep at' in text:
+                    c0 = {n: _cpu_of(p.pid) for n, p in procs.items()}
+                if c0 is not None and 'run finished' in text:
+                    c1 = {n: _cpu_of(p.pid) for n, p in procs.items() if p.poll() is None}
+                    break
+                time.sleep(0.02)
+            procs['plant'].wait(60)
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.send_signal(2)
+            for p in procs.values():
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            for f in logs.values():
+                f.close()
+        err = (Path(tmp) / 'plant.log').read_text()
+        rec_log = (Path(tmp) / 'recorder.log').read_text() if bag else ''
+    m = re.search(r'run finished: (\d+) ticks, (\d+) command timeouts.*?([\d.]+) s wall, '
+                  r'real-time factor ([\d.]+)x', err)
+    if not m or c0 is None or c1 is None:
+        return {'error': err[-1500:]}
+    ticks = int(m.group(1))
+    bag_m = re.search(r'bag \S+: (\d+) messages', rec_log)
+    return {'rtf': float(m.group(4)), 'ticks': ticks, 'timeouts': int(m.group(2)),
+            'cpu_us': {n: 1e6 * (c1[n] - c0[n]) / max(ticks, 1) for n in c1},
+            'recorded': f'{bag_m.group(1)} in the bag' if bag_m else ''}
+
+
+VARIANTS = [
+    ('one process (manip-sim)', lambda d: one_process(d, False)),
+    ('one process + recorder', lambda d: one_process(d, True)),
+    ('3 processes, UDPv4', lambda d: separate_processes(d, False, 'udp')),
+    ('3 processes + recorder, UDPv4', lambda d: separate_processes(d, True, 'udp')),
+    ('3 processes, shared memory', lambda d: separate_processes(d, False, 'shm')),
+    ('3 processes + recorder, shared memory', lambda d: separate_processes(d, True, 'shm')),
+]
+
+
+def lockstep_side_by_side(duration: float, repeat: int) -> list[str]:
+    """Every variant ``repeat`` times, interleaved (the machine's load changes meanwhile)."""
+    results: dict[str, list] = {name: [] for name, _ in VARIANTS}
+    for _ in range(repeat):
+        for name, fn in VARIANTS:
+            results[name].append(fn(duration))
+    rows = [f'  {"variant":<40}{"RTF best":>9}{"median":>8}  CPU per tick [us] (median) '
+            'per process; command timeouts; recorded']
+    for name, runs in results.items():
+        ok = [r for r in runs if 'rtf' in r]
+        if not ok:
+            rows.append(f'  {name:<40} failed: {runs[-1].get("error", "")[-600:]}')
+            continue
+        rtf = [r['rtf'] for r in ok]
+        cpu = {p: statistics.median(r['cpu_us'][p] for r in ok if p in r['cpu_us'])
+               for p in ok[0]['cpu_us']}
+        cpu_text = ', '.join(f'{p} {v:.0f}' for p, v in cpu.items())
+        if len(cpu) > 1:
+            cpu_text += f' (total {sum(cpu.values()):.0f})'
+        rows.append(f'  {name:<40}{max(rtf):8.2f}x{statistics.median(rtf):7.2f}x  {cpu_text}; '
+                    f'timeouts {max(r["timeouts"] for r in ok)}; {ok[-1]["recorded"]}'
+                    + (f'  [{len(runs) - len(ok)} failed]' if len(ok) < len(runs) else ''))
     return rows
+
+
+def single_executor(duration: float) -> list[str]:
+    """Run one process with the single-threaded executor; return the figure row."""
+    r = one_process(duration, False, executor='single')
+    return [f'  one process, SingleThreadedExecutor     {r["rtf"]:8.2f}x  CPU per tick '
+            f'{r["cpu_us"]["manip-sim"]:.0f} us']
 
 
 def realtime(duration: float) -> list[str]:
     """
-    manip-sim --mode realtime in a subprocess per variant (own process: SCHED_FIFO is
-    per process); the summary line has the figures.
+    Run manip-sim --mode realtime in a subprocess per variant; return the figure rows.
+
+    One process per variant (SCHED_FIFO is per process); its summary line has the figures.
     """
     import yaml
     rows = []
@@ -106,7 +233,7 @@ def realtime(duration: float) -> list[str]:
             path = Path(tmp) / f'{trigger}.yaml'
             path.write_text(yaml.safe_dump(params))
             for prio in (0, 20):
-                env = dict(os.environ, ROS_DOMAIN_ID=str(int(os.environ['ROS_DOMAIN_ID']) + 2))
+                env = dict(os.environ, ROS_DOMAIN_ID=_domain(2))
                 cmd = [sys.executable, '-m', 'manip_control.nodes.sim', '--quiet', '--mode',
                        'realtime', '--duration', str(duration), '--config', str(path),
                        '--rt-priority', str(prio)]
@@ -128,52 +255,25 @@ def realtime(duration: float) -> list[str]:
     return rows
 
 
-def processes(duration: float) -> list[str]:
-    params = str(ROOT / 'config' / 'sim_params.yaml')
-    env = dict(os.environ, PYTHONUNBUFFERED='1',
-               ROS_DOMAIN_ID=str(int(os.environ['ROS_DOMAIN_ID']) + 1))
-    py = sys.executable
-    procs = []
-    try:
-        plant = subprocess.Popen(
-            [py, '-m', 'manip_control.nodes.plant_node', '--ros-args', '--params-file', params,
-             '-p', f'duration:={duration}'], env=env, stderr=subprocess.PIPE, text=True,
-            cwd=ROOT)
-        procs.append(plant)
-        for mod in ('controller_node', 'trajectory_node'):
-            procs.append(subprocess.Popen(
-                [py, '-m', f'manip_control.nodes.{mod}', '--ros-args', '--params-file',
-                 params, '-p', 'use_sim_time:=true'], env=env, stderr=subprocess.DEVNULL,
-                cwd=ROOT))
-        _, err = plant.communicate(timeout=600)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(10)
-    m = re.search(r'run finished: (\d+) ticks, (\d+) command timeouts.*?([\d.]+) s wall, '
-                  r'real-time factor ([\d.]+)x', err)
-    if not m:
-        return ['  separate processes: no result\n' + err[-2000:]]
-    return [f'  3 processes (events executor each)  {m.group(1):>6} ticks  '
-            f'{float(m.group(3)):7.2f} s wall  RTF {float(m.group(4)):5.2f}x  '
-            f'(timeouts {m.group(2)})']
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument('--duration', type=float, default=10.0, help='simulated seconds per run')
-    ap.add_argument('--quick', action='store_true', help='2 s runs')
+    ap.add_argument('--repeat', type=int, default=3, help='runs of each lockstep variant')
+    ap.add_argument('--quick', action='store_true', help='2 s runs, 1 repeat')
+    ap.add_argument('--no-realtime', action='store_true', help='skip the real-time runs')
     args = ap.parse_args()
     d = 2.0 if args.quick else args.duration
+    repeat = 1 if args.quick else max(1, args.repeat)
     print(f'bench_ros: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start, '
-          f'rclpy {rclpy.__file__.split("site-packages")[0][-30:]}..., {d:g} s per run')
-    print('1. lockstep, 3 nodes in one process, 1 kHz, default scenario (full plant):')
-    print('\n'.join(lockstep(d)))
-    print('2. real time, 3 nodes in one process, 1 kHz (manip-sim --mode realtime):')
-    print('\n'.join(realtime(d)))
-    print('3. lockstep, 3 nodes as separate processes (sim_params.yaml), 1 kHz:')
-    print('\n'.join(processes(d)))
+          f'{d:g} s per run, {repeat} runs per lockstep variant')
+    print('1. lockstep, default scenario (full plant), 1 kHz: one process vs separate '
+          'processes (sim.launch.py)')
+    print('\n'.join(lockstep_side_by_side(d, repeat)))
+    print('2. lockstep, one process, single-threaded executor:')
+    print('\n'.join(single_executor(d)))
+    if not args.no_realtime:
+        print('3. real time, 3 nodes in one process, 1 kHz (manip-sim --mode realtime):')
+        print('\n'.join(realtime(d)))
     print(f'load average at end {os.getloadavg()[0]:.2f}')
 
 
