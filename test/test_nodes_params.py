@@ -437,3 +437,8 @@ def test_misspelt_key_fails_naming_the_closest_name(procs, tmp_path, text, expec
                               '--params-file', str(path)])
     assert procs.wait(p, 60.0) == 2
     assert procs.output(p)[1].strip() == expected
+
+
+def test_trajectory_string_parameter_reads_yaml_12_floats():
+    cfg = rp.trajectory_config({'trajectory': '{type: hold, position: [1.0e-1, -2e-1]}'})
+    assert cfg.trajectory['position'] == [0.1, -0.2]

@@ -67,6 +67,7 @@ from manip_control.parameters import read_yaml
 from manip_control.parameters import Scenario
 from manip_control.parameters import scenario_from_dict
 from manip_control.parameters import SensorParameters
+from manip_control.parameters import yaml_load
 import yaml
 
 N_JOINTS = 2
@@ -463,7 +464,7 @@ def flow_yaml(data: Any) -> str:
 def parse_flow_mapping(text: str, name: str) -> dict:
     """Parse a YAML/JSON mapping held in a string parameter; ParameterError naming ``name``."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml_load(text)      # YAML 1.2 floats, as in the files
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else 'syntax error'
         raise ParameterError(f'{name}: not a valid YAML mapping ({first})') from None
