@@ -287,7 +287,8 @@ class SimRunner:
                     guard.check()
                 except DomainInUseError as exc:
                     self.domain_error = str(exc)
-                    end.set_result(False)
+                    if not end.done():
+                        end.set_result(False)
         timer = self.plant.create_timer(DOMAIN_CHECK_PERIOD, check_domain,
                                         clock=steady_clock())
         check_domain()
@@ -299,6 +300,7 @@ class SimRunner:
             interrupted = True
         defer_signals()         # from here on a signal only flags: the bag is finished first
         self.plant.destroy_timer(timer)
+        check_domain()          # a participant discovered during the last period
         if not self.plant.done_future.done() and self.domain_error is None:
             interrupted = True
         wall = (self.plant.wall_end or time.perf_counter()) - (self.plant.wall_start or t0)
@@ -376,7 +378,7 @@ class SimRunner:
 
 
 #: Discovery time given to other participants before manip-sim creates its publishers [s].
-DOMAIN_DISCOVERY_WAIT = 0.5
+DOMAIN_DISCOVERY_WAIT = 1.0
 #: Period of the check for other publishers of the run's topics during a run [s].
 DOMAIN_CHECK_PERIOD = 0.2
 
