@@ -69,9 +69,11 @@ def sequence_number(info) -> int | None:
 
 
 def describe(info) -> str:
-    """``/ns/node (gid 01.0f.…)`` for a TopicEndpointInfo."""
-    ns = info.node_namespace.rstrip('/')
+    """Return ``/ns/node (gid 01.0f.…)`` for a TopicEndpointInfo."""
     gid = '.'.join(f'{b:02x}' for b in list(info.endpoint_gid)[:16])
+    if info.node_name == '_NODE_NAME_UNKNOWN_':     # the node not discovered yet
+        return f'a participant (gid {gid})'
+    ns = info.node_namespace.rstrip('/')
     return f'{ns}/{info.node_name} (gid {gid})'
 
 
