@@ -107,7 +107,7 @@ class Controller:
         self.params = params
         self.period = float(period)
         nm = params.nominal
-        self.model = TwoLinkModel(nm.arm, nm.rotor_inertia)
+        self.model = TwoLinkModel(nm.arm, nm.rotor_inertia, nm.rotor_coupling_terms)
         self._friction = nm.friction
         self._ct = params.law == 'computed_torque'
         self.set_gains(params.kp, params.kd, params.ki)

@@ -13,22 +13,36 @@
 # limitations under the License.
 
 """
-Rigid-body dynamics of the planar 2R arm.
+Rigid-body dynamics of the planar 2R arm, with the rotors of its two joint motors.
 
 ``M(q) qdd + C(q, qd) qd + g(q) = tau``
 
 Conventions: vertical plane, x right, y up, gravity (0, -g0); q1 counter-clockwise from +x,
-q2 relative to link 1. With ``a = I1 + I2 + m1 lc1^2 + m2 (l1^2 + lc2^2) + Jr1``,
+q2 relative to link 1. With ``a0 = I1 + I2 + m1 lc1^2 + m2 (l1^2 + lc2^2)``,
 ``b = m2 l1 lc2``, ``d = I2 + m2 lc2^2`` (Spong, Hutchinson & Vidyasagar, *Robot Modeling
-and Control*, 2nd ed., section 6.4; ``Jr = Jm N^2`` is the reflected rotor inertia)::
+and Control*, 2nd ed., section 6.4)::
 
-    M = [[a + 2 b cos q2, d + b cos q2],
-         [d + b cos q2,   d + Jr2     ]]
+    M = [[a + 2 b cos q2, d12 + b cos q2],
+         [d12 + b cos q2, d22           ]]
+    a = a0 + Jr1 + c11,   d12 = d + c12,   d22 = d + Jr2
     h = -b sin q2
     C = [[h qd2, h (qd1 + qd2)],          (Christoffel symbols: Mdot - 2C is skew)
          [-h qd1, 0          ]]
     g = [(m1 lc1 + m2 l1) g0 cos q1 + m2 lc2 g0 cos(q1 + q2),
          m2 lc2 g0 cos(q1 + q2)]
+
+Rotors (the motor placement convention of Spong et al., rotors as separate bodies):
+motor i sits on link i-1 at joint i -- motor 1 on the base at joint 1, motor 2 on link 1 at
+the elbow -- and its rotor turns at ``N_i qd_i`` relative to the body that carries it. The
+rotor's mass is part of the carrying link's (m, lc, I); only its spin about the (parallel)
+joint axis adds kinetic energy. Rotor 1 spins at ``N1 qd1``, rotor 2 at ``qd1 + N2 qd2`` in
+the inertial frame::
+
+    T_rotors = 1/2 Jm1 (N1 qd1)^2 + 1/2 Jm2 (qd1 + N2 qd2)^2
+
+so M gains the constant matrix ``[[Jm1 N1^2 + Jm2, Jm2 N2], [Jm2 N2, Jm2 N2^2]]``: the
+reflected inertias ``Jr = Jm N^2`` on the diagonal and the coupling ``c11 = Jm2``,
+``c12 = Jm2 N2`` of rotor 2 riding on link 1. Constant terms of M add nothing to C.
 
 Potential energy ``V = m1 g0 lc1 sin q1 + m2 g0 (l1 sin q1 + lc2 sin(q1 + q2))``.
 
@@ -57,24 +71,38 @@ def _vec2(name: str, x) -> np.ndarray:
 
 class TwoLinkModel:
     """
-    Lumped-parameter 2R model (arm + optional reflected rotor inertia).
+    Lumped-parameter 2R model (arm + optional rotor inertia and rotor coupling).
 
     Parameters
     ----------
     arm : ArmParameters
     rotor_inertia : sequence of 2 float, optional
-        ``Jm N^2`` per joint [kg·m^2], added to the diagonal of M.
+        Reflected rotor inertia ``Jr = Jm N^2`` per joint [kg·m^2], added to the diagonal
+        of M.
+    rotor_coupling : sequence of 2 float, optional
+        ``(c11, c12) = (Jm2, Jm2 N2)`` [kg·m^2]: rotor 2 riding on link 1, added to M11 and
+        to M12 (zeros: no coupling).
+
+    Attributes
+    ----------
+    a, b, d12, d22 : float
+        ``M = [[a + 2 b cos q2, d12 + b cos q2], [d12 + b cos q2, d22]]`` [kg·m^2].
+    g1, g2 : float
+        ``g = [g1 cos q1 + g2 cos(q1 + q2), g2 cos(q1 + q2)]`` [N·m].
 
     """
 
-    def __init__(self, arm: ArmParameters, rotor_inertia=(0.0, 0.0)):
+    def __init__(self, arm: ArmParameters, rotor_inertia=(0.0, 0.0),
+                 rotor_coupling=(0.0, 0.0)):
         self.arm = arm
         self.rotor_inertia = (float(rotor_inertia[0]), float(rotor_inertia[1]))
+        self.rotor_coupling = (float(rotor_coupling[0]), float(rotor_coupling[1]))
         m1, m2, l1, lc1, lc2 = arm.m1, arm.m2, arm.l1, arm.lc1, arm.lc2
         self.a0 = arm.I1 + arm.I2 + m1 * lc1 ** 2 + m2 * (l1 ** 2 + lc2 ** 2)
         self.b = m2 * l1 * lc2
         self.d = arm.I2 + m2 * lc2 ** 2
-        self.a = self.a0 + self.rotor_inertia[0]
+        self.a = self.a0 + self.rotor_inertia[0] + self.rotor_coupling[0]
+        self.d12 = self.d + self.rotor_coupling[1]
         self.d22 = self.d + self.rotor_inertia[1]
         g0 = arm.gravity
         self.g1 = (m1 * lc1 + m2 * l1) * g0
@@ -84,7 +112,7 @@ class TwoLinkModel:
     def inertia_matrix(self, q) -> np.ndarray:
         """Inertia matrix M(q) [kg·m^2], shape (2, 2), symmetric positive definite."""
         c2 = math.cos(q[1])
-        m12 = self.d + self.b * c2
+        m12 = self.d12 + self.b * c2
         return np.array([[self.a + 2.0 * self.b * c2, m12], [m12, self.d22]])
 
     def coriolis_matrix(self, q, qd) -> np.ndarray:
@@ -108,7 +136,7 @@ class TwoLinkModel:
         c2 = math.cos(q2)
         s2 = math.sin(q2)
         bc2 = self.b * c2
-        m12 = self.d + bc2
+        m12 = self.d12 + bc2
         h = -self.b * s2
         g12 = self.g2 * math.cos(q1 + q2)
         tau1 = ((self.a + 2.0 * bc2) * qdd1 + m12 * qdd2 + h * (2.0 * qd1 * qd2 + qd2 * qd2)
@@ -122,7 +150,7 @@ class TwoLinkModel:
         s2 = math.sin(q2)
         bc2 = self.b * c2
         m11 = self.a + 2.0 * bc2
-        m12 = self.d + bc2
+        m12 = self.d12 + bc2
         m22 = self.d22
         h = -self.b * s2
         g12 = self.g2 * math.cos(q1 + q2)
@@ -157,13 +185,14 @@ class TwoLinkModel:
         return self.kinetic_energy(q, qd) + self.potential_energy(q)
 
 
-def _model(arm: ArmParameters, rotor_inertia) -> TwoLinkModel:
-    return TwoLinkModel(arm, rotor_inertia)
+def _model(arm: ArmParameters, rotor_inertia, rotor_coupling=(0.0, 0.0)) -> TwoLinkModel:
+    return TwoLinkModel(arm, rotor_inertia, rotor_coupling)
 
 
-def inertia_matrix(q, arm: ArmParameters, rotor_inertia=(0.0, 0.0)) -> np.ndarray:
+def inertia_matrix(q, arm: ArmParameters, rotor_inertia=(0.0, 0.0),
+                   rotor_coupling=(0.0, 0.0)) -> np.ndarray:
     """Inertia matrix M(q) [kg·m^2] of the arm; see the module docstring for the formula."""
-    return _model(arm, rotor_inertia).inertia_matrix(_vec2('q', q))
+    return _model(arm, rotor_inertia, rotor_coupling).inertia_matrix(_vec2('q', q))
 
 
 def coriolis_matrix(q, qd, arm: ArmParameters) -> np.ndarray:

@@ -13,12 +13,36 @@
 # limitations under the License.
 
 """
-Joint friction: viscous + smoothed Coulomb, with an optional Stribeck term.
+Joint friction: viscous + Coulomb (+ Stribeck), smoothed (default) or with stiction.
 
-``f(qd) = b qd + (tau_c + tau_s exp(-(qd / v_s)^2)) tanh(qd / eps)``  [N·m]
+``smooth`` (the default ``plant.friction_model``)::
+
+    f(qd) = b qd + (tau_c + tau_s exp(-(qd / v_s)^2)) tanh(qd / eps)      [N·m]
 
 The tanh smoothing (width ``eps`` [rad/s]) keeps the model C-infinity and odd, so fixed-step
-integrators see no discontinuity at zero velocity.
+integrators see no discontinuity at zero velocity; the price is that no torque is held at
+rest: any net torque makes the joint creep at a speed of the order of ``eps``.
+
+``karnopp`` (stiction with breakaway; D. Karnopp, "Computer simulation of stick-slip friction
+in mechanical dynamic systems", J. Dyn. Sys. Meas. Control 107, 1985). A joint whose speed is
+outside the stick band, ``|qd| >= v_stick``, slides::
+
+    f(qd) = b qd + (tau_c + tau_s exp(-(qd / v_s)^2)) sign(qd)
+
+Inside the band it is stuck: its friction takes the value that keeps its acceleration at
+zero, as long as that value does not exceed the breakaway torque ``F_s = tau_c + tau_s``;
+above it the joint breaks away with ``f = F_s sign(force)``. For the coupled arm the stuck
+joints' friction solves ``(M^-1 (r - f))_j = 0`` for every stuck joint j, with
+``r = tau_m - c - g`` the net torque without friction (:func:`karnopp_friction`).
+
+Integration caveat (fixed-step RK4): the Karnopp right-hand side is discontinuous at the
+band edges and at breakaway, so each stick or slip transition costs the integrator its
+order for that step (local error O(h), not O(h^5)). The band must be wider than the speed
+change of one sub-step, ``v_stick > |qdd| h``, or a joint decelerating through zero can jump
+over the band and never stick; inside the band the speed is frozen, not zeroed, so a joint
+that sticks at speed v drifts by at most ``v_stick`` per second. Choose ``v_stick`` small
+against the motion's speeds and large against ``|qdd| h`` (defaults: 1e-3 rad/s, h = 0.25
+ms). The tight-tolerance comparisons with scipy hold for the smooth model only.
 """
 
 from __future__ import annotations
@@ -37,6 +61,69 @@ def friction_torque_scalar(qd: float, fr: FrictionParameters) -> float:
     return fr.b * qd + level * math.tanh(qd / fr.eps)
 
 
+def breakaway_torque(fr: FrictionParameters) -> float:
+    """Karnopp breakaway (static) friction ``F_s = tau_c + tau_s`` [N·m]."""
+    return fr.tau_c + fr.tau_s
+
+
+def sliding_friction_scalar(qd: float, fr: FrictionParameters) -> float:
+    """Karnopp sliding friction ``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)`` [N·m]."""
+    level = fr.tau_c + fr.tau_s * math.exp(-(qd / fr.v_s) ** 2)
+    return fr.b * qd + math.copysign(level, qd) if qd != 0.0 else 0.0
+
+
+def karnopp_friction(qd, rest, inertia, friction) -> tuple[np.ndarray, list[bool]]:
+    """
+    Return the Karnopp friction torques [N·m] of the coupled joints and which are held.
+
+    Joints with ``|qd_j| < v_stick`` are stuck: their friction makes their acceleration zero,
+    ``(M^-1 (r - f))_j = 0``, unless it would exceed ``F_s = tau_c + tau_s``; such a joint
+    breaks away with ``f_j = F_s sign(f_j)`` and the others are solved again. Joints outside
+    the band slide (:func:`sliding_friction_scalar`).
+
+    Parameters
+    ----------
+    qd : array_like, shape (n,)
+        Joint velocities [rad/s].
+    rest : array_like, shape (n,)
+        Net joint torque without friction ``r = tau_m - c - g`` [N·m].
+    inertia : array_like, shape (n, n)
+        Inertia matrix M(q) [kg·m^2].
+    friction : sequence of n FrictionParameters
+        Per-joint friction parameters.
+
+    Returns
+    -------
+    f : ndarray, shape (n,)
+        Friction torques [N·m].
+    held : list of n bool
+        Joints held by stiction: their acceleration is exactly zero.
+
+    """
+    qd = np.asarray(qd, dtype=float)
+    r = np.asarray(rest, dtype=float)
+    m = np.asarray(inertia, dtype=float)
+    n = len(friction)
+    f = np.array([sliding_friction_scalar(v, fr) for v, fr in zip(qd, friction)])
+    stuck = [j for j in range(n) if abs(qd[j]) < friction[j].v_stick]
+    while stuck:
+        free = [k for k in range(n) if k not in stuck]
+        # the free joints' accelerations with the stuck ones held: M_ff qdd_f = (r - f)_f
+        qdd_f = (np.linalg.solve(m[np.ix_(free, free)], (r - f)[free]) if free
+                 else np.zeros(0))
+        # then each stuck joint's friction is what its row of M qdd = r - f leaves over
+        f_s = r[stuck] - m[np.ix_(stuck, free)] @ qdd_f
+        broken = [j for j, fj in zip(stuck, f_s) if abs(fj) > breakaway_torque(friction[j])]
+        for j, fj in zip(stuck, f_s):
+            f[j] = fj
+        if not broken:
+            break
+        for j in broken:
+            f[j] = math.copysign(breakaway_torque(friction[j]), f[j])
+        stuck = [j for j in stuck if j not in broken]
+    return f, [j in stuck for j in range(n)]
+
+
 def friction_torque(qd, friction) -> np.ndarray:
     """
     Friction torque per joint [N·m].
@@ -46,6 +133,7 @@ def friction_torque(qd, friction) -> np.ndarray:
     qd : array_like, shape (n,)
         Joint velocities [rad/s].
     friction : sequence of n FrictionParameters
+        Per-joint friction parameters.
 
     """
     qd = np.asarray(qd, dtype=float)

@@ -280,6 +280,11 @@ class FrictionParameters:
     """
     Joint friction ``f(qd) = b*qd + (tau_c + tau_s*exp(-(qd/v_s)^2)) * tanh(qd/eps)``.
 
+    That is the ``smooth`` friction model (the default, ``plant.friction_model``). The
+    ``karnopp`` model (stiction) keeps the same sliding law with ``sign(qd)`` for the tanh
+    and holds a joint whose speed is below ``v_stick`` with any friction torque up to the
+    breakaway level ``tau_c + tau_s`` (see :mod:`manip_control.friction`).
+
     Attributes
     ----------
     b : float
@@ -292,6 +297,10 @@ class FrictionParameters:
         Extra Stribeck (breakaway) torque [N·m], >= 0 (optional, default 0 = off).
     v_s : float
         Stribeck velocity [rad/s], > 0 (optional, default 0.1).
+    v_stick : float
+        Karnopp stick band: a joint with ``|qd| < v_stick`` [rad/s] is stuck unless the
+        torque on it exceeds the breakaway level, > 0 (optional, default 0.001; used only
+        by the ``karnopp`` friction model).
 
     """
 
@@ -300,6 +309,7 @@ class FrictionParameters:
     eps: float = 0.01
     tau_s: float = _opt(0.0)
     v_s: float = _opt(0.1)
+    v_stick: float = _opt(0.001)
 
     def __post_init__(self):
         _validate_friction(self, 'friction')
@@ -310,6 +320,7 @@ def _validate_friction(fr: FrictionParameters, path: str) -> None:
         _nonnegative(f'{path}.{name}', getattr(fr, name))
     _positive(f'{path}.eps', fr.eps)
     _positive(f'{path}.v_s', fr.v_s)
+    _positive(f'{path}.v_stick', fr.v_stick)
 
 
 @dataclass(frozen=True)
@@ -317,11 +328,13 @@ class MotorParameters:
     """
     Brushed DC motor, gearbox and PI current drive of one joint.
 
-    ``L di/dt = V - R i - k_e N qd``; joint torque ``tau_m = eta N k_t i``. The drive runs a
-    continuous PI current loop ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``,
-    ``dx_i/dt = Ki_i (i_ref - i)`` while V is not saturated, with
-    ``i_ref = clamp(tau_cmd / (eta N k_t), +-i_max)``. The gearbox efficiency ``eta`` is
-    taken as a constant torque factor in both power directions (a stated simplification).
+    ``L di/dt = V - R i - k_e N qd``. The drive runs a continuous PI current loop
+    ``V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)``, ``dx_i/dt = Ki_i (i_ref - i)`` while V
+    is not saturated, with ``i_ref = clamp(tau_cmd / (N k_t), +-i_max)`` (the drive
+    converts the torque command through the ideal transmission). The gearbox passes
+    ``eta N k_t i`` to the joint when the motor drives the load and ``N k_t i / eta_back``
+    when the load drives the motor; the loss is a load-dependent Coulomb friction, smoothed
+    with the joint friction's ``eps`` (see :mod:`manip_control.actuators`).
 
     Attributes
     ----------
@@ -336,7 +349,7 @@ class MotorParameters:
     N : float
         Gear ratio (motor turns per joint turn), >= 1.
     eta : float
-        Gearbox efficiency, in (0, 1].
+        Forward gearbox efficiency (motor drives the load), in (0, 1].
     Jm : float
         Rotor inertia at the motor shaft [kg·m^2], >= 0; the joint sees ``Jm*N^2``.
     i_max : float
@@ -347,6 +360,11 @@ class MotorParameters:
         Current-loop proportional gain [V/A], > 0.
     Ki_i : float
         Current-loop integral gain [V/(A·s)], >= 0.
+    eta_back : float
+        Backward gearbox efficiency (the load drives the motor), in (0, 1] (optional,
+        default 0.85, as ``eta``: spur and planetary gears lose about as much both ways;
+        a friction-dominated mesh such as a worm has about ``2 - 1/eta``; a self-locking
+        gear is not represented).
 
     """
 
@@ -361,14 +379,15 @@ class MotorParameters:
     V_max: float = 48.0
     Kp_i: float = 0.5655
     Ki_i: float = 565.5
+    eta_back: float = _opt(0.85)
 
     def __post_init__(self):
         _validate_motor(self, 'motor')
 
     @property
     def torque_per_amp(self) -> float:
-        """Joint torque per ampere ``eta N k_t`` [N·m/A]."""
-        return self.eta * self.N * self.k_t
+        """Joint torque per ampere through the ideal transmission ``N k_t`` [N·m/A]."""
+        return self.N * self.k_t
 
     @property
     def reflected_inertia(self) -> float:
@@ -377,8 +396,8 @@ class MotorParameters:
 
     @property
     def peak_torque(self) -> float:
-        """Joint torque at the current limit ``eta N k_t i_max`` [N·m]."""
-        return self.torque_per_amp * self.i_max
+        """Joint torque at the current limit driving the load ``eta N k_t i_max`` [N·m]."""
+        return self.eta * self.N * self.k_t * self.i_max
 
 
 def _validate_motor(mo: MotorParameters, path: str) -> None:
@@ -390,6 +409,8 @@ def _validate_motor(mo: MotorParameters, path: str) -> None:
         raise ParameterError(f'{path}.N: must be >= 1 (got {mo.N})')
     if not 0.0 < _finite(f'{path}.eta', mo.eta) <= 1.0:
         raise ParameterError(f'{path}.eta: must be in (0, 1] (got {mo.eta})')
+    if not 0.0 < _finite(f'{path}.eta_back', mo.eta_back) <= 1.0:
+        raise ParameterError(f'{path}.eta_back: must be in (0, 1] (got {mo.eta_back})')
 
 
 DEFAULT_MOTORS = (
@@ -476,7 +497,20 @@ class PlantParameters:
         Ideal-actuator torque clamp [N·m], > 0 (optional, default 89 / 25; the motor mode
         is limited by i_max and V_max instead).
     rotor_inertia : bool
-        Add ``Jm N^2`` to the diagonal of M (optional, default true).
+        Add the rotors' spin inertia ``Jm N^2`` to the diagonal of M (optional, default
+        true).
+    rotor_coupling : bool
+        With ``rotor_inertia``: also the kinetic coupling of rotor 2, which rides on link 1
+        (``Jm2`` added to M11, ``Jm2 N2`` to M12; see :mod:`manip_control.dynamics`)
+        (optional, default true).
+    friction_model : str
+        ``'smooth'`` (tanh-smoothed Coulomb, the default) or ``'karnopp'`` (stiction with
+        breakaway, see :mod:`manip_control.friction`) (optional).
+    start_in_equilibrium : bool
+        Motor plants only: start the currents and the drives' PI integrators at the values
+        that hold the initial pose against gravity, ``N k_t i = g(q0)``,
+        ``x_i = R i + k_e N qd0``, instead of at zero (optional, default true; no effect
+        in ``ideal`` mode).
     sensors : SensorParameters (optional)
     initial_position, initial_velocity : tuple of 2 float
         Initial joint state [rad], [rad/s] (optional, default zeros).
@@ -492,6 +526,9 @@ class PlantParameters:
     actuator: str = 'motor'
     torque_limit: tuple = _opt((89.0, 25.0))
     rotor_inertia: bool = _opt(True)
+    rotor_coupling: bool = _opt(True)
+    friction_model: str = _opt('smooth')
+    start_in_equilibrium: bool = _opt(True)
     sensors: SensorParameters = _opt(SensorParameters())
     initial_position: tuple = _opt((0.0, 0.0))
     initial_velocity: tuple = _opt((0.0, 0.0))
@@ -507,6 +544,14 @@ class PlantParameters:
             return (0.0, 0.0)
         return tuple(m.reflected_inertia for m in self.motors)
 
+    @property
+    def rotor_coupling_terms(self) -> tuple[float, float]:
+        """``(Jm2, Jm2 N2)`` added to M11 and M12 [kg·m^2] (zeros when off)."""
+        if not (self.rotor_inertia and self.rotor_coupling):
+            return (0.0, 0.0)
+        m2 = self.motors[1]
+        return (float(m2.Jm), float(m2.Jm * m2.N))
+
 
 def _validate_plant(pl: PlantParameters, path: str) -> None:
     _validate_arm(pl.arm, f'{path}.arm')
@@ -514,8 +559,10 @@ def _validate_plant(pl: PlantParameters, path: str) -> None:
     _validate_joint_list(f'{path}.motors', pl.motors, MotorParameters, _validate_motor)
     _choice(f'{path}.actuator', pl.actuator, ('motor', 'ideal'))
     _vector(f'{path}.torque_limit', pl.torque_limit, check=_positive)
-    if not isinstance(pl.rotor_inertia, bool):
-        raise ParameterError(f'{path}.rotor_inertia: must be true or false')
+    for name in ('rotor_inertia', 'rotor_coupling', 'start_in_equilibrium'):
+        if not isinstance(getattr(pl, name), bool):
+            raise ParameterError(f'{path}.{name}: must be true or false')
+    _choice(f'{path}.friction_model', pl.friction_model, ('smooth', 'karnopp'))
     _validate_sensors(pl.sensors, f'{path}.sensors')
     _vector(f'{path}.initial_position', pl.initial_position)
     _vector(f'{path}.initial_velocity', pl.initial_velocity)
@@ -543,15 +590,32 @@ class NominalModel:
         Used for friction compensation when enabled (optional, default zero friction).
     rotor_inertia : tuple of 2 float
         Reflected rotor inertia ``Jm N^2`` per joint [kg·m^2], >= 0 (optional, default 0).
+    rotor_coupling : bool
+        Include the coupling of rotor 2 riding on link 1: ``Jm2 = Jr2 / N2^2`` added to
+        M11 and ``Jm2 N2 = Jr2 / N2`` to M12 (optional, default false: the diagonal-only
+        rotor model common in computed-torque controllers).
+    gear_ratio : tuple of 2 float
+        Gear ratios ``N`` per joint, >= 1, used by ``rotor_coupling`` (optional, default
+        100 / 100, the default motors').
 
     """
 
     arm: ArmParameters = field(default_factory=ArmParameters)
     friction: tuple = _opt((FrictionParameters(), FrictionParameters()))
     rotor_inertia: tuple = _opt((0.0, 0.0))
+    rotor_coupling: bool = _opt(False)
+    gear_ratio: tuple = _opt((100.0, 100.0))
 
     def __post_init__(self):
         _validate_nominal(self, 'nominal')
+
+    @property
+    def rotor_coupling_terms(self) -> tuple[float, float]:
+        """``(Jm2, Jm2 N2) = (Jr2 / N2^2, Jr2 / N2)`` for M11, M12 [kg·m^2] (zeros when off)."""
+        if not self.rotor_coupling:
+            return (0.0, 0.0)
+        jr2, n2 = float(self.rotor_inertia[1]), float(self.gear_ratio[1])
+        return (jr2 / (n2 * n2), jr2 / n2)
 
 
 def _validate_nominal(nm: NominalModel, path: str) -> None:
@@ -559,6 +623,11 @@ def _validate_nominal(nm: NominalModel, path: str) -> None:
     _validate_joint_list(f'{path}.friction', nm.friction, FrictionParameters,
                          _validate_friction)
     _vector(f'{path}.rotor_inertia', nm.rotor_inertia, check=_nonnegative)
+    if not isinstance(nm.rotor_coupling, bool):
+        raise ParameterError(f'{path}.rotor_coupling: must be true or false')
+    for k, n in enumerate(_vector(f'{path}.gear_ratio', nm.gear_ratio)):
+        if n < 1.0:
+            raise ParameterError(f'{path}.gear_ratio[{k}]: must be >= 1 (got {n})')
 
 
 @dataclass(frozen=True)

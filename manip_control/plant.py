@@ -13,36 +13,71 @@
 # limitations under the License.
 
 """
-The simulated 2R arm: rigid body + friction + DC motors with PI current drives.
+The simulated 2R arm: rigid body + rotors + friction + DC motors with PI current drives.
 
 State ``x = [q1, q2, qd1, qd2, i1, i2, x_i1, x_i2]`` (rad, rad/s, A, V); in ``ideal`` actuator
-mode the current and integrator states stay zero. Dynamics::
+mode the current and integrator states stay zero. The command ``tau_cmd`` is held constant
+(zero-order hold) over each control period. The right-hand side, in the order it is
+computed (the reference :func:`plant_dynamics`, the inlined fast path of :class:`Plant` and
+any compiled kernel implement exactly these equations)::
 
-    M_eff(q) qdd + c(q, qd) + g(q) + f(qd) = tau_m
-    tau_m = eta N k_t i                 (motor)   or   clamp(tau_cmd, +-limit)   (ideal)
+    rigid body + rotors (manip_control.dynamics; Jr = Jm N^2, rotor 2 rides on link 1):
+      a = I1 + I2 + m1 lc1^2 + m2 (l1^2 + lc2^2) + Jr1 + c11,  b = m2 l1 lc2
+      d = I2 + m2 lc2^2,  d12 = d + c12,  d22 = d + Jr2
+      (Jr1, Jr2) = (Jm1 N1^2, Jm2 N2^2) if rotor_inertia else 0
+      (c11, c12) = (Jm2, Jm2 N2) if rotor_inertia and rotor_coupling else 0
+      M = [[a + 2 b cos q2, d12 + b cos q2], [d12 + b cos q2, d22]]
+      c = [h (2 qd1 qd2 + qd2^2), -h qd1^2],  h = -b sin q2
+      g = [G1 cos q1 + G2 cos(q1 + q2), G2 cos(q1 + q2)],  G1 = (m1 lc1 + m2 l1) g0,
+          G2 = m2 lc2 g0
+    drive and motor, per joint j (motor mode; manip_control.actuators):
+      i_ref = clamp(tau_cmd / (N k_t), +-i_max)                   (held over the period)
+      V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)
+      dx_i/dt = Ki_i (i_ref - i) if |Kp_i (i_ref - i) + x_i| <= V_max else 0
+      di/dt = (V - R i - k_e N qd) / L
+      s = tanh(qd / eps),  k_f = 1 - eta,  k_b = 1 / eta_back - 1
+      tau_m = N k_t i - N k_t (1/2 (k_f + k_b) |i| s + 1/2 (k_f - k_b) i s^2)
+    ideal mode: tau_m = clamp(tau_cmd, +-torque_limit), di/dt = dx_i/dt = 0
+    friction (manip_control.friction), per joint:
+      smooth:  f = b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) s
+      karnopp: |qd| >= v_stick: f = b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd);
+               stuck joints: f solves (M^-1 (r - f))_j = 0, clamped to +-(tau_c + tau_s)
+               (breakaway), r = tau_m - c - g
+    qdd = M^-1 (tau_m - c - g - f)
 
-with the motor and drive equations of :mod:`manip_control.actuators`. The command
-``tau_cmd`` is held constant (zero-order hold) over each control period.
+Initial state (:func:`initial_state`): ``q0``, ``qd0`` from the parameters; currents and
+integrators zero, or, with ``start_in_equilibrium`` (default) in motor mode, the values that
+hold ``q0`` at rest: ``i = clamp(g_j(q0) / (N k_t), +-i_max)``, ``x_i = R i + k_e N qd0``
+(then ``di/dt = 0`` and, with ``i_ref = i``, ``dx_i/dt = 0``; the gear loss and the smooth
+friction vanish at rest, so ``qdd = 0`` when ``qd0 = 0``).
 
 Integration is fixed-step classical Runge-Kutta 4 with ``substeps`` steps per control period:
 deterministic, and accurate for the current loop's time constants (about 0.5 ms for the
 default drives) at the default 4 sub-steps of 0.25 ms (see test_plant.py, which compares a
-10 s run with a Radau solution at rtol 1e-10).
+10 s run with a Radau solution at rtol 1e-10). The Karnopp friction is discontinuous: see
+:mod:`manip_control.friction` for what that costs a fixed-step integrator.
 """
 
 from __future__ import annotations
 
 import math
 
+from manip_control.actuators import clamp
 from manip_control.actuators import current_reference
 from manip_control.actuators import drive_voltage
-from manip_control.actuators import motor_torque
+from manip_control.actuators import joint_torque
 from manip_control.dynamics import TwoLinkModel
 from manip_control.friction import friction_torque
+from manip_control.friction import karnopp_friction
 from manip_control.parameters import PlantParameters
 import numpy as np
 
 STATE_SIZE = 8
+
+
+def plant_model(params: PlantParameters) -> TwoLinkModel:
+    """Return the plant's rigid-body model: the arm with its rotors as configured."""
+    return TwoLinkModel(params.arm, params.reflected_inertia, params.rotor_coupling_terms)
 
 
 def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParameters) -> np.ndarray:
@@ -50,8 +85,9 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
     Plant state derivative ``dx/dt = f(t, x, u, params)`` (reference implementation).
 
     Written with the vector API of :mod:`manip_control.dynamics` and the per-joint functions
-    of :mod:`manip_control.actuators`, independently of the inlined fast path used by
-    :class:`Plant`, so that each checks the other.
+    of :mod:`manip_control.actuators` and :mod:`manip_control.friction`, independently of
+    the inlined fast path used by :class:`Plant`, so that each checks the other. The
+    equations are listed in the module docstring.
 
     Parameters
     ----------
@@ -62,9 +98,10 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
     u : ndarray, shape (2,)
         Joint torque command [N·m], held over the control period.
     params : PlantParameters
+        The true arm, rotors, friction and motors.
 
     """
-    model = TwoLinkModel(params.arm, params.reflected_inertia)
+    model = plant_model(params)
     q, qd, cur, xi = x[0:2], x[2:4], x[4:6], x[6:8]
     dx = np.zeros(STATE_SIZE)
     if params.actuator == 'motor':
@@ -74,34 +111,70 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
             v, saturated = drive_voltage(i_ref, cur[j], xi[j], mo)
             dx[4 + j] = (v - mo.R * cur[j] - mo.k_e * mo.N * qd[j]) / mo.L
             dx[6 + j] = 0.0 if saturated else mo.Ki_i * (i_ref - cur[j])
-            tau_m[j] = motor_torque(cur[j], mo)
+            tau_m[j] = joint_torque(cur[j], qd[j], mo, params.friction[j].eps)
     else:
         tau_m = np.clip(u, -np.asarray(params.torque_limit), np.asarray(params.torque_limit))
-    rhs = (tau_m - model.coriolis_vector(q, qd) - model.gravity_vector(q)
-           - friction_torque(qd, params.friction))
+    rest = tau_m - model.coriolis_vector(q, qd) - model.gravity_vector(q)
+    inertia = model.inertia_matrix(q)
+    held = [False, False]
+    if params.friction_model == 'karnopp':
+        fric, held = karnopp_friction(qd, rest, inertia, params.friction)
+    else:
+        fric = friction_torque(qd, params.friction)
     dx[0:2] = qd
-    dx[2:4] = np.linalg.solve(model.inertia_matrix(q), rhs)
+    dx[2:4] = np.linalg.solve(inertia, rest - fric)
+    dx[2:4][held] = 0.0  # a joint held by stiction does not accelerate
     return dx
+
+
+def initial_state(params: PlantParameters, q=None, qd=None) -> np.ndarray:
+    """
+    Return the initial state ``[q, qd, i, x_i]`` (defaults: the configured q0, qd0).
+
+    With ``params.start_in_equilibrium`` in motor mode the currents hold the pose against
+    gravity at rest, ``N k_t i = g(q)`` (clamped to ``+-i_max``), and the PI integrators
+    carry the matching terminal voltage ``x_i = R i + k_e N qd``; otherwise both are zero.
+    """
+    q = params.initial_position if q is None else q
+    qd = params.initial_velocity if qd is None else qd
+    x = np.array([q[0], q[1], qd[0], qd[1], 0.0, 0.0, 0.0, 0.0], dtype=float)
+    if params.actuator == 'motor' and params.start_in_equilibrium:
+        g = plant_model(params).gravity_vector(x[0:2])
+        for j, mo in enumerate(params.motors):
+            i = clamp(g[j] / mo.torque_per_amp, mo.i_max)
+            x[4 + j] = i
+            x[6 + j] = mo.R * i + mo.k_e * mo.N * x[2 + j]
+    return x
 
 
 def _make_rhs(params: PlantParameters):
     """Build the inlined scalar right-hand side used by :class:`Plant` (the hot path)."""
-    model = TwoLinkModel(params.arm, params.reflected_inertia)
-    a, b, d, d22, G1, G2 = model.a, model.b, model.d, model.d22, model.g1, model.g2
+    model = plant_model(params)
+    a, b, d12, d22, G1, G2 = model.a, model.b, model.d12, model.d22, model.g1, model.g2
     f1, f2 = params.friction
     b1, tc1, e1, ts1, vs1 = f1.b, f1.tau_c, f1.eps, f1.tau_s, f1.v_s
     b2, tc2, e2, ts2, vs2 = f2.b, f2.tau_c, f2.eps, f2.tau_s, f2.v_s
+    st1, st2 = f1.v_stick, f2.v_stick
+    fs1, fs2 = tc1 + ts1, tc2 + ts2
     stribeck = bool(ts1 or ts2)
+    karnopp = params.friction_model == 'karnopp'
     m1, m2 = params.motors
     R1, iL1, kn1, kp1, ki1, vm1, kt1 = (m1.R, 1.0 / m1.L, m1.k_e * m1.N, m1.Kp_i, m1.Ki_i,
                                         m1.V_max, m1.torque_per_amp)
     R2, iL2, kn2, kp2, ki2, vm2, kt2 = (m2.R, 1.0 / m2.L, m2.k_e * m2.N, m2.Kp_i, m2.Ki_i,
                                         m2.V_max, m2.torque_per_amp)
-    cos, sin, tanh, exp = math.cos, math.sin, math.tanh, math.exp
+    # gear loss weights: tau_gear = (ga |i| + gb i s) s, s = tanh(qd / eps)
+    kf1, kb1 = 1.0 - m1.eta, 1.0 / m1.eta_back - 1.0
+    kf2, kb2 = 1.0 - m2.eta, 1.0 / m2.eta_back - 1.0
+    ga1, gb1 = 0.5 * (kf1 + kb1) * kt1, 0.5 * (kf1 - kb1) * kt1
+    ga2, gb2 = 0.5 * (kf2 + kb2) * kt2, 0.5 * (kf2 - kb2) * kt2
+    cos, sin, tanh, exp, copysign = math.cos, math.sin, math.tanh, math.exp, math.copysign
     motor = params.actuator == 'motor'
 
     def rhs(q1, q2, v1, v2, i1, i2, x1, x2, u1, u2):
         # u is the current reference [A] in motor mode, the clamped torque [N·m] in ideal mode.
+        s1 = tanh(v1 / e1)
+        s2 = tanh(v2 / e2)
         if motor:
             e = u1 - i1
             vt = kp1 * e + x1
@@ -121,25 +194,63 @@ def _make_rhs(params: PlantParameters):
             else:
                 dx2 = ki2 * e
             di2 = (vt - R2 * i2 - kn2 * v2) * iL2
-            t1 = kt1 * i1
-            t2 = kt2 * i2
+            t1 = kt1 * i1 - (ga1 * abs(i1) + gb1 * i1 * s1) * s1
+            t2 = kt2 * i2 - (ga2 * abs(i2) + gb2 * i2 * s2) * s2
         else:
             di1 = di2 = dx1 = dx2 = 0.0
             t1, t2 = u1, u2
-        if stribeck:
-            fr1 = b1 * v1 + (tc1 + ts1 * exp(-(v1 / vs1) ** 2)) * tanh(v1 / e1)
-            fr2 = b2 * v2 + (tc2 + ts2 * exp(-(v2 / vs2) ** 2)) * tanh(v2 / e2)
-        else:
-            fr1 = b1 * v1 + tc1 * tanh(v1 / e1)
-            fr2 = b2 * v2 + tc2 * tanh(v2 / e2)
         c2 = cos(q2)
         bc2 = b * c2
         m11 = a + 2.0 * bc2
-        m12 = d + bc2
+        m12 = d12 + bc2
         h = -b * sin(q2)
         g12 = G2 * cos(q1 + q2)
-        r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - G1 * cos(q1) - g12 - fr1
-        r2 = t2 + h * v1 * v1 - g12 - fr2
+        r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - G1 * cos(q1) - g12
+        r2 = t2 + h * v1 * v1 - g12
+        if karnopp:
+            fr1 = (b1 * v1 + copysign(tc1 + ts1 * exp(-(v1 / vs1) ** 2), v1)
+                   if v1 != 0.0 else 0.0)
+            fr2 = (b2 * v2 + copysign(tc2 + ts2 * exp(-(v2 / vs2) ** 2), v2)
+                   if v2 != 0.0 else 0.0)
+            held1 = -st1 < v1 < st1
+            held2 = -st2 < v2 < st2
+            if held1 and held2:
+                fr1, fr2 = r1, r2
+                if abs(fr1) > fs1:
+                    fr1, held1 = copysign(fs1, fr1), False
+                if abs(fr2) > fs2:
+                    fr2, held2 = copysign(fs2, fr2), False
+                if held1 and held2:
+                    return v1, v2, 0.0, 0.0, di1, di2, dx1, dx2
+                if held1:  # joint 2 broke away: joint 1 alone is stuck
+                    fr1 = r1 - m12 * ((r2 - fr2) / d22)
+                    if abs(fr1) > fs1:
+                        fr1, held1 = copysign(fs1, fr1), False
+                elif held2:
+                    fr2 = r2 - m12 * ((r1 - fr1) / m11)
+                    if abs(fr2) > fs2:
+                        fr2, held2 = copysign(fs2, fr2), False
+            elif held1:
+                fr1 = r1 - m12 * ((r2 - fr2) / d22)
+                if abs(fr1) > fs1:
+                    fr1, held1 = copysign(fs1, fr1), False
+            elif held2:
+                fr2 = r2 - m12 * ((r1 - fr1) / m11)
+                if abs(fr2) > fs2:
+                    fr2, held2 = copysign(fs2, fr2), False
+            r1 -= fr1
+            r2 -= fr2
+            idet = 1.0 / (m11 * d22 - m12 * m12)
+            return (v1, v2, 0.0 if held1 else (d22 * r1 - m12 * r2) * idet,
+                    0.0 if held2 else (m11 * r2 - m12 * r1) * idet, di1, di2, dx1, dx2)
+        elif stribeck:
+            fr1 = b1 * v1 + (tc1 + ts1 * exp(-(v1 / vs1) ** 2)) * s1
+            fr2 = b2 * v2 + (tc2 + ts2 * exp(-(v2 / vs2) ** 2)) * s2
+        else:
+            fr1 = b1 * v1 + tc1 * s1
+            fr2 = b2 * v2 + tc2 * s2
+        r1 -= fr1
+        r2 -= fr2
         idet = 1.0 / (m11 * d22 - m12 * m12)
         return (v1, v2, (d22 * r1 - m12 * r2) * idet, (m11 * r2 - m12 * r1) * idet,
                 di1, di2, dx1, dx2)
@@ -174,11 +285,15 @@ class Plant:
         self.reset()
 
     def reset(self, q=None, qd=None) -> None:
-        """Reset to rest at ``q`` / ``qd`` (defaults: the configured initial state)."""
-        q = self.params.initial_position if q is None else q
-        qd = self.params.initial_velocity if qd is None else qd
-        self._x = [float(q[0]), float(q[1]), float(qd[0]), float(qd[1]), 0.0, 0.0, 0.0, 0.0]
-        self._u = (0.0, 0.0)
+        """
+        Reset to ``q`` / ``qd`` (defaults: the configured initial state).
+
+        Currents and drive integrators start as :func:`initial_state` says (holding the pose
+        with ``start_in_equilibrium``, else zero); the held input is the matching current
+        reference (zero in ideal mode) until the first :meth:`step`.
+        """
+        self._x = [float(v) for v in initial_state(self.params, q, qd)]
+        self._u = (self._x[4], self._x[5]) if self._motor else (0.0, 0.0)
         self.time = 0.0
         self.steps = 0
 
@@ -211,7 +326,7 @@ class Plant:
         return self._x[4], self._x[5]
 
     def input_for(self, tau_cmd1: float, tau_cmd2: float) -> tuple[float, float]:
-        """The held input to the dynamics for a torque command: i_ref [A] or clamped torque."""
+        """Return the held input for a torque command: i_ref [A] or the clamped torque [N·m]."""
         if self._motor:
             m1, m2 = self._motors
             return current_reference(tau_cmd1, m1), current_reference(tau_cmd2, m2)
@@ -223,10 +338,11 @@ class Plant:
         return self.joint_torque_at(self._x)
 
     def joint_torque_at(self, x) -> tuple[float, float]:
-        """Actuator torque [N·m] for state ``x``: ``eta N k_t i``, or the held clamped command."""
+        """Return the actuator torque [N·m] at state ``x`` (after the gearbox) or the held one."""
         if self._motor:
             m1, m2 = self._motors
-            return m1.torque_per_amp * x[4], m2.torque_per_amp * x[5]
+            f1, f2 = self.params.friction
+            return (joint_torque(x[4], x[2], m1, f1.eps), joint_torque(x[5], x[3], m2, f2.eps))
         return self._u
 
     def drive_voltage(self) -> tuple[float, float]:
@@ -242,7 +358,7 @@ class Plant:
                 drive_voltage(self._u[1], x[5], x[7], m2)[0])
 
     def current_reference(self) -> tuple[float, float]:
-        """The drive's current references now [A] (zeros in ideal mode)."""
+        """Return the drive's current references now [A] (zeros in ideal mode)."""
         return self._u if self._motor else (0.0, 0.0)
 
     # -- integration ------------------------------------------------------------------------

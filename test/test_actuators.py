@@ -27,6 +27,8 @@ from manip_control.actuators import clamp
 from manip_control.actuators import current_derivative
 from manip_control.actuators import current_reference
 from manip_control.actuators import drive_voltage
+from manip_control.actuators import gear_loss_torque
+from manip_control.actuators import joint_torque
 from manip_control.actuators import motor_derivatives
 from manip_control.actuators import motor_torque
 from manip_control.parameters import ArmParameters
@@ -43,7 +45,7 @@ WC = 2.0 * math.pi * 300.0
 
 
 def _pi_motor(base: MotorParameters, wc: float = WC) -> MotorParameters:
-    """The motor with an exactly pole-zero-cancelled PI current loop at bandwidth wc."""
+    """Return the motor with an exactly pole-zero-cancelled PI current loop at bandwidth wc."""
     return MotorParameters(R=base.R, L=base.L, k_t=base.k_t, k_e=base.k_e, N=base.N,
                            eta=base.eta, Jm=base.Jm, i_max=base.i_max, V_max=base.V_max,
                            Kp_i=base.L * wc, Ki_i=base.R * wc)
@@ -109,8 +111,45 @@ def test_current_derivative_back_emf_and_formula():
 
 def test_motor_torque():
     mo = DEFAULT_MOTORS[1]
-    assert motor_torque(3.0, mo) == pytest.approx(0.85 * 100.0 * 0.05 * 3.0, rel=1e-12)
+    assert motor_torque(3.0, mo) == pytest.approx(100.0 * 0.05 * 3.0, rel=1e-12)
     assert motor_torque(-3.0, mo) == -motor_torque(3.0, mo)
+
+
+# --------------------------------------------------------------------------------------------
+# gearbox: direction-dependent efficiency
+
+GEAR = MotorParameters(N=50.0, k_t=0.1, eta=0.8, eta_back=0.6)
+
+
+@pytest.mark.parametrize('i', [2.0, -3.0])
+def test_gear_passes_eta_forward_and_needs_1_over_eta_back_backward(i):
+    eps = 0.01
+    nk = 50.0 * 0.1 * i
+    fast = 50 * eps  # tanh(50) = 1 to double precision
+    # motor drives the load: speed in the direction of the torque
+    forward = joint_torque(i, math.copysign(fast, i), GEAR, eps)
+    assert forward == pytest.approx(0.8 * nk, rel=1e-12)
+    # the load drives the motor: speed against the torque
+    backward = joint_torque(i, -math.copysign(fast, i), GEAR, eps)
+    assert backward == pytest.approx(nk / 0.6, rel=1e-12)
+    # at rest the smoothed loss vanishes
+    assert joint_torque(i, 0.0, GEAR, eps) == nk
+
+
+def test_gear_loss_power_is_never_negative():
+    eps = 0.01
+    for i in np.linspace(-5.0, 5.0, 41):
+        for qd in np.linspace(-0.1, 0.1, 81):
+            loss = gear_loss_torque(i, qd, GEAR, eps) * qd
+            assert loss >= 0.0
+            # equivalently: joint power <= motor power (motoring), >= (back-driven)
+            assert joint_torque(i, qd, GEAR, eps) * qd <= motor_torque(i, GEAR) * qd + 1e-15
+
+
+def test_gear_is_lossless_with_unit_efficiencies():
+    ideal = MotorParameters(eta=1.0, eta_back=1.0)
+    for i, qd in ((3.0, 1.0), (3.0, -1.0), (-2.0, 0.004)):
+        assert joint_torque(i, qd, ideal, 0.01) == motor_torque(i, ideal)
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,11 +193,11 @@ def test_plant_currents_follow_closed_form_with_nearly_locked_joints():
         arm=ArmParameters(m1=3.0, m2=2.0, l1=1.0, l2=1.0, lc1=0.5, lc2=0.5, I1=1e9, I2=1e9,
                           plane='horizontal'),
         friction=(FrictionParameters(), FrictionParameters()),
-        motors=motors, rotor_inertia=False, substeps=50)
+        motors=motors, rotor_inertia=False, substeps=50, start_in_equilibrium=False)
     period = 1e-3
     plant = Plant(params, period)
     tau_cmd = (40.0, -10.0)
-    i_ref = [t / (m.eta * m.N * m.k_t) for t, m in zip(tau_cmd, motors)]
+    i_ref = [t / (m.N * m.k_t) for t, m in zip(tau_cmd, motors)]
     for k in range(1, 6):
         plant.step(*tau_cmd)
         t = k * period
@@ -181,7 +220,7 @@ def test_clamp():
 
 @pytest.mark.parametrize('motor', DEFAULT_MOTORS, ids=['joint1', 'joint2'])
 def test_current_reference_scales_and_clamps_at_i_max(motor):
-    kt_joint = motor.eta * motor.N * motor.k_t
+    kt_joint = motor.N * motor.k_t  # the drive converts through the ideal transmission
     assert current_reference(10.0, motor) == pytest.approx(10.0 / kt_joint, rel=1e-12)
     assert current_reference(-10.0, motor) == pytest.approx(-10.0 / kt_joint, rel=1e-12)
     assert current_reference(0.0, motor) == 0.0

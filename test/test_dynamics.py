@@ -114,6 +114,77 @@ def test_rotor_inertia_adds_to_the_diagonal_only():
     np.testing.assert_allclose(diff, [[0.1, 0.0], [0.0, 0.05]], atol=1e-15)
 
 
+JM = (1.0e-5, 5.0e-6)   # rotor inertias at the motor shafts [kg m^2]
+NG = (100.0, 80.0)      # gear ratios
+
+
+def _body_kinetic_energy(q, qd, arm):
+    """
+    Kinetic energy [J] of the two links and the two rotors as separate rigid bodies.
+
+    Rotor 1 sits on the base and turns at N1 qd1; rotor 2 sits on link 1 at the elbow and
+    turns at N2 qd2 relative to link 1, so at qd1 + N2 qd2 in the inertial frame.
+    """
+    def positions(qq):
+        c1 = np.array([arm.lc1 * math.cos(qq[0]), arm.lc1 * math.sin(qq[0])])
+        c2 = np.array([arm.l1 * math.cos(qq[0]) + arm.lc2 * math.cos(qq[0] + qq[1]),
+                       arm.l1 * math.sin(qq[0]) + arm.lc2 * math.sin(qq[0] + qq[1])])
+        return c1, c2
+    h = 1e-6  # centre-of-mass velocities by central differences along qd
+    p_plus = positions(np.asarray(q) + h * np.asarray(qd))
+    p_minus = positions(np.asarray(q) - h * np.asarray(qd))
+    v1, v2 = ((a - b) / (2 * h) for a, b in zip(p_plus, p_minus))
+    links = (0.5 * arm.m1 * v1 @ v1 + 0.5 * arm.I1 * qd[0] ** 2
+             + 0.5 * arm.m2 * v2 @ v2 + 0.5 * arm.I2 * (qd[0] + qd[1]) ** 2)
+    rotors = (0.5 * JM[0] * (NG[0] * qd[0]) ** 2
+              + 0.5 * JM[1] * (qd[0] + NG[1] * qd[1]) ** 2)
+    return links + rotors
+
+
+@pytest.mark.parametrize('q', CONFIGS[:8])
+def test_inertia_with_rotor_coupling_matches_body_kinetic_energy(q):
+    """M_ij = d^2 T / dqd_i dqd_j of the hand-built bodies (T is quadratic in qd)."""
+    model = TwoLinkModel(ODD, (JM[0] * NG[0] ** 2, JM[1] * NG[1] ** 2),
+                         (JM[1], JM[1] * NG[1]))
+    hess = np.empty((2, 2))
+    e = np.eye(2)
+    s = 0.5
+    for i in range(2):
+        for j in range(2):
+            hess[i, j] = (_body_kinetic_energy(q, s * (e[i] + e[j]), ODD)
+                          - _body_kinetic_energy(q, s * (e[i] - e[j]), ODD)
+                          - _body_kinetic_energy(q, s * (e[j] - e[i]), ODD)
+                          + _body_kinetic_energy(q, -s * (e[i] + e[j]), ODD)) / (4 * s * s)
+    np.testing.assert_allclose(model.inertia_matrix(q), hess, rtol=1e-8, atol=1e-9)
+    # the coupling is really there: without it M12 misses Jm2 N2 = 4e-4 kg m^2
+    diag_only = TwoLinkModel(ODD, (JM[0] * NG[0] ** 2, JM[1] * NG[1] ** 2))
+    assert abs(diag_only.inertia_matrix(q)[0, 1] - hess[0, 1]) > 1e-4
+    # and the kinetic energy of the model is the bodies' for any velocity
+    qd = RNG.uniform(-3, 3, 2)
+    assert model.kinetic_energy(q, qd) == pytest.approx(_body_kinetic_energy(q, qd, ODD),
+                                                        rel=1e-8)
+
+
+@pytest.mark.parametrize('q', CONFIGS[:6])
+def test_rotor_coupling_keeps_mdot_minus_2c_skew_and_c_unchanged(q):
+    coupling = (JM[1], JM[1] * NG[1])
+    model = TwoLinkModel(ODD, (0.1, 0.05), coupling)
+    qd = RNG.uniform(-3, 3, 2)
+    h = 1e-6
+    mdot = (model.inertia_matrix(q + h * qd) - model.inertia_matrix(q - h * qd)) / (2 * h)
+    n = mdot - 2 * model.coriolis_matrix(q, qd)
+    np.testing.assert_allclose(n, -n.T, atol=1e-8)
+    np.testing.assert_allclose(model.coriolis_matrix(q, qd), coriolis_matrix(q, qd, ODD),
+                               rtol=0, atol=0)
+    # inverse and forward dynamics use the coupled M
+    qdd = RNG.uniform(-5, 5, 2)
+    tau = model.inverse_dynamics(q, qd, qdd)
+    np.testing.assert_allclose(tau, model.inertia_matrix(q) @ qdd
+                               + model.coriolis_vector(q, qd) + model.gravity_vector(q),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.forward_dynamics(q, qd, tau), qdd, rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize('q', CONFIGS)
 def test_forward_inverts_inverse_dynamics(q):
     qd = RNG.uniform(-3, 3, 2)

@@ -12,11 +12,20 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Tests of manip_control.friction: viscous + smoothed Coulomb (+ Stribeck) joint friction."""
+"""Tests of manip_control.friction: viscous + smoothed Coulomb (+ Stribeck), Karnopp stiction."""
 
+import dataclasses
+
+from manip_control.dynamics import TwoLinkModel
+from manip_control.friction import breakaway_torque
 from manip_control.friction import friction_torque
 from manip_control.friction import friction_torque_scalar
+from manip_control.friction import karnopp_friction
+from manip_control.friction import sliding_friction_scalar
+from manip_control.parameters import ArmParameters
 from manip_control.parameters import FrictionParameters
+from manip_control.parameters import PlantParameters
+from manip_control.plant import Plant
 import numpy as np
 import pytest
 
@@ -86,7 +95,7 @@ def test_tends_to_viscous_plus_coulomb_far_from_zero(fr):
     for v in (50 * fr.eps, 3.0, 40.0):
         assert friction_torque_scalar(v, fr) == pytest.approx(fr.b * v + fr.tau_c, rel=1e-12)
         assert friction_torque_scalar(-v, fr) == pytest.approx(-fr.b * v - fr.tau_c,
-                                                              rel=1e-12)
+                                                               rel=1e-12)
 
 
 def test_stribeck_adds_tau_s_at_low_speed_and_vanishes_at_high_speed():
@@ -114,3 +123,85 @@ def test_stribeck_adds_tau_s_at_low_speed_and_vanishes_at_high_speed():
 def test_friction_torque_rejects_wrong_shape(qd):
     with pytest.raises(ValueError, match='shape'):
         friction_torque(qd, FR)
+
+
+# --------------------------------------------------------------------------------------------
+# Karnopp stiction
+
+STICK = (FrictionParameters(b=0.5, tau_c=2.0, eps=0.01, tau_s=1.0, v_s=0.1, v_stick=1e-3),
+         FrictionParameters(b=0.3, tau_c=1.0, eps=0.01, tau_s=0.5, v_s=0.1, v_stick=1e-3))
+M = np.array([[4.0, 1.5], [1.5, 1.0]])
+
+
+def test_karnopp_both_stuck_hold_any_torque_below_breakaway():
+    r = np.array([2.9, -1.4])  # breakaway levels 3.0 and 1.5
+    f, held = karnopp_friction([0.0, 5e-4], r, M, STICK)
+    np.testing.assert_array_equal(f, r)
+    assert held == [True, True]
+    assert breakaway_torque(STICK[0]) == 3.0
+
+
+def test_karnopp_breakaway_and_the_other_joint_stays_stuck():
+    r = np.array([3.3, 0.2])
+    f, held = karnopp_friction([0.0, 0.0], r, M, STICK)
+    assert f[0] == 3.0 and held == [False, True]  # joint 1 broke away at F_s
+    # joint 2 held: its acceleration is zero, so its row gives f2 = r2 - M21 qdd1
+    qdd1 = (r[0] - f[0]) / M[0, 0]
+    assert f[1] == pytest.approx(r[1] - M[1, 0] * qdd1, rel=1e-14)
+    qdd = np.linalg.solve(M, r - f)
+    assert qdd[1] == pytest.approx(0.0, abs=1e-15) and qdd[0] > 0.0
+
+
+def test_karnopp_sliding_joint_uses_the_sign_law():
+    for v in (0.002, -0.3, 4.0):
+        expected = 0.5 * v + (2.0 + 1.0 * np.exp(-(v / 0.1) ** 2)) * np.sign(v)
+        assert sliding_friction_scalar(v, STICK[0]) == pytest.approx(expected, rel=1e-14)
+    # joint 1 slides, joint 2 stuck: f1 from the law, f2 keeps qdd2 = 0
+    r = np.array([10.0, 3.0])
+    f, held = karnopp_friction([0.5, 0.0], r, M, STICK)
+    assert held == [False, True]
+    assert f[0] == pytest.approx(sliding_friction_scalar(0.5, STICK[0]), rel=1e-14)
+    assert np.linalg.solve(M, r - f)[1] == pytest.approx(0.0, abs=1e-14)
+
+
+def _flat_plant(model):
+    """Horizontal plane, ideal torque: only the commanded torque and friction act."""
+    arm = ArmParameters(plane='horizontal')
+    return PlantParameters(arm=arm, actuator='ideal', rotor_inertia=False, friction=STICK,
+                           friction_model=model)
+
+
+def test_torque_below_breakaway_leaves_the_joint_at_rest():
+    plant = Plant(_flat_plant('karnopp'), 1e-3)
+    for _ in range(500):
+        plant.step(0.95 * 3.0, 0.0)
+    assert plant.position == (0.0, 0.0) and plant.velocity == (0.0, 0.0)
+    # the smoothed model cannot hold it: the same torque makes the joint creep away
+    smooth = Plant(_flat_plant('smooth'), 1e-3)
+    for _ in range(500):
+        smooth.step(0.95 * 3.0, 0.0)
+    assert smooth.position[0] > 1e-3
+
+
+def test_torque_above_breakaway_moves_the_joint_as_predicted():
+    pl = _flat_plant('karnopp')
+    plant = Plant(pl, 1e-3)
+    tau = 3.6
+    plant.step(tau, 0.0)
+    # joint 2 stays stuck (its friction need |M21 qdd1| is below its breakaway), so joint 1
+    # accelerates as a single body: M11 qdd1 = tau - F_s, then tau - tau_c - b v once sliding
+    m11 = TwoLinkModel(pl.arm).inertia_matrix([0.0, 0.0])[0, 0]
+    assert plant.velocity[1] == 0.0
+    a_break = (tau - 3.0) / m11
+    assert 0.5 * a_break * 1e-6 * 0.99 < plant.position[0] < 0.5 * (tau - 2.0) / m11 * 1e-6
+    for _ in range(299):
+        plant.step(tau, 0.0)
+    assert plant.position[0] > 3e-3 and plant.position[1] == 0.0
+
+
+def test_karnopp_option_is_validated():
+    with pytest.raises(ValueError, match='friction_model'):
+        PlantParameters(friction_model='lugre')
+    with pytest.raises(ValueError, match='v_stick'):
+        FrictionParameters(v_stick=0.0)
+    assert dataclasses.replace(_flat_plant('karnopp'), friction_model='smooth')

@@ -21,10 +21,10 @@ from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import PlantParameters
+from manip_control.plant import initial_state
 from manip_control.plant import Plant
 from manip_control.plant import plant_dynamics
 from manip_control.simulation import ClosedLoop
-from manip_control.simulation import run_closed_loop
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -36,6 +36,22 @@ def _seed001_motor():
     sc = load_scenario('seed001')
     return dataclasses.replace(sc, plant=dataclasses.replace(sc.plant, actuator='motor',
                                                              rotor_inertia=True))
+
+
+def _closed_loop_q(sc):
+    """Python closed loop (ideal sensors) with the Plant: q at each tick and final state."""
+    loop = ClosedLoop(sc)
+    plant, ctrl, traj = loop.plant, loop.controller, loop.trajectory
+    q = np.empty((sc.n_ticks, 2))
+    tau = np.empty((sc.n_ticks, 2))
+    for k in range(sc.n_ticks):
+        x = plant.state
+        r, rv, ra = traj.sample(k * sc.period)
+        out = ctrl.update(x[0], x[1], x[2], x[3], r[0], r[1], rv[0], rv[1], ra[0], ra[1])
+        plant.step(out.tau1, out.tau2)
+        q[k] = x[:2]
+        tau[k] = out.tau1, out.tau2
+    return q, tau, plant.state
 
 
 def _radau_period(x, t, period, u, plant):
@@ -53,10 +69,10 @@ def test_closed_loop_matches_radau_over_10s_seed001_with_motor_model():
     zero-order hold) with the plant ODE solved by Radau over each held period.
     """
     sc = _seed001_motor()
-    res = run_closed_loop(sc)
-    assert np.any(res.current != 0.0)  # the motor model is really on
+    q, _, final = _closed_loop_q(sc)
     loop = ClosedLoop(sc)
-    x = np.zeros(8)
+    x = initial_state(sc.plant)
+    assert np.all(x[4:6] != 0.0)  # the motor model is really on (holding currents)
     q_ref = np.empty((sc.n_ticks, 2))
     for k in range(sc.n_ticks):
         t = k * sc.period
@@ -65,8 +81,8 @@ def test_closed_loop_matches_radau_over_10s_seed001_with_motor_model():
                                      ra[0], ra[1])
         q_ref[k] = x[:2]
         x = _radau_period(x, t, sc.period, (out.tau1, out.tau2), sc.plant)
-    err = np.abs(res.q - q_ref).max()
-    err_final = np.abs(res.final_state[:2] - x[:2]).max()
+    err = np.abs(q - q_ref).max()
+    err_final = np.abs(final[:2] - x[:2]).max()
     print(f'closed loop, 10 s: max |q - q_radau| = {err:.3e} rad (final {err_final:.3e})')
     assert err <= 1e-6
     assert err_final <= 1e-6
@@ -74,29 +90,33 @@ def test_closed_loop_matches_radau_over_10s_seed001_with_motor_model():
 
 def test_open_loop_replay_matches_radau_while_well_conditioned():
     """
-    The same held commands replayed open loop: compared over the first 3 s.
+    The same held commands replayed open loop: compared over the first 2 s.
 
     Without feedback the arm is unstable about the sinusoid's upper half (differences grow
     about e^{4 t}): over 10 s two tight-tolerance references (Radau rtol 1e-10 vs DOP853
     rtol 1e-12) already differ by 2e-7 rad (bench/integrator_accuracy.py prints it), so the
     open-loop comparison is only meaningful over a horizon where it is well conditioned.
+    With the gear's smoothed direction switch (width eps = 0.01 rad/s at each velocity
+    reversal) the 4-sub-step RK4 difference is 3.2e-9 rad at 2 s and 1.6e-7 rad at 3 s
+    (8 sub-steps: 1.6e-10 and 8.4e-9, the 2^4 of a 4th-order method), so 2 s it is.
     """
-    sc = dataclasses.replace(_seed001_motor(), duration=3.0)
-    res = run_closed_loop(sc)
-    x = np.zeros(8)
+    sc = dataclasses.replace(_seed001_motor(), duration=2.0)
+    q, tau, final = _closed_loop_q(sc)
+    x = initial_state(sc.plant)
     err = 0.0
-    for k, t in enumerate(res.t):
-        err = max(err, np.abs(res.q[k] - x[:2]).max())
-        x = _radau_period(x, t, sc.period, res.tau_cmd[k], sc.plant)
-    err = max(err, np.abs(res.final_state[:2] - x[:2]).max())
-    print(f'open loop, 3 s: max |q - q_radau| = {err:.3e} rad')
+    for k in range(sc.n_ticks):
+        err = max(err, np.abs(q[k] - x[:2]).max())
+        x = _radau_period(x, k * sc.period, sc.period, tau[k], sc.plant)
+    err = max(err, np.abs(final[:2] - x[:2]).max())
+    print(f'open loop, 2 s: max |q - q_radau| = {err:.3e} rad')
     assert err <= 1e-8
 
 
 def test_single_substep_is_measurably_less_accurate_than_default():
     """The accuracy test above can fail: a 1 ms RK4 step misses the current transient."""
     sc = load_scenario('seed001')
-    pl = dataclasses.replace(sc.plant, actuator='motor', rotor_inertia=True)
+    pl = dataclasses.replace(sc.plant, actuator='motor', rotor_inertia=True,
+                             start_in_equilibrium=False)
     errs = {}
     for sub in (1, 4):
         plant = Plant(dataclasses.replace(pl, substeps=sub), 1e-3)
@@ -111,18 +131,44 @@ def _energy(model, x):
     return model.total_energy(x[0:2], x[2:4])
 
 
+def _body_energy(pl, x):
+    """
+    Mechanical energy [J] of links and rotors as separate bodies (independent of M).
+
+    Link k: mass at its centre of mass plus I about it; rotor 1 spins at N1 qd1 on the base,
+    rotor 2 at qd1 + N2 qd2 on link 1 (the motor placement convention of the plant).
+    """
+    arm = pl.arm
+    q1, q2, v1, v2 = x[0:4]
+    # centre-of-mass velocities by differentiating the positions by hand
+    vc1 = arm.lc1 * v1
+    x2d = -arm.l1 * math.sin(q1) * v1 - arm.lc2 * math.sin(q1 + q2) * (v1 + v2)
+    y2d = arm.l1 * math.cos(q1) * v1 + arm.lc2 * math.cos(q1 + q2) * (v1 + v2)
+    kin = (0.5 * arm.m1 * vc1 ** 2 + 0.5 * arm.I1 * v1 ** 2
+           + 0.5 * arm.m2 * (x2d ** 2 + y2d ** 2) + 0.5 * arm.I2 * (v1 + v2) ** 2)
+    if pl.rotor_inertia:
+        m1, m2 = pl.motors
+        kin += 0.5 * m1.Jm * (m1.N * v1) ** 2
+        w2 = (v1 if pl.rotor_coupling else 0.0) + m2.N * v2
+        kin += 0.5 * m2.Jm * w2 ** 2
+    g = arm.gravity
+    pot = g * (arm.m1 * arm.lc1 * math.sin(q1)
+               + arm.m2 * (arm.l1 * math.sin(q1) + arm.lc2 * math.sin(q1 + q2)))
+    return kin + pot
+
+
 @pytest.mark.parametrize('plane', ['vertical', 'horizontal'])
 def test_energy_is_conserved_without_torque_or_friction(plane):
     pl = PlantParameters(actuator='ideal', friction=NO_FRICTION, rotor_inertia=True,
                          initial_position=(0.3, -0.8), initial_velocity=(1.0, -2.0))
     pl = dataclasses.replace(pl, arm=dataclasses.replace(pl.arm, plane=plane))
     plant = Plant(pl, 1e-3)
-    model = TwoLinkModel(pl.arm, pl.reflected_inertia)
-    e0 = _energy(model, plant.state)
+    assert pl.rotor_coupling  # rotors as separate bodies, rotor 2 coupled to link 1
+    e0 = _body_energy(pl, plant.state)
     drift = 0.0
     for _ in range(5000):  # 5 s
         plant.step(0.0, 0.0)
-        drift = max(drift, abs(_energy(model, plant.state) - e0))
+        drift = max(drift, abs(_body_energy(pl, plant.state) - e0))
     print(f'energy drift over 5 s: {drift:.2e} J (E0 = {e0:.3f} J)')
     assert drift < 1e-8 * max(1.0, abs(e0))
     assert np.abs(plant.velocity).max() > 0.1  # it really moved
@@ -148,23 +194,183 @@ def test_ideal_actuator_clamps_and_holds_the_command():
     assert plant.joint_torque() == (10.0, -5.0)
 
 
-def test_static_hold_against_gravity_with_motor():
-    """A constant command equal to g(q0) keeps the arm at rest (motor current settles)."""
-    pl = PlantParameters(actuator='motor', initial_position=(0.0, 0.0))
-    model = TwoLinkModel(pl.arm)
-    g = model.gravity_vector([0.0, 0.0])
+def _gravity(arm, q):
+    """Gravity torque by hand: derivative of the potential energy."""
+    g = arm.gravity
+    g12 = arm.m2 * arm.lc2 * g * math.cos(q[0] + q[1])
+    return np.array([(arm.m1 * arm.lc1 + arm.m2 * arm.l1) * g * math.cos(q[0]) + g12, g12])
+
+
+Q0 = (0.4, -0.7)
+
+
+def test_start_in_equilibrium_holds_the_pose_with_the_hold_command():
+    pl = PlantParameters(initial_position=Q0)
+    assert pl.actuator == 'motor' and pl.start_in_equilibrium  # the defaults
+    g = _gravity(pl.arm, Q0)
+    x0 = initial_state(pl)
+    for j, mo in enumerate(pl.motors):
+        assert x0[4 + j] == pytest.approx(g[j] / (mo.N * mo.k_t), rel=1e-12)
+        assert x0[6 + j] == pytest.approx(mo.R * x0[4 + j], rel=1e-12)
+    # an equilibrium of the reference dynamics under the hold command u = g(q0)
+    np.testing.assert_allclose(plant_dynamics(0.0, x0, g, pl), 0.0, atol=1e-9)
     plant = Plant(pl, 1e-3)
-    # Pre-charge the currents so that the arm does not sag before the current loop settles.
-    x = plant.state
-    x[4] = g[0] / pl.motors[0].torque_per_amp
-    x[5] = g[1] / pl.motors[1].torque_per_amp
-    x[6] = pl.motors[0].R * x[4]
-    x[7] = pl.motors[1].R * x[5]
-    plant.state = x
-    for _ in range(500):
+    np.testing.assert_allclose(plant.state, x0, rtol=0, atol=0)
+    np.testing.assert_allclose(plant.joint_torque(), g, rtol=1e-12)
+    for _ in range(1000):
         plant.step(*g)
-    np.testing.assert_allclose(plant.position, (0.0, 0.0), atol=1e-9)
-    np.testing.assert_allclose(plant.joint_torque(), g, rtol=1e-9)
+    np.testing.assert_allclose(plant.position, Q0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(plant.state[4:], x0[4:], rtol=1e-9)
+    # without the option the arm sags before the current loop catches up
+    cold = Plant(dataclasses.replace(pl, start_in_equilibrium=False), 1e-3)
+    assert np.all(cold.state[4:] == 0.0)
+    sag = 0.0
+    for _ in range(50):
+        cold.step(*g)
+        sag = max(sag, np.abs(np.subtract(cold.position, Q0)).max())
+    assert sag > 1e-5
+
+
+def test_closed_loop_hold_stays_at_rest_from_an_equilibrium_start():
+    """Computed torque with the exact model, hold reference: the run never leaves q0."""
+    sc = load_scenario('default')
+    pl = dataclasses.replace(sc.plant, initial_position=Q0)
+    nominal = dataclasses.replace(sc.controller.nominal, arm=pl.arm,
+                                  rotor_inertia=pl.reflected_inertia, rotor_coupling=True,
+                                  gear_ratio=tuple(m.N for m in pl.motors))
+    sc = dataclasses.replace(
+        sc, duration=1.0, plant=pl,
+        controller=dataclasses.replace(sc.controller, nominal=nominal),
+        trajectory={'type': 'hold', 'position': list(Q0)})
+    for equilibrium, bound in ((True, 1e-12), (False, None)):
+        run = dataclasses.replace(
+            sc, plant=dataclasses.replace(pl, start_in_equilibrium=equilibrium))
+        q, _, _ = _closed_loop_q(run)
+        dev = np.abs(q - np.asarray(Q0)).max()
+        if bound is None:
+            assert dev > 1e-5  # the cold start visibly drops the arm
+        else:
+            assert dev <= bound
+
+
+def _power_rhs(pl, u):
+    """Plant ODE augmented with the energies [J] put in or lost, written out by hand."""
+    def rhs(t, y):
+        x = y[:8]
+        dx = plant_dynamics(t, x, u, pl)
+        p_el = p_cu = p_gear = p_fr = 0.0
+        for j, (mo, fr) in enumerate(zip(pl.motors, pl.friction)):
+            i, v = x[4 + j], x[2 + j]
+            i_ref = max(-mo.i_max, min(mo.i_max, u[j] / (mo.N * mo.k_t)))
+            volt = max(-mo.V_max, min(mo.V_max, mo.Kp_i * (i_ref - i) + x[6 + j]))
+            p_el += volt * i
+            p_cu += mo.R * i * i
+            s = math.tanh(v / fr.eps)
+            kf, kb = 1.0 - mo.eta, 1.0 / mo.eta_back - 1.0
+            weight = 0.5 * (kf + kb) + 0.5 * (kf - kb) * math.copysign(1.0, i) * s
+            p_gear += mo.N * mo.k_t * abs(i) * s * v * weight
+            p_fr += (fr.b * v + fr.tau_c * s) * v
+        return np.concatenate([dx, [p_el, p_cu, p_gear, p_fr]])
+    return rhs
+
+
+def _stored(pl, x):
+    """Mechanical energy of the bodies plus the magnetic energy 1/2 L i^2 [J]."""
+    return _body_energy(pl, x) + sum(0.5 * mo.L * x[4 + j] ** 2
+                                     for j, mo in enumerate(pl.motors))
+
+
+def test_energy_balance_with_direction_dependent_gear_efficiency():
+    """Electrical in - copper - gear - friction = change of stored energy (Radau accuracy)."""
+    pl = PlantParameters(initial_position=(0.2, 0.3),
+                         motors=tuple(dataclasses.replace(m, eta=0.8, eta_back=0.6)
+                                      for m in PlantParameters().motors))
+    assert all(m.k_e == m.k_t for m in pl.motors)  # electromagnetic power = k_e N qd i
+    y = np.concatenate([initial_state(pl), np.zeros(4)])
+    e0 = _stored(pl, y)
+    forward = backward = 0
+    worst = 0.0
+    for k in range(60):  # 0.6 s of commands held 10 ms each
+        t = 0.01 * k
+        u = np.array([40.0 * math.sin(9.0 * t), 12.0 * math.cos(13.0 * t)])
+        sol = solve_ivp(_power_rhs(pl, u), (t, t + 0.01), y, method='Radau', rtol=1e-10,
+                        atol=1e-10, dense_output=False)
+        assert sol.success
+        y = sol.y[:, -1]
+        for j in range(2):
+            pm = y[4 + j] * y[2 + j]
+            fast = abs(y[2 + j]) > 10 * pl.friction[j].eps
+            forward += fast and pm > 0
+            backward += fast and pm < 0
+        e_el, e_cu, e_gear, e_fr = y[8:]
+        worst = max(worst, abs((e_el - e_cu - e_gear - e_fr) - (_stored(pl, y) - e0)))
+    print(f'energy balance: worst residual {worst:.2e} J; gear loss {y[10]:.3f} J, '
+          f'forward/backward samples {forward}/{backward}')
+    assert forward > 5 and backward > 5  # both power directions really occurred
+    assert y[10] > 0.1                   # the gear really lost energy
+    assert worst < 1e-6
+
+
+def test_back_driven_gear_never_creates_energy():
+    """
+    The load lowers the arm against a half-gravity holding torque: the motor is back-driven.
+
+    The motor receives ``eta_back`` of the load's power at speed and never more than the
+    load gives; the stored energy never rises above the net electrical input.
+    """
+    pl = PlantParameters(start_in_equilibrium=False, initial_position=(0.0, 0.0))
+    u = 0.5 * _gravity(pl.arm, (0.0, 0.0))
+    y = np.concatenate([initial_state(pl), np.zeros(4)])
+    e0 = _stored(pl, y)
+    ratios = []
+    for k in range(40):  # 0.4 s
+        sol = solve_ivp(_power_rhs(pl, u), (0.01 * k, 0.01 * (k + 1)), y, method='Radau',
+                        rtol=1e-10, atol=1e-10)
+        y = sol.y[:, -1]
+        x = y[:8]
+        plant = Plant(pl, 1e-3)
+        for j, mo in enumerate(pl.motors):
+            p_motor = mo.N * mo.k_t * x[4 + j] * x[2 + j]   # power the gear gives the motor: -p
+            p_load = plant.joint_torque_at(x)[j] * x[2 + j]  # power the joint gets: -p_load
+            assert p_motor < 0.0                             # back-driven throughout
+            assert -p_motor <= -p_load + 1e-12
+            if abs(x[2 + j]) > 10 * pl.friction[j].eps:
+                ratios.append(p_motor / p_load)
+        net_input = y[8] - y[9]
+        assert _stored(pl, y) - e0 <= net_input + 1e-8
+    np.testing.assert_allclose(ratios, pl.motors[0].eta_back, rtol=1e-6)
+    # the single-factor model (tau = eta N k_t i both ways) would create energy here
+    old_gear_power = [(1.0 - mo.eta) * mo.N * mo.k_t * y[4 + j] * y[2 + j]
+                      for j, mo in enumerate(pl.motors)]
+    assert min(old_gear_power) < 0.0
+
+
+OPTIONS = [
+    {},
+    {'friction_model': 'karnopp'},
+    {'rotor_coupling': False, 'actuator': 'ideal'},
+    {'rotor_inertia': False, 'friction_model': 'karnopp', 'actuator': 'ideal'},
+]
+
+
+@pytest.mark.parametrize('options', OPTIONS, ids=['default', 'karnopp', 'ideal', 'ideal-k'])
+def test_fast_path_equals_reference_dynamics(options):
+    """The inlined right-hand side of Plant equals plant_dynamics (random states)."""
+    rng = np.random.default_rng(7)
+    fr = tuple(FrictionParameters(b=0.5, tau_c=3.0, eps=0.01, tau_s=1.0, v_s=0.1,
+                                  v_stick=0.05) for _ in range(2))
+    pl = PlantParameters(friction=fr, motors=tuple(
+        dataclasses.replace(m, eta_back=0.7) for m in PlantParameters().motors), **options)
+    plant = Plant(pl, 1e-3)
+    for n in range(400):
+        x = rng.normal(size=8) * [1, 1, 2, 2, 5, 3, 10, 10]
+        if n % 4 == 0:
+            x[2:4] *= 0.01  # inside the stick band (both, one or none)
+        u = rng.normal(size=2) * [40.0, 10.0]
+        held = plant.input_for(*u)
+        ref = plant_dynamics(0.0, x, u, pl)
+        fast = np.array(plant._rhs(*x, *held))
+        np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-9)
 
 
 def test_plant_rejects_bad_period_and_state():
