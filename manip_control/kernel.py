@@ -231,16 +231,14 @@ def unsupported(scenario) -> str | None:
     version; anything else (e.g. a plant option added later and not yet ported) and a
     missing numba make :func:`manip_control.simulation.run_closed_loop` use the Python path.
     """
-    if not AVAILABLE:
-        return 'numba is not importable'
-    return None
+    return plant_unsupported(scenario.plant)
 
 
 # --------------------------------------------------------------------------------------------
 # compiled scalar functions (same equations and order of operations as the Python modules)
 
 
-@_jit(inline='always')
+@_jit()
 def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     """Plant derivative; ``u`` is the current reference [A] or the clamped torque [N·m]."""
     f = P_FR1
@@ -283,8 +281,11 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     g12 = p[P_G2] * math.cos(x0 + x1)
     r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - p[P_G1] * math.cos(x0) - g12
     r2 = t2 + h * v1 * v1 - g12
+    held1 = held2 = False
     if p[P_KARNOPP] != 0.0:
-        fr1, fr2 = _karnopp(v1, v2, r1, r2, m11, m12, d22, p)
+        fr1, fr2, held1, held2 = _karnopp(v1, v2, r1, r2, m11, m12, d22, p)
+        if held1 and held2:
+            return v1, v2, 0.0, 0.0, di1, di2, dx1, dx2
     elif p[P_STRIBECK] != 0.0:
         fr1 = p[f + F_B] * v1 + (p[f + F_TC] + p[f + F_TS] * math.exp(
             -(v1 / p[f + F_VS]) ** 2)) * sg1
@@ -296,18 +297,19 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     r1 -= fr1
     r2 -= fr2
     idet = 1.0 / (m11 * d22 - m12 * m12)
-    return (v1, v2, (d22 * r1 - m12 * r2) * idet, (m11 * r2 - m12 * r1) * idet,
-            di1, di2, dx1, dx2)
+    return (v1, v2, 0.0 if held1 else (d22 * r1 - m12 * r2) * idet,
+            0.0 if held2 else (m11 * r2 - m12 * r1) * idet, di1, di2, dx1, dx2)
 
 
-@_jit(inline='always')
+@_jit()
 def _karnopp(v1, v2, r1, r2, m11, m12, d22, p):
     """
-    Return the Karnopp friction torques of both joints (stick band, breakaway).
+    Return the Karnopp friction torques and whether each joint is held (stuck).
 
-    Sliding joints: ``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)``; stuck joints
-    (``|qd| < v_stick``): the torque that keeps their acceleration zero, clamped to the
-    breakaway level ``F_s = tau_c + tau_s``. ``r`` is the net torque without friction.
+    Sliding joints: ``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)``; joints in the stick
+    band (``|qd| < v_stick``): the torque that keeps their acceleration zero, unless it
+    exceeds the breakaway level ``F_s = tau_c + tau_s`` (then ``F_s sign`` and the joint
+    slides). ``r`` is the net torque without friction. A held joint's acceleration is zero.
     """
     f = P_FR1
     g = P_FR1 + FR_SIZE
@@ -323,35 +325,36 @@ def _karnopp(v1, v2, r1, r2, m11, m12, d22, p):
     st2 = p[g + F_VSTICK]
     fs1 = p[f + F_FS]
     fs2 = p[g + F_FS]
-    stuck1 = -st1 < v1 < st1
-    stuck2 = -st2 < v2 < st2
-    if stuck1 and stuck2:
+    held1 = -st1 < v1 < st1
+    held2 = -st2 < v2 < st2
+    if held1 and held2:
         fr1, fr2 = r1, r2
-        brk1 = abs(fr1) > fs1
-        brk2 = abs(fr2) > fs2
-        if brk1:
-            fr1 = math.copysign(fs1, fr1)
-        if brk2:
-            fr2 = math.copysign(fs2, fr2)
-        if brk1 and not brk2:
-            stuck1 = False
-        elif brk2 and not brk1:
-            stuck2 = False
-        else:
-            stuck1 = False
-            stuck2 = False
-    if stuck1 and not stuck2:
+        if abs(fr1) > fs1:
+            fr1, held1 = math.copysign(fs1, fr1), False
+        if abs(fr2) > fs2:
+            fr2, held2 = math.copysign(fs2, fr2), False
+        if held1 and held2:
+            return fr1, fr2, True, True
+        if held1:  # joint 2 broke away: joint 1 alone is stuck
+            fr1 = r1 - m12 * ((r2 - fr2) / d22)
+            if abs(fr1) > fs1:
+                fr1, held1 = math.copysign(fs1, fr1), False
+        elif held2:
+            fr2 = r2 - m12 * ((r1 - fr1) / m11)
+            if abs(fr2) > fs2:
+                fr2, held2 = math.copysign(fs2, fr2), False
+    elif held1:
         fr1 = r1 - m12 * ((r2 - fr2) / d22)
         if abs(fr1) > fs1:
-            fr1 = math.copysign(fs1, fr1)
-    elif stuck2 and not stuck1:
+            fr1, held1 = math.copysign(fs1, fr1), False
+    elif held2:
         fr2 = r2 - m12 * ((r1 - fr1) / m11)
         if abs(fr2) > fs2:
-            fr2 = math.copysign(fs2, fr2)
-    return fr1, fr2
+            fr2, held2 = math.copysign(fs2, fr2), False
+    return fr1, fr2, held1, held2
 
 
-@_jit(inline='always')
+@_jit()
 def _input(tau1, tau2, p):
     """Return the held input for a torque command: ``i_ref`` [A] or the clamped torque."""
     if p[P_MOTOR] != 0.0:
@@ -369,7 +372,7 @@ def _input(tau1, tau2, p):
     return min(max(tau1, -l1), l1), min(max(tau2, -l2), l2)
 
 
-@_jit(inline='always')
+@_jit()
 def _period_step(x, u1, u2, p):
     """Advance ``x`` (8-tuple) over one control period with ``u`` held: RK4, sub-steps."""
     h = p[P_H]
@@ -397,7 +400,7 @@ def _period_step(x, u1, u2, p):
     return x0, x1, x2, x3, x4, x5, x6, x7
 
 
-@_jit(inline='always')
+@_jit()
 def _friction(v, c, o):
     """Return ``b qd + (tau_c [+ tau_s exp(-(qd/v_s)^2)]) tanh(qd/eps)``, row at ``c[o:]``."""
     level = c[o + F_TC]
@@ -406,7 +409,7 @@ def _friction(v, c, o):
     return c[o + F_B] * v + level * math.tanh(v / c[o + F_EPS])
 
 
-@_jit(inline='always')
+@_jit()
 def _drive_voltage(i_ref, i, xi, p, o):
     """Return the PI drive terminal voltage after the clamp [V] (motor row at ``p[o:]``)."""
     v = p[o + M_KP] * (i_ref - i) + xi
@@ -414,7 +417,7 @@ def _drive_voltage(i_ref, i, xi, p, o):
     return lim if v > lim else (-lim if v < -lim else v)
 
 
-@_jit(inline='always')
+@_jit()
 def _joint_torque(i, v, p, o, eps):
     """Return the actuator torque after the gearbox ``N k_t i - tau_gear(i, qd)`` [N·m]."""
     s = math.tanh(v / eps)
@@ -594,6 +597,12 @@ def _step_vec(x, tau1, tau2, p):
     return out
 
 
+@_jit()
+def _step_held(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2, p):
+    """One control period from the state floats with the held input ``u``; an 8-tuple."""
+    return _period_step((x0, x1, x2, x3, x4, x5, x6, x7), u1, u2, p)
+
+
 # --------------------------------------------------------------------------------------------
 # Python entry points
 
@@ -613,6 +622,33 @@ def plant_step(x, tau1: float, tau2: float, packed_plant: np.ndarray) -> np.ndar
     """Compiled :meth:`manip_control.plant.Plant.step`: the state after one held period."""
     return _step_vec(np.ascontiguousarray(x, dtype=np.float64), float(tau1), float(tau2),
                      packed_plant)
+
+
+def plant_unsupported(params) -> str | None:
+    """Why the kernel cannot integrate plant ``params`` (a short reason), or None."""
+    if not AVAILABLE:
+        return 'numba is not importable'
+    return None
+
+
+def stepper(params, period: float):
+    """
+    Return a compiled period step for :class:`manip_control.plant.Plant`, or None.
+
+    The callable ``step(x, u1, u2) -> tuple`` advances the state sequence ``x`` (8 floats)
+    over one period with the held input ``u`` (current reference [A] or clamped torque
+    [N·m], as ``Plant.input_for`` returns it): the same RK4 as ``Plant.step``, in machine
+    code. None when :func:`plant_unsupported` names a reason.
+    """
+    if plant_unsupported(params) is not None:
+        return None
+    packed = pack_plant(params, period)
+    step = _step_held
+
+    def held_step(x, u1, u2):
+        return step(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], u1, u2, packed)
+
+    return held_step
 
 
 class Packed:

@@ -207,3 +207,17 @@ def test_unsupported_scenario_falls_back_to_python(monkeypatch):
 def test_engine_is_checked():
     with pytest.raises(ValueError, match='engine: must be one of auto, kernel, python'):
         run_closed_loop(_scenario('seed001', duration=0.01), engine='fast')
+
+
+@pytest.mark.parametrize('params', [p for k, p in enumerate(plant_options()) if k % 5 == 0])
+def test_stepper_follows_plant_step(params):
+    """The compiled step offered to ``Plant`` (same inputs as its Python step)."""
+    step = kernel.stepper(params, 1e-3)
+    plant = Plant(params, 1e-3)
+    x = list(plant.state)
+    for tau in ([40.0, 9.0], [-80.0, 30.0], [0.0, 0.0]):
+        u = plant.input_for(*tau)
+        plant.step(*tau)
+        x = list(step(x, u[0], u[1]))
+        ref = plant.state
+        np.testing.assert_allclose(x, ref, rtol=1e-12, atol=1e-12 * (1.0 + np.abs(ref).max()))
