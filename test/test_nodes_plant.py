@@ -13,8 +13,10 @@
 # limitations under the License.
 
 """
-Plant node over real DDS: commands by name, refusals counted, drive watchdog, lockstep
-timeouts with a missing controller.
+Test the plant node over real DDS.
+
+Commands by name, refusals counted, drive watchdog, lockstep timeouts with a missing
+controller.
 """
 
 import math
@@ -23,14 +25,13 @@ import pytest
 
 pytest.importorskip('rclpy')
 
-from conftest import make_node  # noqa: E402
+from conftest import make_node  # noqa: E402, I100
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Float64MultiArray  # noqa: E402
-
 from manip_control.nodes.plant_node import PlantNode  # noqa: E402
 from manip_control.nodes.ros_params import plant_specs  # noqa: E402
 from manip_control.parameters import DEFAULT_MOTORS  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 IDEAL = {'mode': 'realtime', 'actuator': 'ideal', 'torque_limit': [50.0, 50.0],
          'arm.plane': 'horizontal', 'command_timeout': 0.2}

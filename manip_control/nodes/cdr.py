@@ -84,7 +84,7 @@ class _Writer:
             self.string(s)
 
     def f64seq(self, values) -> int:
-        """Returns the offset of the first double (or of the count when empty)."""
+        """Return the offset of the first double (or of the count when empty)."""
         values = list(values)
         off = self.u32(len(values))
         if values:
@@ -385,7 +385,7 @@ def decode_joint_state(buf):
 
 
 def decode_float64_array(buf):
-    """``(data tuple, None)`` or ``(None, reason)``; the layout is skipped."""
+    """Decode a Float64MultiArray: ``(data tuple, None)`` or ``(None, reason)``."""
     try:
         r = _Reader(buf)
         ndim = r.u32()
@@ -403,8 +403,10 @@ def decode_float64_array(buf):
 
 def decode_reference(buf):
     """
-    First point of a JointTrajectory:
-    ``((stamp_ns, names, positions, velocities, accelerations), None)`` or ``(None, reason)``.
+    Decode the first point of a JointTrajectory.
+
+    Returns ``((stamp_ns, names, positions, velocities, accelerations), None)`` or
+    ``(None, reason)``.
     """
     lay = _REF_CACHE.find(buf)
     if lay is not None:

@@ -193,7 +193,7 @@ class PlantNode(Node):
     # -- public -----------------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        """True once ``duration`` has been simulated."""
+        """Return True once ``duration`` has been simulated."""
         return self._phase == 'done'
 
     @property

@@ -384,7 +384,7 @@ DOMAIN_CHECK_PERIOD = 0.2
 
 
 def run_topics(lockstep: bool) -> list[str]:
-    """The topics the simulation publishes (one publisher each)."""
+    """Return the topics the simulation publishes (one publisher each)."""
     topics = ['/joint_states', '/motor_states', '/reference', '/joint_commands',
               '/effort_controller/commands']
     return topics + (['/clock'] if lockstep else [])
@@ -444,8 +444,9 @@ LOCKSTEP_SAFETY_TIMEOUT = 5.0
 
 def lockstep_safety_defaults(values: dict) -> dict:
     """
-    Controller values with the wall-time safety watchdogs set to
-    :data:`LOCKSTEP_SAFETY_TIMEOUT` unless given.
+    Return the controller values with the wall-time safety watchdogs of lockstep.
+
+    Both watchdogs are set to :data:`LOCKSTEP_SAFETY_TIMEOUT` unless given.
 
     In lockstep the controller waits for the plant by design, so a stall of the process (the
     machine busy with other work) must not look like a dead plant: the watchdogs act on wall
@@ -474,7 +475,7 @@ def _resolved_values(node) -> dict:
 
 
 def _simulation_result(scenario: Scenario, ph: np.ndarray, ch: np.ndarray, final_state):
-    """SimulationResult (the offline record type) from the nodes' per-tick histories."""
+    """Build a SimulationResult (the offline record type) from the nodes' histories."""
     from manip_control.simulation import SimulationResult
     n = min(len(ph), len(ch))
     ph, ch = ph[:n], ch[:n]
@@ -491,8 +492,10 @@ def _simulation_result(scenario: Scenario, ph: np.ndarray, ch: np.ndarray, final
 
 def tracking_summary(out: SimOutcome) -> dict:
     """
-    Per-joint tracking figures: error ``e = q - q_d`` [rad] (true q in lockstep, the
-    measured q the controller used in real time), command and saturation.
+    Return the per-joint tracking figures of a run.
+
+    Error ``e = q - q_d`` [rad] (true q in lockstep, the measured q the controller used in
+    real time), command and saturation.
     """
     sc = out.scenario
     if out.result is not None:
@@ -540,7 +543,7 @@ def tracking_summary(out: SimOutcome) -> dict:
 
 
 def format_summary(out: SimOutcome, s: dict, joints) -> str:
-    """The text manip-sim prints."""
+    """Return the text manip-sim prints."""
     sc = out.scenario
     lines = [f'manip-sim: {out.name} | {out.mode} | {out.simulated_time:.3f} s simulated '
              f'({out.ticks} ticks at {sc.control_rate:g} Hz) in {out.wall_time:.2f} s wall, '
@@ -615,8 +618,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def set_realtime_priority(priority: int) -> None:
     """
-    SCHED_FIFO at ``priority`` for this process (before rclpy starts its DDS threads, which
-    inherit it). Raises ParameterError if not permitted.
+    Run this process with SCHED_FIFO at ``priority``.
+
+    Set before rclpy starts its DDS threads, which inherit it. Raises ParameterError if not
+    permitted.
     """
     if priority == 0:
         return
