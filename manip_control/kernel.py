@@ -105,16 +105,6 @@ ST_FINAL = 18       # final plant state, 8 values
 ST_SIZE = 26
 
 
-def _plant_model(params):
-    """Return the plant's rigid-body model, built as :mod:`manip_control.plant` builds it."""
-    from manip_control import plant
-
-    if hasattr(plant, 'plant_model'):
-        return plant.plant_model(params)
-    from manip_control.dynamics import TwoLinkModel
-    return TwoLinkModel(params.arm, params.reflected_inertia)
-
-
 def pack_plant(params, period: float) -> np.ndarray:
     """
     Pack the plant parameters into the kernel's flat vector (layout ``P_*``).
@@ -127,27 +117,26 @@ def pack_plant(params, period: float) -> np.ndarray:
         Control period [s]; the RK4 step is ``period / substeps``.
 
     """
-    model = _plant_model(params)
+    from manip_control.plant import plant_model
+
+    model = plant_model(params)
     f1, f2 = params.friction
     p = np.zeros(P_SIZE)
     p[P_MOTOR] = 1.0 if params.actuator == 'motor' else 0.0
-    p[P_A:P_G2 + 1] = (model.a, model.b, getattr(model, 'd12', model.d), model.d22,
-                       model.g1, model.g2)
+    p[P_A:P_G2 + 1] = (model.a, model.b, model.d12, model.d22, model.g1, model.g2)
     p[P_STRIBECK] = 1.0 if (f1.tau_s or f2.tau_s) else 0.0
-    p[P_KARNOPP] = 1.0 if getattr(params, 'friction_model', 'smooth') == 'karnopp' else 0.0
+    p[P_KARNOPP] = 1.0 if params.friction_model == 'karnopp' else 0.0
     for j, fr in enumerate(params.friction):
         o = P_FR1 + j * FR_SIZE
         p[o:o + FR_SIZE] = (fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s,
-                            getattr(fr, 'v_stick', 0.0), fr.tau_c + fr.tau_s)
+                            fr.v_stick, fr.tau_c + fr.tau_s)
     for j, mo in enumerate(params.motors):
         o = P_MO1 + j * MO_SIZE
         kt = mo.torque_per_amp
-        if hasattr(mo, 'eta_back'):  # gear loss tau_gear = (ga |i| + gb i s) s
-            kf, kb = 1.0 - mo.eta, 1.0 / mo.eta_back - 1.0
-            wa, wb = 0.5 * (kf + kb), 0.5 * (kf - kb)
-            ga, gb = wa * kt, wb * kt
-        else:
-            wa = wb = ga = gb = 0.0
+        # gear loss tau_gear = (ga |i| + gb i s) s = N k_t (wa |i| s + wb i s^2)
+        kf, kb = 1.0 - mo.eta, 1.0 / mo.eta_back - 1.0
+        wa, wb = 0.5 * (kf + kb), 0.5 * (kf - kb)
+        ga, gb = wa * kt, wb * kt
         p[o:o + MO_SIZE] = (mo.R, 1.0 / mo.L, mo.k_e * mo.N, mo.Kp_i, mo.Ki_i, mo.V_max,
                             kt, mo.i_max, ga, gb, mo.N * mo.k_t, wa, wb)
     p[P_LIM1], p[P_LIM2] = params.torque_limit
@@ -164,8 +153,7 @@ def pack_controller(params, period: float) -> np.ndarray:
     model = ctrl.model
     c = np.zeros(C_SIZE)
     c[C_CT] = 1.0 if params.law == 'computed_torque' else 0.0
-    c[C_A:C_G2 + 1] = (model.a, model.b, getattr(model, 'd12', model.d), model.d22,
-                       model.g1, model.g2)
+    c[C_A:C_G2 + 1] = (model.a, model.b, model.d12, model.d22, model.g1, model.g2)
     c[C_FCOMP] = 1.0 if ctrl.friction_compensation else 0.0
     for j, fr in enumerate(params.nominal.friction):
         o = C_FR1 + j * CF_SIZE

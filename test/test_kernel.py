@@ -39,13 +39,9 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not kernel.AVAILABLE, reason='numba is not importable')
 
-PLANT_FIELDS = {f.name for f in dataclasses.fields(PlantParameters)}
-MOTOR_FIELDS = {f.name for f in dataclasses.fields(MotorParameters)}
-FRICTION_FIELDS = {f.name for f in dataclasses.fields(FrictionParameters)}
-
 
 def _friction(stribeck: bool) -> tuple:
-    extra = {'v_stick': 2e-3} if 'v_stick' in FRICTION_FIELDS else {}
+    extra = {'v_stick': 2e-3}
     if stribeck:
         return (FrictionParameters(b=0.5, tau_c=0.8, eps=0.01, tau_s=0.6, v_s=0.05, **extra),
                 FrictionParameters(b=0.3, tau_c=0.4, eps=0.02, tau_s=0.3, v_s=0.1, **extra))
@@ -57,7 +53,7 @@ def _motors(eta_back: float | None) -> tuple:
     m1 = MotorParameters()
     m2 = MotorParameters(R=0.8, L=0.5e-3, k_t=0.05, k_e=0.05, N=80.0, eta=0.8, Jm=5.0e-6,
                          i_max=6.0, V_max=24.0, Kp_i=0.9425, Ki_i=1508.0)
-    if eta_back is not None and 'eta_back' in MOTOR_FIELDS:
+    if eta_back is not None:
         m1 = dataclasses.replace(m1, eta_back=eta_back)
         m2 = dataclasses.replace(m2, eta_back=eta_back * 0.9)
     return (m1, m2)
@@ -65,20 +61,13 @@ def _motors(eta_back: float | None) -> tuple:
 
 def plant_options():
     """Every combination of the plant's options present in this version."""
-    models = ['smooth'] + (['karnopp'] if 'friction_model' in PLANT_FIELDS else [])
-    couplings = [True, False] if 'rotor_coupling' in PLANT_FIELDS else [None]
-    etas = [0.6, 1.0] if 'eta_back' in MOTOR_FIELDS else [None]
     for actuator, stribeck, model, rotor, coupling, eta_back, plane in itertools.product(
-            ('motor', 'ideal'), (False, True), models, (True, False), couplings, etas,
-            ('vertical', 'horizontal')):
-        kw = {}
-        if 'friction_model' in PLANT_FIELDS:
-            kw['friction_model'] = model
-        if coupling is not None:
-            kw['rotor_coupling'] = coupling
+            ('motor', 'ideal'), (False, True), ('smooth', 'karnopp'), (True, False),
+            (True, False), (0.6, 1.0), ('vertical', 'horizontal')):
         pl = PlantParameters(actuator=actuator, friction=_friction(stribeck),
                              motors=_motors(eta_back), rotor_inertia=rotor,
-                             torque_limit=(60.0, 20.0), **kw)
+                             rotor_coupling=coupling, friction_model=model,
+                             torque_limit=(60.0, 20.0))
         pl = dataclasses.replace(pl, arm=dataclasses.replace(pl.arm, plane=plane))
         yield pytest.param(pl, id=f'{actuator}-{"stribeck" if stribeck else "coulomb"}-'
                                   f'{model}-rotor{int(rotor)}-coupling{coupling}-'
@@ -152,13 +141,21 @@ def closed_loop_cases():
     yield pytest.param(_scenario('default', plant={'friction': _friction(True)},
                                  controller={'friction_compensation': False}),
                        id='stribeck-no-compensation')
-    if 'friction_model' in PLANT_FIELDS:
-        stiff = (FrictionParameters(b=0.5, tau_c=3.0, eps=0.01, tau_s=1.0, v_s=0.05),
-                 FrictionParameters(b=0.3, tau_c=2.0, eps=0.01, tau_s=0.5))
-        yield pytest.param(_scenario('default', plant={'friction_model': 'karnopp',
-                                                       'friction': stiff},
-                                     trajectory={'type': 'hold', 'position': [0.3, -0.2]}),
-                           id='karnopp-hold')
+    stiff = (FrictionParameters(b=0.5, tau_c=3.0, eps=0.01, tau_s=1.0, v_s=0.05),
+             FrictionParameters(b=0.3, tau_c=2.0, eps=0.01, tau_s=0.5))
+    yield pytest.param(_scenario('default', plant={'friction_model': 'karnopp',
+                                                   'friction': stiff},
+                                 trajectory={'type': 'hold', 'position': [0.3, -0.2]}),
+                       id='karnopp-hold')
+    yield pytest.param(_scenario('default', plant={'friction_model': 'karnopp',
+                                                   'friction': stiff}),
+                       id='karnopp-sinusoid')
+    yield pytest.param(_scenario('default', plant={'start_in_equilibrium': False,
+                                                   'rotor_coupling': False}),
+                       id='start-at-zero-current-no-coupling')
+    yield pytest.param(_scenario('default', controller={'nominal': dataclasses.replace(
+        load_scenario('default').controller.nominal, rotor_coupling=True)}),
+        id='nominal-rotor-coupling')
 
 
 @pytest.mark.parametrize('scenario', closed_loop_cases())
