@@ -40,8 +40,8 @@ import pytest
 import yaml
 
 #: simulated seconds of the launch runs (short: the suite must stay fast)
-DURATION = 2.0
-TICKS = 2000
+DURATION = 3.0
+TICKS = 3000
 #: lines that must never appear in the output of a launch run
 FORBIDDEN = ('Traceback', '[FATAL]', 'KeyboardInterrupt', 'process has died')
 DATA_TOPICS = ('/joint_states', '/motor_states', '/joint_commands',
@@ -152,17 +152,18 @@ def launch_args(ros2_ws, file: str, *args: str) -> list[str]:
 @pytest.fixture(scope='module')
 def sim_run(ros2_ws, tmp_path_factory):
     """
-    ``ros2 launch manip_control sim.launch.py duration:=2.0 bag:=DIR`` run to its end.
+    ``ros2 launch manip_control sim.launch.py duration:=3.0 bag:=runs/r1`` run to its end.
 
     Started as the README's ROS route does: ``source install/setup.bash`` in the workspace,
     then ``ros2 launch``.
     """
     tmp = tmp_path_factory.mktemp('sim_launch')
-    bag = tmp / 'bag'
+    bag = ros2_ws.path / 'runs' / 'r1'
+    assert not bag.exists()
     procs = Processes(ros2_ws.env, tmp)
     try:
         cmd = (f'source install/setup.bash && ros2 launch manip_control sim.launch.py '
-               f'duration:={DURATION} bag:={bag}')
+               f'duration:={DURATION} bag:=runs/r1')
         p = procs.start('sim_launch', ['bash', '-c', cmd], cwd=str(ros2_ws.path))
         rc = procs.wait(p, 180)
         yield {'rc': rc, 'text': text_of(procs, p), 'bag': bag}
