@@ -58,9 +58,8 @@ sys.path.insert(0, str(ROOT))
 #: + 2 (real time).
 BASE_DOMAIN = 101 + os.getpid() % 80
 
-import rclpy  # noqa: E402
-
 from manip_control.nodes import sim  # noqa: E402
+import rclpy  # noqa: E402
 
 TICKS_PER_S = os.sysconf('SC_CLK_TCK')
 #: Transport settings that the separate-process runs replace with their own.
@@ -188,6 +187,7 @@ VARIANTS = [
 def lockstep_side_by_side(duration: float, repeat: int) -> list[str]:
     """Every variant ``repeat`` times, interleaved (the machine's load changes meanwhile)."""
     results: dict[str, list] = {name: [] for name, _ in VARIANTS}
+    one_process(0.2, True)          # warm-up: imports, compiled kernels, first discovery
     for _ in range(repeat):
         for name, fn in VARIANTS:
             results[name].append(fn(duration))

@@ -31,10 +31,9 @@ import pytest
 
 pytest.importorskip('rclpy')
 
-from conftest import PYTHON, ROOT  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-
+from conftest import PYTHON, ROOT  # noqa: E402, I100
 from manip_control.bag_io import BagReader  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
 
 #: Output that a clean shutdown never prints.
 UNCLEAN = ('[FATAL]', 'Traceback', 'KeyboardInterrupt', 'Exception in')
@@ -102,7 +101,7 @@ def test_manip_sim_interrupted_ends_cleanly(procs, ros_context, executor, probe,
     assert_bag_readable(bag)
 
 
-SHM_ONLY_PROFILE = '''<?xml version="1.0" encoding="UTF-8" ?>
+SHM_ONLY_PROFILE = """<?xml version="1.0" encoding="UTF-8" ?>
 <profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
   <transport_descriptors>
     <transport_descriptor>
@@ -117,7 +116,7 @@ SHM_ONLY_PROFILE = '''<?xml version="1.0" encoding="UTF-8" ?>
     </rtps>
   </participant>
 </profiles>
-'''
+"""
 #: name -> (environment, transports expected on the DDS threads, INFO line expected)
 TRANSPORT_CASES = {
     'nothing_chosen': ({}, {'udp'}, True),

@@ -27,19 +27,18 @@ import yaml
 
 pytest.importorskip('rclpy')
 
-from conftest import PYTHON, ROOT  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory  # noqa: E402
-from rosgraph_msgs.msg import Clock  # noqa: E402
+from conftest import PYTHON, ROOT  # noqa: E402, I100
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-
 from manip_control.actuators import current_reference  # noqa: E402
 from manip_control.bag_io import BagReader  # noqa: E402
 from manip_control.nodes import sim  # noqa: E402
 from manip_control.parameters import load_scenario  # noqa: E402
 from manip_control.simulation import run_closed_loop  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
-TOL = dict(rtol=0.0, atol=1e-9)
+TOL = {'rtol': 0.0, 'atol': 1e-9}
 NOISY = {
     'scenario': {'name': 'noisy', 'duration': 2.0, 'control_rate': 1000.0},
     'plant': {'arm': {'m1': 3.0, 'm2': 2.0, 'l1': 1.0, 'l2': 1.0, 'lc1': 0.5, 'lc2': 0.5,
@@ -239,7 +238,7 @@ BAD_PARAMS = {
     'plant_joint.yaml': ('plant', 'plant:\n  ros__parameters:\n    motors.R: [0.3]\n',
                          'parameter motors.R (node plant): must have 2 elements'),
     'plant_yaml.yaml': ('plant', 'plant:\n  ros__parameters: [\n', "Couldn't parse params"),
-    'traj_limit.yaml': ('trajectory', "trajectory:\n  ros__parameters:\n    trajectory: "
+    'traj_limit.yaml': ('trajectory', 'trajectory:\n  ros__parameters:\n    trajectory: '
                         "'{type: sinusoid, amplitude: [4.0, 0.1], frequency: 1.0}'\n",
                         'parameter trajectory (node trajectory): joint1 position reaches'),
     'traj_unknown.yaml': ('trajectory', 'trajectory:\n  ros__parameters:\n    rate: 5.0\n',

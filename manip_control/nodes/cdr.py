@@ -93,7 +93,7 @@ class _Writer:
             self.buf += struct.pack(f'<{len(values)}d', *values)
         return off
 
-    def bytes(self) -> bytes:
+    def to_bytes(self) -> bytes:
         return bytes(self.buf)
 
 
@@ -115,7 +115,7 @@ def encode_joint_state(stamp_ns: int, names, position, velocity, effort,
     w.f64seq(position)
     w.f64seq(velocity)
     w.f64seq(effort)
-    return w.bytes()
+    return w.to_bytes()
 
 
 class JointStateEncoder:
@@ -131,7 +131,7 @@ class JointStateEncoder:
         self._pos = w.f64seq([0.0] * n)
         self._vel = w.f64seq([0.0] * n)
         self._eff = w.f64seq([0.0] * n)
-        self._template = w.bytes()
+        self._template = w.to_bytes()
         self._vec = struct.Struct(f'<{n}d')
 
     def encode(self, stamp_ns: int, position, velocity, effort) -> bytes:
@@ -151,7 +151,7 @@ def encode_float64_array(values) -> bytes:
     w.u32(0)          # layout.dim: empty
     w.u32(0)          # layout.data_offset
     w.f64seq(values)
-    return w.bytes()
+    return w.to_bytes()
 
 
 class Float64ArrayEncoder:
@@ -162,7 +162,7 @@ class Float64ArrayEncoder:
         w.u32(0)
         w.u32(0)
         self._data = w.f64seq([0.0] * n)
-        self._template = w.bytes()
+        self._template = w.to_bytes()
         self._vec = struct.Struct(f'<{n}d')
 
     def encode(self, values) -> bytes:
@@ -184,7 +184,7 @@ def encode_reference(stamp_ns: int, names, positions, velocities, accelerations,
     w.f64seq(accelerations)
     w.f64seq([])
     w.i32u32(0, 0)
-    return w.bytes()
+    return w.to_bytes()
 
 
 class ReferenceEncoder:
@@ -202,7 +202,7 @@ class ReferenceEncoder:
         self._acc = w.f64seq([0.0] * n)
         w.f64seq([])
         w.i32u32(0, 0)
-        self._template = w.bytes()
+        self._template = w.to_bytes()
         self._vec = struct.Struct(f'<{n}d')
 
     def encode(self, stamp_ns: int, positions, velocities, accelerations) -> bytes:

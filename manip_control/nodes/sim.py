@@ -44,20 +44,19 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from dataclasses import field
-from dataclasses import replace
 import os
 from pathlib import Path
 import sys
 import time
 
+from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
 from manip_control.nodes.common import init_keeping_context_on_signals
-from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
-from manip_control.nodes.common import stop_requested
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.common import stop_requested
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import is_params_document
 from manip_control.nodes.ros_params import load_params_file
@@ -277,7 +276,7 @@ class SimRunner:
         self._wait_ready()
         # another participant publishing the run's topics (a second simulation, a driver,
         # a bag replay): stop with an error rather than mixing its messages into the run
-        guard = DomainGuard(self.plant, {t: 1 for t in run_topics(self.lockstep)})
+        guard = DomainGuard(self.plant, dict.fromkeys(run_topics(self.lockstep), 1))
         end = Future()
         self.plant.done_future.add_done_callback(lambda _: end.set_result(True))
 
@@ -403,7 +402,7 @@ def check_domain_free(mode: str) -> None:
     node = rclpy.create_node('manip_sim_domain_check')
     ex = SingleThreadedExecutor()
     ex.add_node(node)
-    guard = DomainGuard(node, {t: 0 for t in run_topics(mode == 'lockstep')})
+    guard = DomainGuard(node, dict.fromkeys(run_topics(mode == 'lockstep'), 0))
     try:
         end = time.monotonic() + DOMAIN_DISCOVERY_WAIT
         while time.monotonic() < end:
