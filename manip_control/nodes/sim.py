@@ -70,6 +70,7 @@ from manip_control.nodes.ros_params import scenario_from_ros
 from manip_control.nodes.ros_params import STORAGES
 from manip_control.nodes.ros_params import trajectory_specs
 from manip_control.nodes.sources import DomainInUseError
+from manip_control.parameters import check_duration
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.parameters import read_yaml
@@ -113,13 +114,16 @@ def load_run_config(config: str | None, mode: str | None = None,
     else:
         scenario = load_scenario(path)
         if duration is not None:
-            scenario = replace(scenario, duration=float(duration))
+            scenario = scenario.with_duration(duration, '--duration')
         values = ros_params_from_scenario(scenario, mode or 'lockstep')
         name = scenario.name
     for node in NODE_NAMES:
         if mode is not None:
             values[node]['mode'] = mode
     if duration is not None:
+        rate = values['plant'].get('control_rate', Scenario().control_rate)
+        if isinstance(rate, (int, float)) and rate > 0:
+            check_duration('--duration', duration, float(rate))
         values['plant']['duration'] = float(duration)
     return RunConfig(name, values, scenario, str(path))
 
