@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument('--stamp-offset', type=float, default=0.0,
                     help='added to the wall-clock stamps [s] (a driver on another clock)')
     ap.add_argument('--spike', type=float, nargs=2, default=[4.0, 0.0])
+    ap.add_argument('--brake', action='store_true',
+                    help='the arm stays still (brakes on) until the first command arrives')
     ap.add_argument('--log', required=True)
     args = ap.parse_args(argv)
 
@@ -71,7 +73,8 @@ def main(argv=None) -> int:
                  torque_limit=(89.0, 25.0))
     plant = Plant(pp, 1.0 / args.rate)
     log = open(args.log, 'w', buffering=1 << 16)
-    state = {'cmd': (0.0, 0.0), 'freeze': False, 'spike': False, 'last': None}
+    state = {'cmd': (0.0, 0.0), 'freeze': False, 'spike': False, 'last': None,
+             'brake': args.brake}
 
     def on_usr1(signum, frame):
         state['freeze'] = True
@@ -90,6 +93,7 @@ def main(argv=None) -> int:
     def on_cmd(msg):
         if len(msg.data) == 2 and all(math.isfinite(v) for v in msg.data):
             state['cmd'] = (msg.data[0], msg.data[1])
+            state['brake'] = False
             log.write(f'cmd {time.monotonic():.6f} {msg.data[0]:.9g} {msg.data[1]:.9g}\n')
 
     node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
@@ -100,7 +104,8 @@ def main(argv=None) -> int:
         if state['freeze'] and state['last'] is not None:
             pub.publish(state['last'])
             return
-        plant.step(*state['cmd'])
+        if not state['brake']:
+            plant.step(*state['cmd'])
         q, qd = plant.position, plant.velocity
         m = JointState()
         t = time.time() + args.stamp_offset

@@ -41,8 +41,11 @@ the plant uses ideal actuators so that its ``effort`` is the applied command.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 import re
 import signal
+import sys
 import threading
 import time
 
@@ -51,6 +54,7 @@ import pytest
 rclpy = pytest.importorskip('rclpy')
 
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
@@ -99,15 +103,26 @@ class Probe:
             # a deep reader queue: a lagging probe must not lose the samples it measures
             self.node.create_subscription(
                 typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m), 20000)
-        self.state_pub = self.node.create_publisher(JointState, '/joint_states', 100)
-        self.ref_pub = self.node.create_publisher(JointTrajectory, '/reference', 100)
-        self.jcmd_pub = self.node.create_publisher(JointState, '/joint_commands', 100)
-        self.acmd_pub = self.node.create_publisher(Float64MultiArray,
-                                                   '/p2/effort_controller/commands', 100)
+        self._pubs = {}
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
+
+    # publishers are created on first use: an idle publisher on a controller input or on the
+    # command topic is a second source / a second controller to the controller
+    PUBS = {'state_pub': (JointState, '/joint_states'), 'ref_pub': (JointTrajectory, '/reference'),
+            'jcmd_pub': (JointState, '/joint_commands'),
+            'acmd_pub': (Float64MultiArray, '/p2/effort_controller/commands')}
+
+    def __getattr__(self, name):
+        if name in Probe.PUBS:
+            pubs = self.__dict__['_pubs']
+            if name not in pubs:
+                typ, topic = Probe.PUBS[name]
+                pubs[name] = self.__dict__['node'].create_publisher(typ, topic, 100)
+            return pubs[name]
+        raise AttributeError(name)
 
     def _spin(self):
         try:
@@ -234,7 +249,10 @@ def test_kill_plant_safe_hold_then_resume(fi, trigger):
     procs, make_probe = fi
     probe = make_probe(('diag', 'cmds'))
     pl = plant(procs)
-    ctrl = controller(procs, 'controller', '-p', f'trigger:={trigger}')
+    # a new plant takes 1-4 s to come up here: longer than the default hold_timeout (2 s),
+    # after which the controller stays at zero torque until re-activated
+    ctrl = controller(procs, 'controller', '-p', f'trigger:={trigger}', '-p',
+                      'safety.hold_timeout:=30.0')
     trajectory(procs)
     wait_normal(probe)
     time.sleep(0.5)
@@ -336,6 +354,9 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
     wait_normal(probe)
     probe.wait_for(lambda: any(m.velocity[0] != 0.0 for _, m in probe.get('jcmds')[-10:]),
                    10.0, 'a moving reference')
+    # the start-up re-plan (from the measured position into the moving reference) is over
+    probe.wait_for(lambda: probe.last_diag().get('replan_remaining_s') == '0.000', 30.0,
+                   'the end of the start-up re-plan')
     time.sleep(0.3)
     t_kill = time.monotonic()
     kill(procs, traj)
@@ -372,9 +393,12 @@ def test_kill_trajectory_lockstep_does_not_stall(fi):
     """
     procs, make_probe = fi
     probe = make_probe(('diag', 'jcmds'))
+    # the lockstep state watchdog of manip-sim (5 s): a loop paused by the busy machine is no
+    # state timeout (which would mean safe commands and a re-planned resume)
     lockstep = ('-p', 'mode:=lockstep', '-p', 'use_sim_time:=true')
     procs.node('plant', 'plant_node', '-p', 'mode:=lockstep', '-p', 'actuator:=ideal')
-    ctrl = procs.node('controller', 'controller_node', *lockstep)
+    ctrl = procs.node('controller', 'controller_node', *lockstep, '-p',
+                      'safety.state_timeout:=5.0')
     traj = procs.node('trajectory', 'trajectory_node', *lockstep)
     probe.wait_for(lambda: len(probe.get('jcmds')) > 500, 60.0, 'the lockstep loop running')
     t_kill = time.monotonic()
@@ -414,16 +438,19 @@ def test_envelope_hold_and_runtime_parameters(fi):
     probe.wait_for(lambda: probe.state_pub.get_subscription_count() > 0
                    and probe.ref_pub.get_subscription_count() > 0, 30.0, 'the controller')
 
-    def feed(q, qd, until, what, seconds=10.0):
+    def feed(q, qd, until, what, seconds=10.0, must=True):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             probe.ref_pub.publish(_tr(J, ([0.5, 0.2], [0.0, 0.0], [0.0, 0.0])))
             m = _js(J, q, qd)
-            m.header.stamp.sec = 1
+            t = time.time()             # real time: fresh = advancing wall-clock stamps
+            m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t % 1.0) * 1e9)
             probe.state_pub.publish(m)
             time.sleep(0.005)
             if until(probe.last_diag()):
                 return probe.last_diag()
+        if not must:        # fed for the whole time
+            return probe.last_diag()
         raise AssertionError(f'timed out waiting for {what}: {probe.last_diag()}')
 
     def last_cmd_after(t0):
@@ -432,27 +459,29 @@ def test_envelope_hold_and_runtime_parameters(fi):
 
     normal = (lambda d: d.get('mode') == 'normal')
     feed([0.5, 0.2], [0.0, 0.0], normal, 'normal')
-    # position: out above pi -> safe; hold target = the measured position projected 2 margins
-    # (0.1 rad) inside the envelope
+    feed([3.1, 0.2], [0.0, 0.0], lambda d: False, 'near the limit', 0.2, must=False)
+    # position: out above pi -> safe; hold target = the last in-envelope measured position
+    # (3.1) projected 2 margins (0.1 rad) inside the envelope
     d = feed([3.2, 0.2], [0.3, 0.0], lambda d: d.get('reason') == 'position_limit', 'pos')
     assert 'joint1 position 3.2 > upper limit 3.14159' in d['detail'], d
     q_hold = math.pi - 0.1
     assert d['hold_target'] == f'{q_hold:.6g}, 0.2'
+    # the command reaches the hold through the torque-rate limit (2000 / 1000 N m/s)
+    feed([3.2, 0.2], [0.3, 0.0], lambda d: False, 'hold', 0.4, must=False)
     t0 = time.monotonic()
-    time.sleep(0.05)
-    feed([3.2, 0.2], [0.3, 0.0], lambda d: True, 'hold', 0.05)
+    feed([3.2, 0.2], [0.3, 0.0], lambda d: False, 'hold', 0.1, must=False)
     tau = last_cmd_after(t0)
     g = gravity([3.2, 0.2], **NOMINAL)
     want = [max(-89.0, min(89.0, g[0] + 100.0 * (q_hold - 3.2) - 40.0 * 0.3)),
             max(-25.0, min(25.0, g[1] + 30.0 * (0.2 - 0.2)))]
     assert tau == pytest.approx(want, abs=1e-9), (tau, want)
     # back inside, but within the margin (0.05 rad): still safe; further inside: resumes
-    feed([3.12, 0.2], [0.0, 0.0], lambda d: True, 'margin', 0.3)
+    feed([3.12, 0.2], [0.0, 0.0], lambda d: False, 'margin', 0.3, must=False)
     assert probe.last_diag()['reason'] == 'position_limit'
     feed([3.0, 0.2], [0.0, 0.0], normal, 'resume after the position fault')
     # velocity: 12 > 10 rad/s -> safe; 9.6 is inside the limit but not the hysteresis
     feed([0.5, 0.2], [0.0, -12.0], lambda d: d.get('reason') == 'velocity_limit', 'vel')
-    feed([0.5, 0.2], [0.0, -9.6], lambda d: True, 'velocity margin', 0.3)
+    feed([0.5, 0.2], [0.0, -9.6], lambda d: False, 'velocity margin', 0.3, must=False)
     assert probe.last_diag()['reason'] == 'velocity_limit'
     feed([0.5, 0.2], [0.0, -9.4], normal, 'resume after the velocity fault')
     # runtime updates: invalid ones refused with the reason, a valid one applied
@@ -696,10 +725,12 @@ def test_lifecycle_by_hand(fi):
     probe.wait_for(lambda: len(probe.get('cmds')) > 100, 10.0, 'commands')
     t0 = time.monotonic()
     assert _change_state(probe, Transition.TRANSITION_DEACTIVATE)
-    time.sleep(0.5)
+    # the deactivation ramp (safety.stop_time 1 s) ends with zero torque once
+    probe.wait_for(lambda: probe.last_diag()['reason'] == 'inactive', 10.0, 'the ramp done')
+    time.sleep(0.3)
     after = [list(m.data) for t, m in probe.get('cmds') if t > t0]
     assert after and after[-1] == [0.0, 0.0] and after.count([0.0, 0.0]) == 1, after[-5:]
-    assert probe.last_diag()['reason'] == 'inactive'
+    assert len(after) > 100, 'no ramp'
     n = len(probe.get('cmds'))
     time.sleep(0.3)
     assert len(probe.get('cmds')) == n, 'commanding while inactive'
@@ -713,14 +744,18 @@ def test_lifecycle_by_hand(fi):
     assert ctrl.poll() is None
     no_traceback(procs, ctrl)
     print('\n[fault] lifecycle by hand (autostart:=false): silent until configure; no command '
-          'before activate and the first state; deactivate sent zero torque once and stopped '
+          'before activate and the first state; deactivate ramped to zero torque and stopped '
           'commanding; re-activate resumed; cleanup released the publishers')
 
 
 def _bad_values(spec):
     """Invalid values of one controller parameter: a wrong type, and values its rule refuses."""
-    wrong = {'float': 'x', 'float[]': 'x', 'str': 1.5, 'str[]': 1.5, 'bool': 'x'}
+    wrong = {'float': 'x', 'float[]': 'x', 'str': 1.5, 'str[]': 1.5, 'bool': 'x', 'int': 'x'}
     out = [wrong[spec.kind]]
+    if spec.kind == 'int':
+        out.append(1.5)
+        if '>= 1' in spec.constraints:
+            out.append(0)
     if spec.kind == 'float':
         out.append(NAN)
         if '>' in spec.constraints or 'in (0' in spec.constraints:
@@ -816,3 +851,291 @@ def test_invalid_parameter_files_exit_with_clear_error(fi, tmp_path):
     print(f'\n[fault] {len(BAD_PARAMS)} invalid parameter files: exit code 2, one error line '
           f'naming the parameter, nothing published (all exited within '
           f'{time.monotonic() - t0:.1f} s)')
+
+
+# --------------------------------------------------------------------------------------------
+# a fake hardware driver (test/fake_driver.py): freeze, hanging start-up, restart, spikes,
+# deactivation ramp, clock offset, reference shaping
+
+DRIVER = str(Path(__file__).resolve().parent / 'fake_driver.py')
+DRIVER_RATE = 500.0
+TORQUE_LIMIT = (89.0, 25.0)
+RATE_LIMIT = (2000.0, 1000.0)            # safety.torque_rate_limit default [N m/s]
+# the limiter's largest change per command: rate * min(dt, 2 periods), control period 1 ms
+MAX_STEP = tuple(r * 2 * PERIOD + 1e-6 for r in RATE_LIMIT)   # (+ the log's 9 digits)
+# the Python fake driver at 500 Hz on a loaded 2-CPU machine has gaps beyond 20 ms now and
+# then (each one is a safe-mode episode plus resume_states): 50 ms for these tests
+DRIVER_STATE_TIMEOUT = 0.05
+HARDWARE = ('-p', 'trigger:=state', '-p', f'safety.state_timeout:={DRIVER_STATE_TIMEOUT}')
+HOLD_ZERO = "trajectory:='{type: hold, position: [0.0, 0.0]}'"
+
+
+def driver(procs, name, log, *extra):
+    return procs.start(name, [sys.executable, DRIVER, '--log', str(log), '--rate',
+                              str(DRIVER_RATE), *extra])
+
+
+def read_log(path):
+    """``(cmds, states)``: ``[(t, tau1, tau2)]``, ``[(t, q1, q2, qd1, qd2)]`` (monotonic s)."""
+    cmds, states = [], []
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == 'cmd':
+            cmds.append(tuple(float(v) for v in parts[1:]))
+        elif len(parts) == 6 and parts[0] == 'state':
+            states.append(tuple(float(v) for v in parts[1:]))
+    return cmds, states
+
+
+def max_steps(cmds):
+    """Largest change between consecutive commands per joint [N m]."""
+    if len(cmds) < 2:
+        return (0.0, 0.0)
+    return tuple(max(abs(b[j] - a[j]) for a, b in zip(cmds, cmds[1:])) for j in (1, 2))
+
+
+def stop_driver(procs, p):
+    procs.stop(p)                         # SIGINT: the driver flushes its log
+
+
+def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
+    """
+    A driver that keeps re-sending its last JointState (same stamp): safe mode within the
+    state timeout, never back to normal on the re-sent states, and after
+    ``safety.hold_timeout`` the final command, zero torque, reached through the rate limit.
+    """
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    log = tmp_path / 'driver.log'
+    drv = driver(procs, 'driver', log, '--brake')
+    ctrl = controller(procs, 'controller', *HARDWARE, '-p', 'safety.hold_timeout:=1.0')
+    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
+    wait_normal(probe)
+    time.sleep(1.0)
+    t_freeze = time.monotonic()
+    os.kill(drv.pid, signal.SIGUSR1)
+    t_safe, d = probe.wait_for(
+        lambda: probe.first_diag_after(t_freeze, lambda d: d['reason'] == 'state_timeout'),
+        5.0, 'safe mode on the frozen driver')
+    age_ms = float(re.search(r'for ([0-9.]+) ms', d['detail']).group(1))
+    t_final, d = probe.wait_for(
+        lambda: probe.first_diag_after(t_safe, lambda d: d['reason'] == 'hold_timeout'),
+        10.0, 'the hold timeout')
+    time.sleep(0.5)
+    assert all(diag_dict(m)['mode'] != 'normal' for t, m in probe.get('diag') if t > t_safe)
+    assert probe.last_diag()['_message'].startswith('safe: hold_timeout')
+    stop_driver(procs, drv)
+    cmds, states = read_log(log)
+    late = [c for c in cmds if c[0] > t_final + 0.1]
+    assert late and all(c[1:] == (0.0, 0.0) for c in late), late[-3:]
+    hold = [c for c in cmds if t_safe + 0.1 < c[0] < t_final - 0.1]
+    assert hold and all(abs(c[1]) > 20.0 for c in hold)      # the gravity hold at q = 0
+    first_zero = next(c[0] for c in cmds if c[0] > t_safe and c[1:] == (0.0, 0.0))
+    steps = max_steps([c for c in cmds if c[0] > t_freeze - 1.0])
+    assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
+    assert age_ms <= (DRIVER_STATE_TIMEOUT + PERIOD + SCHED_TOLERANCE) * 1e3
+    no_traceback(procs, ctrl)
+    print(f'\n[fault] frozen driver (same stamp re-sent at {DRIVER_RATE:.0f} Hz): safe after '
+          f'{age_ms:.1f} ms without a fresh state (controller; state_timeout '
+          f'{DRIVER_STATE_TIMEOUT * 1e3:.0f} ms), freeze -> safe diagnostics '
+          f'{(t_safe - t_freeze) * 1e3:.1f} ms (probe); never normal again; hold '
+          f'{t_final - t_safe:.3f} s (hold_timeout 1 s) then zero torque, first zero command '
+          f'{(first_zero - t_final) * 1e3:.1f} ms after the hold-timeout diagnostics; max '
+          f'command step {steps[0]:.2f} / {steps[1]:.2f} N m')
+
+
+def test_hanging_start_up_and_driver_restart_without_torque_steps(fi, tmp_path):
+    """
+    The arm hangs (q = (-pi/2, 0)) and the controller autostarts with a hold reference at
+    (0, 0): the reference is re-planned from the measured position (peak 0.5 rad/s), the
+    first commands are small and every change is within the torque-rate limit. Then the
+    driver stops and a new one starts (hanging again): after the state timeout and the
+    resume hysteresis the same holds.
+    """
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    hanging = ('--q0', f'{-math.pi / 2:.9f}', '0.0')
+    log1, log2 = tmp_path / 'driver1.log', tmp_path / 'driver2.log'
+    drv = driver(procs, 'driver1', log1, *hanging)
+    # the restart must come within the hold timeout (else zero torque until re-activation)
+    ctrl = controller(procs, 'controller', *HARDWARE, '-p', 'safety.hold_timeout:=30.0')
+    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
+    wait_normal(probe)
+    time.sleep(2.0)
+    # a clean driver exit (SIGINT): a killed one stays on the DDS graph until its lease ends,
+    # and a second publisher on the graph keeps a new driver refused meanwhile
+    stop_driver(procs, drv)
+    figures = []
+    for log in (log1,):
+        cmds, states = read_log(log)
+        figures.append((cmds, states))
+    probe.wait_for(lambda: probe.last_diag().get('reason') == 'state_timeout', 5.0,
+                   'safe mode with the driver gone')
+    t_restart = time.monotonic()
+    drv2 = driver(procs, 'driver2', log2, *hanging)
+    t_normal, _ = probe.wait_for(
+        lambda: probe.first_diag_after(t_restart, lambda d: d['mode'] == 'normal'), 30.0,
+        'normal with the new driver')
+    time.sleep(1.5)
+    stop_driver(procs, drv2)
+    figures.append(read_log(log2))
+    no_traceback(procs, ctrl)
+    out = []
+    for k, (cmds, states) in enumerate(figures):
+        assert len(cmds) > 200, (k, len(cmds))
+        if k == 1:
+            # the new driver first gets the controller's stale-state gravity hold (the last
+            # position of the old one), then, once its states are fresh, the hold at its own
+            # measured position and the re-planned reference: from the resume on
+            t_resume = t_normal
+            cmds = [c for c in cmds if c[0] >= t_resume]
+            states = [s for s in states if s[0] >= t_resume]
+        first = cmds[:50]
+        peak_first = max(max(abs(c[1]), abs(c[2])) for c in first)
+        steps = max_steps(cmds)
+        speed = max(max(abs(s[3]), abs(s[4])) for s in states)
+        # the issue's figures without re-plan: (89, 25) first, 2.69 rad/s
+        assert peak_first < 10.0, first[:5]
+        assert all(abs(c[1]) < 0.9 * TORQUE_LIMIT[0] and abs(c[2]) < 0.9 * TORQUE_LIMIT[1]
+                   for c in cmds)
+        assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
+        assert speed < 1.0, speed
+        q_end = states[-1][1]
+        assert q_end > -math.pi / 2 + 0.05, q_end      # on its way up to the reference
+        out.append((peak_first, steps, speed, q_end))
+    print('\n[fault] hanging start-up, q = (-pi/2, 0), hold reference (0, 0), then driver '
+          'stopped and restarted hanging:')
+    for name, (peak, steps, speed, q_end) in zip(('start-up', 'restart'), out):
+        print(f'[fault]   {name}: largest |command| of the first 50 {peak:.2f} N m; max step '
+              f'{steps[0]:.2f} / {steps[1]:.2f} N m; max |qd| {speed:.3f} rad/s; q1 '
+              f'{q_end:.3f} rad after about 2 s')
+
+
+def test_one_bad_sample_never_full_torque(fi, tmp_path):
+    """
+    One joint state 4 rad off (outside the envelope): safe mode, a hold at the last
+    in-envelope position, every command within the rate limit of the previous one, never
+    near full torque; normal again after resume_states good states.
+    """
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    log = tmp_path / 'driver.log'
+    drv = driver(procs, 'driver', log, '--brake')
+    ctrl = controller(procs, 'controller', *HARDWARE)
+    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
+    wait_normal(probe)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    os.kill(drv.pid, signal.SIGUSR2)
+    t_safe, d = probe.wait_for(
+        lambda: probe.first_diag_after(t0, lambda d: d['reason'] == 'position_limit'),
+        5.0, 'safe mode on the bad sample')
+    t_back, _ = probe.wait_for(
+        lambda: probe.first_diag_after(t_safe, lambda d: d['mode'] == 'normal'), 10.0,
+        'normal again')
+    time.sleep(0.5)
+    stop_driver(procs, drv)
+    cmds, states = read_log(log)
+    around = [c for c in cmds if t0 - 0.2 < c[0] < t_back + 0.3]
+    before = [c for c in cmds if t0 - 0.2 < c[0] < t0]
+    steps = max_steps(around)
+    peak = max(abs(c[1]) for c in around)
+    assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
+    assert peak < 0.8 * TORQUE_LIMIT[0] and max(abs(c[2]) for c in around) \
+        < 0.8 * TORQUE_LIMIT[1]
+    assert max(abs(c[1] - before[-1][1]) for c in around) < 25.0
+    assert ctrl.poll() is None
+    no_traceback(procs, ctrl)
+    print(f'\n[fault] one bad sample (q1 + 4 rad): position_limit, normal again after '
+          f'{(t_back - t_safe) * 1e3:.0f} ms (resume_states 10 at {DRIVER_RATE:.0f} Hz, '
+          f'probe); max command step {steps[0]:.2f} / {steps[1]:.2f} N m, largest |tau1| '
+          f'{peak:.1f} N m (before: {before[-1][1]:.1f}), never near the 89 N m limit')
+
+
+def test_deactivate_ramps_to_zero_best_effort_driver(fi, tmp_path):
+    """
+    A best-effort (sensor-data QoS) driver gets commands; ``deactivate`` ramps from the
+    command to the hold and then to zero over safety.stop_time (1 s), then stays silent.
+    """
+    from lifecycle_msgs.msg import Transition
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    log = tmp_path / 'driver.log'
+    drv = driver(procs, 'driver', log, '--best-effort', '--brake')
+    ctrl = controller(procs, 'controller', *HARDWARE)
+    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
+    wait_normal(probe)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    assert _change_state(probe, Transition.TRANSITION_DEACTIVATE)
+    probe.wait_for(lambda: probe.last_diag()['reason'] == 'inactive', 10.0, 'the ramp done')
+    time.sleep(0.5)
+    stop_driver(procs, drv)
+    cmds, states = read_log(log)
+    ramp = [c for c in cmds if c[0] >= t0]
+    before = [c for c in cmds if c[0] < t0]
+    assert len(before) > 100, 'no commands to a best-effort driver'
+    zero_t = next(c[0] for c in ramp if c[1:] == (0.0, 0.0))
+    assert ramp[-1][1:] == (0.0, 0.0) and [c[1:] for c in ramp].count((0.0, 0.0)) == 1
+    duration = zero_t - ramp[0][0]
+    assert 0.8 <= duration <= 1.5, duration
+    mid = [c for c in ramp if c[0] < ramp[0][0] + 0.4]
+    assert all(abs(c[1]) > 20.0 for c in mid)          # still holding the arm at first
+    steps = max_steps(before[-10:] + ramp)
+    assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
+    q_mid = [s for s in states if ramp[0][0] + 0.45 < s[0] < ramp[0][0] + 0.55]
+    no_traceback(procs, ctrl)
+    print(f'\n[fault] deactivate (best-effort driver, {len(before)} commands before): ramp to '
+          f'the hold and then to zero in {duration * 1e3:.0f} ms (stop_time 1 s, driver '
+          f'log); max step {steps[0]:.3f} / {steps[1]:.3f} N m; q1 at mid-ramp '
+          f'{q_mid[0][1] if q_mid else float("nan"):.4f} rad (held)')
+
+
+def test_clock_offset_checked_and_diagnostics_on_the_standard_topic(fi, tmp_path):
+    """
+    A driver whose clock is an hour behind: the controller refuses its states (ERROR
+    clock_offset with the measured figure on /diagnostics), commands nothing; with
+    safety.clock_offset set it commands. With no reference it holds the measured position
+    and says so (WARN no_reference), never OK.
+    """
+    procs, make_probe = fi
+    probe = make_probe(())
+    std = []
+    probe.node.create_subscription(DiagnosticArray, '/diagnostics',
+                                   lambda m: probe._rec(std, m), 1000)
+    log = tmp_path / 'driver.log'
+    # hanging at rest: the arm stays there without commands until the controller takes it
+    drv = driver(procs, 'driver', log, '--stamp-offset', '-3600', '--q0',
+                 f'{-math.pi / 2:.9f}', '0.0')
+
+    def last_std():
+        with probe.lock:
+            mine = [m for t, m in std if m.status and m.status[0].name == 'controller: mode']
+        return mine[-1].status[0] if mine else None
+
+    ctrl = controller(procs, 'controller', *HARDWARE)
+    st = probe.wait_for(lambda: (lambda s: s if s is not None and any(
+        kv.key == 'reason' and kv.value == 'clock_offset' for kv in s.values) else None)(
+            last_std()), 30.0, 'the clock-offset refusal')
+    assert st.level == DiagnosticStatus.ERROR and st.hardware_id == 'manip_control/controller'
+    assert 'driver stamps are 3600.' in st.message and 'behind' in st.message, st.message
+    refusal = st.message
+    time.sleep(0.5)
+    assert not read_log(log)[0], 'commands to a driver on a wrong clock'
+    procs.stop(ctrl)
+    ctrl2 = controller(procs, 'controller2', *HARDWARE, '-p', 'safety.clock_offset:=-3600.0')
+    st = probe.wait_for(lambda: (lambda s: s if s is not None and any(
+        kv.key == 'reason' and kv.value == 'no_reference' for kv in s.values) else None)(
+            last_std()), 30.0, 'commanding without a reference')
+    assert st.level == DiagnosticStatus.WARN, st
+    time.sleep(0.5)
+    stop_driver(procs, drv)
+    cmds, states = read_log(log)
+    assert len(cmds) > 100
+    # held at the measured position
+    assert abs(states[-1][1] + math.pi / 2) < 0.05 and abs(states[-1][3]) < 0.1, states[-1]
+    no_traceback(procs, ctrl2)
+    print(f'\n[fault] driver clock 1 h behind: refused at start-up (ERROR "{refusal}"), '
+          f'nothing commanded; with safety.clock_offset -3600 s: {len(cmds)} commands, no '
+          f'reference -> WARN no_reference, q1 held at {states[-1][1]:.4f} rad (start '
+          f'{-math.pi / 2:.4f})')

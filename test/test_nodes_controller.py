@@ -18,6 +18,7 @@ the next tick, invalid ones refused with the reason), bad inputs refused, time m
 """
 
 import math
+import time
 
 import pytest
 
@@ -54,6 +55,9 @@ def _ref(stamp_ns, names, q, qd, qdd):
 class Rig:
     def __init__(self, ctx, executor, probe, spin, **values):
         vals = ros_params_from_scenario(SCENARIO)['controller']
+        # one state per test step: it must not go stale in between (a stale state means safe
+        # mode and then resume_states fresh states to resume; see test_fault_injection)
+        vals['safety.state_timeout'] = 10.0
         vals.update(values)
         self.node = make_node(ControllerNode, ctx, controller_specs(), vals)
         executor.add_node(self.node)
@@ -85,7 +89,9 @@ class Rig:
 
 
 def test_lockstep_by_name_and_runtime_gains(ros_context, executor, probe, spin):
-    rig = Rig(ros_context, executor, probe, spin)
+    # the state starts 0.3 rad from the reference: no start-up re-plan for this check of the
+    # feedback law (test_lockstep_start_is_replanned_from_the_measured_position covers it)
+    rig = Rig(ros_context, executor, probe, spin, **{'safety.reference_step_limit': 1.0})
     core = Controller(SCENARIO.controller, SCENARIO.period)
     # state with an extra joint and joint2 first; reference in the other order
     q, qd = {'joint1': 0.1, 'joint2': -0.2}, {'joint1': 0.5, 'joint2': 0.3}
@@ -155,6 +161,30 @@ def test_bad_inputs_are_refused_without_a_command(ros_context, executor, probe, 
     assert all(math.isfinite(v) for v in cmd.effort) and rig.node.callback_errors == 0
 
 
+def test_lockstep_start_is_replanned_from_the_measured_position(ros_context, executor, probe,
+                                                               spin):
+    """
+    The first state is 0.5 rad from the reference: the reference in use starts at the
+    measured position (zero error, zero blend velocity), so the first command is the
+    feed-forward of the nominal model at rest there, not a tracking-error torque.
+    """
+    rig = Rig(ros_context, executor, probe, spin)
+    names = ['joint1', 'joint2']
+    core = Controller(SCENARIO.controller, SCENARIO.period)
+    first = rig.tick(1_000_000, names, [0.5, 0.0], [0.0, 0.0], names, [0.0, 0.0], [0.0, 0.0],
+                     [0.0, 0.0])
+    assert list(first.position) == [0.5, 0.0] and list(first.velocity) == [0.0, 0.0]
+    want = core.update(0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert list(first.effort) == pytest.approx([want.tau1, want.tau2], abs=1e-9)
+    step = Controller(SCENARIO.controller, SCENARIO.period).update(
+        0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert abs(step.tau1 - want.tau1) > 10.0          # what the step would have commanded
+    # the blend moves the reference towards the requested one, smoothly (lockstep: sim time)
+    later = rig.tick(101_000_000, names, [0.5, 0.0], [0.0, 0.0], names, [0.0, 0.0],
+                     [0.0, 0.0], [0.0, 0.0])
+    assert 0.0 < later.position[0] < 0.5 and later.velocity[0] < 0.0
+
+
 def test_lockstep_resent_state_gets_the_same_command(ros_context, executor, probe, spin):
     rig = Rig(ros_context, executor, probe, spin, ki=[5.0, 5.0])
     names = ['joint1', 'joint2']
@@ -173,12 +203,13 @@ def test_realtime_triggers(ros_context, executor, probe, spin, trigger):
     names = ['joint1', 'joint2']
     rig.ref_pub.publish(_ref(1, names, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]))
     assert spin(executor, 3.0, lambda: rig.node.reference is not None)
-    rig.state_pub.publish(_state(1, names, [0.1, 0.0], [0.0, 0.0]))
+    # real time: a state counts only when fresh (wall-clock stamp, advancing)
+    rig.state_pub.publish(_state(time.time_ns(), names, [0.1, 0.0], [0.0, 0.0]))
     spin(executor, 0.3)
     n = len(probe.msgs['/joint_commands'])
     if trigger == 'timer':
         assert n > 50            # free-running at 1 kHz on the held state
     else:
         assert n == 1            # one command per received state
-        rig.state_pub.publish(_state(2, names, [0.1, 0.0], [0.0, 0.0]))
+        rig.state_pub.publish(_state(time.time_ns(), names, [0.1, 0.0], [0.0, 0.0]))
         assert spin(executor, 3.0, lambda: len(probe.msgs['/joint_commands']) == 2)

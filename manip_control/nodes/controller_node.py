@@ -59,6 +59,7 @@ Structure (for the safety layer): :meth:`ControllerNode.on_joint_state` /
 from __future__ import annotations
 
 import sys
+import time
 from typing import NamedTuple
 
 from manip_control.control import check_gain_update
@@ -69,6 +70,7 @@ from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
@@ -85,14 +87,59 @@ from manip_control.nodes.sources import publishers
 from manip_control.nodes.sources import sequence_number
 from manip_control.nodes.sources import WithMessageInfo
 from manip_control.parameters import ParameterError
+from manip_control.safety import decode_refusal
+from manip_control.safety import hard_limit_defaults
+from manip_control.safety import HARD_LIMIT_DOC
+from manip_control.safety import HARD_LIMIT_PREFIX
+from manip_control.safety import hard_limits_from_values
+from manip_control.safety import map_reference
+from manip_control.safety import ReferenceSample as SafetyReference
+from manip_control.safety import Refusal
 from manip_control.safety import RefusalReason
+from manip_control.safety import SourceGuard
 from manip_control.safety import validate_parameter_updates
+from manip_control.supervision import trajectory_from_points
+from manip_control.supervision import TrajectoryError
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode
 from rclpy.lifecycle import TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
+
+
+#: Most points of a multi-point reference (bounded cost per message).
+MAX_TRAJECTORY_POINTS = 1000
+
+
+def _point_count(raw: bytes) -> int:
+    """Return the number of points of a serialized JointTrajectory (0: does not decode)."""
+    try:
+        r = cdr._Reader(raw)
+        r.stamp()
+        r.string()
+        r.strings()
+        return r.u32()
+    except Exception:  # noqa: BLE001 - the decoder has already accepted the message
+        return 0
+
+
+def best_effort_qos(depth: int = 100):
+    """
+    Return the QoS of the real-time joint-state reader.
+
+    Best effort, volatile, keep last ``depth``.
+
+    A best-effort reader matches reliable and best-effort (sensor-data) writers alike; a
+    reliable reader gets nothing from a best-effort driver.
+    """
+    from rclpy.qos import DurabilityPolicy
+    from rclpy.qos import HistoryPolicy
+    from rclpy.qos import QoSProfile
+    from rclpy.qos import ReliabilityPolicy
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
+                      reliability=ReliabilityPolicy.BEST_EFFORT,
+                      durability=DurabilityPolicy.VOLATILE)
 
 
 class StateSample(NamedTuple):
@@ -136,10 +183,23 @@ class ControllerNode(LifecycleNode):
                  keep_history: bool = False, **kwargs):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
         self._specs = {s.name: s for s in controller_specs() + safety_specs()}
+        self._specs.update({s.name: s for s in hard_limit_specs(self._hard_limit_defaults())})
         self.values = declare_parameters(self, list(self._specs.values()))
         # everything is validated at start: a bad configuration never publishes anything
         cfg = self.config = controller_config(self.values, self.get_name())
         self.safety_params = safety_from_values(self.values, self.get_name())
+        try:
+            self.hard_limits = hard_limits_from_values(
+                {k: self.values[HARD_LIMIT_PREFIX + k] for k in HARD_LIMIT_DOC},
+                {k: self.values[k] for k in ('kp', 'kd', 'ki', 'torque_limit')},
+                self.safety_params)
+        except ParameterError as exc:
+            raise ParameterError(f'parameter {exc} (node {self.get_name()})') from None
+        self._sources = {'joint_states': SourceGuard('joint_states'),
+                         'reference': SourceGuard('reference')}
+        self._graph_timer = None
+        self._graph_report: dict[str, str] = {}
+        self.command_params = command_safety_from_values(self.values, self.get_name())
         self.joints = list(cfg.joints)
         self.lockstep = cfg.mode == 'lockstep'
         self.period = cfg.period
@@ -151,6 +211,8 @@ class ControllerNode(LifecycleNode):
 
         self.state: StateSample | None = None
         self.reference: ReferenceSample | None = None
+        self.trajectory = None              # a multi-point reference being followed
+        self._idle_q: list | None = None    # no reference yet: hold the first measured q
         self._last_stamp: int | None = None
         self._last_used_state: int | None = None
         self.ticks = 0
@@ -184,6 +246,7 @@ class ControllerNode(LifecycleNode):
             values = {name: self.get_parameter(name).value for name in self._specs}
             cfg = self.config = controller_config(values, self.get_name())
             sp = self.safety_params = safety_from_values(values, self.get_name())
+            cp = self.command_params = command_safety_from_values(values, self.get_name())
         except ParameterError as exc:
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
@@ -193,16 +256,23 @@ class ControllerNode(LifecycleNode):
         self._array_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands',
                                                 qos)
         self._cmd_pub = self.create_publisher(JointState, 'joint_commands', qos)
+        # real time: a best-effort reader takes joint states from reliable and best-effort
+        # (sensor-data) driver publishers alike; lockstep keeps the reliable one (no loss)
+        state_qos = qos if self.lockstep else best_effort_qos()
         self._subs = [
-            self.create_subscription(JointState, 'joint_states', self.on_joint_state, qos,
-                                     raw=True),
-            self.create_subscription(JointTrajectory, 'reference', self.on_reference, qos,
-                                     raw=True)]
+            self.create_subscription(JointState, 'joint_states',
+                                     WithMessageInfo(self.on_joint_state), state_qos, raw=True),
+            self.create_subscription(JointTrajectory, 'reference',
+                                     WithMessageInfo(self.on_reference), qos, raw=True)]
+        self._graph_timer = self.create_timer(GRAPH_CHECK_PERIOD, self.check_graph,
+                                              clock=steady_clock())
         if not self.lockstep and cfg.trigger == 'timer':
             self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
         self.safety = ControllerSafety(
             self, self.joints, sp, self.controller.model, self._torque_limit, self.period,
-            self._publish_safe, float(values['diagnostics_rate']))
+            self._publish_safe, float(values['diagnostics_rate']), command_params=cp,
+            realtime=not self.lockstep)
+        self.safety.on_resume = self._on_resume
         self.safety.before_check = self._before_watchdog
         self.safety.command_on_timeout = not self.lockstep
         if self.lockstep:
@@ -222,8 +292,12 @@ class ControllerNode(LifecycleNode):
         """Arm: commands start with the first joint state received from now on."""
         self.state = None
         self.reference = None
+        self.trajectory = None
+        self._idle_q = None
         self._last_stamp = None
         self.controller.reset()
+        for guard in self._sources.values():
+            guard.reset()
         self.safety.activate()
         return TransitionCallbackReturn.SUCCESS
 
@@ -253,9 +327,10 @@ class ControllerNode(LifecycleNode):
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
+        for timer in (self._timer, self._graph_timer):
+            if timer is not None:
+                self.destroy_timer(timer)
+        self._timer = self._graph_timer = None
         for pub in (self._array_pub, self._cmd_pub):
             if pub is not None:
                 self.destroy_publisher(pub)
@@ -265,19 +340,25 @@ class ControllerNode(LifecycleNode):
         return self.controller.torque_limit
 
     def _on_transition(self, tr) -> None:
-        if tr.resumed and self.controller is not None:
+        pass
+
+    def _on_resume(self, why: str) -> None:
+        if self.controller is not None:
             self.controller.reset()         # clean resume: no error integral from before
 
     # -- input ------------------------------------------------------------------------------
     @guarded
-    def on_joint_state(self, raw: bytes) -> None:
+    def on_joint_state(self, raw: bytes, info=None) -> None:
         """Validate and store the measured state of the configured joints; maybe tick."""
         safety = self.safety
         if safety is None:
             return
+        if not self._from_source('joint_states', info):
+            self.refused_states += 1
+            return
         msg, reason = cdr.decode_joint_state(raw)
         if reason:
-            safety.refuse('joint_states', RefusalReason.MALFORMED, reason)
+            safety.refuse('joint_states', *decode_refusal(reason))
             sample = None
         else:
             stamp, names, position, velocity, effort = msg
@@ -299,30 +380,162 @@ class ControllerNode(LifecycleNode):
                         and safety.held_reference() is not None):
                     self.tick()             # the reference is lost: answer with the hold
         elif self.config.trigger == 'state':
-            if self.reference is not None:
-                self.tick()
+            self.tick()
 
     @guarded
-    def on_reference(self, raw: bytes) -> None:
+    def on_reference(self, raw: bytes, info=None) -> None:
         """Validate and store the reference sample (by name); maybe tick (lockstep)."""
         safety = self.safety
         if safety is None:
             return
+        if not self._from_source('reference', info):
+            self.refused_references += 1
+            return
         msg, reason = cdr.decode_reference(raw)
         if reason:
-            why = RefusalReason.EMPTY if 'without points' in reason else RefusalReason.MALFORMED
-            safety.refuse('reference', why, reason)
+            safety.refuse('reference', *decode_refusal(reason))
             ref = None
         else:
             stamp = msg[0]
+            n_points = _point_count(raw)
+            if n_points > 1:
+                self._take_trajectory(raw, n_points)
+                return
             ref = safety.accept_reference(msg[1], msg[2], msg[3], msg[4])
         if ref is None:
             self.refused_references += 1
             self.last_refusal = 'reference refused (see /controller/diagnostics)'
             return
         self.reference = ReferenceSample(stamp, list(ref.q), list(ref.qd), list(ref.qdd))
+        if self.trajectory is not None:
+            self.trajectory = None
+            self.get_logger().info('a single-point reference replaces the trajectory')
+        safety.no_reference = False
+        safety.reference_arrived(stamp * 1e-9 if self.lockstep else time.monotonic(),
+                                 ref.q, ref.qd)
         if self.lockstep and stamp != self._last_stamp and safety.should_command:
             self._lockstep_try()
+
+    def _refuse_trajectory(self, why, detail: str) -> None:
+        self.safety.refuse('reference', why, detail)
+        self.refused_references += 1
+        self.last_refusal = 'reference refused (see /controller/diagnostics)'
+
+    def _take_trajectory(self, raw: bytes, n_points: int) -> None:
+        """
+        Take a multi-point JointTrajectory.
+
+        Followed by its ``time_from_start`` (cubic Hermite through the points, from the
+        reference in use), in real time; refused in lockstep (one point per tick) and when a
+        point or the timing is invalid.
+        """
+        safety = self.safety
+        if self.lockstep:
+            self._refuse_trajectory(RefusalReason.LENGTH_MISMATCH,
+                                    f'{n_points} trajectory points: multi-point references '
+                                    f'are followed in real time only')
+            return
+        if n_points > MAX_TRAJECTORY_POINTS:
+            self._refuse_trajectory(RefusalReason.LENGTH_MISMATCH,
+                                    f'{n_points} trajectory points (at most '
+                                    f'{MAX_TRAJECTORY_POINTS})')
+            return
+        from rclpy.serialization import deserialize_message
+        try:
+            msg = deserialize_message(raw, JointTrajectory)
+        except Exception as exc:  # noqa: BLE001 - any decoding error is a refusal
+            self._refuse_trajectory(RefusalReason.MALFORMED, f'JointTrajectory: {exc}')
+            return
+        positions, velocities, times = [], [], []
+        for k, pt in enumerate(msg.points):
+            r = map_reference(self.joints, msg.joint_names, pt.positions, pt.velocities,
+                              pt.accelerations)
+            if isinstance(r, Refusal):
+                self._refuse_trajectory(r.reason, f'points[{k}]: {r.detail}')
+                return
+            positions.append(r.q)
+            velocities.append(r.qd if len(pt.velocities) else None)
+            times.append(pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9)
+        start = safety._last_used_q
+        if start is None:
+            start = tuple(self.state.q) if self.state is not None else positions[0]
+        now = time.monotonic()
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        delay = stamp - self._wall.now().nanoseconds * 1e-9 if stamp > 0.0 else 0.0
+        t0 = now + max(delay, 0.0)
+        try:
+            traj = trajectory_from_points(t0, start, times, positions, velocities)
+        except TrajectoryError as exc:
+            self._refuse_trajectory(RefusalReason.BAD_TYPE, str(exc))
+            return
+        self.trajectory = traj
+        q0 = traj.sample(now)
+        safety.references.update(safety.now(), SafetyReference(*q0))
+        safety.no_reference = False
+        self.reference = ReferenceSample(0, list(q0[0]), list(q0[1]), list(q0[2]))
+        self.get_logger().info(
+            f'following a {n_points}-point trajectory from the reference in use, '
+            f'{traj.end - now:.3f} s to its last point')
+
+    def _from_source(self, source: str, info) -> bool:
+        """
+        Per-message source check, before any decoding: False (refused, counted, safe mode
+        ``source_conflict``) when the message is not from the publisher the input is locked
+        to (:class:`~manip_control.safety.SourceGuard`).
+        """
+        refusal = self._sources[source].check(sequence_number(info), self.safety.now())
+        if refusal is None:
+            return True
+        self.safety.refuse(source, *refusal)
+        self.safety.set_source_fault(f'{source}: {refusal.detail}')
+        return False
+
+    @guarded
+    def check_graph(self) -> None:
+        """
+        Graph check (steady timer): the publishers of the inputs and of the command topics.
+
+        The counts go to the diagnostics (``sources.*``; a change is logged once). Another
+        publisher of a command topic (a second controller) is a source conflict (safe mode)
+        while it is there; a conflict from another input publisher's data ends once its
+        messages stopped for the guard's hold time.
+        """
+        safety = self.safety
+        if safety is None:
+            return
+        report = {}
+        for source, guard in self._sources.items():
+            infos = publishers(self, source)
+            guard.publishers = len(infos)
+            guard.publisher_names = tuple(describe(i) for i in infos)
+            report[f'sources.{source}.publishers'] = str(len(infos))
+            if len(infos) > 1:
+                report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
+        ns = self.get_namespace().rstrip('/')
+        others = set()
+        for topic in ('effort_controller/commands', 'joint_commands'):
+            infos = publishers(self, topic)
+            if len(infos) > 1:
+                others.update(describe(i) for i in infos
+                              if (i.node_name, i.node_namespace.rstrip('/'))
+                              != (self.get_name(), ns))
+                if not others:          # namesakes: another node with this node's name
+                    others.add(f'{len(infos)} publishers of {topic}')
+        report['sources.commands.other_publishers'] = ', '.join(sorted(others))
+        if report != self._graph_report:
+            self._graph_report = report
+            lines = [f'{k}: {v}' for k, v in report.items()
+                     if k.endswith('.names') or (k.endswith('other_publishers') and v)]
+            if lines:
+                self.get_logger().error('more than one publisher: ' + '; '.join(lines))
+        safety.extra_values = report
+        fault = ''
+        if others:
+            fault = f'another controller publishes the commands ({", ".join(sorted(others))})'
+        now = safety.now()
+        for guard in self._sources.values():
+            fault = fault or guard.conflict(now)
+        safety.set_source_fault(fault)
 
     def _lockstep_try(self) -> None:
         st, ref = self.state, self.reference
@@ -331,14 +544,16 @@ class ControllerNode(LifecycleNode):
 
     @guarded
     def _on_timer(self) -> None:
-        if self.state is not None and self.reference is not None:
+        if self.state is not None:
             self.tick()
 
     def _before_watchdog(self, now: float) -> None:
         """
-        Safety watchdog hook, every period. Lockstep: a state the controller has not
-        answered does not age, and it is answered with the held reference once its
-        reference is later than ``safety.reference_timeout``.
+        Run the safety watchdog hook (every period).
+
+        Lockstep: a state the controller has not answered does not age, and it is answered
+        with the held reference once its reference is later than
+        ``safety.reference_timeout``.
         """
         st = self.state
         if (not self.lockstep or st is None or st.stamp_ns == self._last_stamp
@@ -367,11 +582,22 @@ class ControllerNode(LifecycleNode):
         if not safety.should_command or (safety.stale and not self.lockstep):
             return None                     # the safety watchdog commands while stale
         st, ref = self.state, self.reference
-        held = safety.held_reference()
-        if held is not None:
-            ref = ReferenceSample(ref.stamp_ns, list(held.q), [0.0, 0.0], [0.0, 0.0])
-        q_d, qd_d, qdd_d, clamped = safety.clamp_reference(ref.q_d, ref.qd_d, ref.qdd_d)
-        if clamped:
+        t = st.stamp_ns * 1e-9 if self.lockstep else time.monotonic()
+        if self.trajectory is not None:
+            q, qd, qdd = self.trajectory.sample(t)
+            safety.references.update(safety.now(), SafetyReference(q, qd, qdd))
+            ref = ReferenceSample(st.stamp_ns, list(q), list(qd), list(qdd))
+        elif ref is None:
+            # no reference since the activation: hold the first measured position
+            if self._idle_q is None:
+                self._idle_q = list(st.q)
+            ref = ReferenceSample(st.stamp_ns, self._idle_q, [0.0, 0.0], [0.0, 0.0])
+        else:
+            held = safety.held_reference()
+            if held is not None:
+                ref = ReferenceSample(ref.stamp_ns, list(held.q), [0.0, 0.0], [0.0, 0.0])
+        q_d, qd_d, qdd_d = safety.shape_reference(t, ref.q_d, ref.qd_d, ref.qdd_d, st.q)
+        if q_d is not ref.q_d or qd_d is not ref.qd_d or qdd_d is not ref.qdd_d:
             ref = ReferenceSample(ref.stamp_ns, list(q_d), list(qd_d), list(qdd_d))
         result = []
 
@@ -383,6 +609,8 @@ class ControllerNode(LifecycleNode):
         tau, normal = safety.command(law)
         if normal:
             out = result[0]
+            if out.tau1 != tau[0] or out.tau2 != tau[1]:    # the torque-rate limit acted
+                out = ControlOutput(tau[0], tau[1], out.saturated1, out.saturated2)
         else:
             lim = self.controller.torque_limit
             out = ControlOutput(tau[0], tau[1], abs(tau[0]) >= lim[0], abs(tau[1]) >= lim[1])
@@ -402,7 +630,7 @@ class ControllerNode(LifecycleNode):
         return out
 
     def compute(self, st: StateSample, ref: ReferenceSample) -> ControlOutput:
-        """The call into the core: torque command after limits for a state and reference."""
+        """Call the core: the torque command after limits for a state and reference."""
         q, qd = st.q, st.qd
         return self.controller.update(q[0], q[1], qd[0], qd[1], ref.q_d[0], ref.q_d[1],
                                       ref.qd_d[0], ref.qd_d[1], ref.qdd_d[0], ref.qdd_d[1])
@@ -419,7 +647,7 @@ class ControllerNode(LifecycleNode):
         self.published_commands += 1
 
     def _publish_safe(self, tau, stamp, hold_q) -> None:
-        """A safety-layer command (safe hold / zero torque), stamped with the last state."""
+        """Publish a safety-layer command (hold / ramp / zero), stamped with the last state."""
         self.publish_command(stamp if stamp is not None else 0,
                              ControlOutput(tau[0], tau[1], False, False),
                              ReferenceSample(0, list(hold_q), [0.0, 0.0], [0.0, 0.0]))
@@ -458,6 +686,11 @@ class ControllerNode(LifecycleNode):
             except TypeError:
                 return SetParametersResult(successful=False,
                                            reason=f'{p.name}: must be a list of numbers')
+        limited = {p.name: _plain(p.value) for p in params
+                   if p.name in RUNTIME_GAINS or p.name.startswith('safety.')}
+        why = self.hard_limits.check_updates(limited)
+        if why:
+            return SetParametersResult(successful=False, reason=why)
         self._pending.update(staged)
         for name, value in staged.items():
             self.get_logger().info(f'{name} -> {list(value)} from the next tick')
@@ -476,6 +709,24 @@ class ControllerNode(LifecycleNode):
         if 'torque_limit' in pending:
             c.set_torque_limit(pending['torque_limit'])
 
+    def _hard_limit_defaults(self) -> dict:
+        """Defaults of ``hard_limits.*``: from the start values (overrides, else defaults)."""
+        overrides = getattr(self, '_parameter_overrides', None) or {}
+
+        def start(name):
+            p = overrides.get(name)
+            return p.value if p is not None else self._specs[name].default
+        try:
+            sp = safety_from_values({n: start(n) for n in self._specs
+                                     if n.startswith('safety.')}, self.get_name())
+            return hard_limit_defaults(start('kp'), start('kd'), start('ki'),
+                                       start('torque_limit'), sp)
+        except (ParameterError, TypeError, ValueError):
+            # an invalid start value: refused by name when it is declared and validated
+            return hard_limit_defaults(*(self._specs[n].default for n in
+                                         ('kp', 'kd', 'ki', 'torque_limit')),
+                                       safety_from_values({}, self.get_name()))
+
     def counters(self) -> dict:
         """Counters of the run."""
         out = {'ticks': self.ticks, 'refused_states': self.refused_states,
@@ -485,6 +736,16 @@ class ControllerNode(LifecycleNode):
             out['mode'] = self.safety.supervisor.mode.value
             out['safe_commands'] = self.safety.safe_commands
         return out
+
+
+#: Period of the graph check of the input and command topics [s] (steady clock).
+GRAPH_CHECK_PERIOD = 0.1
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)) or hasattr(value, 'tolist'):
+        return list(value)
+    return value
 
 
 def main(args=None) -> int:

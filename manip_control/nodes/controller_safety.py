@@ -13,10 +13,14 @@
 # limitations under the License.
 
 """
-Safety layer of the controller node: parameters, input validation, watchdogs, safe commands,
-lifecycle bookkeeping and diagnostics.
+Safety layer of the controller node.
 
-The ROS-free logic is :mod:`manip_control.safety`; :class:`ControllerSafety` binds it to the
+Parameters, input validation, watchdogs, safe commands, lifecycle bookkeeping and
+diagnostics.
+
+The ROS-free logic is :mod:`manip_control.safety` (validation, mode supervisor, safe
+torques) and :mod:`manip_control.supervision` (fresh stamps, resume hysteresis, re-planned
+references, torque-rate limit, deactivation ramp); :class:`ControllerSafety` binds them to the
 (lifecycle) controller node, which keeps its topics, lockstep protocol and feedback law and
 calls the helper at these points:
 
@@ -24,36 +28,58 @@ calls the helper at these points:
 node                           helper
 =============================  ==============================================================
 ``__init__``                   declare :func:`safety_specs` with the node's own specs;
-                               :func:`safety_from_values` validates them (ParameterError with
-                               the ROS parameter name: exit 2 before anything is published)
+                               :func:`safety_from_values` and
+                               :func:`command_safety_from_values` validate them
+                               (ParameterError with the ROS parameter name: exit 2 before
+                               anything is published)
 ``on_configure``               ``ControllerSafety(...)`` then :meth:`~ControllerSafety.create`
-                               (diagnostics publisher, timers)
+                               (diagnostics publishers, timers)
 ``on_activate``                :meth:`~ControllerSafety.activate`
-``on_deactivate``              :meth:`~ControllerSafety.deactivate` (zero torque once)
+``on_deactivate``              :meth:`~ControllerSafety.deactivate` (ramp to zero)
 ``on_cleanup``/``on_shutdown``  :meth:`~ControllerSafety.release`
-joint state callback           :meth:`~ControllerSafety.accept_joint_state` (None: refused)
-reference callback             :meth:`~ControllerSafety.accept_reference` (None: refused)
-each control step              :meth:`~ControllerSafety.command` with the feedback law
+joint state callback           :meth:`~ControllerSafety.accept_joint_state` (None: refused or
+                               not fresh)
+reference callback             :meth:`~ControllerSafety.accept_reference` (None: refused),
+                               :meth:`~ControllerSafety.reference_arrived` (step detection)
+each control step              :meth:`~ControllerSafety.shape_reference`, then
+                               :meth:`~ControllerSafety.command` with the feedback law
 parameter callback             :meth:`~ControllerSafety.check_parameters` /
                                :meth:`~ControllerSafety.apply_parameters`
 =============================  ==============================================================
 
 Watchdogs run on the steady clock (sim time stops when the plant that publishes /clock dies
 and restarts at zero with a new plant). The helper's watchdog timer (one control period)
-evaluates the state watchdog, calls the node's ``before_check`` hook (lockstep: an unanswered
-state does not age, a stale reference is replaced by the held one) and, while the states are
-stale, publishes the safe command itself at the control rate: nothing else would (a hardware
+evaluates the state watchdog and the hold timeout, calls the node's ``before_check`` hook
+(lockstep: an unanswered state does not age, a stale reference is replaced by the held one),
+publishes the safe command itself at the control rate while the states are stale (a hardware
 driver keeps the last command otherwise, and a driver with its own command watchdog would
-drop a hold sent once). In lockstep (``command_on_timeout`` false) a state timeout is only
-reported: the plant owns the clock and takes nothing but the command of its current tick.
+drop a hold sent once), and the deactivation ramp. In lockstep (``command_on_timeout`` false)
+a state timeout is only reported: the plant owns the clock and takes nothing but the command
+of its current tick.
 
-Diagnostics (``~/diagnostics`` = ``/controller/diagnostics``, diagnostic_msgs/DiagnosticArray)
-are published at every mode transition, every reference hold / resume and at
-``diagnostics_rate``: one status ``<node>: mode``, level OK (normal), WARN (inactive / no state
-yet) or ERROR (a fault), message ``normal`` or ``safe: <reason> (<detail>)``, and the values
-mode, reason, detail, safe_mode, hold_target, state_age_ms, safe_entries.<reason>,
-refused.<input>.<reason>, refused_total, reference_held, reference_age_at_hold_ms,
-non_finite_commands, safe_commands.
+Real time against a driver (``realtime``): a joint state is used only when fresh (its stamp
+advances and is younger than ``state_timeout`` on this host's wall clock, with
+``safety.clock_offset``); every command passes the per-joint torque-rate limit, which starts
+at the measured effort of the first state after activation (zero if the driver reports none);
+``deactivate`` ramps to the hold and then to zero over ``safety.stop_time``. Lockstep is the
+deterministic simulation protocol that reproduces the offline loop: stamps are sim time, there
+is no torque-rate limit and ``deactivate`` sends zero torque once.
+
+After a fault (state timeout, envelope), normal commands need ``safety.resume_states``
+consecutive fresh in-envelope states (meanwhile: the hold), and then the reference is
+re-planned from the measured position; a hold (safe mode or resume) lasts at most
+``safety.hold_timeout``, then zero torque is commanded, latched until re-activation.
+
+Diagnostics (``~/diagnostics`` = ``/controller/diagnostics`` and the standard
+``/diagnostics``, diagnostic_msgs/DiagnosticArray) are published at every transition, every
+reference hold / resume and at ``diagnostics_rate``: one status ``<node>: mode`` (hardware_id
+:data:`HARDWARE_ID`), level OK only while the feedback law commands with a live reference,
+WARN or ERROR with the reason otherwise (:meth:`ControllerSafety.status`); message ``normal``
+or ``<mode>: <reason> (<detail>)``, and the values mode, reason, detail, safe_mode,
+hold_target, state_age_ms, safe_entries.<reason>, refused.<input>.<reason>, refused_total,
+reference_held, reference_age_at_hold_ms, non_finite_commands, safe_commands, hold_timeouts,
+resume_count, stale_states.<why>, reference_limited.<why>, reference_replans.<why>,
+torque_rate_limited, last_command.
 """
 
 from __future__ import annotations
@@ -63,6 +89,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from manip_control.parameters import ParameterError
+from manip_control.safety import hold_torque
 from manip_control.safety import map_joint_state
 from manip_control.safety import map_reference
 from manip_control.safety import Mode
@@ -71,20 +98,33 @@ from manip_control.safety import ReferenceWatchdog
 from manip_control.safety import Refusal
 from manip_control.safety import RefusalCounter
 from manip_control.safety import RefusalReason
+from manip_control.safety import RUNTIME_SAFETY
 from manip_control.safety import SafeReason
 from manip_control.safety import safety_from_dict
 from manip_control.safety import SafetyParameters
 from manip_control.safety import SafetySupervisor
 from manip_control.safety import validate_parameter_updates
+from manip_control.supervision import clamp_acceleration
+from manip_control.supervision import COMMAND_SAFETY_FIELDS
+from manip_control.supervision import command_safety_from_dict
+from manip_control.supervision import CommandSafetyParameters
+from manip_control.supervision import ReferenceBlend
+from manip_control.supervision import ResumeGate
+from manip_control.supervision import StampGate
+from manip_control.supervision import stop_ramp
+from manip_control.supervision import TorqueRateLimiter
 
 PREFIX = 'safety.'
-#: Largest joint-state stamp age [s] taken as real (older: clocks not synchronized).
-MAX_STAMP_AGE = 10.0
 SAFETY_FIELDS = tuple(SafetyParameters.__dataclass_fields__)
 DIAGNOSTICS_TOPIC = '~/diagnostics'
+#: The standard diagnostics topic read by diagnostic_aggregator and rqt_robot_monitor.
+STANDARD_DIAGNOSTICS_TOPIC = '/diagnostics'
+#: ``hardware_id`` of the controller's diagnostic status.
+HARDWARE_ID = 'manip_control/controller'
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
-           'safety_specs', 'safety_from_values']
+           'STANDARD_DIAGNOSTICS_TOPIC', 'HARDWARE_ID', 'safety_specs', 'safety_from_values',
+           'command_safety_from_values']
 
 _DOC = {
     'safe_mode': ('safe-mode command: hold (gravity-compensated hold with damping at the last '
@@ -107,17 +147,46 @@ _DOC = {
     'hold_kd': ('hold damping per joint [N m s/rad]', 'each > 0'),
     'latch_limits': ('position / velocity faults stay latched until the next activation',
                      ''),
-    'stamp_age': ('real time: count a joint state\'s age from its header stamp (wall clock) '
+    'stamp_age': ("real time: count a joint state's age from its header stamp (wall clock) "
                   'when plausible, so late / backlogged states are not fresh; false when the '
-                  'driver\'s clock is not synchronized with this host', ''),
+                  "driver's clock is not synchronized with this host", ''),
+}
+#: Command-supervision parameters (read-only: fixed at start): description, rule, range.
+_CMD_DOC = {
+    'clock_offset': ("driver stamp clock minus this host's wall clock [s] (0: synchronized "
+                     'clocks or the same host); a state is fresh when its stamp advances and '
+                     'now - (stamp - clock_offset) <= state_timeout', 'finite, |x| <= 1e6',
+                     (-1.0e6, 1.0e6)),
+    'max_clock_error': ('tolerance of the clock offset [s]: states stamped further in the '
+                        'future are refused', '> 0', (0.0, 3600.0)),
+    'resume_states': ('consecutive fresh, advancing, in-envelope joint states needed to leave '
+                      'safe mode after a fault', '>= 1', (1, 100000)),
+    'hold_timeout': ('longest safe hold [s]; then zero torque, latched until re-activation',
+                     '> 0', (0.0, 3600.0)),
+    'stop_time': ('deactivate ramp [s]: current command -> hold (first half) -> zero torque '
+                  '(second half)', '> 0', (0.0, 60.0)),
+    'torque_rate_limit': ('real time: largest torque change per joint [N m/s] on every '
+                          'command', 'each > 0', None),
+    'reference_acceleration_limit': (
+        'largest reference acceleration used per joint [rad/s^2]; larger ones are clamped '
+        'and counted', 'each > 0', None),
+    'reference_step_limit': ('a requested reference position further than this from the '
+                             'reference in use (or from the measured position at a start / '
+                             'resume) is re-planned [rad]', '> 0', (0.0, 10.0)),
+    'replan_velocity': ('peak speed of a re-plan blend [rad/s]', '> 0', (0.0, 100.0)),
+    'replan_acceleration': ('peak acceleration of a re-plan blend [rad/s^2]', '> 0',
+                            (0.0, 1000.0)),
 }
 
 
 def safety_specs() -> list:
     """
-    ROS parameter specs (:class:`manip_control.nodes.ros_params.ParamSpec`) of the safety
-    layer: ``safety.<field>`` (changeable at runtime, validated), ``diagnostics_rate`` and
-    ``autostart`` (read-only).
+    Return the ROS parameter specs of the safety layer.
+
+    :class:`manip_control.nodes.ros_params.ParamSpec` of ``safety.<field>`` of
+    :class:`SafetyParameters` (changeable at runtime, validated), of
+    :class:`~manip_control.supervision.CommandSafetyParameters` (read-only),
+    ``diagnostics_rate`` and ``autostart`` (read-only).
     """
     from manip_control.nodes.ros_params import ParamSpec
     defaults = SafetyParameters()
@@ -126,9 +195,18 @@ def safety_specs() -> list:
         value = getattr(defaults, name)
         if isinstance(value, tuple):
             value = [float(v) for v in value]
-        desc, cons = _DOC[name]
-        specs.append(ParamSpec(PREFIX + name, value, desc + '; changeable at runtime', cons,
-                               None, False))
+        desc, cons = _DOC.get(name, (name.replace('_', ' '), ''))
+        runtime = name in RUNTIME_SAFETY
+        specs.append(ParamSpec(PREFIX + name, value,
+                               desc + ('; changeable at runtime' if runtime else ''), cons,
+                               None, not runtime))
+    cmd_defaults = CommandSafetyParameters()
+    for name in COMMAND_SAFETY_FIELDS:
+        value = getattr(cmd_defaults, name)
+        if isinstance(value, tuple):
+            value = [float(v) for v in value]
+        desc, cons, rng = _CMD_DOC[name]
+        specs.append(ParamSpec(PREFIX + name, value, desc + '; read-only', cons, rng, True))
     specs.append(ParamSpec('diagnostics_rate', 10.0,
                            'rate of the periodic /controller/diagnostics [Hz] (transitions '
                            'are published at once)', '> 0', (0.0, 1.0e4)))
@@ -147,7 +225,7 @@ def _plain(value: Any) -> Any:
 def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
                        ) -> SafetyParameters:
     """
-    Validated :class:`SafetyParameters` from the node's ROS values.
+    Return the validated :class:`SafetyParameters` from the node's ROS values.
 
     Raises
     ------
@@ -165,6 +243,26 @@ def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
                              f'(got {rate!r})')
     try:
         return safety_from_dict(data, 'safety')
+    except ParameterError as exc:
+        raise ros_parameter_error(node, exc) from None
+
+
+def command_safety_from_values(values: Mapping[str, Any], node: str = 'controller'
+                               ) -> CommandSafetyParameters:
+    """
+    Return the validated command-supervision parameters from the node's ROS values.
+
+    Raises
+    ------
+    ParameterError
+        ``parameter safety.hold_timeout (node controller): must be > 0 (got -1.0)``.
+
+    """
+    from manip_control.nodes.ros_params import ros_parameter_error
+    data = {name: _plain(values[PREFIX + name]) for name in COMMAND_SAFETY_FIELDS
+            if values.get(PREFIX + name) is not None}
+    try:
+        return command_safety_from_dict(data, 'safety')
     except ParameterError as exc:
         raise ros_parameter_error(node, exc) from None
 
@@ -194,35 +292,73 @@ class ControllerSafety:
         Periodic diagnostics [Hz].
     now : callable
         Steady time [s] (default ``time.monotonic``).
+    command_params : CommandSafetyParameters, optional
+        Freshness, resume, hold-timeout, ramp and reference-shaping settings.
+    realtime : bool
+        Against a driver in real time (stamps checked for freshness, torque-rate limit,
+        deactivation ramp); False in lockstep (see the module docstring).
 
     """
 
     def __init__(self, node, joints: Sequence[str], params: SafetyParameters, model,
                  torque_limit: Callable[[], Sequence[float]], period: float,
                  publish: Callable, diagnostics_rate: float = 10.0,
-                 now: Callable[[], float] = time.monotonic):
+                 now: Callable[[], float] = time.monotonic,
+                 command_params: CommandSafetyParameters | None = None,
+                 realtime: bool = True):
         self.node = node
         self.joints = tuple(joints)
         self.params = params
+        self.cmd = command_params or CommandSafetyParameters()
+        self.realtime = bool(realtime)
         self.model = model
         self.torque_limit = torque_limit
         self.period = float(period)
         self.publish = publish
         self.diagnostics_rate = float(diagnostics_rate)
         self.now = now
+        self.wall = time.time
         self.supervisor = SafetySupervisor(params, self.joints)
         self.references = ReferenceWatchdog(params.reference_timeout)
         self.refusals = RefusalCounter(throttle=1.0)
+        cp = self.cmd
+        self.stamps = StampGate(params.state_timeout, cp.clock_offset, cp.max_clock_error)
+        self.resume = ResumeGate(cp.resume_states)
+        self.limiter = TorqueRateLimiter(cp.torque_rate_limit)
+        self.blend = ReferenceBlend(cp.replan_velocity, cp.replan_acceleration)
         self.non_finite_commands = 0
         self.safe_commands = 0
         self.last_stamp = None
+        self.last_command: tuple | None = None
+        self._last_command_time: float | None = None
         self.before_check: Callable[[float], None] | None = None
         self.command_on_timeout = True
         self.watchdog_period = self.period
         self.on_transition: Callable | None = None
+        self.on_resume: Callable[[str], None] | None = None
+        #: extra non-commanding conditions reported by the node: key -> (level, detail)
+        self.conditions: dict[str, tuple[int, str]] = {}
+        self.no_reference = False
+        self.final = ''                 # hold timeout: zero torque until re-activation
+        self.hold_timeouts = 0
+        self.hold_q: tuple | None = None
+        self._inside_q: tuple | None = None     # last in-envelope measured position
+        self._hold_since: float | None = None
+        self._holding = False
+        self._first_state = False
+        self._replan = ''               # why the next reference is re-planned from q measured
+        self._stop: tuple | None = None     # deactivation ramp: (t0, tau0)
+        self.counts: dict[str, int] = {}
+        self._ref_prev: tuple | None = None  # last requested reference (t, q, qd)
+        self._last_used_q: tuple | None = None
         self._diag_pub = None
+        self._std_diag_pub = None
         self._timers: list = []
         self._last_nf_log = -math.inf
+        self.extra_values: dict[str, str] = {}     # input sources (graph check)
+
+    def _count(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _steady_timer(self, period, callback):
@@ -234,36 +370,83 @@ class ControllerSafety:
         return timer
 
     def create(self) -> None:
-        """Configure: the diagnostics publisher and the watchdog / diagnostics timers."""
+        """Configure: the diagnostics publishers and the watchdog / diagnostics timers."""
         from diagnostic_msgs.msg import DiagnosticArray
         self._diag_pub = self.node.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self._std_diag_pub = self.node.create_publisher(DiagnosticArray,
+                                                        STANDARD_DIAGNOSTICS_TOPIC, 10)
         self._steady_timer(self.watchdog_period, self.watchdog_tick)
         self._steady_timer(1.0 / self.diagnostics_rate, self.publish_diagnostics)
         self.publish_diagnostics()
 
     def activate(self) -> None:
-        """Arm: commands start with the first joint state received from now on."""
+        """Arm: commands start with the first fresh joint state received from now on."""
         self.references.reset()
         self.last_stamp = None
+        self.stamps.reset()
+        self.resume.reset()
+        self.blend.reset()
+        self.final = ''
+        self.hold_q = None
+        self._inside_q = None
+        self._hold_since = None
+        self._holding = False
+        self._first_state = True
+        self._replan = ''
+        self._ref_prev = None
+        self._last_used_q = None
+        self.no_reference = True
+        if self._stop is None:
+            self.limiter.reset(None)     # set from the first state's measured effort
+        else:
+            self._stop = None            # re-activated during the ramp: go on from its command
+            self._first_state = False
         self._log(self.supervisor.activate(self.now()))
 
     def deactivate(self) -> None:
-        """Publish zero torque once (if commanding) and stop commanding."""
+        """
+        Stop commanding.
+
+        Real time: ramp from the current command to the hold and then to zero over
+        ``stop_time`` (watchdog timer); lockstep: zero torque once.
+        """
         was_commanding = self.supervisor.should_command
+        ramp = was_commanding and self.realtime and self.last_command is not None
+        if ramp:
+            self._stop = (self.now(), self.last_command, self._stop_hold_q())
+            self.node.get_logger().info(
+                f'deactivate: ramping to the hold and then to zero over '
+                f'{self.cmd.stop_time:g} s')
         self._log(self.supervisor.deactivate(self.now()))
-        if was_commanding:
-            self.publish((0.0, 0.0), self.last_stamp, self.hold_target())
+        if was_commanding and not ramp:
+            self._emit((0.0, 0.0), limit=False)
+
+    def _stop_hold_q(self):
+        sup = self.supervisor
+        return sup.last_q if sup.last_q is not None else (0.0,) * len(self.joints)
 
     def release(self) -> None:
-        """Cleanup / shutdown: deactivate if active, destroy the timers and the publisher."""
+        """
+        Release everything (cleanup, shutdown, process exit).
+
+        Deactivate if active; a ramp still running ends with zero torque at once; destroy the
+        timers and the publishers.
+        """
         if self.supervisor.active:
-            self.deactivate()
+            was = self.supervisor.should_command
+            self._log(self.supervisor.deactivate(self.now()))
+            if was:
+                self._emit((0.0, 0.0), limit=False)
+        elif self._stop is not None:
+            self._emit((0.0, 0.0), limit=False)
+        self._stop = None
         for timer in self._timers:
             self.node.destroy_timer(timer)
         self._timers = []
-        if self._diag_pub is not None:
-            self.node.destroy_publisher(self._diag_pub)
-            self._diag_pub = None
+        for pub in (self._diag_pub, self._std_diag_pub):
+            if pub is not None:
+                self.node.destroy_publisher(pub)
+        self._diag_pub = self._std_diag_pub = None
 
     # -- parameters --------------------------------------------------------------------------
     def check_parameters(self, params) -> tuple[bool, str]:
@@ -282,6 +465,7 @@ class ControllerSafety:
             self.params = self.params.replace(**changes)
             self.supervisor.set_params(self.params)
             self.references.timeout = self.params.reference_timeout
+            self.stamps.timeout = self.params.state_timeout
             self.node.get_logger().info(
                 'safety parameters: ' + ', '.join(f'{k} -> {v}' for k, v in changes.items()))
 
@@ -290,6 +474,11 @@ class ControllerSafety:
         line = self.refusals.record(source, refusal, time.monotonic())
         if line:
             self.node.get_logger().error(line)
+
+    def set_source_fault(self, detail: str) -> None:
+        """Set (``detail``) or clear (``''``) the input-source conflict (safe mode)."""
+        if detail != self.supervisor.source_fault:
+            self._log(self.supervisor.set_source_fault(self.now(), detail))
 
     def refuse(self, source: str, reason: RefusalReason, detail: str) -> None:
         """Count (and log, throttled) a refused ``source`` message."""
@@ -300,29 +489,90 @@ class ControllerSafety:
         """
         Validate a joint state (decoded JointState fields) and feed the supervisor.
 
-        Returns the :class:`~manip_control.safety.JointSample` or None (refused, counted).
-        ``stamp`` [ns] is kept for the safe commands' header; with ``wall_stamp`` (real time)
-        and ``safety.stamp_age`` its age against the wall clock (when between 0 and
-        :data:`MAX_STAMP_AGE`) counts for the watchdog.
+        Returns the :class:`~manip_control.safety.JointSample` or None (refused or not
+        fresh, counted). With ``wall_stamp`` (real time) the state must be fresh
+        (:class:`~manip_control.supervision.StampGate`: its stamp advances and its age from
+        the stamp, with ``safety.clock_offset``, is within ``state_timeout``); a state that is
+        not fresh is counted (``stale_states.<why>``) and not used, so the watchdog runs out.
         """
         sample = map_joint_state(self.joints, names, position, velocity, effort)
         if isinstance(sample, Refusal):
             self._refused('joint_states', sample)
             return None
-        self.last_stamp = stamp
         age = 0.0
-        if wall_stamp and self.params.stamp_age and stamp:
-            age = time.time() - stamp * 1e-9
-            if not 0.0 < age <= MAX_STAMP_AGE:
-                age = 0.0               # not the same clock: count from the arrival
-        self._log(self.supervisor.update_state(self.now(), sample.position, sample.velocity,
-                                               age))
+        if wall_stamp:
+            why, age = self.stamps.check(stamp, self.wall())
+            if why is not None:
+                self._count(f'stale_states.{why}')
+                self.resume.bad()
+                return None
+            age = max(age, 0.0)
+        self.last_stamp = stamp
+        sup = self.supervisor
+        if self._inside(sample.position, sample.velocity):
+            self._inside_q = tuple(sample.position)
+        self._log(sup.update_state(self.now(), sample.position, sample.velocity, age))
+        if sup.active:
+            if self._first_state and sup.should_command:
+                self._first_state = False
+                self._start_from_state(names, position, velocity, effort)
+            if self.resume.pending and self.hold_q is None:
+                self.hold_q = self._capture_hold()
+            if sup.mode is Mode.NORMAL:
+                if self.resume.pending and not self.final and self.resume.good():
+                    self._resumed(f'resumed after {self.cmd.resume_states} fresh states')
+            else:
+                self.resume.bad()
         return sample
+
+    def _inside(self, q, qd) -> bool:
+        p = self.params
+        return all(p.position_lower[k] <= q[k] <= p.position_upper[k]
+                   and abs(qd[k]) <= p.velocity_limit[k] for k in range(len(q)))
+
+    def _capture_hold(self) -> tuple | None:
+        """
+        Return the hold target of a fault.
+
+        The last in-envelope measured position (so a single bad sample does not move it)
+        projected into the envelope shrunk by ``2 position_margin``; the last measured
+        position if none was inside since the activation.
+        """
+        sup = self.supervisor
+        if self._inside_q is None:
+            return sup.last_q
+        p = self.params
+        m = 2.0 * p.position_margin
+        return tuple(min(max(v, p.position_lower[k] + m), p.position_upper[k] - m)
+                     for k, v in enumerate(self._inside_q))
+
+    def _start_from_state(self, names, position, velocity, effort) -> None:
+        """First state after activation: re-plan from it; the rate limit starts at its effort."""
+        self._replan = 'start'
+        self._holding = False
+        if not self.realtime or self.limiter.last is not None:
+            return
+        full = map_joint_state(self.joints, names, position, velocity, effort,
+                               fields=('position', 'velocity', 'effort'))
+        tau0 = (0.0,) * len(self.joints) if isinstance(full, Refusal) else full.effort
+        lim = self.torque_limit()
+        self.limiter.reset([min(max(v, -m), m) for v, m in zip(tau0, lim)])
+
+    def _resumed(self, why: str) -> None:
+        self._holding = False
+        self._hold_since = None
+        self.hold_q = None
+        self._replan = 'resume'
+        self.node.get_logger().info(f'controller: normal commands again ({why})')
+        if self.on_resume is not None:
+            self.on_resume(why)
+        self.publish_diagnostics()
 
     def accept_reference(self, names, positions, velocities=(), accelerations=()):
         """
-        Validate one reference point and feed the reference watchdog; the
-        :class:`~manip_control.safety.ReferenceSample` or None (refused, counted).
+        Validate one reference point and feed the reference watchdog.
+
+        Returns the :class:`~manip_control.safety.ReferenceSample` or None (refused, counted).
         """
         ref = map_reference(self.joints, names, positions, velocities, accelerations)
         if isinstance(ref, Refusal):
@@ -331,8 +581,64 @@ class ControllerSafety:
         self.references.update(self.now(), ref)
         return ref
 
+    def reference_arrived(self, t: float, q, qd) -> None:
+        """
+        Take note of a new requested reference at ``t`` [s].
+
+        A step (further than
+        ``safety.reference_step_limit`` from where the previous one was heading, or from the
+        reference in use after a gap) is re-planned from the reference in use.
+        """
+        prev = self._ref_prev
+        self._ref_prev = (t, tuple(q), tuple(qd))
+        if self._last_used_q is None:
+            return
+        dt = math.inf if prev is None else t - prev[0]
+        if dt > self.params.reference_timeout or dt < 0.0:
+            # the first reference (the hold of the measured position was in use) or one
+            # after a gap: compare with the reference in use
+            expect = self._last_used_q
+        else:
+            expect = tuple(a + v * dt for a, v in zip(prev[1], prev[2]))
+        lim = self.cmd.reference_step_limit
+        if any(abs(a - b) > lim for a, b in zip(q, expect)):
+            self._replan = 'step'
+
+    def shape_reference(self, t: float, q_d, qd_d, qdd_d, q_meas):
+        """
+        Return the reference to use at ``t`` [s] for the requested one.
+
+        Its acceleration is clamped to
+        ``reference_acceleration_limit``, kept inside the envelope, and re-planned (quintic
+        blend) from the measured position on a start / resume, or from the reference in use
+        on a step. Counted in the diagnostics. Returns ``(q, qd, qdd)``.
+        """
+        qdd_d, clamped = clamp_acceleration(qdd_d, self.cmd.reference_acceleration_limit)
+        if clamped:
+            self._count('reference_limited.acceleration')
+        q_d, qd_d, qdd_d, clamped = self.supervisor.clamp_reference(q_d, qd_d, qdd_d)
+        if clamped:
+            self._count('reference_limited.envelope')
+        why, self._replan = self._replan, ''
+        if why:
+            start = q_meas if why in ('start', 'resume') else self._last_used_q
+            if start is not None and any(abs(a - b) > self.cmd.reference_step_limit
+                                         for a, b in zip(start, q_d)):
+                dur = self.blend.start(t, start, q_d)
+                self._count(f'reference_replans.{why}')
+                self.node.get_logger().info(
+                    f're-planning the reference ({why}) from '
+                    f'({", ".join(f"{v:.4g}" for v in start)}) over {dur:.3g} s')
+            elif why in ('start', 'resume'):
+                self.blend.reset()
+        q_d, qd_d, qdd_d = self.blend.apply(t, q_d, qd_d, qdd_d)
+        self._last_used_q = tuple(q_d)
+        return q_d, qd_d, qdd_d
+
     def held_reference(self) -> ReferenceSample | None:
         """
+        Return the held reference, or None.
+
         The held reference (last position, zero velocity and acceleration) when no
         reference arrived for ``reference_timeout``; None while references are fresh or
         before the first one. Logs the hold and the resume once.
@@ -349,8 +655,9 @@ class ControllerSafety:
 
     def clamp_reference(self, q_d, qd_d, qdd_d):
         """
-        ``(q_d, qd_d, qdd_d, clamped)``: the reference kept inside the envelope (the same
-        objects when inside).
+        Return ``(q_d, qd_d, qdd_d, clamped)``: the reference kept inside the envelope.
+
+        The same objects when inside.
         """
         return self.supervisor.clamp_reference(q_d, qd_d, qdd_d)
 
@@ -365,9 +672,35 @@ class ControllerSafety:
         """Safe mode because of the state watchdog (the watchdog timer commands then)."""
         return self.supervisor.reason is SafeReason.STATE_TIMEOUT
 
+    @property
+    def normal(self) -> bool:
+        """Return True while the feedback law commands (normal, resumed, no hold timeout)."""
+        return (self.supervisor.mode is Mode.NORMAL and not self.resume.pending
+                and not self.final)
+
     def check(self) -> None:
-        """Evaluate the watchdog now (logs a transition once)."""
-        self._log(self.supervisor.check(self.now()))
+        """Evaluate the watchdog and the hold timeout now (logs a transition once)."""
+        now = self.now()
+        self._log(self.supervisor.check(now))
+        self._check_hold(now)
+
+    def _check_hold(self, now: float) -> None:
+        sup = self.supervisor
+        holding = sup.active and sup.should_command and not self.normal and not self.final
+        if holding and not self._holding:
+            self._holding = True
+            self._hold_since = now
+        elif not holding:
+            self._holding = False
+        if (self._holding and self._hold_since is not None
+                and now - self._hold_since > self.cmd.hold_timeout):
+            self.hold_timeouts += 1
+            why = sup.reason.value if sup.is_safe else 'resuming'
+            self.final = (f'safe hold ({why}) longer than hold_timeout '
+                          f'{self.cmd.hold_timeout:g} s: zero torque until re-activation')
+            self._holding = False
+            self.node.get_logger().error(f'controller: {self.final}')
+            self.publish_diagnostics()
 
     def touch(self) -> None:
         """Lockstep: the last state is unanswered, so it does not age."""
@@ -376,15 +709,18 @@ class ControllerSafety:
     # -- outputs -------------------------------------------------------------------------------
     def command(self, normal_fn: Callable[[], Sequence[float]]) -> tuple[tuple, bool]:
         """
-        The command of this control step: ``normal_fn()`` in normal mode when it is finite,
-        the safe torque otherwise. Returns ``((tau1, tau2), normal)``.
+        Return the command of this control step.
+
+        ``normal_fn()`` in normal mode when it is finite,
+        the safe torque otherwise, through the torque-rate limit (real time). Returns
+        ``((tau1, tau2), normal)``.
         """
         self.check()
-        if self.supervisor.mode is Mode.NORMAL:
+        if self.normal:
             tau = normal_fn()
             t1, t2 = tau[0], tau[1]
             if math.isfinite(t1) and math.isfinite(t2):
-                return (t1, t2), True
+                return self._shape((t1, t2)), True
             self.non_finite_commands += 1
             now = time.monotonic()
             if now - self._last_nf_log >= 1.0:
@@ -393,34 +729,103 @@ class ControllerSafety:
                     f'feedback law returned a non-finite torque ({t1}, {t2}); sending the '
                     f'safe command instead ({self.non_finite_commands} so far)')
         self.safe_commands += 1
-        return self.safe_torque(), False
+        return self._shape(self.safe_torque()), False
+
+    def _shape(self, tau) -> tuple:
+        """Apply the torque-rate limit (real time) and record the command."""
+        now = self.now()
+        if self.realtime:
+            last_t = self._last_command_time
+            if last_t is None:
+                dt = self.period
+            else:
+                dt = min(max(now - last_t, 0.0), 2.0 * self.period)
+            tau, limited = self.limiter.limit(tau, dt)
+            if limited:
+                self._count('torque_rate_limited')
+        self.last_command = tuple(tau)
+        self._last_command_time = now
+        return tau
+
+    def _emit(self, tau, limit: bool = True) -> None:
+        tau = self._shape(tau) if limit else tuple(tau)
+        if not limit:
+            self.last_command = tau
+            self.limiter.reset(tau)
+        self.publish(tau, self.last_stamp, self.hold_target())
 
     def safe_torque(self) -> tuple[float, float]:
-        """The safe-mode torque for the current reason [N·m] (clamped, finite)."""
-        return self.supervisor.safe_torque(self.model, self.torque_limit())
+        """
+        Return the safe-mode torque for the current state [N·m] (clamped, finite).
+
+        Zero after a hold timeout, with ``safe_mode: zero``, inactive or before the first
+        state; the gravity hold at the last measured position while states are stale;
+        otherwise the damped hold ``g^(q) + Kp_h (q_hold - q) - Kd_h qd`` at the hold
+        target (:meth:`hold_target`).
+        """
+        sup = self.supervisor
+        zero = (0.0, 0.0)
+        if (self.final or self.params.safe_mode == 'zero' or sup.last_q is None
+                or sup.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)):
+            return zero
+        lim = self.torque_limit()
+        q = sup.last_q
+        if (sup.reason is SafeReason.STATE_TIMEOUT
+                or sup.state_age(self.now()) > self.params.state_timeout):
+            # q and qd unknown: no feedback on a stale sample (a constant open-loop torque)
+            return hold_torque(self.model, q, zero, q, zero, zero, lim)
+        p = self.params
+        target = self.hold_q if self.hold_q is not None else q
+        return hold_torque(self.model, q, sup.last_qd, target, p.hold_kp, p.hold_kd, lim)
 
     def hold_target(self):
         """
-        The position reported with a safe command: the hold target, else the last
-        measured position (zeros before any state).
+        Return the position reported with a safe command.
+
+        The hold target, else the last measured position (zeros before any state).
         """
         sup = self.supervisor
-        if sup.is_safe and sup.hold_target is not None \
-                and sup.reason is not SafeReason.STATE_TIMEOUT:
-            return sup.hold_target
+        if self.hold_q is not None and sup.reason is not SafeReason.STATE_TIMEOUT:
+            return self.hold_q
         return sup.last_q if sup.last_q is not None else (0.0,) * len(self.joints)
 
     def watchdog_tick(self) -> None:
         """
-        Steady timer, one control period: the node's ``before_check`` hook, the watchdog,
-        and the safe command while states are stale (if :attr:`command_on_timeout`).
+        Run the safety watchdog (steady timer, one control period).
+
+        The node's ``before_check`` hook, the watchdog,
+        the safe command while states are stale (if :attr:`command_on_timeout`), and the
+        deactivation ramp.
         """
         if self.before_check is not None:
             self.before_check(self.now())
         self.check()
-        if self.stale and self.supervisor.should_command and self.command_on_timeout:
+        if self._stop is not None:
+            self._stop_tick()
+            return
+        sup = self.supervisor
+        if sup.should_command and self.command_on_timeout and (self.stale or self.final):
             self.safe_commands += 1
-            self.publish(self.safe_torque(), self.last_stamp, self.hold_target())
+            self._emit(self.safe_torque())
+
+    def _stop_tick(self) -> None:
+        t0, tau0, q_hold = self._stop
+        sup = self.supervisor
+        lim = self.torque_limit()
+        q = sup.last_q if sup.last_q is not None else q_hold
+        if sup.state_age(self.now()) <= self.params.state_timeout and sup.last_qd is not None:
+            p = self.params
+            hold = hold_torque(self.model, q, sup.last_qd, q_hold, p.hold_kp, p.hold_kd, lim)
+        else:
+            hold = hold_torque(self.model, q, (0.0, 0.0), q, (0.0, 0.0), (0.0, 0.0), lim)
+        tau = stop_ramp(self.now() - t0, self.cmd.stop_time, tau0, hold)
+        if tau is None:
+            self._stop = None
+            self._emit((0.0, 0.0), limit=False)
+            self.node.get_logger().info('deactivate: ramp done, zero torque')
+            self.publish_diagnostics()
+            return
+        self._emit(tau)
 
     # -- logging and diagnostics ---------------------------------------------------------
     def _log(self, transition) -> None:
@@ -433,14 +838,79 @@ class ControllerSafety:
             log.info(str(transition))
         else:
             log.error(str(transition))
+            if self.supervisor.active:
+                if transition.reason is SafeReason.STATE_TIMEOUT:
+                    # contact lost: the hold is the first measured position when fresh states
+                    # come back (a restarted driver may be anywhere)
+                    self.hold_q = None
+                elif not self.resume.pending or self.hold_q is None:
+                    self.hold_q = self._capture_hold()
+                self.resume.fault()
         if self.on_transition is not None:
             self.on_transition(transition)
         self.publish_diagnostics()
+
+    def report(self, key: str, level: int = 1, detail: str = '') -> None:
+        """
+        Report (``detail`` non-empty) or clear a non-commanding condition of the node.
+
+        E.g. a refused second source: WARN (1) or ERROR (2) in the diagnostics while it lasts.
+        """
+        old = self.conditions.get(key)
+        if detail:
+            self.conditions[key] = (int(level), detail)
+        else:
+            self.conditions.pop(key, None)
+        if old != self.conditions.get(key):
+            self.publish_diagnostics()
+
+    def status(self) -> tuple[int, str, str]:
+        """
+        Return ``(level, reason, detail)`` of the diagnostics.
+
+        Level 0 (OK) only while the feedback law commands with a live reference; every other
+        state is WARN (1) or ERROR (2) with its reason.
+        """
+        sup = self.supervisor
+        if self._stop is not None:
+            left = self.cmd.stop_time - (self.now() - self._stop[0])
+            return 1, 'stopping', f'deactivation ramp to zero torque ({left:.3f} s left)'
+        if not sup.active:
+            return 1, SafeReason.INACTIVE.value, sup.detail
+        if self.final:
+            return 2, 'hold_timeout', self.final
+        if sup.reason is SafeReason.NO_STATE_YET:
+            clock = self.stamps.clock_problem() if self.realtime else ''
+            if clock:
+                return 2, 'clock_offset', clock
+            return 1, sup.reason.value, sup.detail
+        if sup.is_safe:
+            return 2, sup.reason.value, sup.detail
+        if self.resume.pending:
+            return 1, 'resuming', (f'{self.resume.count} of {self.resume.n} fresh in-envelope '
+                                   f'states; holding')
+        if self.conditions:
+            key, (level, detail) = max(self.conditions.items(), key=lambda kv: kv[1][0])
+            return max(level, 1), key, detail
+        if self.no_reference:
+            return 1, 'no_reference', ('no reference received since the activation: holding '
+                                       'the measured position')
+        if self.references.holding:
+            return 1, 'reference_held', 'reference lost: holding its last position'
+        return 0, 'none', ''
 
     def diagnostics_values(self) -> dict[str, str]:
         """Key/value strings of the diagnostics status."""
         sup = self.supervisor
         values = sup.status()
+        level, reason, detail = self.status()
+        values['mode'] = 'normal' if self.normal and self._stop is None else 'safe'
+        values['reason'] = reason
+        values['detail'] = detail
+        values['level'] = ('OK', 'WARN', 'ERROR')[level]
+        holding = sup.should_command and not self.normal and not self.final
+        values['hold_target'] = (', '.join(f'{v:.6g}' for v in self.hold_target())
+                                 if holding else '')
         age = sup.state_age(self.now())
         values['state_age_ms'] = f'{age * 1e3:.3f}' if math.isfinite(age) else 'inf'
         for source, per in sorted(self.refusals.counts.items()):
@@ -452,25 +922,39 @@ class ControllerSafety:
         values['reference_age_at_hold_ms'] = '' if age is None else f'{age * 1e3:.3f}'
         values['non_finite_commands'] = str(self.non_finite_commands)
         values['safe_commands'] = str(self.safe_commands)
+        values.update(self.extra_values)
+        values['hold_timeouts'] = str(self.hold_timeouts)
+        values['resume_count'] = f'{self.resume.count}/{self.resume.n}'
+        left = (self.blend.t0 + self.blend.duration - self._blend_clock()
+                if self.blend.active else 0.0)
+        values['replan_remaining_s'] = f'{max(left, 0.0):.3f}'
+        for key, n in sorted(self.counts.items()):
+            values[key] = str(n)
+        if self.last_command is not None:
+            values['last_command'] = ', '.join(f'{v:.6g}' for v in self.last_command)
         return values
 
+    def _blend_clock(self) -> float:
+        """Return the blend's clock: steady time (real time), last state stamp (lockstep)."""
+        if self.realtime:
+            return self.now()
+        return (self.last_stamp or 0) * 1e-9
+
     def diagnostics_message(self):
-        """The DiagnosticArray describing the current mode."""
+        """Return the DiagnosticArray describing the current mode."""
         from diagnostic_msgs.msg import DiagnosticArray
         from diagnostic_msgs.msg import DiagnosticStatus
         from diagnostic_msgs.msg import KeyValue
-        sup = self.supervisor
         st = DiagnosticStatus()
         st.name = f'{self.node.get_name()}: mode'
-        st.hardware_id = 'manip_control'
-        if sup.mode is Mode.NORMAL:
-            st.level = DiagnosticStatus.OK
+        st.hardware_id = HARDWARE_ID
+        level, reason, detail = self.status()
+        st.level = bytes([level])
+        if not level:
             st.message = 'normal'
         else:
-            st.level = (DiagnosticStatus.WARN if sup.reason in (SafeReason.INACTIVE,
-                                                                SafeReason.NO_STATE_YET)
-                        else DiagnosticStatus.ERROR)
-            st.message = f'safe: {sup.reason.value} ({sup.detail})'
+            mode = 'normal' if self.normal and self._stop is None else 'safe'
+            st.message = f'{mode}: {reason} ({detail})'
         st.values = [KeyValue(key=k, value=v) for k, v in self.diagnostics_values().items()]
         arr = DiagnosticArray()
         arr.header.stamp = self.node.get_clock().now().to_msg()
@@ -480,4 +964,7 @@ class ControllerSafety:
     def publish_diagnostics(self) -> None:
         """Publish the diagnostics now (no-op before :meth:`create` / after release)."""
         if self._diag_pub is not None:
-            self._diag_pub.publish(self.diagnostics_message())
+            msg = self.diagnostics_message()
+            self._diag_pub.publish(msg)
+            if self._std_diag_pub is not None:
+                self._std_diag_pub.publish(msg)
