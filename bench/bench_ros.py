@@ -27,7 +27,12 @@ Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
    tick of every process (all its threads, DDS included), which tells where the time goes
    on a machine shared with other jobs.
 2. The single-threaded executor in one process (``--executor single``), for comparison.
-3. Real time, the same three nodes in one process (manip-sim --mode realtime), 1 kHz:
+3. Where the time goes, per message: a ping-pong of serialized JointState messages between
+   two processes (EventsExecutor, ``raw=True`` as the nodes use them): round trip and CPU per
+   round trip of each process, reliable and best effort, over UDPv4 and over shared memory;
+   and the recorder's per-message write path in one process (``BagWriter.write`` into MCAP,
+   and the receive stamp from ``Clock.now()`` or from the rcl clock).
+4. Real time, the same three nodes in one process (manip-sim --mode realtime), 1 kHz:
    controller ticks executed in the wall-clock window of the run against the ticks due at
    1 kHz, and latency from a joint-state publication (its header stamp, wall clock) to the
    command computed from it; for the controller triggers ``state`` (default) and ``timer``,
@@ -83,6 +88,13 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
+def _udp_datagrams() -> int:
+    """UDP datagrams received on this host so far (/proc/net/snmp; all processes)."""
+    lines = [ln.split() for ln in Path('/proc/net/snmp').read_text().splitlines()
+             if ln.startswith('Udp:')]
+    return int(dict(zip(lines[0][1:], lines[1][1:]))['InDatagrams'])
+
+
 def one_process(duration: float, bag: bool, executor: str = 'events') -> dict:
     """manip-sim's runner in this process: RTF and CPU per tick of the process."""
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'     # as manip-sim does
@@ -123,6 +135,7 @@ def separate_processes(duration: float, bag: bool, transport: str) -> dict:
         env['MANIP_PREFER_UDP'] = '0'
     py = sys.executable
     sim_time = ['-p', 'use_sim_time:=true']
+    udp0 = _udp_datagrams()
     with tempfile.TemporaryDirectory() as tmp:
         cmds = {}
         if bag:
@@ -168,10 +181,12 @@ def separate_processes(duration: float, bag: bool, transport: str) -> dict:
     if not m or c0 is None or c1 is None:
         return {'error': err[-1500:]}
     ticks = int(m.group(1))
+    udp = (_udp_datagrams() - udp0) / max(ticks, 1)
     bag_m = re.search(r'bag \S+: (\d+) messages', rec_log)
     return {'rtf': float(m.group(4)), 'ticks': ticks, 'timeouts': int(m.group(2)),
             'cpu_us': {n: 1e6 * (c1[n] - c0[n]) / max(ticks, 1) for n in c1},
-            'recorded': f'{bag_m.group(1)} in the bag' if bag_m else ''}
+            'recorded': (f'{bag_m.group(1)} in the bag' if bag_m else '')
+            + (f'; {udp:.1f} UDP datagrams per tick' if transport == 'udp' else '')}
 
 
 VARIANTS = [
@@ -255,6 +270,123 @@ def realtime(duration: float) -> list[str]:
     return rows
 
 
+PING_PONG = """
+import os, resource, sys, time
+import rclpy
+from rclpy.experimental import EventsExecutor
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
+role, n, reliable = sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'reliable'
+qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE if reliable
+                 else ReliabilityPolicy.BEST_EFFORT)
+rclpy.init()
+node = rclpy.create_node('ping_' + role)
+ex = EventsExecutor()
+ex.add_node(node)
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+if role == 'echo':
+    pub = node.create_publisher(JointState, 'pong', qos)
+    node.create_subscription(JointState, 'ping', pub.publish, qos, raw=True)
+    stop = Future()
+    node.create_subscription(JointState, 'ping_stop', lambda m: stop.set_result(cpu()), qos,
+                             raw=True)
+    node.create_subscription(JointState, 'ping_start', lambda m: print(cpu(), flush=True),
+                             qos, raw=True)
+    while not stop.done():
+        ex.spin_until_future_complete(stop, timeout_sec=0.1)
+    print(stop.result(), flush=True)
+else:
+    raw = serialize_message(JointState(name=['joint1', 'joint2'], position=[1.0, 2.0],
+                                       velocity=[3.0, 4.0], effort=[5.0, 6.0]))
+    pub = node.create_publisher(JointState, 'ping', qos)
+    start = node.create_publisher(JointState, 'ping_start', qos)
+    stop = node.create_publisher(JointState, 'ping_stop', qos)
+    count, t, done = [0], {}, Future()
+    def on_pong(msg):
+        count[0] += 1
+        if count[0] == 200:
+            start.publish(raw)
+            t['t0'], t['c0'] = time.perf_counter(), cpu()
+        if count[0] == n + 200:
+            t['t1'], t['c1'] = time.perf_counter(), cpu()
+            done.set_result(True)
+            return
+        pub.publish(raw)
+    node.create_subscription(JointState, 'pong', on_pong, qos, raw=True)
+    while not (pub.get_subscription_count() and node.count_publishers('pong')
+               and stop.get_subscription_count() and start.get_subscription_count()):
+        ex.spin_once(timeout_sec=0.05)
+    time.sleep(0.3)
+    pub.publish(raw)
+    while not done.done():
+        ex.spin_until_future_complete(done, timeout_sec=0.1)
+    stop.publish(raw)
+    time.sleep(0.2)
+    print((t['t1'] - t['t0']) / n * 1e6, (t['c1'] - t['c0']) / n * 1e6, flush=True)
+"""
+
+
+def ping_pong(transport: str, reliable: bool, n: int = 5000) -> str:
+    """Round trip [us] and CPU per round trip [us] of each of the two processes."""
+    env = {k: v for k, v in os.environ.items() if k not in TRANSPORT_VARS}
+    env.update(ROS_DOMAIN_ID=_domain(3), ROS_AUTOMATIC_DISCOVERY_RANGE='SUBNET',
+               FASTDDS_BUILTIN_TRANSPORTS='UDPv4' if transport == 'udp' else 'SHM')
+    qos = 'reliable' if reliable else 'best_effort'
+    echo = subprocess.Popen([sys.executable, '-c', PING_PONG, 'echo', str(n), qos], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        ping = subprocess.run([sys.executable, '-c', PING_PONG, 'ping', str(n), qos], env=env,
+                              capture_output=True, text=True, timeout=300)
+        out, _ = echo.communicate(timeout=30)
+    finally:
+        if echo.poll() is None:
+            echo.kill()
+    try:
+        rt, ping_cpu = (float(v) for v in ping.stdout.split())
+        c0, c1 = (float(v) for v in out.split()[:2])
+    except ValueError:
+        return f'  {transport} {qos}: failed {ping.stderr[-300:]}'
+    echo_cpu = (c1 - c0) / n * 1e6
+    return (f'  {"UDPv4" if transport == "udp" else "shared memory":<14}{qos:<12} round trip '
+            f'{rt:6.0f} us; CPU per round trip: pinger {ping_cpu:4.0f} us, echo '
+            f'{echo_cpu:4.0f} us')
+
+
+def write_path(n: int = 20000) -> list[str]:
+    """Measure the recorder's per-message cost in one process: bag write, receive stamp."""
+    from manip_control.bag_io import BagWriter
+    from rclpy.clock import Clock
+    from rclpy.clock import ClockType
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
+    raw = serialize_message(JointState(name=['joint1', 'joint2'], position=[1.0, 2.0],
+                                       velocity=[3.0, 4.0], effort=[5.0, 6.0]))
+    rows = []
+    for storage in ('mcap', 'sqlite3'):
+        with tempfile.TemporaryDirectory() as tmp:
+            w = BagWriter(Path(tmp) / 'bag', storage)
+            w.open()
+            w.add_topic('/joint_states', 'sensor_msgs/msg/JointState')
+            write = w.write
+            t0 = time.perf_counter()
+            for k in range(n):
+                write('/joint_states', k * 1_000_000, raw)
+            dt = time.perf_counter() - t0
+            w.close()
+        rows.append(f'  BagWriter.write ({storage}){"":<14}{dt / n * 1e6:6.1f} us per message')
+    clock = Clock(clock_type=ClockType.ROS_TIME)
+    now = clock.handle.get_now
+    for label, fn in (('Clock.now().nanoseconds', lambda: clock.now().nanoseconds),
+                      ('clock.handle.get_now().nanoseconds', lambda: now().nanoseconds)):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        rows.append(f'  {label:<36}{(time.perf_counter() - t0) / n * 1e6:6.1f} us')
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument('--duration', type=float, default=10.0, help='simulated seconds per run')
@@ -271,8 +403,13 @@ def main() -> None:
     print('\n'.join(lockstep_side_by_side(d, repeat)))
     print('2. lockstep, one process, single-threaded executor:')
     print('\n'.join(single_executor(d)))
+    print('3. where the time goes: per message (ping-pong of two processes; recorder path)')
+    for transport in ('udp', 'shm'):
+        for reliable in (True, False):
+            print(ping_pong(transport, reliable))
+    print('\n'.join(write_path()))
     if not args.no_realtime:
-        print('3. real time, 3 nodes in one process, 1 kHz (manip-sim --mode realtime):')
+        print('4. real time, 3 nodes in one process, 1 kHz (manip-sim --mode realtime):')
         print('\n'.join(realtime(d)))
     print(f'load average at end {os.getloadavg()[0]:.2f}')
 
