@@ -55,6 +55,7 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
   ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; torque_limit
   [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10]; nominal.rotor_inertia [0, 10000]
   kg m^2; nominal.gear_ratio [1, 1000] (and the nominal arm and friction as above).
+* trajectory node: position limits [-100, 100] rad; velocity limits (0, 100] rad/s.
 
 Defaults
 --------
@@ -148,6 +149,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                    'integral_limit': (0.0, 100.0, 'rad s'), 'torque_limit': (1e-3, 1e4, 'N m'),
                    'wn': (0.0, 1000.0, 'rad/s'), 'zeta': (0.0, 10.0, '')},
     'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, '')},
+    'trajectory': {'position_limit': (-100.0, 100.0, 'rad'),
+                   'velocity_limit': (0.0, 100.0, 'rad/s')},
 }
 
 

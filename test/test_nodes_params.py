@@ -227,6 +227,10 @@ def test_every_core_parameter_is_validated_under_its_ros_name(node):
      'parameter nominal.arm.l2 (node controller): must be in [0.001, 5] m'),
     ('trajectory', {'control_rate': 5.0},
      'parameter control_rate (node trajectory): must be in [10, 20000] Hz'),
+    ('trajectory', {'limits.position_lower': [-1e9, -3.0]},
+     'parameter limits.position_lower[0] (node trajectory): must be in [-100, 100] rad'),
+    ('trajectory', {'limits.velocity': [5.0, 1e6]},
+     'parameter limits.velocity[1] (node trajectory): must be in [0, 100] rad/s'),
 ])
 def test_implausible_values_and_rates_are_refused_naming_the_parameter(node, values, expected):
     build = {'plant': rp.plant_config, 'controller': rp.controller_config,
@@ -383,10 +387,14 @@ def _get_parameters(probe, executor, spin, node_fqn, names):
     from rcl_interfaces.srv import GetParameters
     from rclpy.parameter import parameter_value_to_python
     client = probe.node.create_client(GetParameters, f'{node_fqn}/get_parameters')
-    assert spin(executor, 30.0, until=client.service_is_ready), f'{node_fqn} not up'
-    future = client.call_async(GetParameters.Request(names=names))
-    assert spin(executor, 10.0, until=future.done)
-    return dict(zip(names, (parameter_value_to_python(v) for v in future.result().values)))
+    assert spin(executor, 60.0, until=client.service_is_ready), f'{node_fqn} not up'
+    for _ in range(6):      # a request sent before discovery completes may go unanswered
+        future = client.call_async(GetParameters.Request(names=names))
+        if spin(executor, 10.0, until=future.done):
+            return dict(zip(names, (parameter_value_to_python(v)
+                                    for v in future.result().values)))
+        client.remove_pending_request(future)
+    pytest.fail(f'{node_fqn}/get_parameters did not answer')
 
 
 def test_params_files_apply_under_a_namespace(procs, probe, executor, spin, tmp_path):

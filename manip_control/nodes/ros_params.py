@@ -753,6 +753,11 @@ def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory') -> Tr
                 raise ParameterError(f'parameter {name}[{j}] (node {node}): must be '
                                      f'{"> 0" if name == "limits.velocity" else "a number"} '
                                      f'(got {v})')
+        try:
+            check_plausible(name, arr, 'trajectory', 'velocity_limit' if name ==
+                            'limits.velocity' else 'position_limit')
+        except ParameterError as exc:
+            raise ros_parameter_error(node, exc) from None
     for j in range(N_JOINTS):
         if not lower[j] < upper[j]:
             raise ParameterError(f'parameter limits.position_lower[{j}] (node {node}): must be '
