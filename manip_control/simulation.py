@@ -215,9 +215,10 @@ class PlantStateError(RuntimeError):
 
 def _check_finite(scenario: Scenario, rec: np.ndarray, final_state: np.ndarray) -> None:
     """Raise PlantStateError at the first tick whose q, qd or current is not finite."""
-    bad = ~np.isfinite(rec[:, 1:5]).all(axis=1) | ~np.isfinite(rec[:, 19:21]).all(axis=1)
-    if not bad.any() and np.isfinite(final_state).all():
+    if (np.isfinite(rec[:, 1:5]).all() and np.isfinite(rec[:, 19:21]).all()
+            and np.isfinite(final_state).all()):
         return
+    bad = ~np.isfinite(rec[:, 1:5]).all(axis=1) | ~np.isfinite(rec[:, 19:21]).all(axis=1)
     k = int(np.argmax(bad)) if bad.any() else len(rec)
     step = scenario.period / scenario.plant.substeps
     raise PlantStateError(
