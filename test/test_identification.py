@@ -58,7 +58,14 @@ NOISE = {'encoder_counts': 262144, 'position_noise_std': 1.0e-5, 'velocity_noise
 
 def _true_theta(scenario):
     p = scenario.plant
-    return base_parameters(p.arm, p.reflected_inertia, p.friction)
+    theta = np.array(base_parameters(p.arm, p.reflected_inertia, p.friction), dtype=float)
+    # rotor 2 riding on link 1 adds c11 to M11 and c12 to M12: the base parameters then
+    # are a + c11, d + c12 and Jr2 - c12 (M22 = d + Jr2 unchanged)
+    c11, c12 = p.rotor_coupling_terms
+    theta[0] += c11
+    theta[2] += c12
+    theta[3] -= c12
+    return theta
 
 
 def _identify_bag(bag, scenario):
