@@ -13,23 +13,30 @@
 # limitations under the License.
 
 """
-Benchmark: manip-analyze end to end vs. a plain rosbags read-and-deserialize loop.
+Benchmark: manip-analyze end to end vs. a plain rosbags reader, on a real manip-sim bag.
 
-Generates a synthetic run (default 10 min at 1 kHz: /joint_states + /effort_controller/commands
-+ /reference = 1.8 M messages) in a temporary directory with :class:`BagWriter` (messages
-serialized with the rosbags Jazzy typestore), then times
+Records (or reuses, ``--keep DIR``) a ``manip-sim --duration 120 --bag`` run with every topic
+(about 600 k messages: /joint_states, /motor_states, /reference, /joint_commands,
+/effort_controller/commands at 1 kHz and diagnostics), then times whole processes, several
+interleaved repetitions, and prints medians (and min / max):
 
-1. the plain loop: ``rosbags.rosbag2.Reader`` over all messages + ``typestore.deserialize_cdr``;
-2. ``manip-analyze BAG --out DIR`` as a subprocess (interpreter start, reading, analysis,
-   report.md/report.json and the PNG plots included);
+1. plain: a Python process that opens the bag with ``rosbags.rosbag2.Reader`` and deserializes
+   every /joint_states message with ``typestore.deserialize_cdr`` (nothing else);
+2. ``manip-analyze BAG --out DIR --quiet`` (report.md/json and the four PNG plots);
+3. ``manip-analyze BAG --out DIR --quiet --no-plots``.
 
-and prints messages/s for both and the ratio. The RMS tracking error computed from the plain
-loop is compared with the report to show both read the same data.
+The ratios plain / manip-analyze are the figures of merit (targets: >= 5x without plots,
+>= 3x with plots). The RMS error of joint1 from the plain loop is compared with the report.
+Then one in-process run of the analysis is split into its stages (imports, open, read and
+decode, analysis, report files, each plot) to show where the time goes.
 
 Usage::
 
-    .venv/bin/python bench/bench_analyze.py [--seconds 600] [--rate 1000]
+    .venv/bin/python bench/bench_analyze.py [--seconds 120] [--repeat 5]
                                             [--storage mcap|sqlite3|both] [--keep DIR]
+
+Timings of whole processes include interpreter start-up and imports; on a loaded machine they
+vary, so the load average is printed with the figures.
 """
 
 from __future__ import annotations
@@ -37,162 +44,202 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from pathlib import Path
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from rosbags.rosbag2 import Reader  # noqa: E402
-from rosbags.typesys import Stores, get_typestore  # noqa: E402
+PLAIN = r'''
+import sys
+from rosbags.rosbag2 import Reader
+from rosbags.typesys import get_typestore, Stores
+ts = get_typestore(Stores.ROS2_JAZZY)
+q, n = {}, 0
+with Reader(sys.argv[1]) as reader:
+    conns = [c for c in reader.connections if c.topic == '/joint_states']
+    for conn, _, raw in reader.messages(connections=conns):
+        msg = ts.deserialize_cdr(raw, conn.msgtype)
+        st = msg.header.stamp
+        q[st.sec * 1_000_000_000 + st.nanosec] = msg.position[0]
+        n += 1
+print(n)
+'''
 
-from manip_control.bag_io import BagWriter  # noqa: E402
-
-JS = 'sensor_msgs/msg/JointState'
-F64 = 'std_msgs/msg/Float64MultiArray'
-JT = 'trajectory_msgs/msg/JointTrajectory'
-
-
-def generate(paths: dict[str, Path], seconds: float, rate: float) -> int:
-    """Write the same synthetic run into one bag per storage; returns the message count."""
-    ts = get_typestore(Stores.ROS2_JAZZY)
-    T = ts.types
-    Time, Header = T['builtin_interfaces/msg/Time'], T['std_msgs/msg/Header']
-    Dur = T['builtin_interfaces/msg/Duration']
-    JointState, Float64MultiArray = T[JS], T[F64]
-    Layout = T['std_msgs/msg/MultiArrayLayout']
-    JointTrajectory, Point = T[JT], T['trajectory_msgs/msg/JointTrajectoryPoint']
-    names = ['joint1', 'joint2']
-    n = int(round(seconds * rate))
-    period = int(round(1e9 / rate))
-    rng = np.random.default_rng(1)
-    jitter = rng.normal(0.0, 20e3, size=n).astype(np.int64)   # 20 µs receive jitter
-    writers = {s: BagWriter(p, storage=s).open() for s, p in paths.items()}
-    for w in writers.values():
-        for topic, typ in (('/joint_states', JS), ('/reference', JT),
-                           ('/effort_controller/commands', F64)):
-            w.add_topic(topic, typ)
-        w.write_params({'control_rate': rate, 'joints': names,
-                        'controller': {'torque_limit': [89.0, 25.0]}})
-    empty = np.zeros(0)
-    zero = Dur(sec=0, nanosec=0)
-    layout = Layout(dim=[], data_offset=0)
-    ser = ts.serialize_cdr
-    for k in range(n):
-        t = k * period
-        tk = k / rate
-        stamp = Time(sec=t // 1_000_000_000, nanosec=t % 1_000_000_000)
-        qd = np.array([0.5 * math.sin(tk), 0.3 * math.cos(0.5 * tk)])
-        vd = np.array([0.5 * math.cos(tk), -0.15 * math.sin(0.5 * tk)])
-        err = np.array([1e-3 * math.sin(7.0 * tk), -2e-3 * math.cos(3.0 * tk)])
-        q = qd - err
-        u = np.array([10.0 * math.sin(tk), 5.0 * math.cos(tk)])
-        hdr = Header(stamp=stamp, frame_id='')
-        raw_js = ser(JointState(header=hdr, name=names, position=q, velocity=vd,
-                                effort=u), JS)
-        raw_ref = ser(JointTrajectory(header=hdr, joint_names=names, points=[
-            Point(positions=qd, velocities=vd, accelerations=empty, effort=empty,
-                  time_from_start=zero)]), JT)
-        raw_cmd = ser(Float64MultiArray(layout=layout, data=u), F64)
-        recv = t + 50_000 + int(jitter[k])
-        for w in writers.values():
-            w.write('/joint_states', recv, raw_js)
-            w.write('/reference', recv + 10_000, raw_ref)
-            w.write('/effort_controller/commands', recv + 200_000, raw_cmd)
-    for w in writers.values():
-        w.close()
-    return 3 * n
+STAGES = r'''
+import sys, time, json
+t0 = time.perf_counter()
+from pathlib import Path
+from manip_control import bag_analysis as ba
+t1 = time.perf_counter()
+from manip_control.bag_io import BagReader
+bag = sys.argv[1]
+out = Path(sys.argv[2])
+with BagReader(bag) as r:
+    t2 = time.perf_counter()
+    sel = ba.select_topics(r.topics)
+    wanted = [getattr(sel, k) for k in ba.ROLES if getattr(sel, k)]
+    r.read_series(wanted)
+    t3 = time.perf_counter()
+t3b = time.perf_counter()
+report, run = ba.analyze(bag)
+t4 = time.perf_counter()
+ba.write_report(run, report, out, plots=False)
+t5 = time.perf_counter()
+import matplotlib.figure, matplotlib.backends.backend_agg
+t6 = time.perf_counter()
+times = {}
+orig = ba._new_figure
+files = ba.write_plots(run, report, out)
+t7 = time.perf_counter()
+print(json.dumps({'import bag_analysis (numpy, yaml, rosbags typesys)': t1 - t0,
+                  'open bag (storage, metadata, typestore)': t2 - t1,
+                  'read + decode the 4 topics': t3 - t2,
+                  'whole load + analysis (open, read, decode, figures)': t4 - t3b,
+                  'report.json + report.md': t5 - t4,
+                  'import matplotlib (Figure, Agg)': t6 - t5,
+                  f'{len(files)} plots (draw + PNG)': t7 - t6}))
+'''
 
 
-def plain_loop(bag: Path) -> tuple[float, int, float]:
-    """rosbags Reader + deserialize_cdr over every message; returns (s, count, rms e1)."""
-    ts = get_typestore(Stores.ROS2_JAZZY)
+def record(bag: Path, seconds: float, storage: str) -> None:
+    """Record a manip-sim run with every topic."""
+    cmd = [sys.executable, '-m', 'manip_control.nodes.sim', '--quiet', '--duration',
+           f'{seconds:g}', '--bag', str(bag), '--storage', storage]
+    env = dict(os.environ)
+    # a domain of its own unless one is chosen (other runs on this machine use domain 0)
+    env.setdefault('ROS_DOMAIN_ID', str(60 + os.getpid() % 40))
     t0 = time.perf_counter()
-    count = 0
-    q: dict[int, float] = {}
-    ref: dict[int, float] = {}
-    with Reader(bag) as reader:
-        for conn, _, raw in reader.messages():
-            msg = ts.deserialize_cdr(raw, conn.msgtype)
-            count += 1
-            if conn.topic == '/joint_states':
-                st = msg.header.stamp
-                q[st.sec * 1_000_000_000 + st.nanosec] = msg.position[0]
-            elif conn.topic == '/reference':
-                st = msg.header.stamp
-                ref[st.sec * 1_000_000_000 + st.nanosec] = msg.points[0].positions[0]
-    elapsed = time.perf_counter() - t0
-    e = np.array([ref[k] - v for k, v in q.items() if k in ref])
-    return elapsed, count, float(np.sqrt(np.mean(e ** 2)))
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f'manip-sim failed ({proc.returncode}): {proc.stderr[-2000:]}')
+    print(f'recorded {bag} ({storage}, {seconds:g} s simulated) in '
+          f'{time.perf_counter() - t0:.1f} s')
 
 
-def analyze_cli(bag: Path, out: Path) -> tuple[float, dict]:
-    """Run manip-analyze as a subprocess; returns (wall time s, report)."""
-    cmd = [sys.executable, '-m', 'manip_control.bag_analysis', str(bag), '--out', str(out),
-           '--quiet']
+CPU: dict[str, list[float]] = {}
+
+
+def timed(cmd: list[str], label: str | None = None) -> tuple[float, str]:
+    """Run ``cmd``; return (wall time [s], stdout); its CPU time (user + sys) goes to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise SystemExit(f'manip-analyze failed ({proc.returncode}): {proc.stderr}')
-    return elapsed, json.loads((out / 'report.json').read_text())
+        raise SystemExit(f'{cmd} failed ({proc.returncode}): {proc.stderr[-2000:]}')
+    if label is not None:
+        CPU.setdefault(label, []).append(after.ru_utime - before.ru_utime
+                                         + after.ru_stime - before.ru_stime)
+    return elapsed, proc.stdout
+
+
+def rms_plain(bag: Path) -> float:
+    """RMS of e = q - q_d for joint1 from a plain rosbags loop (stamp-matched)."""
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    q, ref = {}, {}
+    with Reader(bag) as reader:
+        conns = [c for c in reader.connections if c.topic in ('/joint_states', '/reference')]
+        for conn, _, raw in reader.messages(connections=conns):
+            msg = ts.deserialize_cdr(raw, conn.msgtype)
+            st = msg.header.stamp
+            key = st.sec * 1_000_000_000 + st.nanosec
+            if conn.topic == '/joint_states':
+                q[key] = msg.position[0]
+            else:
+                ref[key] = msg.points[0].positions[0]
+    e = [q[k] - ref[k] for k in q if k in ref]
+    return math.sqrt(sum(x * x for x in e) / len(e))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--seconds', type=float, default=600.0)
-    ap.add_argument('--rate', type=float, default=1000.0)
-    ap.add_argument('--storage', choices=('mcap', 'sqlite3', 'both'), default='both')
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[1])
+    ap.add_argument('--seconds', type=float, default=120.0)
+    ap.add_argument('--repeat', type=int, default=5)
+    ap.add_argument('--storage', choices=('mcap', 'sqlite3', 'both'), default='mcap')
     ap.add_argument('--keep', metavar='DIR',
-                    help='keep the bags and reports in DIR (and reuse bags generated there '
-                         'with the same --seconds/--rate)')
+                    help='keep the bags in DIR and reuse them when recorded with the same '
+                         '--seconds')
     args = ap.parse_args()
     storages = ['mcap', 'sqlite3'] if args.storage == 'both' else [args.storage]
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix='bench_analyze_'))
     base.mkdir(parents=True, exist_ok=True)
+    ok = True
     try:
-        paths = {s: base / f'run_{s}' for s in storages}
-        stamp = base / 'bench.json'
-        wanted = {'seconds': args.seconds, 'rate': args.rate}
-        reuse = (args.keep and stamp.is_file() and json.loads(stamp.read_text()) == wanted
-                 and all((p / 'metadata.yaml').is_file() for p in paths.values()))
-        if reuse:
-            print(f'reusing the bags in {base}')
-        else:
-            for p in paths.values():
-                if p.exists():
-                    shutil.rmtree(p)
-            stamp.unlink(missing_ok=True)
-            t0 = time.perf_counter()
-            n = generate(paths, args.seconds, args.rate)
-            stamp.write_text(json.dumps(wanted))
-            print(f'generated {n} messages per bag ({args.seconds:g} s at {args.rate:g} Hz) '
-                  f'in {time.perf_counter() - t0:.1f} s')
-        for storage, bag in paths.items():
+        for storage in storages:
+            bag = base / f'sim_{args.seconds:g}s_{storage}'
+            if (bag / 'metadata.yaml').is_file():
+                print(f'reusing {bag}')
+            else:
+                if bag.exists():
+                    shutil.rmtree(bag)
+                record(bag, args.seconds, storage)
+            meta = json.loads(timed([sys.executable, '-m', 'manip_control.bag_analysis',
+                                     str(bag), '--out', str(base / 'probe'), '--json',
+                                     '--quiet', '--no-plots'])[1])
+            count = meta['bag']['message_count']
             size = sum(f.stat().st_size for f in bag.iterdir()) / 1e6
-            t_plain, count, rms_plain = plain_loop(bag)
-            t_cli, report = analyze_cli(bag, base / f'report_{storage}')
-            rms_cli = report['tracking']['per_joint']['joint1']['rms']
-            print(f'[{storage}] {size:.0f} MB, {count} messages')
-            print(f'  plain rosbags read+deserialize: {t_plain:7.2f} s  '
-                  f'{count / t_plain:10.0f} msg/s')
-            print(f'  manip-analyze end to end:       {t_cli:7.2f} s  '
-                  f'{count / t_cli:10.0f} msg/s')
-            print(f'  ratio: {t_plain / t_cli:.2f}x   (RMS e joint1: plain {rms_plain:.9g}, '
-                  f'report {rms_cli:.9g})')
-            if not math.isclose(rms_plain, rms_cli, rel_tol=1e-9):
+            print(f'[{storage}] {bag.name}: {size:.0f} MB, {count} messages, '
+                  f'{meta["timing"]["state"]["count"]} joint states, '
+                  f'{len(meta["bag"]["topics"])} topics')
+            runs = {
+                'plain rosbags loop (deserialize every /joint_states)':
+                    [sys.executable, '-c', PLAIN, str(bag)],
+                'manip-analyze (report + 4 plots)':
+                    [sys.executable, '-m', 'manip_control.bag_analysis', str(bag), '--out',
+                     str(base / f'rep_{storage}'), '--quiet'],
+                'manip-analyze --no-plots':
+                    [sys.executable, '-m', 'manip_control.bag_analysis', str(bag), '--out',
+                     str(base / f'rep_{storage}_np'), '--quiet', '--no-plots'],
+            }
+            times: dict[str, list[float]] = {k: [] for k in runs}
+            loads = []
+            CPU.clear()
+            for _ in range(args.repeat):                  # interleaved repetitions
+                for name, cmd in runs.items():
+                    times[name].append(timed(cmd, name)[0])
+                loads.append(os.getloadavg()[0])
+            for title, data in (('wall time', times), ('CPU time (user + sys)', CPU)):
+                med = {k: statistics.median(v) for k, v in data.items()}
+                print(f'  {title}:')
+                for name, v in data.items():
+                    print(f'    {name:55s} median {med[name]:6.3f} s  (min {min(v):.3f}, '
+                          f'max {max(v):.3f}, n={len(v)})')
+                plain = med['plain rosbags loop (deserialize every /joint_states)']
+                r_plots = plain / med['manip-analyze (report + 4 plots)']
+                r_np = plain / med['manip-analyze --no-plots']
+                print(f'    ratio plain / manip-analyze ({title}): {r_np:.2f}x without plots '
+                      f'(target >= 5), {r_plots:.2f}x with plots (target >= 3)')
+            print(f'  load average (1 min) during the runs: {min(loads):.2f} .. '
+                  f'{max(loads):.2f} on {os.cpu_count()} cores')
+            rep = json.loads((base / f'rep_{storage}' / 'report.json').read_text())
+            rms_cli = rep['tracking']['per_joint']['joint1']['rms']
+            rms_ref = rms_plain(bag)
+            print(f'  RMS e joint1: plain loop {rms_ref:.12g}, report {rms_cli:.12g}')
+            if not math.isclose(rms_ref, rms_cli, rel_tol=1e-9):
                 print('  MISMATCH between the plain loop and the report', file=sys.stderr)
-                return 1
+                ok = False
+            stage_runs = [json.loads(timed([sys.executable, '-c', STAGES, str(bag),
+                                            str(base / 'stages')])[1]) for _ in range(3)]
+            start = [timed([sys.executable, '-c', 'pass'])[0] for _ in range(3)]
+            print('  where the time goes (one process, median of 3):')
+            print(f'    {"interpreter start-up":55s} {statistics.median(start):6.3f} s')
+            for key in stage_runs[0]:
+                print(f'    {key:55s} {statistics.median(s[key] for s in stage_runs):6.3f} s')
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == '__main__':

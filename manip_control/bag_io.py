@@ -130,6 +130,7 @@ _DISTRO_STORES = {
     'iron': Stores.ROS2_IRON, 'jazzy': Stores.ROS2_JAZZY, 'kilted': Stores.ROS2_KILTED,
 }
 _INFINITE = QosTime(9223372036, 854775807)   # RMW_DURATION_INFINITE as rosbag2 records it
+_YAML_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)     # libyaml when available
 
 
 class BagError(Exception):
@@ -410,7 +411,7 @@ def read_params(bag_path: str | Path) -> dict | None:
     if not target.is_file():
         return None
     try:
-        data = yaml.safe_load(target.read_text(encoding='utf-8'))
+        data = yaml.load(target.read_text(encoding='utf-8'), Loader=_YAML_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         raise BagError(f'{target}: unreadable parameters file ({exc})') from None
     return data if isinstance(data, dict) else None
@@ -957,7 +958,16 @@ def _extract(rows: np.ndarray, fields: Mapping) -> dict:
 
 
 def _same_static(rows: np.ndarray, ranges: list[tuple[int, int]], ref: int) -> np.ndarray:
-    """Rows whose bytes in ``ranges`` equal those of row ``ref`` (compared as 8-byte words)."""
+    """Rows whose bytes in ``ranges`` equal those of row ``ref`` (compared as words)."""
+    n, length = rows.shape
+    if length % 4 == 0 and rows.flags.c_contiguous and n:
+        mask = np.zeros(length, np.uint8)
+        for a, b in ranges:
+            mask[a:b] = 0xFF
+        wmask = mask.view('<u4')
+        wcols = np.flatnonzero(wmask)
+        sel = rows.view('<u4')[:, wcols] & wmask[wcols]
+        return (sel == sel[ref]).all(axis=1)
     merged: list[list[int]] = []
     for a, b in sorted(ranges):
         if merged and a <= merged[-1][1]:
@@ -1478,7 +1488,6 @@ class BagReader:
         Built with public rosbags calls only (``get_typestore``, ``register``, ``fielddefs``).
         """
         store_id = self._store_choice()
-        default = default_typestore(store_id)
         store_name = getattr(store_id, 'name', str(store_id))
         store = get_typestore(Stores.EMPTY)
         problems: dict[str, str] = {}
@@ -1499,12 +1508,14 @@ class BagReader:
                     store.register(new)
                 except (TypesysError, ValueError, KeyError) as exc:
                     problems[t.msgtype] = f'unusable message definition in the bag ({exc})'
-        needed: dict = {}
-        for name in self._conns:
-            for _, t in self._conns[name]:
-                _collect_defaults(store, default, t.msgtype, needed, set())
-        if needed:
-            store.register(needed)
+        if any(_missing_type(store, conns[0][1].msgtype) for conns in self._conns.values()):
+            default = default_typestore(store_id)      # only when the bag lacks definitions
+            needed: dict = {}
+            for name in self._conns:
+                for _, t in self._conns[name]:
+                    _collect_defaults(store, default, t.msgtype, needed, set())
+            if needed:
+                store.register(needed)
         self.typestore = store
         self.topics.clear()
         self.skipped.clear()

@@ -168,7 +168,7 @@ def read_metadata(path: str | Path) -> dict:
         raise StorageError(f'{path}: unreadable ({getattr(exc, "strerror", None) or exc})') \
             from None
     try:
-        meta = yaml.safe_load(text)
+        meta = yaml.load(text, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, 'problem_mark', None)
         where = f' at line {mark.line + 1}, column {mark.column + 1}' if mark else ''
@@ -470,25 +470,48 @@ class RawBatch:
         return RawBatch(self.ts[order], self.buf, self.starts[order], self.lengths[order])
 
 
-def _gather(payload: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenate ``payload[s:s + n]`` for all messages into one compact buffer."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.uint8)
-    first = np.zeros(len(lengths), np.int64)
-    np.cumsum(lengths[:-1], out=first[1:])
-    idx = np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
-    return payload[idx]
+def _windows(payload, width: int) -> np.ndarray:
+    """Read-only (len - width + 1, width) view: row k is ``payload[k:k + width]``."""
+    return np.ndarray(shape=(max(len(payload) - width + 1, 0), width), dtype=np.uint8,
+                      buffer=payload, strides=(1, 1))
 
 
-def _compact(payload: np.ndarray, ts: np.ndarray, starts: np.ndarray,
-             lengths: np.ndarray) -> RawBatch:
-    buf = _gather(payload, starts, lengths)
-    new_starts = np.zeros(len(lengths), np.int64)
-    if len(lengths) > 1:
-        np.cumsum(lengths[:-1], out=new_starts[1:])
-    return RawBatch(ts.astype(np.int64, copy=False), buf, new_starts,
-                    lengths.astype(np.int64, copy=False))
+class _Collector:
+    """
+    Messages of one topic gathered chunk by chunk, joined into one buffer at the end.
+
+    Messages of one length in a chunk are copied as rows of a sliding-window view of the
+    chunk (one C-level copy per message, no per-byte index); other lengths are sliced.
+    """
+
+    def __init__(self) -> None:
+        self.ts: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+        self.pieces: list = []
+
+    def add(self, payload: bytes, ts: np.ndarray, starts: np.ndarray,
+            lengths: np.ndarray) -> None:
+        self.ts.append(ts)
+        self.lengths.append(lengths)
+        first = int(lengths[0])
+        if first > 0 and (lengths == first).all():
+            rows = _windows(payload, first)[starts]
+            self.pieces.append(rows.reshape(-1))
+        else:
+            ends = (starts + lengths).tolist()
+            self.pieces.append(np.frombuffer(b''.join(
+                map(payload.__getitem__, map(slice, starts.tolist(), ends))), np.uint8))
+
+    def batch(self) -> RawBatch:
+        if not self.ts:
+            return RawBatch.concat([])
+        lengths = np.concatenate(self.lengths).astype(np.int64, copy=False)
+        starts = np.zeros(len(lengths), np.int64)
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1], out=starts[1:])
+        buf = self.pieces[0] if len(self.pieces) == 1 else np.concatenate(self.pieces)
+        return RawBatch(np.concatenate(self.ts).astype(np.int64, copy=False), buf, starts,
+                        lengths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,7 +520,7 @@ def _compact(payload: np.ndarray, ts: np.ndarray, starts: np.ndarray,
 _CHUNK_HEAD = struct.Struct('<QQQI')            # start, end, uncompressed size, crc
 
 
-def _decompress(data: bytes, compression: str, size: int, crc: int, check: bool) -> bytes:
+def _decompress(data, compression: str, size: int, crc: int, check: bool):
     if compression == '':
         out = data
     elif compression == 'zstd':
@@ -547,7 +570,7 @@ def _parse_channel(body) -> tuple[int, int, str, str, dict]:
 class _Chunk:
     """A decoded chunk: its payload and, per channel, message times / starts / lengths."""
 
-    payload: np.ndarray
+    payload: bytes
     index: dict = field(default_factory=dict)
 
 
@@ -686,7 +709,7 @@ class McapStorageReader:
                     payload = _decompress(rec.data, rec.compression, rec.uncompressed_size,
                                           rec.uncompressed_crc, True)
                     index = _walk_chunk(payload, schemas, channels)
-                    chunks.append(_Chunk(np.frombuffer(payload, np.uint8), index))
+                    chunks.append(_Chunk(payload, index))
                 elif isinstance(rec, Schema):
                     schemas[rec.id] = (rec.name, rec.encoding, bytes(rec.data))
                 elif isinstance(rec, Channel):
@@ -748,13 +771,13 @@ class McapStorageReader:
         _, _, usize, crc = _CHUNK_HEAD.unpack_from(raw, 9)
         comp, pos = _mcap_string(raw, 9 + _CHUNK_HEAD.size)
         (n,) = struct.unpack_from('<Q', raw, pos)
-        data = raw[pos + 8:pos + 8 + n]
+        data = memoryview(raw)[pos + 8:pos + 8 + n]
         if len(data) != n:
             raise StorageError(f'truncated chunk at offset {ci.chunk_start_offset}')
         payload = _decompress(data, comp, usize, crc, False)
         arr = np.frombuffer(payload, np.uint8)
         if cids is None:                            # no message indexes: walk the records
-            return _Chunk(arr, _walk_chunk(payload, {}, {}))
+            return _Chunk(payload, _walk_chunk(payload, {}, {}))
         first = min(ci.message_index_offsets.values())
         fh.seek(first)
         block = fh.read(ci.message_index_length)
@@ -772,20 +795,20 @@ class McapStorageReader:
             offsets = entries[:, 1].astype(np.int64)
             if offsets.size and offsets.max() + _MSG_HEADER > arr.size:
                 raise StorageError('message index points outside its chunk')
-            sizes = np.ascontiguousarray(
-                arr[(offsets[:, None] + np.arange(1, 9)).ravel()]).view('<u8')
-            if (arr[offsets] != 0x05).any() or (sizes < 22).any():
+            heads = _windows(payload, 9)[offsets]
+            sizes = np.ascontiguousarray(heads[:, 1:]).view('<u8')[:, 0]
+            if (heads[:, 0] != 0x05).any() or (sizes < 22).any():
                 raise StorageError('message index does not point at message records')
             lengths = sizes.astype(np.int64) - 22
             if offsets.size and (offsets + 9 + lengths + 22).max() > arr.size:
                 raise StorageError('message record exceeds its chunk')
             index[cid] = (ts, offsets + _MSG_HEADER, lengths)
-        return _Chunk(arr, index)
+        return _Chunk(payload, index)
 
     def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
         """Raw messages of the channels ``ids`` (per channel in file order)."""
         wanted = set(ids)
-        parts: dict[int, list[RawBatch]] = {c: [] for c in wanted}
+        parts = {c: _Collector() for c in wanted}
         chunks = self._chunks if self._chunks is not None else (
             self._read_chunk(ci, wanted) for ci in self._chunk_indexes)
         for chunk in chunks:
@@ -795,14 +818,18 @@ class McapStorageReader:
             for cid in wanted:
                 item = chunk.index.get(cid)
                 if item is not None and len(item[0]):
-                    parts[cid].append(_compact(chunk.payload, *item))
+                    parts[cid].add(chunk.payload, *item)
                     done += len(item[0])
             if progress is not None:
                 progress(done)
-        for cid, (ts, data) in self._loose.items():
-            if cid in wanted:
-                parts[cid].append(RawBatch.from_list(ts, data))
-        return {cid: RawBatch.concat(p) for cid, p in parts.items()}
+        out = {}
+        for cid, col in parts.items():
+            loose = self._loose.get(cid)
+            batch = col.batch()
+            if loose:
+                batch = RawBatch.concat([batch, RawBatch.from_list(*loose)])
+            out[cid] = batch
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
