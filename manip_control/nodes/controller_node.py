@@ -75,6 +75,7 @@ from manip_control.nodes.controller_safety import ControllerSafety
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
 from manip_control.nodes.ros_params import coerce_parameter
+from manip_control.nodes.ros_params import controller_all_specs
 from manip_control.nodes.ros_params import controller_config
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import declare_parameters
@@ -751,7 +752,7 @@ def _plain(value):
 def main(args=None) -> int:
     """``ros2 run manip_control controller [--ros-args ...]``; ``--help`` lists parameters."""
     if wants_help(args):
-        return print_node_help('controller', __doc__, controller_specs() + safety_specs())
+        return print_node_help('controller', __doc__, controller_all_specs())
     return run_node(ControllerNode, args)
 
 

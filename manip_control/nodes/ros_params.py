@@ -868,15 +868,27 @@ def _yaml_scalar(value: Any) -> str:
 PACKAGE_NODES = ('plant', 'controller', 'trajectory', 'recorder')
 
 
+def controller_all_specs() -> list[ParamSpec]:
+    """
+    Return every parameter the controller declares: its own, the safety layer's, the limits.
+
+    The defaults of the read-only ``hard_limits.*`` are the ones of the default configuration
+    (the node computes them from its start values).
+    """
+    from manip_control.nodes.controller_safety import safety_from_values
+    from manip_control.nodes.controller_safety import safety_specs
+    from manip_control.safety import hard_limit_defaults
+    co = ControllerParameters()
+    defaults = hard_limit_defaults(co.kp, co.kd, co.ki, co.torque_limit,
+                                   safety_from_values({}, 'controller'))
+    return controller_specs() + safety_specs() + hard_limit_specs(defaults)
+
+
 def node_parameter_names(node: str) -> set[str]:
-    """Every parameter name the package's node ``node`` declares (its safety layer included)."""
-    if node not in SPECS:
-        return set()
-    names = {s.name for s in SPECS[node]()}
+    """Return every parameter name the package's node ``node`` declares."""
     if node == 'controller':
-        from manip_control.nodes.controller_safety import safety_specs
-        names |= {s.name for s in safety_specs()}
-    return names
+        return {s.name for s in controller_all_specs()}
+    return {s.name for s in SPECS[node]()} if node in SPECS else set()
 
 
 def _is_ignorable(name: str) -> bool:
