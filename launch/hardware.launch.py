@@ -52,6 +52,7 @@ def generate_launch_description():
     ros_args = ['--ros-args', '--log-level', log_level]
     # our nodes stop cleanly (SIGTERM) even if ros2 launch itself is killed with SIGTERM
     stop_with_parent = {'MANIP_STOP_WITH_PARENT': '1'}
+    sigterm_timeout = LaunchConfiguration('sigterm_timeout')
     return LaunchDescription([
         DeclareLaunchArgument(
             'params_file',
@@ -85,6 +86,10 @@ def generate_launch_description():
                         'bring it up by hand (ros2 lifecycle set /controller configure, then '
                         'activate)'),
         DeclareLaunchArgument(
+            'sigterm_timeout', default_value='15',
+            description='seconds a node gets to finish after SIGINT (the recorder closes its '
+                        'bag) before launch escalates to SIGTERM'),
+        DeclareLaunchArgument(
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
         Node(package='manip_control', executable='controller', name='controller',
@@ -96,12 +101,14 @@ def generate_launch_description():
                          ('effort_controller/commands', command_topic),
                          ('joint_commands', joint_commands_topic),
                          ('reference', reference_topic)],
-             arguments=ros_args, additional_env=stop_with_parent),
+             arguments=ros_args, additional_env=stop_with_parent,
+             sigterm_timeout=sigterm_timeout),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime'}],
              remappings=[('reference', reference_topic)],
-             arguments=ros_args, additional_env=stop_with_parent),
+             arguments=ros_args, additional_env=stop_with_parent,
+             sigterm_timeout=sigterm_timeout),
         Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
              output='screen', arguments=['-d', rviz_config],
              condition=UnlessCondition(headless)),

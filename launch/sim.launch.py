@@ -65,6 +65,7 @@ def generate_launch_description():
     ros_args = ['--ros-args', '--log-level', log_level]
     # our nodes stop cleanly (SIGTERM) even if ros2 launch itself is killed with SIGTERM
     stop_with_parent = {'MANIP_STOP_WITH_PARENT': '1'}
+    sigterm_timeout = LaunchConfiguration('sigterm_timeout')
     recording = PythonExpression(["'", bag, "' != ''"])
     # the recorder takes absolute topic names: /NS/<topic>, or /<topic> without a namespace
     recorded = PythonExpression(["[('/' + '", namespace, "'.strip('/') + '/' + t)"
@@ -78,7 +79,7 @@ def generate_launch_description():
             # the controller, + the recorder's subscription when recording
             'wait_for_subscribers': ParameterValue(
                 PythonExpression(['2 if ', recording, ' else 1']), value_type=int)}],
-        arguments=ros_args, additional_env=stop_with_parent)
+        arguments=ros_args, additional_env=stop_with_parent, sigterm_timeout=sigterm_timeout)
     return LaunchDescription([
         DeclareLaunchArgument(
             'params_file',
@@ -107,6 +108,10 @@ def generate_launch_description():
                         'bring it up by hand (ros2 lifecycle set /controller configure, then '
                         'activate)'),
         DeclareLaunchArgument(
+            'sigterm_timeout', default_value='15',
+            description='seconds a node gets to finish after SIGINT (the recorder closes its '
+                        'bag) before launch escalates to SIGTERM'),
+        DeclareLaunchArgument(
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
         plant,
@@ -119,16 +124,19 @@ def generate_launch_description():
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
                                        'autostart': ParameterValue(autostart,
                                                                    value_type=bool)}],
-             arguments=ros_args, additional_env=stop_with_parent),
+             arguments=ros_args, additional_env=stop_with_parent,
+             sigterm_timeout=sigterm_timeout),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
-             arguments=ros_args, additional_env=stop_with_parent),
+             arguments=ros_args, additional_env=stop_with_parent,
+             sigterm_timeout=sigterm_timeout),
         Node(package='manip_control', executable='recorder', name='recorder',
              namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True, 'bag': bag,
                           'topics': ParameterValue(recorded, value_type=List[str])}],
              arguments=ros_args, additional_env=stop_with_parent,
+             sigterm_timeout=sigterm_timeout,
              condition=IfCondition(recording)),
         Node(package='robot_state_publisher', executable='robot_state_publisher',
              name='robot_state_publisher', namespace=namespace, output='screen',

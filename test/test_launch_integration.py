@@ -286,7 +286,9 @@ def test_sim_launch_until_stopped_ends_cleanly(how, ros2_ws, ros2_procs, tmp_pat
         assert_clean(logs)
     counts, _ = read_bag(bag)
     assert counts['/joint_states'] >= 1000, counts
-    assert abs(counts['/joint_states'] - counts['/motor_states']) <= 1, counts
+    # every node stops at once: the last few messages in flight may miss the bag
+    for topic in DATA_TOPICS:
+        assert abs(counts['/joint_states'] - counts[topic]) <= 10, counts
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,10 +379,11 @@ def test_launch_arguments_are_described(ros2_ws, file):
     assert done.returncode == 0, done.stderr
     names = re.findall(r"^    '(\w+)':$", done.stdout, re.M)
     expected = {'sim.launch.py': {'params_file', 'duration', 'namespace', 'headless', 'bag',
-                                  'autostart', 'log_level'},
+                                  'autostart', 'sigterm_timeout', 'log_level'},
                 'hardware.launch.py': {'params_file', 'joint_states_topic', 'command_topic',
                                        'joint_commands_topic', 'reference_topic', 'namespace',
-                                       'headless', 'autostart', 'log_level'},
+                                       'headless', 'autostart', 'sigterm_timeout',
+                                       'log_level'},
                 'display.launch.py': {'model', 'use_sim_time'}}[file]
     assert set(names) == expected, done.stdout
     assert 'no description given' not in done.stdout, done.stdout
