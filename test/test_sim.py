@@ -237,7 +237,7 @@ BAD_PARAMS = {
                         'parameter arm.m1 (node plant): must be a number'),
     'plant_joint.yaml': ('plant', 'plant:\n  ros__parameters:\n    motors.R: [0.3]\n',
                          'parameter motors.R (node plant): must have 2 elements'),
-    'plant_yaml.yaml': ('plant', 'plant:\n  ros__parameters: [\n', "Couldn't parse params"),
+    'plant_yaml.yaml': ('plant', 'plant:\n  ros__parameters: [\n', 'not valid YAML'),
     'traj_limit.yaml': ('trajectory', 'trajectory:\n  ros__parameters:\n    trajectory: '
                         "'{type: sinusoid, amplitude: [4.0, 0.1], frequency: 1.0}'\n",
                         'parameter trajectory (node trajectory): joint1 position reaches'),
