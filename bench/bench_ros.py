@@ -31,7 +31,10 @@ Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
    two processes (EventsExecutor, ``raw=True`` as the nodes use them): round trip and CPU per
    round trip of each process, reliable and best effort, over UDPv4 and over shared memory;
    and the recorder's per-message write path in one process (``BagWriter.write`` into MCAP,
-   and the receive stamp from ``Clock.now()`` or from the rcl clock).
+   and the receive stamp from ``Clock.now()`` or from the rcl clock); and the longest
+   ``publish()`` of a 1 kHz reliable publisher in the 4 s after its subscriber process is
+   killed (SIGKILL), over UDPv4 and over Fast DDS's default (shared memory + UDPv4): the
+   reason the nodes prefer UDPv4 was a 1 s stall there.
 4. Real time, the same three nodes in one process (manip-sim --mode realtime), 1 kHz:
    controller ticks executed in the wall-clock window of the run against the ticks due at
    1 kHz, and latency from a joint-state publication (its header stamp, wall clock) to the
@@ -354,6 +357,65 @@ def ping_pong(transport: str, reliable: bool, n: int = 5000) -> str:
             f'{echo_cpu:4.0f} us')
 
 
+KILLED_PEER_SUB = """
+import rclpy
+from rclpy.experimental import EventsExecutor
+from rclpy.task import Future
+from sensor_msgs.msg import JointState
+rclpy.init()
+n = rclpy.create_node('peer_sub')
+n.create_subscription(JointState, 'peer', lambda m: None, 100, raw=True)
+ex = EventsExecutor()
+ex.add_node(n)
+while True:
+    ex.spin_until_future_complete(Future(), timeout_sec=0.1)
+"""
+KILLED_PEER = """
+import signal, subprocess, sys, time
+import rclpy
+from rclpy.qos import QoSProfile
+from rclpy.serialization import serialize_message
+from sensor_msgs.msg import JointState
+sub = subprocess.Popen([sys.executable, '-c', sys.argv[1]])
+rclpy.init()
+node = rclpy.create_node('peer_pub')
+pub = node.create_publisher(JointState, 'peer', QoSProfile(depth=100))
+raw = serialize_message(JointState(name=['a', 'b'], position=[1.0, 2.0]))
+while pub.get_subscription_count() < 1:
+    time.sleep(0.05)
+def longest(seconds):
+    worst, at, t_start = 0.0, 0.0, time.monotonic()
+    while time.monotonic() < t_start + seconds:
+        t0 = time.perf_counter()
+        pub.publish(raw)
+        d = time.perf_counter() - t0
+        if d > worst:
+            worst, at = d, time.monotonic() - t_start
+        time.sleep(0.001)
+    return worst, at
+before, _ = longest(1.0)
+sub.send_signal(signal.SIGKILL)
+sub.wait()
+after, at = longest(4.0)
+print(before * 1e3, after * 1e3, at, flush=True)
+"""
+
+
+def killed_peer(transport: str) -> str:
+    """Measure the longest publish() [ms] of a 1 kHz publisher around a SIGKILL of its reader."""
+    env = {k: v for k, v in os.environ.items() if k not in TRANSPORT_VARS}
+    env.update(ROS_DOMAIN_ID=_domain(4), ROS_AUTOMATIC_DISCOVERY_RANGE='SUBNET',
+               FASTDDS_BUILTIN_TRANSPORTS=transport)
+    res = subprocess.run([sys.executable, '-c', KILLED_PEER, KILLED_PEER_SUB], env=env,
+                         capture_output=True, text=True, timeout=120)
+    try:
+        before, after, at = (float(v) for v in res.stdout.split())
+    except ValueError:
+        return f'  killed subscriber, {transport}: failed {res.stderr[-300:]}'
+    return (f'  killed subscriber, {transport:<8} longest publish(): {before:6.1f} ms before the '
+            f'kill, {after:7.1f} ms in the 4 s after it ({at:.2f} s after)')
+
+
 def write_path(n: int = 20000) -> list[str]:
     """Measure the recorder's per-message cost in one process: bag write, receive stamp."""
     from manip_control.bag_io import BagWriter
@@ -408,6 +470,8 @@ def main() -> None:
         for reliable in (True, False):
             print(ping_pong(transport, reliable))
     print('\n'.join(write_path()))
+    for transport in ('UDPv4', 'DEFAULT'):
+        print(killed_peer(transport))
     if not args.no_realtime:
         print('4. real time, 3 nodes in one process, 1 kHz (manip-sim --mode realtime):')
         print('\n'.join(realtime(d)))
