@@ -56,7 +56,7 @@ import time
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PLAIN = r'''
+PLAIN = r"""
 import sys
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import get_typestore, Stores
@@ -70,9 +70,9 @@ with Reader(sys.argv[1]) as reader:
         q[st.sec * 1_000_000_000 + st.nanosec] = msg.position[0]
         n += 1
 print(n)
-'''
+"""
 
-STAGES = r'''
+STAGES = r"""
 import sys, time, json
 t0 = time.perf_counter()
 from pathlib import Path
@@ -105,7 +105,7 @@ print(json.dumps({'import bag_analysis (numpy, yaml, rosbags typesys)': t1 - t0,
                   'report.json + report.md': t5 - t4,
                   'import matplotlib (Figure, Agg)': t6 - t5,
                   f'{len(files)} plots (draw + PNG)': t7 - t6}))
-'''
+"""
 
 
 def record(bag: Path, seconds: float, storage: str) -> None:

@@ -194,7 +194,7 @@ def _lookup(params: dict | None, *paths: str) -> Any:
 
 
 def _per_joint(value: Any, n: int) -> list[float] | None:
-    """A scalar or a list of n numbers as n positive floats, else None."""
+    """Return a scalar or a list of n numbers as n positive floats, else None."""
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             vals = [float(value)] * n
@@ -304,7 +304,7 @@ def _cols(src_names: list[str], joints: list[str], values: np.ndarray) -> np.nda
 
 
 class _Progress:
-    """Plain ``\\r`` percentage on stderr for long bags."""
+    r"""Plain ``\r`` percentage on stderr for long bags."""
 
     def __init__(self, label: str, enabled: bool) -> None:
         self.label = label
@@ -556,8 +556,10 @@ def _clocks(run: RunData) -> dict:
 
 def _align(ref_t: np.ndarray, ref_v: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, int]:
     """
-    Reference values at times ``t``: exact stamp match, else linear interpolation inside
-    the reference span, else NaN. Returns (values (N, J), number of exact matches).
+    Return the reference values at times ``t`` and the number of exact stamp matches.
+
+    Exact stamp match, else linear interpolation inside the reference span, else NaN.
+    Values have shape (N, J).
     """
     # unique times (keep the last sample of a repeated stamp)
     keep = np.ones(len(ref_t), bool)
@@ -867,7 +869,7 @@ def _latency(run: RunData) -> dict:
 
 
 def _effort_all_zero(effort: np.ndarray) -> bool:
-    """True if the joint states carry effort values and every one of them is exactly 0."""
+    """Tell whether the joint states carry effort values that are all exactly 0."""
     vals = effort[np.isfinite(effort)]
     return bool(vals.size) and not vals.any()
 
@@ -945,7 +947,7 @@ def _timing_lines(name: str, tm: dict) -> list[str]:
 
 
 def _drops(tm: dict) -> str:
-    """Dropped ticks as text ('n/a (other clock)' where they are not counted)."""
+    """Format dropped ticks ('n/a (other clock)' where they are not counted)."""
     if tm.get('dropped_ticks') is not None:
         return str(tm['dropped_ticks'])
     return 'n/a (other clock)' if tm.get('dropped_ticks_note') else 'n/a'
@@ -1146,130 +1148,312 @@ def _decimate(t: np.ndarray, y: np.ndarray, max_points: int = 2000):
 
 
 PLOT_DPI = 100
+_COLORS = ((31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40))
+_BLACK = (0, 0, 0)
+_GRAY = (120, 120, 120)
+#: Figure margins [px at PLOT_DPI]: room for tick labels, axis labels and the title.
+_MARGINS = {'left': 100, 'right': 25, 'bottom': 60, 'top': 50, 'hspace': 45, 'wspace': 100}
 
 
-#: Figure margins [inch]: room for tick labels, axis labels and the title at any size.
-_MARGINS = {'left': 1.0, 'right': 0.25, 'bottom': 0.6, 'top': 0.5, 'hspace': 0.45,
-            'wspace': 1.0}
+def _nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
+    """Return round tick values (1, 2, 2.5, 5 x 10^k steps) covering [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [lo] if math.isfinite(lo) else []
+    raw = (hi - lo) / target
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9)
+    ticks = [k * step for k in range(first, int(math.floor(hi / step + 1e-9)) + 1)]
+    return [0.0 if abs(t) < step * 1e-9 else t for t in ticks]
 
 
-def _new_figure(width: float, height: float, rows: int = 1, cols: int = 1):
+def _tick_text(values: list[float]) -> list[str]:
+    """Format tick values with the decimals their spacing needs."""
+    if len(values) < 2:
+        return [f'{v:g}' for v in values]
+    step = min(abs(b - a) for a, b in zip(values, values[1:]))
+    big = max(abs(v) for v in values)
+    if big >= 1e5 or (big and big < 1e-3):
+        return [f'{v:.3g}' for v in values]
+    decimals = max(0, -int(math.floor(math.log10(step) + 1e-9))) if step else 0
+    if step and round(step * 10 ** decimals, 6) % 1:       # e.g. 2.5 steps
+        decimals += 1
+    return [f'{v:.{decimals}f}' for v in values]
+
+
+class _Canvas:
     """
-    An Agg figure (no pyplot) with fixed margins in inches, so nothing is clipped.
+    A small PNG plotter on Pillow: panels with lines, histograms, ticks, labels, legends.
 
-    A layout engine (constrained / tight) would measure every text first: about half of the
-    plotting time. Fixed margins fit 8-character tick labels at the default font size.
+    Lines are drawn as per-pixel-column envelopes (first, min, max, last value of the samples
+    falling in each column), so a million samples cost a few array reductions and one
+    polyline; text uses Pillow's bundled FreeType font. About 10-30 ms per figure.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(width, height), dpi=PLOT_DPI)
-    FigureCanvasAgg(fig)
-    m = _MARGINS
-    avail_h = height - m['bottom'] - m['top']
-    avail_w = width - m['left'] - m['right']
-    fig.subplots_adjust(left=m['left'] / width, right=1 - m['right'] / width,
-                        bottom=m['bottom'] / height, top=1 - m['top'] / height,
-                        hspace=m['hspace'] * rows / max(avail_h - m['hspace'] * (rows - 1),
-                                                        0.5),
-                        wspace=m['wspace'] * cols / max(avail_w - m['wspace'] * (cols - 1),
-                                                        0.5))
-    return fig
+
+    def __init__(self, width_in: float, height_in: float, title: str) -> None:
+        from PIL import Image
+        from PIL import ImageDraw
+        from PIL import ImageFont
+        self.w = int(round(width_in * PLOT_DPI))
+        self.h = int(round(height_in * PLOT_DPI))
+        self.img = Image.new('RGB', (self.w, self.h), (255, 255, 255))
+        self.draw = ImageDraw.Draw(self.img)
+        self.font = ImageFont.load_default(size=12)
+        self.small = ImageFont.load_default(size=10)
+        self.title_font = ImageFont.load_default(size=13)
+        self._image = Image
+        self._image_draw = ImageDraw
+        self.draw.text((self.w / 2, 12), title, fill=_BLACK, font=self.title_font, anchor='ma')
+
+    def grid(self, rows: int, cols: int) -> list[list[tuple[int, int, int, int]]]:
+        """Return pixel boxes (x0, y0, x1, y1) of a rows x cols panel grid."""
+        m = _MARGINS
+        pw = (self.w - m['left'] - m['right'] - m['wspace'] * (cols - 1)) / cols
+        ph = (self.h - m['top'] - m['bottom'] - m['hspace'] * (rows - 1)) / rows
+        return [[(int(m['left'] + c * (pw + m['wspace'])), int(m['top'] + r * (ph + m['hspace'])),
+                  int(m['left'] + c * (pw + m['wspace']) + pw),
+                  int(m['top'] + r * (ph + m['hspace']) + ph)) for c in range(cols)]
+                for r in range(rows)]
+
+    def vtext(self, x: float, y: float, text: str) -> None:
+        """Draw ``text`` rotated by 90 degrees, centred vertically on ``y``, right of ``x``."""
+        box = self.font.getbbox(text)
+        im = self._image.new('L', (box[2] + 2, box[3] + 4), 0)
+        self._image_draw.Draw(im).text((1, 1), text, fill=255, font=self.font)
+        im = im.rotate(90, expand=True)
+        self.img.paste(_BLACK, (int(x), int(y - im.size[1] / 2)), im)
+
+    def save(self, path: Path) -> None:
+        """Write the PNG (PLOT_DPI recorded, fast compression)."""
+        self.img.save(path, 'PNG', dpi=(PLOT_DPI, PLOT_DPI), compress_level=1)
+
+
+class _Panel:
+    """One axes of a :class:`_Canvas`: data limits, then lines / bars, then the frame."""
+
+    def __init__(self, canvas: _Canvas, box: tuple[int, int, int, int], xlim: tuple,
+                 ylim: tuple, log_y: bool = False) -> None:
+        self.c = canvas
+        self.box = box
+        self.log_y = log_y
+        x0, x1 = xlim
+        if not x1 > x0:
+            x0, x1 = x0 - 0.5, x0 + 0.5
+        y0, y1 = ylim
+        if not (math.isfinite(y0) and math.isfinite(y1)):
+            y0, y1 = 0.0, 1.0
+        if not y1 > y0:
+            y0, y1 = y0 - max(abs(y0) * 0.05, 0.5), y0 + max(abs(y0) * 0.05, 0.5)
+        else:
+            pad = 0.05 * (y1 - y0)
+            y0, y1 = (y0, y1 + pad * 2) if log_y else (y0 - pad, y1 + pad)
+        self.xlim, self.ylim = (x0, x1), (y0, y1)
+        self.legend: list[tuple[str, tuple]] = []
+
+    def px(self, x: np.ndarray) -> np.ndarray:
+        x0, y0, x1, _ = self.box
+        return x0 + (np.asarray(x, float) - self.xlim[0]) / (self.xlim[1] - self.xlim[0]) * \
+            (x1 - x0)
+
+    def py(self, y: np.ndarray) -> np.ndarray:
+        _, y0, _, y1 = self.box
+        return y1 - (np.asarray(y, float) - self.ylim[0]) / (self.ylim[1] - self.ylim[0]) * \
+            (y1 - y0)
+
+    def line(self, x: np.ndarray, y: np.ndarray, color: tuple, label: str | None = None) -> None:
+        """Draw y(x) (x ascending) as a per-pixel-column envelope; NaN samples break it."""
+        x = np.asarray(x, float)
+        y = np.asarray(y, float)
+        ok = np.isfinite(x) & np.isfinite(y)
+        if label:
+            self.legend.append((label, color))
+        if not ok.any():
+            return
+        idx = np.flatnonzero(ok)
+        breaks = np.flatnonzero(np.diff(idx) > 1) + 1
+        for run in np.split(idx, breaks):
+            cols = np.floor(self.px(x[run])).astype(np.int64)
+            rows = self.py(y[run])
+            starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
+            ends = np.r_[starts[1:], len(cols)] - 1
+            pts = np.empty((len(starts), 4, 2))
+            pts[:, :, 0] = cols[starts, None]
+            pts[:, 0, 1] = rows[starts]
+            pts[:, 1, 1] = np.minimum.reduceat(rows, starts)
+            pts[:, 2, 1] = np.maximum.reduceat(rows, starts)
+            pts[:, 3, 1] = rows[ends]
+            flat = pts.reshape(-1, 2)
+            if len(flat) == 4 and (flat[:, 1] == flat[0, 1]).all():
+                flat = flat[:1]
+            if len(flat) == 1:
+                self.c.draw.point((float(flat[0, 0]), float(flat[0, 1])), fill=color)
+            else:
+                self.c.draw.line(flat.ravel().tolist(), fill=color, width=1)
+
+    def bars(self, counts: np.ndarray, edges: np.ndarray, color: tuple) -> None:
+        """Histogram bars (log_y: bars of log10(count), empty bins left out)."""
+        bottom = self.py(self.ylim[0])
+        for n, a, b in zip(counts.tolist(), edges[:-1].tolist(), edges[1:].tolist()):
+            if n <= 0:
+                continue
+            top = self.py(math.log10(n) if self.log_y else n)
+            xa, xb = self.px(a), self.px(b)
+            self.c.draw.rectangle((float(xa), float(top), max(float(xb) - 1, float(xa)),
+                                   float(bottom)), fill=color)
+
+    def vline(self, x: float) -> None:
+        """A dotted vertical line at ``x``."""
+        px = float(self.px(x))
+        _, y0, _, y1 = self.box
+        if self.box[0] <= px <= self.box[2]:
+            for y in range(y0, y1, 4):
+                self.c.draw.line((px, y, px, min(y + 1, y1)), fill=_BLACK)
+
+    def finish(self, ylabel: str, xlabel: str | None, x_ticklabels: bool = True) -> None:
+        """Frame, ticks, tick labels, axis labels and legend."""
+        d, font = self.c.draw, self.c.font
+        x0, y0, x1, y1 = self.box
+        d.rectangle((x0, y0, x1, y1), outline=_BLACK)
+        for t in _nice_ticks(*self.xlim):
+            px = float(self.px(t))
+            d.line((px, y1, px, y1 + 4), fill=_BLACK)
+        if x_ticklabels:
+            ticks = _nice_ticks(*self.xlim)
+            for t, s in zip(ticks, _tick_text(ticks)):
+                d.text((float(self.px(t)), y1 + 6), s, fill=_BLACK, font=font, anchor='ma')
+        if self.log_y:
+            yt = [float(k) for k in range(math.ceil(self.ylim[0]), math.floor(self.ylim[1]) + 1)]
+            labels = [f'1e{int(k)}' if abs(k) > 3 else f'{10 ** k:g}' for k in yt]
+        else:
+            yt = _nice_ticks(*self.ylim)
+            labels = _tick_text(yt)
+        for t, s in zip(yt, labels):
+            py = float(self.py(t))
+            d.line((x0 - 4, py, x0, py), fill=_BLACK)
+            d.text((x0 - 6, py), s, fill=_BLACK, font=font, anchor='rm')
+        widest = max((font.getbbox(s)[2] for s in labels), default=0)
+        self.c.vtext(max(2, x0 - 12 - widest - 16), (y0 + y1) / 2, ylabel)
+        if xlabel:
+            d.text(((x0 + x1) / 2, y1 + 24), xlabel, fill=_BLACK, font=font, anchor='ma')
+        if self.legend:
+            small = self.c.small
+            wide = max(small.getbbox(s)[2] for s, _ in self.legend) + 34
+            lx, ly = x1 - wide - 6, y0 + 6
+            d.rectangle((lx, ly, x1 - 6, ly + 14 * len(self.legend) + 4), fill=(255, 255, 255),
+                        outline=_GRAY)
+            for k, (s, color) in enumerate(self.legend):
+                yy = ly + 9 + 14 * k
+                d.line((lx + 4, yy, lx + 24, yy), fill=color, width=2)
+                d.text((lx + 28, yy), s, fill=_BLACK, font=small, anchor='lm')
+
+
+def _limits(*arrays: np.ndarray) -> tuple[float, float]:
+    vals = [np.asarray(a, float) for a in arrays if a is not None and np.size(a)]
+    lo = min((float(np.nanmin(v)) for v in vals if np.isfinite(v).any()), default=math.nan)
+    hi = max((float(np.nanmax(v)) for v in vals if np.isfinite(v).any()), default=math.nan)
+    return lo, hi
 
 
 def write_plots(run: RunData, report: dict, out_dir: Path) -> list[str]:
     """
     Write tracking, error, effort and timing PNGs; return their paths.
 
-    Each figure carries the bag name in its title, axis labels with units, is laid out with
-    matplotlib's constrained layout (no clipped labels) and saved at ``PLOT_DPI``. Long
-    series are drawn as min/max envelopes of at most 4000 points; histograms are one step line
-    each. matplotlib is imported here only (Agg canvas, no pyplot).
+    Each figure carries the bag name in its title and axis labels with units, is drawn at
+    ``PLOT_DPI`` with fixed margins that leave room for every label, and is rendered by a
+    small Pillow plotter (:class:`_Canvas`): lines as per-pixel-column min/max envelopes,
+    histograms as bars with log-scale counts. No matplotlib: its import and layout alone cost
+    about 1 s of CPU, several times the whole analysis.
     """
-    import warnings
-    warnings.filterwarnings('ignore', message='All-NaN', category=RuntimeWarning)
     files: list[str] = []
     t = run.rel(run.state_t)
     nj = len(run.joints)
     rows = max(nj, 1)
     bag = Path(run.bag_info['path']).name or run.bag_info['path']
-    height = 1.7 * rows + 1.0
+    height = 1.7 * rows + 1.1
+    xlim = (float(t[0]), float(t[-1])) if t.size else (0.0, 1.0)
 
-    def save(fig, name, title):
-        fig.suptitle(f'{bag}: {title}', fontsize=10, y=1 - 0.12 / fig.get_figheight(),
-                     va='top')
+    def save(canvas, name):
         path = out_dir / name
-        fig.savefig(path, dpi=PLOT_DPI, pil_kwargs={'compress_level': 1})
+        canvas.save(path)
         files.append(str(path))
 
-    def axes(ncol=1, width=9.0):
-        fig = _new_figure(width, height, rows, ncol)
-        return fig, fig.subplots(rows, ncol, sharex=True, squeeze=False)
+    def panels(canvas, cols=1):
+        return canvas.grid(rows, cols)
 
-    fig, ax = axes()
+    cv = _Canvas(9.0, height, f'{bag}: joint position q and reference q_d')
+    boxes = panels(cv)
     for j, name in enumerate(run.joints):
-        a = ax[j, 0]
-        a.plot(*_decimate(t, run.state.position[:, j]), lw=0.8, label='q')
-        if run.q_d is not None:
-            a.plot(*_decimate(t, run.q_d[:, j]), lw=0.8, ls='--', label='q_d')
-        a.set_ylabel(f'{name} [rad]')
-        a.legend(loc='upper right', fontsize=7)
-    ax[-1, 0].set_xlabel('t [s]')
-    save(fig, 'tracking.png', 'joint position q and reference q_d')
+        qd = run.q_d[:, j] if run.q_d is not None else None
+        p = _Panel(cv, boxes[j][0], xlim, _limits(run.state.position[:, j], qd))
+        p.line(t, run.state.position[:, j], _COLORS[0], 'q')
+        if qd is not None:
+            p.line(t, qd, _COLORS[1], 'q_d')
+        p.finish(f'{name} [rad]', 't [s]' if j == nj - 1 else None, j == nj - 1)
+    save(cv, 'tracking.png')
 
     if run.error is not None:
-        fig, ax = axes()
+        cv = _Canvas(9.0, height, f'{bag}: tracking error e = q - q_d (dotted: late window '
+                                  'start)')
+        boxes = panels(cv)
         for j, name in enumerate(run.joints):
-            ax[j, 0].plot(*_decimate(t, run.error[:, j]), lw=0.7)
-            ax[j, 0].set_ylabel(f'e {name} [rad]')
-            ax[j, 0].axvline(report['tracking']['late_window_start_s'], color='k', lw=0.5,
-                             ls=':')
-        ax[-1, 0].set_xlabel('t [s]')
-        save(fig, 'error.png', 'tracking error e = q - q_d (dotted: late window start)')
+            p = _Panel(cv, boxes[j][0], xlim, _limits(run.error[:, j]))
+            p.line(t, run.error[:, j], _COLORS[0])
+            p.vline(report['tracking']['late_window_start_s'])
+            p.finish(f'e {name} [rad]', 't [s]' if j == nj - 1 else None, j == nj - 1)
+        save(cv, 'error.png')
 
     has_motor = run.motor is not None and len(run.motor)
-    measured = np.isfinite(run.state.effort).any() and not \
-        report['measured_effort'].get('all_zero')
+    all_zero = report['measured_effort'].get('all_zero')
+    measured = np.isfinite(run.state.effort).any() and not all_zero
     if run.command_u is not None or measured or has_motor:
         ncol = 2 if has_motor else 1
-        fig, ax = axes(ncol, 9.0 + 3.0 * (ncol - 1))
-        for j, name in enumerate(run.joints):
-            a = ax[j, 0]
-            if run.command_u is not None:
-                a.plot(*_decimate(run.rel(run.command_t), run.command_u[:, j]), lw=0.7,
-                       label='u (command)')
-            if measured and np.isfinite(run.state.effort[:, j]).any():
-                a.plot(*_decimate(t, run.state.effort[:, j]), lw=0.7, label='measured')
-            a.set_ylabel(f'{name} [N·m]')
-            a.legend(loc='upper right', fontsize=7)
-            if has_motor:
-                cur = _cols(run.motor.names, run.joints, run.motor.position)[:, j]
-                ax[j, 1].plot(*_decimate(run.rel(run.motor_t), cur), lw=0.7)
-                ax[j, 1].set_ylabel(f'{name} current [A]')
-        for k in range(ncol):
-            ax[-1, k].set_xlabel('t [s]')
         title = 'commanded and measured joint torque' + (', motor current' if has_motor
                                                          else '')
-        if report['measured_effort'].get('all_zero'):
+        if all_zero:
             title += ' (measured effort is zero throughout: not drawn)'
-        save(fig, 'effort.png', title)
+        cv = _Canvas(9.0 + 3.0 * (ncol - 1), height, f'{bag}: {title}')
+        boxes = panels(cv, ncol)
+        ct = run.rel(run.command_t) if run.command_u is not None else None
+        for j, name in enumerate(run.joints):
+            u = run.command_u[:, j] if run.command_u is not None else None
+            tau = run.state.effort[:, j] if measured else None
+            p = _Panel(cv, boxes[j][0], xlim, _limits(u, tau))
+            if u is not None:
+                order = np.argsort(ct, kind='stable')
+                p.line(ct[order], u[order], _COLORS[0], 'u (command)')
+            if tau is not None:
+                p.line(t, tau, _COLORS[1], 'measured')
+            last = j == nj - 1
+            p.finish(f'{name} [N·m]', 't [s]' if last else None, last)
+            if has_motor:
+                cur = _cols(run.motor.names, run.joints, run.motor.position)[:, j]
+                mt = run.rel(run.motor_t)
+                order = np.argsort(mt, kind='stable')
+                p = _Panel(cv, boxes[j][1], xlim, _limits(cur))
+                p.line(mt[order], cur[order], _COLORS[0])
+                p.finish(f'{name} current [A]', 't [s]' if last else None, last)
+        save(cv, 'effort.png')
 
-    fig = _new_figure(10.0, 3.6, 1, 2)
-    ax = fig.subplots(1, 2, squeeze=False)
+    cv = _Canvas(10.0, 3.6, f'{bag}: loop timing')
+    (b1, b2), = _Canvas.grid(cv, 1, 2)
     dt = np.diff(run.state_t) / 1e6
-
-    def hist(a, values):
+    lat = _latency_samples(run) if run.command is not None else None
+    for box, values, xlabel in ((b1, dt, f'joint-state period [ms] ({run.time_base} time)'),
+                                (b2, lat * 1e3 if lat is not None else np.zeros(0),
+                                 'state-to-command latency [ms] (receive time)')):
         values = values[np.isfinite(values)]
         if values.size:
-            counts, edges = np.histogram(values, bins=100)
-            a.stairs(counts, edges, fill=True)
-            a.set_yscale('log')
-        a.set_ylabel('count (log scale)')
-    hist(ax[0, 0], dt)
-    ax[0, 0].set_xlabel(f'joint-state period [ms] ({run.time_base} time)')
-    lat = _latency_samples(run) if run.command is not None else None
-    hist(ax[0, 1], lat * 1e3 if lat is not None else np.zeros(0))
-    ax[0, 1].set_xlabel('state-to-command latency [ms] (receive time)')
-    save(fig, 'timing.png', 'loop timing')
+            lo, hi = float(values.min()), float(values.max())
+            if hi <= lo:
+                lo, hi = lo - 0.5 * max(abs(lo), 1e-3), hi + 0.5 * max(abs(hi), 1e-3)
+            counts, edges = np.histogram(values, bins=100, range=(lo, hi))
+            top = math.log10(max(int(counts.max()), 1))
+            p = _Panel(cv, box, (lo, hi), (0.0, max(top, 1.0)), log_y=True)
+            p.bars(counts, edges, _COLORS[0])
+        else:
+            p = _Panel(cv, box, (0.0, 1.0), (0.0, 1.0), log_y=True)
+        p.finish('count (log scale)', xlabel)
+    save(cv, 'timing.png')
     return files
 
 
@@ -1377,7 +1561,7 @@ def write_report(run: RunData, report: dict, out_dir: Path, *, plots: bool = Tru
 
 def _writable(path: Path) -> bool:
     """
-    True if ``path`` (or its nearest existing parent) is writable by permission bits.
+    Tell whether ``path`` (or its nearest existing parent) is writable by permission bits.
 
     Checks the mode bits as well as ``os.access`` so that a read-only fixture is left alone
     even when running as root.

@@ -158,7 +158,7 @@ def normalize_msgtype(msgtype: str) -> str:
 
 
 def default_typestore(store: Stores | str = Stores.ROS2_JAZZY):
-    """A rosbags typestore of a ROS 2 distribution (``Stores`` member or distro name)."""
+    """Return a rosbags typestore of a ROS 2 distribution (``Stores`` member or name)."""
     if isinstance(store, str) and not isinstance(store, Stores):
         try:
             store = _DISTRO_STORES[store.lower()]
@@ -405,7 +405,7 @@ def write_params(bag_dir: str | Path, params: Mapping[str, Any]) -> Path:
 
 
 def read_params(bag_path: str | Path) -> dict | None:
-    """The ``params.yaml`` beside a bag's ``metadata.yaml`` (or beside a bare file), or None."""
+    """Return the ``params.yaml`` beside a bag's ``metadata.yaml`` (or bare file), or None."""
     bag_path = Path(bag_path)
     target = (bag_path if bag_path.is_dir() else bag_path.parent) / PARAMS_FILE
     if not target.is_file():
@@ -532,7 +532,7 @@ class BagWriter:
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
-    def open(self) -> BagWriter:
+    def open(self) -> BagWriter:  # noqa: A003 - the public name since the first release
         """Create the bag directory and storage file."""
         if self._st is not None or self._closed:
             raise BagError(f'{self.path}: writer already open')
@@ -665,7 +665,7 @@ class BagWriter:
 
     @property
     def topics(self) -> dict[str, str]:
-        """Registered topics and their types."""
+        """Return the registered topics and their types."""
         return {t: r.msgtype for t, r in self._topics.items()}
 
     @property
@@ -1137,7 +1137,9 @@ class TrajectorySeries:
 
     def sample_times_ns(self, base: str = 'header') -> np.ndarray:
         """
-        Time of each sample [ns]: header stamp (receive time if ``base == 'receive'`` or if
+        Return the time of each sample [ns].
+
+        Header stamp (receive time if ``base == 'receive'`` or if
         every stamp is zero, i.e. unset) + time_from_start.
         """
         use_header = base == 'header' and bool(self.stamp_ns.size) and bool(self.stamp_ns.any())
@@ -1364,7 +1366,7 @@ class BagReader:
         self.close()
         return False
 
-    def open(self) -> BagReader:
+    def open(self) -> BagReader:  # noqa: A003 - the public name since the first release
         """Open the bag and resolve its topics and types (raises :class:`BagError`)."""
         path = self.path
         if not path.exists():
@@ -1407,7 +1409,7 @@ class BagReader:
         return self
 
     def _culprit(self, exc: BaseException | None = None) -> Path:
-        """The file to name in an error message."""
+        """Return the file to name in an error message."""
         text = str(exc) if exc is not None else ''
         for f in self.files:
             if str(f) in text or f.name in text:
@@ -1679,7 +1681,7 @@ class BagReader:
         return out
 
     def _layout_matches(self, msgtype: str) -> bool:
-        """True if the bag's definition of ``msgtype`` has the standard field layout."""
+        """Tell whether the bag's definition of ``msgtype`` has the standard field layout."""
         try:
             return _signature(self.typestore, msgtype) == _LAYOUTS[msgtype]
         except (KeyError, IndexError, AttributeError):

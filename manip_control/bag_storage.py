@@ -80,7 +80,7 @@ class StorageError(Exception):
 class TopicRecord:
     """One topic as ``metadata.yaml`` and the storage files describe it."""
 
-    id: int
+    id: int  # noqa: A003 - the storage id of the topic / channel
     topic: str
     msgtype: str
     msgdef_format: str = ''          # 'ros2msg', 'ros2idl' or '' (no definition stored)
@@ -98,11 +98,13 @@ def metadata_dict(storage: str, files: list[tuple[str, int, int, int]],
     Parameters
     ----------
     storage : {'mcap', 'sqlite3'}
+        Storage identifier.
     files : list of (file name, start [ns], end [ns], message count)
         ``end`` is the last message's timestamp; a file without messages has count 0.
     topics : iterable of TopicRecord
         Counts are the messages the files hold per topic.
     ros_distro : str
+        Distribution name recorded in the metadata.
 
     """
     topics = list(topics)
@@ -404,7 +406,7 @@ class SqliteStorageWriter:
 
 
 def open_storage_writer(path: Path, storage: str, **options):
-    """A new storage file of kind ``storage`` ('mcap' or 'sqlite3')."""
+    """Create a storage file of kind ``storage`` ('mcap' or 'sqlite3')."""
     if storage == 'mcap':
         return McapStorageWriter(path, **options)
     if storage == 'sqlite3':
@@ -463,7 +465,7 @@ class RawBatch:
                         np.concatenate([p.lengths for p in parts]))
 
     def order_by_time(self) -> RawBatch:
-        """The same messages sorted by timestamp (stable)."""
+        """Return the same messages sorted by timestamp (stable)."""
         if self.ts.size < 2 or not (np.diff(self.ts) < 0).any():
             return self
         order = np.argsort(self.ts, kind='stable')

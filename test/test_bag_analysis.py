@@ -13,7 +13,9 @@
 # limitations under the License.
 
 """
-Tests of manip-analyze (manip_control.bag_analysis) on synthetic runs with known signals,
+Tests of manip-analyze (manip_control.bag_analysis).
+
+Synthetic runs with known signals,
 on the real iiwa fixture (figures recomputed with a plain rosbags loop) and for CLI errors.
 """
 
@@ -75,7 +77,9 @@ def _jt(ns, names, pos, vel):
 def write_run(path: Path, *, stamps, recv, q, qd, tau, ref=None, cmds=None, js_cmds=None,
               motor=None, params=None, storage='mcap') -> Path:
     """
-    Write a synthetic run. ref = (stamps, recv, q_d, qd_d); cmds = (recv, u);
+    Write a synthetic run.
+
+    ref = (stamps, recv, q_d, qd_d); cmds = (recv, u);
     js_cmds = (stamps, recv, u, q_d, qd_d); motor = (stamps, recv, i, v, i_ref).
     """
     with BagWriter(path, storage=storage) as w:
@@ -111,6 +115,8 @@ MOTORS = [{'Jm': 1e-5, 'N': 100.0, 'i_max': 15.0}, {'Jm': 5e-6, 'N': 50.0, 'i_ma
 @pytest.fixture(scope='module')
 def tracking_run(tmp_path_factory):
     """
+    Record a tracking run with known signals.
+
     3 s at 1 kHz, sinusoidal reference, known error e = q - q_d, F64 commands with a
     clipped joint, motor telemetry, 250 µs command latency.
     """
@@ -559,3 +565,32 @@ def test_core_modules_do_not_import_rclpy():
     proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_plots_titled_unclipped_at_100_dpi(tracking_run, tmp_path, capsys):
+    """Four PNGs at 100 dpi with a title line, labels in the margins, data inside the axes."""
+    from PIL import Image
+    out = tmp_path / 'rep'
+    assert main([str(tracking_run['path']), '--out', str(out), '--quiet']) == 0
+    capsys.readouterr()
+    for name in ('tracking.png', 'error.png', 'effort.png', 'timing.png'):
+        img = Image.open(out / name)
+        assert img.info['dpi'][0] >= 99.9, name
+        dark = np.asarray(img.convert('L')) < 128
+        h, w = dark.shape
+        assert w >= 900 and h >= 360
+        assert dark[:40, w // 4:3 * w // 4].any(), f'{name}: no title'
+        assert dark[:, :60].any(), f'{name}: no y labels in the left margin'
+        assert dark[-40:, :].any(), f'{name}: no x label at the bottom'
+        # nothing touches the image border (no clipped text or lines)
+        assert not (dark[0].any() or dark[-1].any() or dark[:, 0].any() or dark[:, -1].any())
+    md = (out / 'report.md').read_text()
+    assert '![tracking](tracking.png)' in md
+
+
+def test_nice_ticks_and_labels():
+    assert bag_analysis._nice_ticks(0.0, 120.0) == [0.0, 25.0, 50.0, 75.0, 100.0]
+    assert bag_analysis._nice_ticks(-0.53, 0.55) == pytest.approx([-0.5, -0.25, 0.0, 0.25, 0.5])
+    assert bag_analysis._tick_text([-0.5, -0.25, 0.0, 0.25, 0.5]) == \
+        ['-0.50', '-0.25', '0.00', '0.25', '0.50']
+    assert bag_analysis._tick_text([0.0, 1.0, 2.0]) == ['0', '1', '2']

@@ -13,7 +13,9 @@
 # limitations under the License.
 
 """
-Tests of manip_control.bag_io: writer (metadata v8, definitions, QoS, params), reader
+Tests of manip_control.bag_io.
+
+Writer (metadata v8, definitions, QoS, params), reader
 (directories, bare files, trailing bytes, corrupt files, undecodable topics) and the fast
 bulk decoders checked against the rosbags deserializer.
 """
@@ -495,7 +497,7 @@ def test_mcap_chunks_without_message_index(tmp_path):
     np.testing.assert_array_equal(got['/reference'].positions, want['/reference'].positions)
 
 
-ROUND_TRIP = r'''
+ROUND_TRIP = r"""
 import sys
 from pathlib import Path
 import numpy as np
@@ -528,7 +530,7 @@ for storage in ('mcap', 'sqlite3'):
     assert pos == [-k for k in range(50)], storage
 import rosbags.rosbag2
 print(rosbags.rosbag2.__file__)
-'''
+"""
 
 
 def test_round_trip_with_newest_rosbags_from_the_package_index(tmp_path):

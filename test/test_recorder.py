@@ -13,6 +13,8 @@
 # limitations under the License.
 
 """
+Tests of recording (the recorder node and manip-sim --bag).
+
 Recording: a real rosbag2 bag (metadata version 8, MCAP or sqlite3) written from raw CDR,
 nothing lost at 1 kHz for 60 s, the resolved parameters beside metadata.yaml, the standalone
 recorder node; SIGKILL of manip-sim --bag and of the recorder (recovered, at most the last
@@ -36,7 +38,7 @@ import yaml
 
 pytest.importorskip('rclpy')
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT  # noqa: E402, I100
 
 from manip_control.bag_io import BagReader  # noqa: E402
 from manip_control.nodes import sim  # noqa: E402
@@ -177,7 +179,7 @@ def _kill(p):
 
 
 def _check_recovered(bag, kill_ns, tmp_path):
-    """A killed recording: read and analysed (recovered), lost at most the last ~second."""
+    """Check a killed recording: read and analysed (recovered), at most ~1 s lost."""
     with BagReader(bag) as r:
         assert r.metadata_version is None and r.recovered
         assert 'no metadata.yaml' in r.recovered_reason

@@ -191,7 +191,7 @@ class RecorderNode(Node):
             self._fetch_parameters()
 
     def all_matched(self) -> bool:
-        """True when every subscription is matched with every publisher in the graph."""
+        """Tell whether every subscription is matched with every publisher in the graph."""
         for topic, sub in self._subs.items():
             if sub is not None and sub.get_publisher_count() < self.count_publishers(topic):
                 return False
