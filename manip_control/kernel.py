@@ -626,7 +626,8 @@ def stepper(params, period: float):
     The callable ``step(x, u1, u2) -> tuple`` advances the state sequence ``x`` (8 floats)
     over one period with the held input ``u`` (current reference [A] or clamped torque
     [N·m], as ``Plant.input_for`` returns it): the same RK4 as ``Plant.step``, in machine
-    code. None when :func:`plant_unsupported` names a reason.
+    code. None when :func:`plant_unsupported` names a reason. The compiled code is loaded
+    (or compiled, the first time on a machine) here, not at the first step.
     """
     if plant_unsupported(params) is not None:
         return None
@@ -636,6 +637,7 @@ def stepper(params, period: float):
     def held_step(x, u1, u2):
         return step(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], u1, u2, packed)
 
+    held_step((0.0,) * 8, 0.0, 0.0)
     return held_step
 
 
@@ -652,7 +654,7 @@ class Packed:
     """
 
     def __init__(self, scenario, duration: float | None = None):
-        from manip_control.plant import Plant
+        from manip_control.plant import initial_state
         from manip_control.trajectories import trajectory_from_config
 
         period = scenario.period
@@ -660,7 +662,7 @@ class Packed:
         self.plant = pack_plant(scenario.plant, period)
         self.controller = pack_controller(scenario.controller, period)
         self.sensors = pack_sensors(scenario.plant.sensors, period)
-        self.x0 = Plant(scenario.plant, period).state
+        self.x0 = initial_state(scenario.plant)
         traj = trajectory_from_config(dict(scenario.trajectory), 2)
         self.ref = references(traj, self.n, period)
         self.noise = sensor_noise(scenario.plant.sensors, self.n)

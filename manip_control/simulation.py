@@ -42,6 +42,7 @@ from typing import Callable, Sequence
 from manip_control import kernel
 from manip_control.control import Controller
 from manip_control.parameters import Scenario
+from manip_control.plant import initial_state
 from manip_control.plant import Plant
 from manip_control.sensors import JointSensors
 from manip_control.trajectories import trajectory_from_config
@@ -106,12 +107,13 @@ class ClosedLoop:
     Plant, sensors, controller and trajectory of one scenario, stepped tick by tick.
 
     The ROS lockstep nodes and :func:`run_closed_loop` both drive these same objects.
+    ``compiled=False`` makes the plant use its Python step (see :class:`Plant`).
     """
 
-    def __init__(self, scenario: Scenario):
+    def __init__(self, scenario: Scenario, compiled: bool = True):
         self.scenario = scenario
         period = scenario.period
-        self.plant = Plant(scenario.plant, period)
+        self.plant = Plant(scenario.plant, period, compiled=compiled)
         self.sensors = JointSensors(scenario.plant.sensors, period)
         self.controller = Controller(scenario.controller, period)
         self.trajectory = trajectory_from_config(dict(scenario.trajectory), 2)
@@ -178,9 +180,10 @@ def run_closed_loop_python(scenario: Scenario,
     """
     Simulate ``scenario`` tick by tick with the Python objects of :class:`ClosedLoop`.
 
-    The reference implementation of the loop (and the fallback of :func:`run_closed_loop`).
+    The reference implementation of the loop (and the fallback of :func:`run_closed_loop`),
+    with the plant's Python step.
     """
-    loop = ClosedLoop(scenario)
+    loop = ClosedLoop(scenario, compiled=False)
     plant, sensors, ctrl, traj = loop.plant, loop.sensors, loop.controller, loop.trajectory
     period = scenario.period
     n = int(round((scenario.duration if duration is None else duration) / period))
@@ -425,7 +428,7 @@ def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
     tasks = []
     for idx in groups.values():
         shared = kernel.Packed(scenarios[idx[0]], duration)
-        x0s = np.array([Plant(scenarios[i].plant, scenarios[i].period).state for i in idx])
+        x0s = np.array([initial_state(scenarios[i].plant) for i in idx])
         plants = np.array([kernel.pack_plant(scenarios[i].plant, scenarios[i].period)
                            for i in idx])
         ctrls = np.array([kernel.pack_controller(scenarios[i].controller, scenarios[i].period)

@@ -102,7 +102,7 @@ def test_rhs_equals_plant_dynamics_at_random_states(params):
 def test_period_step_equals_plant_step(params):
     rng = np.random.default_rng(5)
     packed = kernel.pack_plant(params, 1e-3)
-    plant = Plant(params, 1e-3)
+    plant = Plant(params, 1e-3, compiled=False)
     xs, taus = _random_points(rng, 40)
     for x, tau in zip(xs, taus):
         plant.state = x
@@ -210,7 +210,7 @@ def test_engine_is_checked():
 def test_stepper_follows_plant_step(params):
     """The compiled step offered to ``Plant`` (same inputs as its Python step)."""
     step = kernel.stepper(params, 1e-3)
-    plant = Plant(params, 1e-3)
+    plant = Plant(params, 1e-3, compiled=False)
     x = list(plant.state)
     for tau in ([40.0, 9.0], [-80.0, 30.0], [0.0, 0.0]):
         u = plant.input_for(*tau)
@@ -218,3 +218,15 @@ def test_stepper_follows_plant_step(params):
         x = list(step(x, u[0], u[1]))
         ref = plant.state
         np.testing.assert_allclose(x, ref, rtol=1e-12, atol=1e-12 * (1.0 + np.abs(ref).max()))
+
+
+def test_plant_uses_the_compiled_step_unless_told_not_to():
+    params = load_scenario('default').plant
+    fast, slow = Plant(params, 1e-3), Plant(params, 1e-3, compiled=False)
+    assert fast._compiled_step is not None and slow._compiled_step is None
+    for tau in ([40.0, 9.0], [-80.0, 30.0]):
+        fast.step(*tau)
+        slow.step(*tau)
+        np.testing.assert_allclose(fast.state, slow.state, rtol=1e-12, atol=1e-12)
+        assert (fast.time, fast.steps, fast.current_reference()) == (
+            slow.time, slow.steps, slow.current_reference())
