@@ -121,8 +121,8 @@ from manip_control.parameters import ParameterError
 
 __all__ = [
     'RefusalReason', 'Refusal', 'JointSample', 'ReferenceSample',
-    'map_joint_state', 'map_array_command', 'map_reference', 'RefusalCounter', 'decode_refusal', 'SourceGuard', 'MAX_NAMES',
-    'MAX_SEQUENCE_GAP',
+    'map_joint_state', 'map_array_command', 'map_reference', 'RefusalCounter',
+    'decode_refusal', 'SourceGuard', 'MAX_NAMES', 'MAX_SEQUENCE_GAP',
     'SafetyParameters', 'safety_from_dict', 'SAFE_MODES',
     'Mode', 'SafeReason', 'Transition', 'SafetySupervisor', 'ReferenceWatchdog',
     'hold_torque', 'clamp_torque', 'validate_parameter_update', 'validate_parameter_updates',
@@ -424,7 +424,7 @@ class RefusalCounter:
         return f'ignoring {source} message: {refusal}{more}'
 
     def total(self, source: str | None = None) -> int:
-        """Number of refusals of one input (all inputs when ``source`` is None)."""
+        """Return the refusals of one input (all inputs when ``source`` is None)."""
         if source is not None:
             return sum(self.counts.get(source, {}).values())
         return sum(sum(v.values()) for v in self.counts.values())
@@ -438,7 +438,7 @@ class RefusalCounter:
 
 def decode_refusal(reason: str) -> Refusal:
     """
-    The :class:`Refusal` for a CDR decoder's error text (``manip_control.nodes.cdr``).
+    Return the :class:`Refusal` for a CDR decoder's error (``manip_control.nodes.cdr``).
 
     ``too many entries`` -> ``too_large``, ``without points`` -> ``empty``, anything else ->
     ``malformed``; the detail is the decoder's text.
@@ -534,7 +534,7 @@ class SourceGuard:
         return Refusal(RefusalReason.SECOND_SOURCE, self._detail)
 
     def conflict(self, now: float) -> str:
-        """The conflict detail while another publisher's data arrive, else ``''``."""
+        """Return the conflict detail while another publisher's data arrive, else ``''``."""
         if now - self.last_refused <= self.hold:
             return f'{self.name}: {self._detail}'
         return ''
@@ -598,7 +598,7 @@ class SafetyParameters:
         _validate_safety(self, 'safety')
 
     def replace(self, **changes) -> 'SafetyParameters':
-        """A validated copy with some fields changed (lists become tuples)."""
+        """Return a validated copy with some fields changed (lists become tuples)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data.update({k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
         return SafetyParameters(**data)
@@ -812,8 +812,10 @@ class HardLimits:
 
     def check_update(self, name: str, value: Any) -> str:
         """
-        ``''`` when ``name = value`` (already checked by the core rules) is inside the hard
-        limits, else the refusal naming the bound, e.g. ``torque_limit[0]: must be <=
+        Return ``''`` when ``name = value`` is inside the hard limits, else the refusal.
+
+        ``value`` is already checked by the core rules. The refusal names the bound, e.g.
+        ``torque_limit[0]: must be <=
         hard_limits.torque[0] = 89.0 (read-only, fixed at start; got 1e+09)``.
         """
         key = name.removeprefix('safety.')
@@ -852,7 +854,7 @@ class HardLimits:
         return ''
 
     def check_updates(self, updates: Mapping[str, Any]) -> str:
-        """The first refusal of a set of updates (see :meth:`check_update`), or ``''``."""
+        """Return the first refusal of a set of updates (:meth:`check_update`), or ``''``."""
         for name, value in updates.items():
             why = self.check_update(name, value)
             if why:
@@ -862,7 +864,7 @@ class HardLimits:
 
 def hard_limit_defaults(kp, kd, ki, torque_limit, safety: SafetyParameters) -> dict:
     """
-    Default values of the ``hard_limits.*`` parameters from the start configuration.
+    Return the defaults of the ``hard_limits.*`` parameters from the start configuration.
 
     Returns ``{name: value}`` (without the prefix; lists of floats, a bool for stamp_age).
     """
@@ -1001,7 +1003,7 @@ class Transition(NamedTuple):
 
     @property
     def resumed(self) -> bool:
-        """True when this is a return to normal from safe (reset the integral, etc.)."""
+        """Whether this is a return to normal from safe (reset the integral, etc.)."""
         return self.mode is Mode.NORMAL and self.old_mode is Mode.SAFE
 
     def __str__(self) -> str:
@@ -1111,8 +1113,10 @@ class SafetySupervisor:
 
     def touch(self, now: float) -> Transition | None:
         """
-        Count the last accepted state as received at ``now`` (lockstep: a state the
-        controller has not answered yet does not age -- the plant is waiting for us).
+        Count the last accepted state as received at ``now``.
+
+        Lockstep: a state the controller has not answered yet does not age -- the plant is
+        waiting for us.
         """
         if self.last_state_time is not None:
             self.last_state_time = now
@@ -1121,12 +1125,12 @@ class SafetySupervisor:
     # -- queries -----------------------------------------------------------------------------
     @property
     def is_safe(self) -> bool:
-        """True in safe mode (any reason)."""
+        """Whether the supervisor is in safe mode (any reason)."""
         return self.mode is Mode.SAFE
 
     @property
     def should_command(self) -> bool:
-        """True when the node publishes commands (active and a state has arrived)."""
+        """Whether the node publishes commands (active and a state has arrived)."""
         return self.reason not in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)
 
     def state_age(self, now: float) -> float:
@@ -1135,7 +1139,7 @@ class SafetySupervisor:
 
     def safe_torque(self, model, torque_limit) -> tuple[float, float]:
         """
-        The safe-mode command [N·m] for the current reason (see the module docstring).
+        Return the safe-mode command [N·m] for the current reason (see the module doc).
 
         Parameters
         ----------
@@ -1157,9 +1161,11 @@ class SafetySupervisor:
 
     def clamp_reference(self, q_d, qd_d, qdd_d) -> tuple[tuple, tuple, tuple, bool]:
         """
-        Keep a reference inside the envelope: q_d into the envelope shrunk by
-        ``2 position_margin`` (with zero velocity and acceleration on a clamped joint), qd_d to
-        ``+-(velocity_limit - velocity_margin)``. Returns (q_d, qd_d, qdd_d, clamped).
+        Keep a reference inside the envelope.
+
+        q_d goes into the envelope shrunk by ``2 position_margin`` (with zero velocity and
+        acceleration on a clamped joint), qd_d to ``+-(velocity_limit - velocity_margin)``.
+        Returns (q_d, qd_d, qdd_d, clamped).
         """
         p = self.params
         m = 2.0 * p.position_margin
@@ -1278,8 +1284,9 @@ class SafetySupervisor:
 
 class ReferenceWatchdog:
     """
-    Hold the last reference position (zero velocity and acceleration) when the reference
-    stops arriving.
+    Hold the last reference position when the reference stops arriving.
+
+    The held reference has zero velocity and acceleration.
 
     Parameters
     ----------
@@ -1307,7 +1314,7 @@ class ReferenceWatchdog:
 
     def get(self, now: float) -> tuple[ReferenceSample | None, str | None]:
         """
-        The reference to use at ``now`` and a log line when the hold state changed.
+        Return the reference to use at ``now`` and a log line when the hold changed.
 
         Returns ``(None, None)`` before the first reference. After ``timeout`` without a
         new sample: ``(q_last, 0, 0)`` and, once, ``'reference lost ...'``; when samples

@@ -36,18 +36,16 @@ import sys
 import threading
 import time
 
+from diagnostic_msgs.msg import DiagnosticArray
 import pytest
+import rclpy
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+from trajectory_msgs.msg import JointTrajectoryPoint
 
-rclpy = pytest.importorskip('rclpy')
-
-from conftest import PYTHON  # noqa: E402
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Float64MultiArray  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory  # noqa: E402
-from trajectory_msgs.msg import JointTrajectoryPoint  # noqa: E402
-
+PYTHON = sys.executable
 REALTIME = ('-p', 'mode:=realtime')
 J = ['joint1', 'joint2']
 
@@ -323,11 +321,17 @@ def test_two_simulations_never_share_a_domain(procs):
             assert time.monotonic() < end, 'the first simulation never published'
             assert first.poll() is None, procs.output(first)
             time.sleep(0.1)
+        second = procs.start('sim2', sim + ['--duration', '1', '--quiet'])
+        # the refused run never creates a publisher: at most the first run's one is seen
+        most = 0
+        while second.poll() is None and time.monotonic() < end:
+            most = max(most, node.count_publishers('/joint_states'))
+            time.sleep(0.01)
         node.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
-    second = procs.start('sim2', sim + ['--duration', '1', '--quiet'])
     assert procs.wait(second, 60.0) == 2
+    assert most == 1, f'{most} publishers of /joint_states seen while the second run started'
     err = procs.output(second)[1].strip().splitlines()
     assert len(err) == 1 and 'is already in use: /' in err[0], err
     assert first.poll() is None, 'the first run must not be disturbed by the refused one'
@@ -349,7 +353,7 @@ def test_two_simulations_never_share_a_domain(procs):
 # floods
 
 
-FLOOD = r'''
+FLOOD = r"""
 import sys, time
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -377,7 +381,7 @@ while time.monotonic() - t0 < seconds:
     if ahead > 0.0005:
         time.sleep(ahead)
 print(f'sent {n} in {time.monotonic() - t0:.3f} s', flush=True)
-'''
+"""
 
 
 def cpu_seconds(pid: int) -> float:

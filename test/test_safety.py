@@ -23,7 +23,6 @@ against the model under test.
 import array
 import math
 import time
-from types import SimpleNamespace
 
 from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import ArmParameters
@@ -101,37 +100,37 @@ def test_unused_field_nan_is_not_a_refusal():
 
 
 @pytest.mark.parametrize('kwargs,why,word', [
-    (dict(names=[], position=[], velocity=[]), R.EMPTY, 'no name'),
-    (dict(names=[], position=[0.0, 0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH, '0 name'),
-    (dict(names=['joint1'], position=[0.0], velocity=[0.0]), R.MISSING_JOINT, 'joint2'),
-    (dict(names=['a', 'b'], position=[0.0, 0.0], velocity=[0.0, 0.0]), R.MISSING_JOINT,
+    ({'names': [], 'position': [], 'velocity': []}, R.EMPTY, 'no name'),
+    ({'names': [], 'position': [0.0, 0.0], 'velocity': [0.0, 0.0]}, R.LENGTH_MISMATCH, '0 name'),
+    ({'names': ['joint1'], 'position': [0.0], 'velocity': [0.0]}, R.MISSING_JOINT, 'joint2'),
+    ({'names': ['a', 'b'], 'position': [0.0, 0.0], 'velocity': [0.0, 0.0]}, R.MISSING_JOINT,
      'joint1'),
-    (dict(names=list(J), position=[0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH,
+    ({'names': list(J), 'position': [0.0], 'velocity': [0.0, 0.0]}, R.LENGTH_MISMATCH,
      '1 position'),
-    (dict(names=list(J), position=[0.0, 0.0, 0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH,
+    ({'names': list(J), 'position': [0.0, 0.0, 0.0], 'velocity': [0.0, 0.0]}, R.LENGTH_MISMATCH,
      '3 position'),
-    (dict(names=list(J), position=[0.0, 0.0], velocity=[0.0]), R.LENGTH_MISMATCH,
+    ({'names': list(J), 'position': [0.0, 0.0], 'velocity': [0.0]}, R.LENGTH_MISMATCH,
      '1 velocity'),
-    (dict(names=list(J), position=[0.0, 0.0], velocity=[]), R.LENGTH_MISMATCH, '0 velocity'),
-    (dict(names=list(J), position=[0.0, 0.0], velocity=[0.0, 0.0, 0.0]), R.LENGTH_MISMATCH,
+    ({'names': list(J), 'position': [0.0, 0.0], 'velocity': []}, R.LENGTH_MISMATCH, '0 velocity'),
+    ({'names': list(J), 'position': [0.0, 0.0], 'velocity': [0.0, 0.0, 0.0]}, R.LENGTH_MISMATCH,
      '3 velocity'),
-    (dict(names=['joint1', 'joint2', 'joint1'], position=[0.0] * 3, velocity=[0.0] * 3),
+    ({'names': ['joint1', 'joint2', 'joint1'], 'position': [0.0] * 3, 'velocity': [0.0] * 3},
      R.DUPLICATE_NAME, 'joint1'),
-    (dict(names=list(J), position=[NAN, 0.0], velocity=[0.0, 0.0]), R.NON_FINITE,
+    ({'names': list(J), 'position': [NAN, 0.0], 'velocity': [0.0, 0.0]}, R.NON_FINITE,
      "position of 'joint1'"),
-    (dict(names=list(J), position=[0.0, INF], velocity=[0.0, 0.0]), R.NON_FINITE,
+    ({'names': list(J), 'position': [0.0, INF], 'velocity': [0.0, 0.0]}, R.NON_FINITE,
      "position of 'joint2'"),
-    (dict(names=list(J), position=[0.0, 0.0], velocity=[-INF, 0.0]), R.NON_FINITE,
+    ({'names': list(J), 'position': [0.0, 0.0], 'velocity': [-INF, 0.0]}, R.NON_FINITE,
      "velocity of 'joint1'"),
-    (dict(names=list(J), position=[0.0, 0.0], velocity=[0.0, NAN]), R.NON_FINITE,
+    ({'names': list(J), 'position': [0.0, 0.0], 'velocity': [0.0, NAN]}, R.NON_FINITE,
      "velocity of 'joint2'"),
-    (dict(names=None, position=[0.0, 0.0], velocity=[0.0, 0.0]), R.LENGTH_MISMATCH, '0 name'),
-    (dict(names='joint1', position=[0.0], velocity=[0.0]), R.BAD_TYPE, 'name'),
-    (dict(names=list(J), position=5.0, velocity=[0.0, 0.0]), R.BAD_TYPE, 'position'),
-    (dict(names=[1, 2], position=[0.0, 0.0], velocity=[0.0, 0.0]), R.BAD_TYPE, 'not a str'),
-    (dict(names=list(J), position=['x', 0.0], velocity=[0.0, 0.0]), R.BAD_TYPE,
+    ({'names': None, 'position': [0.0, 0.0], 'velocity': [0.0, 0.0]}, R.LENGTH_MISMATCH, '0 name'),
+    ({'names': 'joint1', 'position': [0.0], 'velocity': [0.0]}, R.BAD_TYPE, 'name'),
+    ({'names': list(J), 'position': 5.0, 'velocity': [0.0, 0.0]}, R.BAD_TYPE, 'position'),
+    ({'names': [1, 2], 'position': [0.0, 0.0], 'velocity': [0.0, 0.0]}, R.BAD_TYPE, 'not a str'),
+    ({'names': list(J), 'position': ['x', 0.0], 'velocity': [0.0, 0.0]}, R.BAD_TYPE,
      'not a number'),
-    (dict(names=list(J), position=[None, 0.0], velocity=[0.0, 0.0]), R.BAD_TYPE,
+    ({'names': list(J), 'position': [None, 0.0], 'velocity': [0.0, 0.0]}, R.BAD_TYPE,
      'not a number'),
 ])
 def test_joint_state_refusals(kwargs, why, word):
@@ -489,9 +488,10 @@ def test_safe_torque_per_reason():
 
 def test_hold_mode_holds_the_simulated_arm():
     """
-    Closed loop on an ideal-actuator plant with the exact model: a state timeout at rest
-    keeps the arm where it was (pure gravity hold); a position fault brings it back just
-    inside and the supervisor resumes.
+    Hold the simulated arm: ideal-actuator plant, exact model, closed loop.
+
+    A state timeout at rest keeps the arm where it was (pure gravity hold); a position fault
+    brings it back just inside and the supervisor resumes.
     """
     plant_p = PlantParameters(actuator='ideal', rotor_inertia=False, torque_limit=(1e3, 1e3),
                               initial_position=(0.4, 0.3))

@@ -29,9 +29,10 @@ Who publishes on a topic: message info per message and the ROS graph.
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Sequence
+from typing import Callable
 
-__all__ = ['WithMessageInfo', 'publishers', 'describe', 'DomainGuard', 'DomainInUseError']
+__all__ = ['WithMessageInfo', 'sequence_number', 'publishers', 'describe', 'DomainGuard',
+           'DomainInUseError']
 
 _TWO_ARGS = inspect.Signature([
     inspect.Parameter('msg', inspect.Parameter.POSITIONAL_ONLY),
@@ -61,7 +62,7 @@ class WithMessageInfo:
 
 
 def sequence_number(info) -> int | None:
-    """The publication sequence number in a message-info dict (None when unsupported)."""
+    """Return the publication sequence number in a message-info dict (None: unsupported)."""
     if not info:
         return None
     seq = info.get('publication_sequence_number')
@@ -78,7 +79,7 @@ def describe(info) -> str:
 
 
 def publishers(node, topic: str) -> list:
-    """TopicEndpointInfo of the publishers of ``topic`` (resolved against the node's name)."""
+    """List the publishers of ``topic`` (TopicEndpointInfo; the name resolved as the node's)."""
     from rclpy.expand_topic_name import expand_topic_name
     full = expand_topic_name(topic, node.get_name(), node.get_namespace())
     return list(node.get_publishers_info_by_topic(full))
@@ -106,7 +107,7 @@ class DomainGuard:
         self.expected = dict(expected)
 
     def foreign(self) -> list[str]:
-        """``'/joint_states: 2 publishers (…)'`` for every topic with more than expected."""
+        """List ``'/joint_states: 2 publishers (…)'`` for each topic with more than expected."""
         out = []
         for topic, n in self.expected.items():
             if self.node.count_publishers(topic) > n:
@@ -130,14 +131,3 @@ class DomainGuard:
                 f'ROS domain {domain} is already in use: {found[0]}; another simulation, '
                 'driver or bag replay publishes there. Stop it or run with '
                 'ROS_DOMAIN_ID set to a free domain')
-
-
-def wait_discovery(spin_once: Callable[[], None], seconds: float,
-                   checks: Sequence[Callable[[], None]] = ()) -> None:
-    """Spin for ``seconds`` (discovery of other participants), running ``checks`` meanwhile."""
-    import time
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        spin_once()
-        for c in checks:
-            c()
