@@ -102,8 +102,10 @@ class CommandSafetyParameters:
         Real time: largest torque change per joint [N·m/s], > 0 (default 2000, 1000: full
         default torque in 45 / 25 ms).
     reference_acceleration_limit : tuple of 2 float
-        Largest reference acceleration used [rad/s^2], > 0 (default 50); larger ones are
-        clamped and counted.
+        Largest reference acceleration used [rad/s^2], > 0; larger ones are clamped and
+        counted (default 5, 10: what the default arm can follow within its torque limits,
+        about 27 / 6.5 N·m of inertial torque on top of gravity; the shipped trajectories
+        need at most 1.2 / 3.3).
     reference_step_limit : float
         A requested reference position further than this from the reference in use (or from
         the measured position at a start) is re-planned [rad], > 0 (default 0.02).
@@ -120,7 +122,7 @@ class CommandSafetyParameters:
     hold_timeout: float = _opt(2.0)
     stop_time: float = _opt(1.0)
     torque_rate_limit: tuple = _opt((2000.0, 1000.0))
-    reference_acceleration_limit: tuple = _opt((50.0, 50.0))
+    reference_acceleration_limit: tuple = _opt((5.0, 10.0))
     reference_step_limit: float = _opt(0.02)
     replan_velocity: float = _opt(0.5)
     replan_acceleration: float = _opt(2.0)
@@ -203,13 +205,16 @@ class StampGate:
         self.accepted_since_reset = 0
         self.measured_offset: float | None = None
 
-    def check(self, stamp_ns: int, wall_now: float) -> tuple[str | None, float]:
+    def check(self, stamp_ns: int, wall_now: float,
+              use_age: bool = True) -> tuple[str | None, float]:
         """
         Check one stamp [ns] at ``wall_now`` [s] (this host's wall clock).
 
         Returns ``(why, age)``: ``why`` None for a fresh state (then recorded as the last
         stamp), or one of ``not_advancing``, ``too_old``, ``future``, ``unstamped``
-        (counted); ``age = wall_now - (stamp - clock_offset)`` [s].
+        (counted); ``age = wall_now - (stamp - clock_offset)`` [s]. With ``use_age`` false
+        only the advance of the stamp is checked (a driver whose clock cannot be related to
+        this host's) and the age returned is 0.
         """
         if stamp_ns <= 0:
             return self._refuse(self.UNSTAMPED), math.inf
@@ -217,6 +222,10 @@ class StampGate:
         age = -(offset - self.clock_offset)
         if self.last_stamp is not None and stamp_ns <= self.last_stamp:
             return self._refuse(self.NOT_ADVANCING), age
+        if not use_age:
+            self.last_stamp = stamp_ns
+            self.accepted_since_reset += 1
+            return None, 0.0
         if age > self.timeout:
             if self.accepted_since_reset == 0:
                 self.measured_offset = offset

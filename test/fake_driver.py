@@ -96,8 +96,9 @@ def main(argv=None) -> int:
             state['brake'] = False
             log.write(f'cmd {time.monotonic():.6f} {msg.data[0]:.9g} {msg.data[1]:.9g}\n')
 
+    # a deep reader queue: every command is logged even when this process is starved
     node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
-                             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
     names = ['joint1', 'joint2'] + [f'extra{k}' for k in range(args.extra_joints)]
 
     def tick():

@@ -230,3 +230,9 @@ def test_trajectory_refusals(times, positions, why):
     with pytest.raises(TrajectoryError) as exc:
         trajectory_from_points(0.0, (0.0, 0.0), times, positions, [None] * len(times))
     assert why in str(exc.value)
+
+
+def test_stamp_gate_without_the_age_still_needs_advancing_stamps():
+    g = StampGate(0.02)
+    assert g.check(ns(NOW - 3600.0), NOW, use_age=False) == (None, 0.0)
+    assert g.check(ns(NOW - 3600.0), NOW, use_age=False)[0] == 'not_advancing'

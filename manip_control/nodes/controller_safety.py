@@ -147,9 +147,10 @@ _DOC = {
     'hold_kd': ('hold damping per joint [N m s/rad]', 'each > 0'),
     'latch_limits': ('position / velocity faults stay latched until the next activation',
                      ''),
-    'stamp_age': ("real time: count a joint state's age from its header stamp (wall clock) "
-                  'when plausible, so late / backlogged states are not fresh; false when the '
-                  "driver's clock is not synchronized with this host", ''),
+    'stamp_age': ('real time: a joint state is fresh only when its age from the header stamp '
+                  "(this host's wall clock with safety.clock_offset) is within state_timeout; "
+                  'false: the age counts from the arrival (a driver whose clock cannot be '
+                  "related to this host's; stamps must still advance)", ''),
 }
 #: Command-supervision parameters (read-only: fixed at start): description, rule, range.
 _CMD_DOC = {
@@ -501,7 +502,7 @@ class ControllerSafety:
             return None
         age = 0.0
         if wall_stamp:
-            why, age = self.stamps.check(stamp, self.wall())
+            why, age = self.stamps.check(stamp, self.wall(), self.params.stamp_age)
             if why is not None:
                 self._count(f'stale_states.{why}')
                 self.resume.bad()
@@ -804,7 +805,7 @@ class ControllerSafety:
             self._stop_tick()
             return
         sup = self.supervisor
-        if sup.should_command and self.command_on_timeout and (self.stale or self.final):
+        if sup.should_command and self.command_on_timeout and self.stale:
             self.safe_commands += 1
             self._emit(self.safe_torque())
 
