@@ -222,17 +222,19 @@ def main() -> int:
                   f'{"met" if met else "NOT met"})')
         print(f'  {"MuJoCo RK4 10 kHz physics":32} '
               f'{median["MuJoCo RK4 10 kHz physics"] / anchor:6.2f}x')
-    loop = ClosedLoop(default)
+    loop = ClosedLoop(default, compiled=False)
+    fast = ClosedLoop(default)
     n = 20000
     print('\nPython path, cost of each part of a tick (default scenario):')
     for name, fn in {
         'plant.step': lambda: loop.plant.step(40.0, 9.0),
+        'plant.step (compiled)': lambda: fast.plant.step(40.0, 9.0),
         'controller.update': lambda: loop.controller.update(0.1, 0.2, 0.3, 0.4, 0.1, 0.2,
                                                             0.3, 0.4, 0.5, 0.6),
         'trajectory.sample': lambda: loop.trajectory.sample(0.3),
         'sensors.measure': lambda: loop.sensors.measure(0.1, 0.2, 0.3, 0.4),
     }.items():
-        print(f'  {name:20s} {timeit.timeit(fn, number=n) / n * 1e6:6.2f} us/call')
+        print(f'  {name:22s} {timeit.timeit(fn, number=n) / n * 1e6:6.2f} us/call')
     if args.batch_runs > 0:
         from manip_control.robustness import run_study
         total = 4 * 2 * args.batch_runs
