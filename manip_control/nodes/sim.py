@@ -382,6 +382,10 @@ class SimRunner:
 
 #: Discovery time given to other participants before manip-sim creates its publishers [s].
 DOMAIN_DISCOVERY_WAIT = 1.0
+#: With other nodes on the domain: how long their set must stay unchanged, and the longest
+#: wait of the check [s].
+DOMAIN_SETTLE = 1.0
+DOMAIN_DISCOVERY_MAX = 4.0
 #: Period of the check for other publishers of the run's topics during a run [s].
 DOMAIN_CHECK_PERIOD = 0.2
 
@@ -397,8 +401,11 @@ def check_domain_free(mode: str) -> None:
     """
     Raise DomainInUseError when another participant already publishes the run's topics.
 
-    Runs before any publisher of the run exists: a node without publishers waits
-    :data:`DOMAIN_DISCOVERY_WAIT` for discovery and counts the publishers on the graph.
+    Runs before any publisher of the run exists: a node without publishers spins for
+    discovery and counts the publishers on the graph, for :data:`DOMAIN_DISCOVERY_WAIT` on an
+    empty domain, and while other nodes are being discovered until the node set has been
+    stable for :data:`DOMAIN_SETTLE` (at most :data:`DOMAIN_DISCOVERY_MAX`): their endpoints
+    are discovered after the nodes.
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -407,11 +414,21 @@ def check_domain_free(mode: str) -> None:
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     guard = DomainGuard(node, dict.fromkeys(run_topics(mode == 'lockstep'), 0))
+    own = (node.get_name(), node.get_namespace())
     try:
-        end = time.monotonic() + DOMAIN_DISCOVERY_WAIT
-        while time.monotonic() < end:
+        start = changed = time.monotonic()
+        seen: set = set()
+        while True:
             spin_once(ex, 0.05)
             guard.check()
+            now = time.monotonic()
+            others = set(node.get_node_names_and_namespaces()) - {own}
+            if others != seen:
+                seen, changed = others, now
+            if now - start >= DOMAIN_DISCOVERY_MAX or (
+                    now - start >= DOMAIN_DISCOVERY_WAIT
+                    and (not seen or now - changed >= DOMAIN_SETTLE)):
+                break
     finally:
         ex.remove_node(node)
         ex.shutdown()
