@@ -13,6 +13,8 @@
 # limitations under the License.
 
 """
+Fault-injection tests on the running nodes: separate processes over DDS.
+
 Fault-injection tests: real node processes (``python -m manip_control.nodes.*
 --ros-args ...``), real DDS, this session's own ROS_DOMAIN_ID (test/conftest.py), every
 process stopped at the end.
@@ -53,7 +55,7 @@ import pytest
 
 rclpy = pytest.importorskip('rclpy')
 
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402, I100
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
@@ -69,7 +71,7 @@ SCHED_TOLERANCE = 0.03
 NAN, INF = float('nan'), float('inf')
 J = ['joint1', 'joint2']
 # the controller node's default nominal model (core ArmParameters defaults)
-NOMINAL = dict(m1=3.0, m2=2.0, l1=1.0, lc1=0.5, lc2=0.5, g0=9.81)
+NOMINAL = {'m1': 3.0, 'm2': 2.0, 'l1': 1.0, 'lc1': 0.5, 'lc2': 0.5, 'g0': 9.81}
 REALTIME = ('-p', 'mode:=realtime')
 
 
@@ -79,6 +81,8 @@ REALTIME = ('-p', 'mode:=realtime')
 
 class Probe:
     """
+    A test-side node spun in a background thread.
+
     A test-side node spun in a background thread; every message is kept with its arrival
     time (time.monotonic). Only the topics a test reads are subscribed: a Python probe
     cannot keep up with several 1 kHz topics on a loaded machine.
@@ -217,6 +221,8 @@ def no_traceback(procs, *ps):
 
 def assert_finite_outputs(probe):
     """
+    Assert that the nodes published no NaN / Inf.
+
     No NaN / Inf in anything the nodes published (the probe's own injected messages,
     stamped 0, are skipped).
     """
@@ -335,7 +341,7 @@ def test_kill_controller_plant_torque_falls_to_zero(fi):
                        30.0, 'the new controller in normal mode')
     assert_finite_outputs(probe)
     print(f'\n[fault] kill controller -> plant torque zero (plant command_timeout '
-          f'{COMMAND_TIMEOUT * 1e3:.0f} ms, plant at 250 Hz), from the plant\'s wall-clock '
+          f"{COMMAND_TIMEOUT * 1e3:.0f} ms, plant at 250 Hz), from the plant's wall-clock "
           f'state stamps:')
     for ms, how in figures:
         print(f'[fault]   {how}: {ms:.1f} ms' + ('  (the controller sends zero torque once on '
@@ -387,6 +393,8 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
 
 def test_kill_trajectory_lockstep_does_not_stall(fi):
     """
+    Lockstep without the trajectory node goes on with the held reference.
+
     Lockstep: the plant waits for the command of each tick and the controller for the
     reference of each tick; with the trajectory node dead, the controller answers with the
     held reference after reference_timeout, so the simulation goes on.
@@ -426,6 +434,8 @@ def test_kill_trajectory_lockstep_does_not_stall(fi):
 
 def test_envelope_hold_and_runtime_parameters(fi):
     """
+    Envelope with hysteresis, the hold command and runtime parameters on the real node.
+
     Position / velocity envelope with hysteresis and the hold command, on the real node fed
     by the probe; runtime parameter updates validated (refused with the reason).
     """
@@ -780,6 +790,8 @@ def _bad_values(spec):
 
 def test_every_invalid_controller_parameter_is_named(ros_context):
     """
+    Every invalid value of every controller parameter stops the node, naming it.
+
     Every controller parameter (the core's controller and nominal-model validation, the
     node's own and the safety ones): each invalid value stops the node at start with an
     error naming that parameter (the process path, exit code 2 and nothing published, is
@@ -809,12 +821,12 @@ BAD_PARAMS = [
     ('kd: [10.0, -1.0]', 'parameter kd[1] (node controller): must be > 0'),
     ('ki: [-1.0, 0.0]', 'parameter ki[0] (node controller): must be >= 0'),
     ('torque_limit: [0.0, 25.0]', 'parameter torque_limit[0] (node controller): must be > 0'),
-    ("law: magic", 'parameter law (node controller): must be one of'),
+    ('law: magic', 'parameter law (node controller): must be one of'),
     ('nominal.arm.lc1: 5.0', 'parameter nominal.arm.lc1 (node controller): must be in'),
     ('nominal.friction.b: [0.1]', 'parameter nominal.friction.b (node controller): must have'),
     ('control_rate: -1.0', 'parameter control_rate (node controller): must be'),
     ('joints: [a, a]', 'parameter joints (node controller): must be 2 distinct'),
-    ("kp: fast", 'parameter kp (node controller): must be a list of numbers'),
+    ('kp: fast', 'parameter kp (node controller): must be a list of numbers'),
     ('friction_compensation: 3', 'parameter friction_compensation (node controller): must be '
                                  'true or false'),
     ('speling: 1.0', 'parameter speling (node controller): unknown parameter'),
@@ -822,7 +834,7 @@ BAD_PARAMS = [
                                   '> 0'),
     ('safety.reference_timeout: -1.0', 'parameter safety.reference_timeout (node controller): '
                                        'must be > 0'),
-    ("safety.safe_mode: brake", 'parameter safety.safe_mode (node controller): must be one of'),
+    ('safety.safe_mode: brake', 'parameter safety.safe_mode (node controller): must be one of'),
     ('safety.velocity_limit: [10.0, -1.0]', 'parameter safety.velocity_limit[1] (node '
                                             'controller): must be > 0'),
     ('safety.position_lower: [4.0, -1.0]', 'parameter safety.position_upper[0] (node '
@@ -905,6 +917,8 @@ def stop_driver(procs, p):
 
 def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
     """
+    A frozen driver: safe mode, never normal again, zero torque after the hold timeout.
+
     A driver that keeps re-sending its last JointState (same stamp): safe mode within the
     state timeout, never back to normal on the re-sent states, and after
     ``safety.hold_timeout`` the final command, zero torque, reached through the rate limit.
@@ -951,6 +965,8 @@ def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
 
 def test_hanging_start_up_and_driver_restart_without_torque_steps(fi, tmp_path):
     """
+    Hanging start-up and driver restart without torque steps.
+
     The arm hangs (q = (-pi/2, 0)) and the controller autostarts with a hold reference at
     (0, 0): the reference is re-planned from the measured position (peak 0.5 rad/s), the
     first commands are small and every change is within the torque-rate limit. Then the
@@ -1019,6 +1035,8 @@ def test_hanging_start_up_and_driver_restart_without_torque_steps(fi, tmp_path):
 
 def test_one_bad_sample_never_full_torque(fi, tmp_path):
     """
+    One bad sample: a safe hold, never near full torque.
+
     One joint state 4 rad off (outside the envelope): safe mode, a hold at the last
     in-envelope position, every command within the rate limit of the previous one, never
     near full torque; normal again after resume_states good states.
@@ -1060,6 +1078,8 @@ def test_one_bad_sample_never_full_torque(fi, tmp_path):
 
 def test_deactivate_ramps_to_zero_best_effort_driver(fi, tmp_path):
     """
+    Deactivate ramps to zero torque; a best-effort driver gets commands.
+
     A best-effort (sensor-data QoS) driver gets commands; ``deactivate`` ramps from the
     command to the hold and then to zero over safety.stop_time (1 s), then stays silent.
     """
@@ -1099,6 +1119,8 @@ def test_deactivate_ramps_to_zero_best_effort_driver(fi, tmp_path):
 
 def test_clock_offset_checked_and_diagnostics_on_the_standard_topic(fi, tmp_path):
     """
+    The clock offset is checked at start-up; diagnostics also on /diagnostics.
+
     A driver whose clock is an hour behind: the controller refuses its states (ERROR
     clock_offset with the measured figure on /diagnostics), commands nothing; with
     safety.clock_offset set it commands. With no reference it holds the measured position
@@ -1149,6 +1171,8 @@ def test_clock_offset_checked_and_diagnostics_on_the_standard_topic(fi, tmp_path
 
 def test_reference_limits_steps_and_multi_point_references(fi, tmp_path):
     """
+    Reference limits, re-planned steps and multi-point references.
+
     No reference: the measured position is held (WARN no_reference). A reference with a huge
     acceleration is clamped (counted); a 3-point JointTrajectory whose first point is 5 s
     ahead is followed by its time_from_start from the reference in use (never its first point
@@ -1171,11 +1195,13 @@ def test_reference_limits_steps_and_multi_point_references(fi, tmp_path):
             probe.ref_pub.publish(_tr(J, (list(q), list(qd), list(qdd))))
             time.sleep(0.01)
 
-    # a finite but absurd acceleration: clamped to the limit (50 rad/s^2), counted
+    # a finite but absurd acceleration: clamped to the limit (5 rad/s^2), counted
     send((0.0, 0.0), qdd=(1.0e6, 0.0))
-    d = probe.wait_for(lambda: (lambda d: d if int(d.get('reference_limited.acceleration',
-                                                          0)) > 0 else None)(
-        probe.last_diag()), 5.0, 'the acceleration limit')
+
+    def clamped():
+        d = probe.last_diag()
+        return d if int(d.get('reference_limited.acceleration', 0)) > 0 else None
+    d = probe.wait_for(clamped, 5.0, 'the acceleration limit')
     n_acc = int(d['reference_limited.acceleration'])
     # three points, the first 5 s ahead: followed from the reference in use
     traj = _tr(J, ([0.3, 0.0],), ([0.4, 0.0],), ([0.5, 0.0],))

@@ -13,8 +13,10 @@
 # limitations under the License.
 
 """
-Controller node over real DDS: joints matched by name, runtime gain changes (applied from
-the next tick, invalid ones refused with the reason), bad inputs refused, time modes.
+Test the controller node over real DDS.
+
+Joints matched by name, runtime gain changes (applied from the next tick, invalid ones
+refused with the reason), bad inputs refused, time modes, the start-up re-plan.
 """
 
 import math
@@ -24,17 +26,18 @@ import pytest
 
 pytest.importorskip('rclpy')
 
-from conftest import make_node  # noqa: E402
+from conftest import make_node  # noqa: E402, I100
+from manip_control.control import Controller  # noqa: E402
+from manip_control.nodes.controller_node import ControllerNode  # noqa: E402
+from manip_control.nodes.ros_params import controller_specs  # noqa: E402
+from manip_control.nodes.ros_params import ros_params_from_scenario  # noqa: E402
+from manip_control.parameters import load_scenario  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
-
-from manip_control.control import Controller  # noqa: E402
-from manip_control.nodes.controller_node import ControllerNode  # noqa: E402
-from manip_control.nodes.ros_params import controller_specs, ros_params_from_scenario  # noqa
-from manip_control.parameters import load_scenario  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+from trajectory_msgs.msg import JointTrajectoryPoint  # noqa: E402
 
 SCENARIO = load_scenario('default')
 
@@ -53,6 +56,7 @@ def _ref(stamp_ns, names, q, qd, qdd):
 
 
 class Rig:
+
     def __init__(self, ctx, executor, probe, spin, **values):
         vals = ros_params_from_scenario(SCENARIO)['controller']
         # one state per test step: it must not go stale in between (a stale state means safe
@@ -80,7 +84,7 @@ class Rig:
                          and len(m['/effort_controller/commands']) > k)
         return self.probe.msgs['/joint_commands'][-1]
 
-    def set(self, *params):
+    def set_params(self, *params):
         client = AsyncParameterClient(self.probe.node, 'controller')
         assert self.spin(self.ex, 5.0, client.services_are_ready)
         fut = client.set_parameters(list(params))
@@ -119,7 +123,8 @@ def test_lockstep_by_name_and_runtime_gains(ros_context, executor, probe, spin):
     assert list(probe.msgs['/effort_controller/commands'][-1].data) == list(cmd.effort)
 
     # valid change (integers accepted for doubles): applied from the next tick
-    res = rig.set(Parameter('kp', value=[100, 50]), Parameter('torque_limit', value=[5.0, 3.0]))
+    res = rig.set_params(Parameter('kp', value=[100, 50]),
+                         Parameter('torque_limit', value=[5.0, 3.0]))
     assert all(x.successful for x in res), [x.reason for x in res]
     core.set_gains([100.0, 50.0], core.kd)
     core.set_torque_limit([5.0, 3.0])
@@ -134,7 +139,7 @@ def test_lockstep_by_name_and_runtime_gains(ros_context, executor, probe, spin):
                         'torque_limit[0]: must be finite'),
                        (Parameter('law', value='pd_gravity'), 'read-only'),
                        (Parameter('kp', value='fast'), 'Wrong parameter type')):
-        res = rig.set(param)
+        res = rig.set_params(param)
         assert not res[0].successful and why in res[0].reason, res[0].reason
     assert list(rig.node.get_parameter('kp').value) == [100.0, 50.0]
     cmd = tick(3_000_000)
@@ -161,9 +166,11 @@ def test_bad_inputs_are_refused_without_a_command(ros_context, executor, probe, 
     assert all(math.isfinite(v) for v in cmd.effort) and rig.node.callback_errors == 0
 
 
-def test_lockstep_start_is_replanned_from_the_measured_position(ros_context, executor, probe,
-                                                               spin):
+def test_lockstep_start_is_replanned_from_the_measured_position(
+        ros_context, executor, probe, spin):
     """
+    Re-plan the reference from the measured position at the start.
+
     The first state is 0.5 rad from the reference: the reference in use starts at the
     measured position (zero error, zero blend velocity), so the first command is the
     feed-forward of the nominal model at rest there, not a tracking-error torque.

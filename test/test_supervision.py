@@ -68,10 +68,15 @@ def test_parameters_refused_with_the_name(data, why):
 
 
 def test_default_rate_limit_is_above_what_the_default_run_needs():
-    # measured on the offline default run (bench command in docs/safety.md): after its first
-    # tick the default scenario changes its command by at most 180 / 264 N m/s
+    # the offline default run (the same commands as lockstep) against the closed form of the
+    # limit: no command changes by more than rate * period
+    from manip_control.parameters import load_scenario
+    from manip_control.simulation import run_closed_loop
+    sc = load_scenario('default')
+    tau = run_closed_loop(sc, 1.0).tau_cmd
+    need = np.abs(np.diff(tau, axis=0)).max(axis=0) / sc.period
     p = CommandSafetyParameters()
-    assert p.torque_rate_limit[0] > 180.0 and p.torque_rate_limit[1] > 264.0
+    assert need[0] < p.torque_rate_limit[0] and need[1] < p.torque_rate_limit[1], need
 
 
 # --------------------------------------------------------------------------------------------
