@@ -74,37 +74,39 @@ print(n)
 
 STAGES = r"""
 import sys, time, json
-t0 = time.perf_counter()
+c = time.perf_counter
+t0 = c()
+import numpy
+t1 = c()
 from pathlib import Path
 from manip_control import bag_analysis as ba
-t1 = time.perf_counter()
 from manip_control.bag_io import BagReader
+t2 = c()
 bag = sys.argv[1]
 out = Path(sys.argv[2])
 with BagReader(bag) as r:
-    t2 = time.perf_counter()
+    t3 = c()
     sel = ba.select_topics(r.topics)
     wanted = [getattr(sel, k) for k in ba.ROLES if getattr(sel, k)]
+    raw = r.read_batches(wanted)
+    t4 = c()
     r.read_series(wanted)
-    t3 = time.perf_counter()
-t3b = time.perf_counter()
+    t5 = c()
+t6 = c()
 report, run = ba.analyze(bag)
-t4 = time.perf_counter()
+t7 = c()
 ba.write_report(run, report, out, plots=False)
-t5 = time.perf_counter()
-import matplotlib.figure, matplotlib.backends.backend_agg
-t6 = time.perf_counter()
-times = {}
-orig = ba._new_figure
+t8 = c()
 files = ba.write_plots(run, report, out)
-t7 = time.perf_counter()
-print(json.dumps({'import bag_analysis (numpy, yaml, rosbags typesys)': t1 - t0,
-                  'open bag (storage, metadata, typestore)': t2 - t1,
-                  'read + decode the 4 topics': t3 - t2,
-                  'whole load + analysis (open, read, decode, figures)': t4 - t3b,
-                  'report.json + report.md': t5 - t4,
-                  'import matplotlib (Figure, Agg)': t6 - t5,
-                  f'{len(files)} plots (draw + PNG)': t7 - t6}))
+t9 = c()
+print(json.dumps({'import numpy': t1 - t0,
+                  'import manip_control.bag_analysis / bag_io (yaml, rosbags, mcap)': t2 - t1,
+                  'open the bag (metadata, MCAP summary, typestore)': t3 - t2,
+                  'read the raw messages of the 4 topics': t4 - t3,
+                  'read + decode the 4 topics into arrays': t5 - t4,
+                  'open + read + decode + all figures (analyze)': t7 - t6,
+                  'report.json + report.md': t8 - t7,
+                  f'{len(files)} plots (Pillow, PNG)': t9 - t8}))
 """
 
 
@@ -124,13 +126,16 @@ def record(bag: Path, seconds: float, storage: str) -> None:
 
 
 CPU: dict[str, list[float]] = {}
+#: Child environment: Python may cache compiled modules (__pycache__), as in any installed
+#: package; with PYTHONDONTWRITEBYTECODE every run would compile manip_control again.
+ENV = {k: v for k, v in os.environ.items() if k != 'PYTHONDONTWRITEBYTECODE'}
 
 
 def timed(cmd: list[str], label: str | None = None) -> tuple[float, str]:
     """Run ``cmd``; return (wall time [s], stdout); its CPU time (user + sys) goes to CPU."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV)
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -230,9 +235,9 @@ def main() -> int:
                 print('  MISMATCH between the plain loop and the report', file=sys.stderr)
                 ok = False
             stage_runs = [json.loads(timed([sys.executable, '-c', STAGES, str(bag),
-                                            str(base / 'stages')])[1]) for _ in range(3)]
-            start = [timed([sys.executable, '-c', 'pass'])[0] for _ in range(3)]
-            print('  where the time goes (one process, median of 3):')
+                                            str(base / 'stages')])[1]) for _ in range(5)]
+            start = [timed([sys.executable, '-c', 'pass'])[0] for _ in range(5)]
+            print('  where the time goes (wall time inside one process, median of 5):')
             print(f'    {"interpreter start-up":55s} {statistics.median(start):6.3f} s')
             for key in stage_runs[0]:
                 print(f'    {key:55s} {statistics.median(s[key] for s in stage_runs):6.3f} s')

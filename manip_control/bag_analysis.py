@@ -1291,7 +1291,7 @@ class _Panel:
                 self.c.draw.line(flat.ravel().tolist(), fill=color, width=1)
 
     def bars(self, counts: np.ndarray, edges: np.ndarray, color: tuple) -> None:
-        """Histogram bars (log_y: bars of log10(count), empty bins left out)."""
+        """Draw one bar per non-empty bin (its height log10 of the count with log_y)."""
         bottom = self.py(self.ylim[0])
         for n, a, b in zip(counts.tolist(), edges[:-1].tolist(), edges[1:].tolist()):
             if n <= 0:
@@ -1302,7 +1302,7 @@ class _Panel:
                                    float(bottom)), fill=color)
 
     def vline(self, x: float) -> None:
-        """A dotted vertical line at ``x``."""
+        """Draw a dotted vertical line at ``x``."""
         px = float(self.px(x))
         _, y0, _, y1 = self.box
         if self.box[0] <= px <= self.box[2]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
+import mmap
 import os
 from pathlib import Path
 import sqlite3
@@ -486,19 +487,18 @@ class _Collector:
     chunk (one C-level copy per message, no per-byte index); other lengths are sliced.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expected: int = 0) -> None:
         self.ts: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
         self.pieces: list = []
+        self.expected = int(expected)
 
-    def add(self, payload: bytes, ts: np.ndarray, starts: np.ndarray,
-            lengths: np.ndarray) -> None:
+    def add(self, payload, ts: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
         self.ts.append(ts)
         self.lengths.append(lengths)
         first = int(lengths[0])
         if first > 0 and (lengths == first).all():
-            rows = _windows(payload, first)[starts]
-            self.pieces.append(rows.reshape(-1))
+            self.pieces.append(_windows(payload, first)[starts].reshape(-1))
         else:
             ends = (starts + lengths).tolist()
             self.pieces.append(np.frombuffer(b''.join(
@@ -644,6 +644,8 @@ class McapStorageReader:
         self._chunk_indexes: list = []
         self._chunks: list[_Chunk] | None = None       # recovered files: decoded at open
         self._loose: dict[int, tuple[list, list]] = {}  # messages outside chunks
+        self._mmap = None
+        self._view = memoryview(b'')
         try:
             self._fh = open(self.path, 'rb')
         except OSError as exc:
@@ -656,6 +658,13 @@ class McapStorageReader:
 
     def close(self) -> None:
         """Close the file."""
+        view, self._view = self._view, memoryview(b'')
+        view.release()
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:          # arrays still refer to it: the GC unmaps it later
+                pass
         self._fh.close()
 
     def _open(self) -> None:
@@ -689,6 +698,9 @@ class McapStorageReader:
         self.start_ns = int(st.message_start_time) if self.count else 0
         self.end_ns = int(st.message_end_time) if self.count else 0
         self._chunk_indexes = sorted(summary.chunk_indexes, key=lambda c: c.chunk_start_offset)
+        size = os.fstat(self._fh.fileno()).st_size
+        self._mmap = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self._view = memoryview(self._mmap) if self._mmap is not None else memoryview(b'')
 
     def _scan(self, reason: str) -> None:
         """Read the file sequentially; stop at the first incomplete or corrupt record."""
@@ -765,30 +777,30 @@ class McapStorageReader:
             if ci.message_index_offsets else None
         if cids is not None and not cids:
             return None
-        fh = self._fh
-        fh.seek(ci.chunk_start_offset)
-        raw = fh.read(ci.chunk_length)
+        raw = self._view[ci.chunk_start_offset:ci.chunk_start_offset + ci.chunk_length]
         if len(raw) != ci.chunk_length or raw[0] != 0x06:
             raise StorageError(f'truncated or misplaced chunk at offset {ci.chunk_start_offset}')
         _, _, usize, crc = _CHUNK_HEAD.unpack_from(raw, 9)
         comp, pos = _mcap_string(raw, 9 + _CHUNK_HEAD.size)
         (n,) = struct.unpack_from('<Q', raw, pos)
-        data = memoryview(raw)[pos + 8:pos + 8 + n]
+        data = raw[pos + 8:pos + 8 + n]
         if len(data) != n:
             raise StorageError(f'truncated chunk at offset {ci.chunk_start_offset}')
         payload = _decompress(data, comp, usize, crc, False)
         arr = np.frombuffer(payload, np.uint8)
         if cids is None:                            # no message indexes: walk the records
+            payload = bytes(payload)
             return _Chunk(payload, _walk_chunk(payload, {}, {}))
         first = min(ci.message_index_offsets.values())
-        fh.seek(first)
-        block = fh.read(ci.message_index_length)
+        block = self._view[first:first + ci.message_index_length]
         index = {}
         for cid in cids:
             off = ci.message_index_offsets[cid] - first
             if off < 0 or off + 15 > len(block) or block[off] != 0x07:
                 raise StorageError(f'bad message index record at offset {off + first}')
             (nbytes,) = struct.unpack_from('<I', block, off + 11)
+            if off + 15 + nbytes > len(block):
+                raise StorageError(f'truncated message index at offset {off + first}')
             entries = np.frombuffer(block, '<u8', nbytes // 8, off + 15)
             if entries.size * 8 != nbytes:
                 raise StorageError(f'truncated message index at offset {off + first}')
@@ -810,7 +822,9 @@ class McapStorageReader:
     def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
         """Raw messages of the channels ``ids`` (per channel in file order)."""
         wanted = set(ids)
-        parts = {c: _Collector() for c in wanted}
+        expect = {t.id: t.count for t in self.topics}
+        parts = {c: _Collector(expect.get(c, 0) if self._chunks is None else 0)
+                 for c in wanted}
         chunks = self._chunks if self._chunks is not None else (
             self._read_chunk(ci, wanted) for ci in self._chunk_indexes)
         for chunk in chunks:
