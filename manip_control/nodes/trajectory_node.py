@@ -40,7 +40,6 @@ overshoot between waypoints counts) is rejected with the reason logged and publi
 
 from __future__ import annotations
 
-import math
 import sys
 
 from manip_control.nodes import cdr
@@ -53,6 +52,8 @@ from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import trajectory_config
 from manip_control.nodes.ros_params import trajectory_specs
 from manip_control.nodes.ros_params import wants_help
+from manip_control.safety import map_reference
+from manip_control.safety import Refusal
 from manip_control.trajectories import Hold
 from manip_control.trajectories import Trajectory
 from manip_control.trajectories import trajectory_from_config
@@ -109,8 +110,6 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
         raise GoalError(f'repeated joint names in {names}')
     if not msg.points:
         raise GoalError('no points')
-    n = len(names)
-    idx = [names.index(j) for j in joints]
     with_vel = len(msg.points[0].velocities) > 0
     times, positions, velocities = [], [], []
     for k, pt in enumerate(msg.points):
@@ -121,26 +120,15 @@ def goal_to_trajectory(msg: JointTrajectory, joints, now: float, current_positio
             raise GoalError(f'points[{k}].time_from_start: times must be strictly increasing '
                             f'(got {t} s after {times[-1]} s)')
         times.append(t)
-        if len(pt.positions) != n:
-            raise GoalError(f'points[{k}].positions: {len(pt.positions)} values for {n} '
-                            'joint names')
-        pos = [pt.positions[i] for i in idx]
-        if not all(math.isfinite(v) for v in pt.positions):
-            raise GoalError(f'points[{k}].positions: not finite ({list(pt.positions)})')
-        positions.append(pos)
+        # the point check of every JointTrajectory input (the controller's /reference too)
+        point = map_reference(joints, names, pt.positions, pt.velocities, pt.accelerations)
+        if isinstance(point, Refusal):
+            raise GoalError(f'points[{k}]: {point}')
+        positions.append(list(point.q))
         if (len(pt.velocities) > 0) != with_vel:
             raise GoalError(f'points[{k}].velocities: give velocities for all points or none')
         if with_vel:
-            if len(pt.velocities) != n:
-                raise GoalError(f'points[{k}].velocities: {len(pt.velocities)} values for {n} '
-                                'joint names')
-            if not all(math.isfinite(v) for v in pt.velocities):
-                raise GoalError(f'points[{k}].velocities: not finite '
-                                f'({list(pt.velocities)})')
-            velocities.append([pt.velocities[i] for i in idx])
-        if len(pt.accelerations) and not all(math.isfinite(v) for v in pt.accelerations):
-            raise GoalError(f'points[{k}].accelerations: not finite '
-                            f'({list(pt.accelerations)})')
+            velocities.append(list(point.qd))
     start_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
     start = now if start_ns == 0 else (start_ns - origin_ns) * 1e-9
     if start < now - 1e-9:
