@@ -98,7 +98,8 @@ def _udp_datagrams() -> int:
     return int(dict(zip(lines[0][1:], lines[1][1:]))['InDatagrams'])
 
 
-def one_process(duration: float, bag: bool, executor: str = 'events') -> dict:
+def one_process(duration: float, bag: bool, executor: str = 'events',
+                share_sim_time: bool = True) -> dict:
     """manip-sim's runner in this process: RTF and CPU per tick of the process."""
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'     # as manip-sim does
     os.environ['ROS_DOMAIN_ID'] = _domain(0)
@@ -107,7 +108,7 @@ def one_process(duration: float, bag: bool, executor: str = 'events') -> dict:
     cfg = sim.load_run_config('default', duration=duration)
     with tempfile.TemporaryDirectory() as tmp:
         runner = sim.SimRunner(cfg, bag=Path(tmp) / 'bag' if bag else None, executor=executor,
-                               context=ctx)
+                               context=ctx, share_sim_time=share_sim_time)
         try:
             c0 = _cpu_self()
             out = runner.execute()
@@ -195,6 +196,8 @@ def separate_processes(duration: float, bag: bool, transport: str) -> dict:
 VARIANTS = [
     ('one process (manip-sim)', lambda d: one_process(d, False)),
     ('one process + recorder', lambda d: one_process(d, True)),
+    ('one process + recorder, /clock per node', lambda d: one_process(d, True,
+                                                                      share_sim_time=False)),
     ('3 processes, UDPv4', lambda d: separate_processes(d, False, 'udp')),
     ('3 processes + recorder, UDPv4', lambda d: separate_processes(d, True, 'udp')),
     ('3 processes, shared memory', lambda d: separate_processes(d, False, 'shm')),
@@ -202,12 +205,13 @@ VARIANTS = [
 ]
 
 
-def lockstep_side_by_side(duration: float, repeat: int) -> list[str]:
+def lockstep_side_by_side(duration: float, repeat: int, only: str = '') -> list[str]:
     """Every variant ``repeat`` times, interleaved (the machine's load changes meanwhile)."""
-    results: dict[str, list] = {name: [] for name, _ in VARIANTS}
+    variants = [(name, fn) for name, fn in VARIANTS if only in name]
+    results: dict[str, list] = {name: [] for name, _ in variants}
     one_process(0.2, True)          # warm-up: imports, compiled kernels, first discovery
     for _ in range(repeat):
-        for name, fn in VARIANTS:
+        for name, fn in variants:
             results[name].append(fn(duration))
     rows = [f'  {"variant":<40}{"RTF best":>9}{"median":>8}  CPU per tick [us] (median) '
             'per process; command timeouts; recorded']
@@ -455,6 +459,8 @@ def main() -> None:
     ap.add_argument('--repeat', type=int, default=3, help='runs of each lockstep variant')
     ap.add_argument('--quick', action='store_true', help='2 s runs, 1 repeat')
     ap.add_argument('--no-realtime', action='store_true', help='skip the real-time runs')
+    ap.add_argument('--only', default='', metavar='TEXT',
+                    help='only the lockstep variants whose name contains TEXT (section 1 only)')
     args = ap.parse_args()
     d = 2.0 if args.quick else args.duration
     repeat = 1 if args.quick else max(1, args.repeat)
@@ -462,7 +468,9 @@ def main() -> None:
           f'{d:g} s per run, {repeat} runs per lockstep variant')
     print('1. lockstep, default scenario (full plant), 1 kHz: one process vs separate '
           'processes (sim.launch.py)')
-    print('\n'.join(lockstep_side_by_side(d, repeat)))
+    print('\n'.join(lockstep_side_by_side(d, repeat, args.only)))
+    if args.only:
+        return
     print('2. lockstep, one process, single-threaded executor:')
     print('\n'.join(single_executor(d)))
     print('3. where the time goes: per message (ping-pong of two processes; recorder path)')
