@@ -249,9 +249,12 @@ def prefer_udp_transport(environ=None) -> str | None:
     With the shared-memory transport (part of Fast DDS's default), a publisher whose
     subscriber process was killed can block for the port health-check timeout (1 s in Fast
     DDS 2.14), which stalls the whole executor -- watchdogs included. Measured on this
-    machine: a killed plant was noticed by the controller after 1003.7 ms instead of 20 ms;
-    over UDPv4 on loopback the same fault test gave 20-21 ms. So ``FASTDDS_BUILTIN_TRANSPORTS``
-    is set to ``UDPv4`` only when nothing chose the transport:
+    machine when the preference was introduced: a killed plant was noticed by the controller
+    after 1003.7 ms instead of 20 ms; over UDPv4 on loopback the same fault test gave 20-21 ms.
+    Later runs did not reproduce the stall (docs/ros.md, "DDS transport"), and UDPv4 costs no
+    more CPU per message here; the preference is kept for the safety case, it is announced
+    once and easy to turn off. ``FASTDDS_BUILTIN_TRANSPORTS`` is set to ``UDPv4`` only when
+    nothing chose the transport:
 
     * ``MANIP_PREFER_UDP=0`` turns the preference off;
     * any of :data:`USER_TRANSPORT_SETTINGS` set, or a ``DEFAULT_FASTRTPS_PROFILES.xml`` in
