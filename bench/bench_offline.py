@@ -159,6 +159,49 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def startup(baseline: str | None, rounds: int) -> None:
+    """
+    Print the wall and CPU time of whole ``manip-offline`` processes that run one tick.
+
+    With a warm compiled-code cache, with an empty one (the first run on a machine: the
+    kernel is compiled), and, given ``baseline`` (the root of another source tree, e.g. an
+    older version from ``git archive``), of that tree's ``manip-offline``.
+    """
+    import os
+    import resource
+    import subprocess
+    import tempfile
+
+    def measure(env_extra: dict) -> tuple[float, float]:
+        env = {**os.environ, **env_extra}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, '-m', 'manip_control.offline', '--duration', '0.001'],
+                       env=env, cwd=tempfile.gettempdir(), check=True,
+                       stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return wall, cpu
+
+    kinds = {'warm cache': {}}
+    if baseline:
+        kinds['baseline tree'] = {'PYTHONPATH': str(Path(baseline).resolve())}
+    results = {k: [] for k in (*kinds, 'empty cache (first run)')}
+    measure({})  # make sure the cache is there
+    for _ in range(rounds):
+        for name, env in kinds.items():
+            results[name].append(measure(env))
+        with tempfile.TemporaryDirectory() as cache:
+            results['empty cache (first run)'].append(measure({'NUMBA_CACHE_DIR': cache}))
+    print(f'\nmanip-offline start-up (a 1-tick run, whole process), {rounds} rounds:')
+    for name, values in results.items():
+        walls = [w for w, _ in values]
+        cpus = [c for _, c in values]
+        print(f'  {name:24} wall median {statistics.median(walls):5.2f} s (best '
+              f'{min(walls):5.2f}), CPU median {statistics.median(cpus):5.2f} s')
+
+
 def main() -> int:
     """Run the contenders in interleaved rounds, print the figures; 1 if a target is missed."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
@@ -168,6 +211,10 @@ def main() -> int:
                         '4 levels x 2 gain sets x 125 = 1000 runs); 0 skips it')
     p.add_argument('--python-path', action='store_true',
                    help='also time the Python path of the loop (slow)')
+    p.add_argument('--startup', action='store_true',
+                   help='also time manip-offline start-up (warm and empty compiled-code cache)')
+    p.add_argument('--baseline', metavar='DIR', default=None,
+                   help='with --startup: also the start-up of the source tree DIR')
     args = p.parse_args()
     if args.rounds < 1:
         print('error: --rounds: must be >= 1', file=sys.stderr)
@@ -246,6 +293,8 @@ def main() -> int:
         print(f'\nrobustness study, full plant: {len(results)} runs x {DURATION:g} s in '
               f'{wall:.1f} s ({wall / len(results) * 1e3:.1f} ms per run, all cores; target '
               f'1000 runs <= 60 s: {"met" if met else "NOT met"})')
+    if args.startup:
+        startup(args.baseline, 3)
     return 0 if ok else 1
 
 
