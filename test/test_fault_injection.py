@@ -1054,6 +1054,9 @@ def test_one_bad_sample_never_full_torque(fi, tmp_path):
     t_safe, d = probe.wait_for(
         lambda: probe.first_diag_after(t0, lambda d: d['reason'] == 'position_limit'),
         5.0, 'safe mode on the bad sample')
+    # the hold is the last in-envelope position (about (0, 0)), not the bad sample's
+    hold = [float(v) for v in d['hold_target'].split(',')]
+    assert abs(hold[0]) < 0.1 and abs(hold[1]) < 0.1, d
     t_back, _ = probe.wait_for(
         lambda: probe.first_diag_after(t_safe, lambda d: d['mode'] == 'normal'), 10.0,
         'normal again')

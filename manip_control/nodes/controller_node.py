@@ -16,9 +16,11 @@
 Controller node: the core :class:`~manip_control.control.Controller` behind topics.
 
 Subscribes
-    ``joint_states`` (sensor_msgs/JointState, matched by joint name, extra joints ignored);
+    ``joint_states`` (sensor_msgs/JointState, matched by joint name, extra joints ignored;
+    real time: a best-effort reader, which takes reliable and best-effort publishers);
     ``reference`` (trajectory_msgs/JointTrajectory, one point: positions, velocities,
-    accelerations, matched by name).
+    accelerations, matched by name; several points: followed by their ``time_from_start``
+    in real time).
 Publishes
     ``effort_controller/commands`` (std_msgs/Float64MultiArray, torque command after limits
     in ``joints`` order) and ``joint_commands`` (sensor_msgs/JointState: header.stamp = stamp
@@ -30,8 +32,8 @@ When a tick runs
     (once per stamp; a re-sent state of an already computed stamp gets the same command
     again, so the plant's start-up re-sends are idempotent);
     realtime, ``trigger: timer``: a free-running wall timer at ``control_rate`` with the
-    latest state and reference; ``trigger: state``: once per received joint state with the
-    latest reference.
+    latest state and reference; ``trigger: state``: once per fresh joint state with the
+    latest reference (before the first reference: a hold of the first measured position).
 
 Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` and ``safety.*``
 (``ros2 param set``); an invalid value is refused with the reason in the SetParametersResult,
@@ -40,16 +42,19 @@ a valid one is staged and takes effect at the next tick. Every other parameter i
 Lifecycle and safety (:mod:`manip_control.nodes.controller_safety`, docs/safety.md):
 a managed node. The parameters are validated at start (a bad one: one ``error:`` line, exit
 code 2, nothing published); ``configure`` builds the controller, topics and the safety layer;
-``activate`` starts commanding once a fresh joint state has arrived; ``deactivate`` sends zero
-torque once and stops commanding; ``cleanup`` / ``shutdown`` release everything.
+``activate`` starts commanding once a fresh joint state has arrived, from the measured state
+(re-planned reference, torque-rate limit from the measured effort); ``deactivate`` ramps to
+the hold and then to zero (real time) and stops commanding; ``cleanup`` / ``shutdown``
+release everything.
 ``autostart`` (default true) configures and activates at start; with ``autostart:=false`` the
 node waits for ``ros2 lifecycle set /controller configure`` / ``activate``. Inputs are
 validated by :mod:`manip_control.safety` (refusals counted per reason); the joint-state
-watchdog, the position / velocity envelope and the reference watchdog drive the safe mode,
-published on ``/controller/diagnostics``. Lockstep: a state the controller has not answered
-does not age; when the reference of a pending state is later than
-``safety.reference_timeout``, the tick runs with the held reference (last position, zero
-velocity), so a dead trajectory node does not stall the loop.
+watchdog (fresh = advancing stamps younger than ``safety.state_timeout``), the position /
+velocity envelope and the reference watchdog drive the safe mode (with a resume hysteresis
+and a hold timeout), published on ``/controller/diagnostics`` and ``/diagnostics``.
+Lockstep: a state the controller has not answered does not age; when the reference of a
+pending state is later than ``safety.reference_timeout``, the tick runs with the held
+reference (last position, zero velocity), so a dead trajectory node does not stall the loop.
 
 Structure (for the safety layer): :meth:`ControllerNode.on_joint_state` /
 :meth:`on_reference` convert messages and store them, :meth:`tick` runs one control step
@@ -480,9 +485,10 @@ class ControllerNode(LifecycleNode):
 
     def _from_source(self, source: str, info) -> bool:
         """
-        Per-message source check, before any decoding: False (refused, counted, safe mode
-        ``source_conflict``) when the message is not from the publisher the input is locked
-        to (:class:`~manip_control.safety.SourceGuard`).
+        Check the message's source before any decoding.
+
+        False (refused, counted, safe mode ``source_conflict``) when the message is not from
+        the publisher the input is locked to (:class:`~manip_control.safety.SourceGuard`).
         """
         refusal = self._sources[source].check(sequence_number(info), self.safety.now())
         if refusal is None:
@@ -505,8 +511,10 @@ class ControllerNode(LifecycleNode):
         if safety is None:
             return
         report = {}
+        # the resolved names (remapping, namespace) of this node's own topics
+        inputs = dict(zip(('joint_states', 'reference'), (s.topic_name for s in self._subs)))
         for source, guard in self._sources.items():
-            infos = publishers(self, source)
+            infos = publishers(self, inputs.get(source, source))
             guard.publishers = len(infos)
             guard.publisher_names = tuple(describe(i) for i in infos)
             report[f'sources.{source}.publishers'] = str(len(infos))
@@ -514,7 +522,7 @@ class ControllerNode(LifecycleNode):
                 report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
         ns = self.get_namespace().rstrip('/')
         others = set()
-        for topic in ('effort_controller/commands', 'joint_commands'):
+        for topic in (p.topic_name for p in (self._array_pub, self._cmd_pub) if p is not None):
             infos = publishers(self, topic)
             if len(infos) > 1:
                 others.update(describe(i) for i in infos
