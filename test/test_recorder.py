@@ -111,7 +111,19 @@ def test_standalone_recorder_with_separate_nodes(procs, tmp_path):
     while 'parameters of trajectory fetched' not in procs.output(rec)[1] and \
             time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(1.0)                                    # let the last messages arrive
+    # let the last messages arrive: the recorder makes its data durable every second, so the
+    # unfinished bag shows what it received; wait until that stops growing (loaded machine)
+    last, since = -1, time.monotonic()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and time.monotonic() - since < 2.5:
+        time.sleep(0.5)
+        try:
+            with BagReader(bag) as r:
+                now = r.topics['/joint_states'].count
+        except Exception:  # noqa: BLE001 - the file is being written
+            continue
+        if now != last:
+            last, since = now, time.monotonic()
     procs.stop(rec)                                    # SIGINT: the bag is finished
     assert rec.returncode == 0, procs.output(rec)
     meta = _metadata(bag)
