@@ -323,30 +323,35 @@ def _watchdog(diag) -> str | None:
     return None
 
 
-def test_hardware_launch_against_a_driver(ros2_ws, ros2_procs, probe, spin, executor):
+@pytest.mark.parametrize('namespace', ['', 'arm'])
+def test_hardware_launch_against_a_driver(namespace, ros2_ws, ros2_procs, probe, spin,
+                                          executor):
     """
     The controller and trajectory of hardware.launch.py drive a real-time plant.
 
     The driver stand-in is the plant node in real-time mode taking Float64MultiArray efforts
-    (what ros2_control's ForwardCommandController takes), as its own process.
+    (what ros2_control's ForwardCommandController takes), as its own process. Without a
+    namespace the topics are given as in docs/ros.md; with ``namespace:=arm`` the driver runs
+    under /arm and the launch's relative topic defaults follow the namespace.
     """
     from diagnostic_msgs.msg import DiagnosticArray
     from std_msgs.msg import Float64MultiArray
     share = Path(ros2_ws.run([ros2_ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
     sim_params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
-    probe.sub(Float64MultiArray, '/effort_controller/commands')
-    probe.sub(DiagnosticArray, '/plant/diagnostics')
+    ns = f'/{namespace}' if namespace else ''
+    probe.sub(Float64MultiArray, f'{ns}/effort_controller/commands')
+    probe.sub(DiagnosticArray, f'{ns}/plant/diagnostics')
     executor.add_node(probe.node)
     driver = ros2_procs.start('driver', [
         ros2_ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
         str(sim_params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
-        '-p', 'duration:=0.0'])
-    diags = probe.msgs['/plant/diagnostics']
+        '-p', 'duration:=0.0'] + (['-r', f'__ns:={ns}'] if ns else []))
+    diags = probe.msgs[f'{ns}/plant/diagnostics']
     assert spin(executor, 60, until=lambda: diags), text_of(ros2_procs, driver)[-3000:]
-    p = ros2_procs.start('hardware_launch', launch_args(
-        ros2_ws, 'hardware.launch.py', 'joint_states_topic:=/joint_states',
-        'command_topic:=/effort_controller/commands'))
-    cmds = probe.msgs['/effort_controller/commands']
+    args = ([f'namespace:={namespace}'] if namespace else
+            ['joint_states_topic:=/joint_states', 'command_topic:=/effort_controller/commands'])
+    p = ros2_procs.start('hardware_launch', launch_args(ros2_ws, 'hardware.launch.py', *args))
+    cmds = probe.msgs[f'{ns}/effort_controller/commands']
     assert spin(executor, 90, until=lambda: len(cmds) >= 300), text_of(ros2_procs, p)[-4000:]
     assert all(len(c.data) == 2 and all(math.isfinite(x) for x in c.data) for c in cmds)
     assert any(abs(x) > 1.0 for c in cmds for x in c.data)      # holding the arm up
