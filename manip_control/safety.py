@@ -466,9 +466,11 @@ class SourceGuard:
     (``last < seq <= last + max_gap``) as ``second_source``.
 
     It locks anew (a restarted publisher, e.g. a new driver process) only when the locked
-    sequence has been silent for ``relock_after`` seconds *and* the graph shows a single
-    publisher (:attr:`publishers`, kept up to date by the node); with two publishers on the
-    graph, a silent locked source means every message is refused (the data are ambiguous).
+    sequence has been silent for ``relock_after`` seconds: the graph cannot decide it, since a
+    killed publisher stays on the graph until its DDS lease expires (20 s with Fast DDS). Two
+    live publishers are never mixed: one of them is locked, the other refused.
+    :attr:`publishers` (the count on the graph, kept up to date by the node) only names them
+    in the refusal.
 
     :meth:`conflict` reports a data conflict (another publisher's messages arrived) until
     ``hold`` seconds after the last refused one: the controller stays in safe mode meanwhile.
@@ -520,8 +522,7 @@ class SourceGuard:
         if last is not None and last < seq <= last + self.max_gap:
             self.last_seq, self.last_time = seq, now
             return None
-        if last is None or (now - self.last_time > self.relock_after
-                            and self.publishers <= 1):
+        if last is None or now - self.last_time > self.relock_after:
             self.last_seq, self.last_time = seq, now
             self.locks += 1
             return None

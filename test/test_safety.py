@@ -649,11 +649,12 @@ def test_source_guard_locks_refuses_and_relocks():
     assert reason(g.check(150 + 5000, 0.004)) is R.SECOND_SOURCE    # a jump
     assert g.check(151, 0.005) is None                  # the locked writer goes on
     assert g.conflict(0.4) and not g.conflict(0.6)
-    # the locked writer silent, still two publishers: everything refused (ambiguous)
-    assert reason(g.check(7, 1.0)) is R.SECOND_SOURCE
-    # one publisher left (e.g. a restarted driver): it is taken after the silence
-    g.publishers = 1
+    # the locked writer silent for less than relock_after: still refused
+    assert reason(g.check(7, 0.3)) is R.SECOND_SOURCE
+    # silent for longer (e.g. a restarted driver; the dead one may stay on the graph): the
+    # new sequence is locked, and the old one refused if it comes back
     assert g.check(1, 1.2) is None and g.check(2, 1.201) is None and g.locks == 2
+    assert reason(g.check(5152, 1.202)) is R.SECOND_SOURCE
     g.reset()
     assert g.check(9, 2.0) is None
 
