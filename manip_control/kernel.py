@@ -37,14 +37,17 @@ vectors whose layouts are the ``P_*`` / ``C_*`` / ``S_*`` indices below
 (:func:`pack_plant`, :func:`pack_controller`, :func:`pack_sensors`).
 
 :func:`unsupported` names any option the kernel does not implement; callers then use the
-Python path. Without numba (not importable) the kernel is unavailable and everything runs in
-Python. Compiled code is cached on disk (``cache=True``): the first use on a machine compiles
-for a few seconds, later processes load it.
+Python path. Without numba (not importable), or with the environment variable
+``MANIP_CONTROL_KERNEL=0``, the kernel is not used and everything runs in Python. Compiled
+code is cached on disk (``cache=True``, beside the source or in ``NUMBA_CACHE_DIR``): the
+first use on a machine (or from another copy of the source) compiles for a few seconds of
+CPU, later processes load it (about 0.5 s of CPU, mostly importing numba).
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -613,9 +616,15 @@ def plant_step(x, tau1: float, tau2: float, packed_plant: np.ndarray) -> np.ndar
 
 
 def plant_unsupported(params) -> str | None:
-    """Why the kernel cannot integrate plant ``params`` (a short reason), or None."""
+    """
+    Why the kernel cannot integrate plant ``params`` (a short reason), or None.
+
+    The environment variable ``MANIP_CONTROL_KERNEL=0`` disables the kernel everywhere.
+    """
     if not AVAILABLE:
         return 'numba is not importable'
+    if os.environ.get('MANIP_CONTROL_KERNEL', '1').strip() == '0':
+        return 'disabled by MANIP_CONTROL_KERNEL=0'
     return None
 
 

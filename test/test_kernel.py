@@ -230,3 +230,11 @@ def test_plant_uses_the_compiled_step_unless_told_not_to():
         np.testing.assert_allclose(fast.state, slow.state, rtol=1e-12, atol=1e-12)
         assert (fast.time, fast.steps, fast.current_reference()) == (
             slow.time, slow.steps, slow.current_reference())
+
+
+def test_environment_switch_disables_the_kernel(monkeypatch):
+    monkeypatch.setenv('MANIP_CONTROL_KERNEL', '0')
+    sc = _scenario('seed001', duration=0.01)
+    assert kernel.unsupported(sc) == 'disabled by MANIP_CONTROL_KERNEL=0'
+    assert Plant(sc.plant, 1e-3)._compiled_step is None
+    assert not simulation.use_kernel(sc)
