@@ -369,7 +369,14 @@ def _group_key(scenario: Scenario, n: int) -> str:
     """Return the key of runs that share references, noise and timing (one kernel batch)."""
     return json.dumps([scenario.control_rate, n, scenario.late_window_start,
                        scenario.trajectory, dataclasses.asdict(scenario.plant.sensors)],
-                      sort_keys=True)
+                      sort_keys=True, default=_plain_json)
+
+
+def _plain_json(value):
+    """Return JSON-able data for values json does not know (numpy arrays and scalars)."""
+    if hasattr(value, 'tolist'):
+        return value.tolist()
+    raise TypeError(f'cannot compare trajectory values of type {type(value).__name__}')
 
 
 def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
