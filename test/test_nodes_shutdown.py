@@ -157,6 +157,8 @@ def test_dds_transport_is_the_users(procs, tmp_path):
             assert p.poll() is None and time.monotonic() < deadline, procs.output(p)
             time.sleep(0.1)
     time.sleep(0.5)                     # the note is logged right after the node is built
+    if not any(dds_transports(p.pid) for p in started.values()):
+        pytest.skip('this Fast DDS does not name its receive threads dds.udp.* / dds.shm.*')
     for name, p in started.items():
         _, transports, said = TRANSPORT_CASES[name]
         assert dds_transports(p.pid) == transports, (name, dds_transports(p.pid))
