@@ -487,11 +487,19 @@ class _Collector:
     chunk (one C-level copy per message, no per-byte index); other lengths are sliced.
     """
 
-    def __init__(self, expected: int = 0) -> None:
+    def __init__(self, source=None) -> None:
         self.ts: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
         self.pieces: list = []
-        self.expected = int(expected)
+        self.source = source               # whole-file buffer for messages read in place
+        self.at: list[np.ndarray] = []
+
+    def add_at(self, base: int, ts: np.ndarray, starts: np.ndarray,
+               lengths: np.ndarray) -> None:
+        """Messages at file offsets ``base + starts`` of ``source``, gathered at the end."""
+        self.ts.append(ts)
+        self.lengths.append(lengths)
+        self.at.append(starts + base)
 
     def add(self, payload, ts: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
         self.ts.append(ts)
@@ -511,6 +519,17 @@ class _Collector:
         starts = np.zeros(len(lengths), np.int64)
         if len(lengths) > 1:
             np.cumsum(lengths[:-1], out=starts[1:])
+        if self.at:                     # one gather out of the whole file: no joined copy
+            at = np.concatenate(self.at)
+            first = int(lengths[0])
+            if first > 0 and (lengths == first).all():
+                buf = _windows(self.source, first)[at].reshape(-1)
+            else:
+                src = self.source
+                buf = np.frombuffer(b''.join(src[a:a + n] for a, n in
+                                             zip(at.tolist(), lengths.tolist())), np.uint8)
+            return RawBatch(np.concatenate(self.ts).astype(np.int64, copy=False), buf,
+                            starts, lengths)
         buf = self.pieces[0] if len(self.pieces) == 1 else np.concatenate(self.pieces)
         return RawBatch(np.concatenate(self.ts).astype(np.int64, copy=False), buf, starts,
                         lengths)
@@ -574,6 +593,7 @@ class _Chunk:
 
     payload: bytes
     index: dict = field(default_factory=dict)
+    base: int | None = None     # file offset of an uncompressed payload (read in place)
 
 
 def _walk_chunk(payload: bytes, schemas: dict, channels: dict) -> dict:
@@ -817,14 +837,15 @@ class McapStorageReader:
             if offsets.size and (offsets + 9 + lengths + 22).max() > arr.size:
                 raise StorageError('message record exceeds its chunk')
             index[cid] = (ts, offsets + _MSG_HEADER, lengths)
-        return _Chunk(payload, index)
+        base = ci.chunk_start_offset + pos + 8 if comp == '' else None
+        return _Chunk(payload, index, base)
 
     def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
         """Raw messages of the channels ``ids`` (per channel in file order)."""
         wanted = set(ids)
-        expect = {t.id: t.count for t in self.topics}
-        parts = {c: _Collector(expect.get(c, 0) if self._chunks is None else 0)
-                 for c in wanted}
+        in_place = self._chunks is None and all(ci.compression == ''
+                                                for ci in self._chunk_indexes)
+        parts = {c: _Collector(self._view if in_place else None) for c in wanted}
         chunks = self._chunks if self._chunks is not None else (
             self._read_chunk(ci, wanted) for ci in self._chunk_indexes)
         for chunk in chunks:
@@ -834,7 +855,10 @@ class McapStorageReader:
             for cid in wanted:
                 item = chunk.index.get(cid)
                 if item is not None and len(item[0]):
-                    parts[cid].add(chunk.payload, *item)
+                    if in_place and chunk.base is not None:
+                        parts[cid].add_at(chunk.base, *item)
+                    else:
+                        parts[cid].add(chunk.payload, *item)
                     done += len(item[0])
             if progress is not None:
                 progress(done)

@@ -626,3 +626,28 @@ def test_metadata_problems_are_one_line_naming_the_file(tmp_path, capsys, text, 
     err = capsys.readouterr().err
     assert err.count('\n') == 1 and err.startswith('error: '), err
     assert what in err and ('metadata.yaml' in err or 'nothere.mcap' in err), err
+
+
+@pytest.mark.parametrize('compression', ['zstd', 'lz4'])
+def test_compressed_mcap_chunks_read_like_plain_ones(tmp_path, compression):
+    """Chunks compressed by the writer are decompressed (plain chunks are read in place)."""
+    plain = write_bag(tmp_path / 'plain', 'mcap')
+    packed = tmp_path / 'packed'
+    with BagWriter(packed, storage='mcap', compression=compression, chunk_size=300) as w:
+        w.add_topic('/joint_states', JS)
+        w.add_topic('/reference', JT)
+        for ts, m in STATES:
+            w.write('/joint_states', ts, ser(m, JS))
+        for ts, m in REFS:
+            w.write('/reference', ts, ser(m, JT))
+    from mcap.reader import make_reader
+    with open(next(packed.glob('*.mcap')), 'rb') as fh:
+        kinds = {c.compression for c in make_reader(fh).get_summary().chunk_indexes}
+    assert kinds == {compression}
+    with BagReader(plain) as a, BagReader(packed) as b:
+        want = a.read_series(['/joint_states', '/reference'])
+        got = b.read_series(['/joint_states', '/reference'])
+    for key in ('position', 'velocity', 'effort', 'stamp_ns', 'recv_ns'):
+        np.testing.assert_array_equal(getattr(got['/joint_states'], key),
+                                      getattr(want['/joint_states'], key))
+    np.testing.assert_array_equal(got['/reference'].positions, want['/reference'].positions)
