@@ -493,13 +493,14 @@ class _Collector:
         self.pieces: list = []
         self.source = source               # whole-file buffer for messages read in place
         self.at: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
 
-    def add_at(self, base: int, ts: np.ndarray, starts: np.ndarray,
-               lengths: np.ndarray) -> None:
-        """Messages at file offsets ``base + starts`` of ``source``, gathered at the end."""
+    def add_at(self, base: int, end: int, ts: np.ndarray, records: np.ndarray,
+               _unused=None) -> None:
+        """Message records at file offsets ``base + records`` (chunk data ends at ``end``)."""
         self.ts.append(ts)
-        self.lengths.append(lengths)
-        self.at.append(starts + base)
+        self.at.append(records + base)
+        self.ends.append(np.full(len(records), end, np.int64))
 
     def add(self, payload, ts: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
         self.ts.append(ts)
@@ -512,15 +513,29 @@ class _Collector:
             self.pieces.append(np.frombuffer(b''.join(
                 map(payload.__getitem__, map(slice, starts.tolist(), ends))), np.uint8))
 
+    def _lengths_at(self) -> tuple[np.ndarray, np.ndarray]:
+        """Check the records read in place; return their payload offsets and lengths."""
+        records = np.concatenate(self.at)
+        heads = _windows(self.source, 9)[records]
+        sizes = np.ascontiguousarray(heads[:, 1:]).view('<u8')[:, 0]
+        if (heads[:, 0] != 0x05).any() or (sizes < 22).any():
+            raise StorageError('message index does not point at message records')
+        lengths = sizes.astype(np.int64) - 22
+        if (records + _MSG_HEADER + lengths > np.concatenate(self.ends)).any():
+            raise StorageError('message record exceeds its chunk')
+        return records + _MSG_HEADER, lengths
+
     def batch(self) -> RawBatch:
         if not self.ts:
             return RawBatch.concat([])
-        lengths = np.concatenate(self.lengths).astype(np.int64, copy=False)
+        if self.at:
+            at, lengths = self._lengths_at()
+        else:
+            lengths = np.concatenate(self.lengths).astype(np.int64, copy=False)
         starts = np.zeros(len(lengths), np.int64)
         if len(lengths) > 1:
             np.cumsum(lengths[:-1], out=starts[1:])
         if self.at:                     # one gather out of the whole file: no joined copy
-            at = np.concatenate(self.at)
             first = int(lengths[0])
             if first > 0 and (lengths == first).all():
                 buf = _windows(self.source, first)[at].reshape(-1)
@@ -791,8 +806,13 @@ class McapStorageReader:
             raise StorageError(f'{self.path}: no complete MCAP chunk or channel ({stop})')
 
     # -- data -------------------------------------------------------------------------------
-    def _read_chunk(self, ci, wanted: set[int]) -> _Chunk | None:
-        """One chunk of a finished file via its chunk index and message indexes."""
+    def _read_chunk(self, ci, wanted: set[int], in_place: bool = False) -> _Chunk | None:
+        """
+        Read one chunk of a finished file via its chunk index and message indexes.
+
+        ``in_place`` (uncompressed chunk in the mapped file): the index holds the record
+        offsets and record lengths are read later, for all chunks at once.
+        """
         cids = [c for c in wanted if c in ci.message_index_offsets] \
             if ci.message_index_offsets else None
         if cids is not None and not cids:
@@ -829,6 +849,9 @@ class McapStorageReader:
             offsets = entries[:, 1].astype(np.int64)
             if offsets.size and offsets.max() + _MSG_HEADER > arr.size:
                 raise StorageError('message index points outside its chunk')
+            if in_place and comp == '':
+                index[cid] = (ts, offsets, None)
+                continue
             heads = _windows(payload, 9)[offsets]
             sizes = np.ascontiguousarray(heads[:, 1:]).view('<u8')[:, 0]
             if (heads[:, 0] != 0x05).any() or (sizes < 22).any():
@@ -847,7 +870,7 @@ class McapStorageReader:
                                                 for ci in self._chunk_indexes)
         parts = {c: _Collector(self._view if in_place else None) for c in wanted}
         chunks = self._chunks if self._chunks is not None else (
-            self._read_chunk(ci, wanted) for ci in self._chunk_indexes)
+            self._read_chunk(ci, wanted, in_place) for ci in self._chunk_indexes)
         for chunk in chunks:
             if chunk is None:
                 continue
@@ -856,7 +879,7 @@ class McapStorageReader:
                 item = chunk.index.get(cid)
                 if item is not None and len(item[0]):
                     if in_place and chunk.base is not None:
-                        parts[cid].add_at(chunk.base, *item)
+                        parts[cid].add_at(chunk.base, chunk.base + len(chunk.payload), *item)
                     else:
                         parts[cid].add(chunk.payload, *item)
                     done += len(item[0])
