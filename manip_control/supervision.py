@@ -389,9 +389,12 @@ class ReferenceBlend:
 
 
 def clamp_acceleration(qdd: Sequence[float], limit: Sequence[float]) -> tuple[tuple, bool]:
-    """Return ``(qdd clamped to +-limit, clamped)`` [rad/s^2]."""
-    out = tuple(min(max(a, -lim), lim) for a, lim in zip(qdd, limit))
-    return out, any(a != b for a, b in zip(out, qdd))
+    """Return ``(qdd clamped to +-limit, clamped)`` [rad/s^2] (``qdd`` itself when inside)."""
+    a0, a1 = qdd[0], qdd[1]
+    l0, l1 = limit[0], limit[1]
+    if -l0 <= a0 <= l0 and -l1 <= a1 <= l1:        # the 1 kHz path
+        return qdd, False
+    return (min(max(a0, -l0), l0), min(max(a1, -l1), l1)), True
 
 
 # --------------------------------------------------------------------------------------------

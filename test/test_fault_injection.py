@@ -371,10 +371,13 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
         5.0, 'the held reference')
     age_ms = float(d['reference_age_at_hold_ms'])
     time.sleep(0.5)
+    # (on a loaded machine a state-timeout episode may re-plan the resume: wait for its end)
+    probe.wait_for(lambda: probe.last_diag().get('replan_remaining_s') == '0.000'
+                   and probe.last_diag().get('mode') == 'normal', 30.0, 'a settled hold')
+    time.sleep(0.2)
     last = [m for _, m in probe.get('jcmds')][-50:]
     q_hold = list(last[-1].position)
     assert all(list(m.position) == q_hold and list(m.velocity) == [0.0, 0.0] for m in last)
-    assert probe.last_diag()['mode'] == 'normal'
     assert age_ms <= (REFERENCE_TIMEOUT + PERIOD + SCHED_TOLERANCE) * 1e3
     # the trajectory comes back: the controller follows it again
     t_back = time.monotonic()
@@ -619,14 +622,17 @@ def _expected(items):
 def test_malformed_inputs_refused_and_counted(fi):
     procs, make_probe = fi
     probe = make_probe(('diag', 'cmds', 'jcmds', 'states', 'plant_diag', 'plant2_diag'))
-    # a slow plant and trajectory: the controller's reader queues must not overflow
-    pl = plant(procs, 'plant', '-p', 'control_rate:=100.0')
+    # the probe is the only publisher of the controller's inputs (a second one would be
+    # refused as second_source before any validation): the plants publish their joint states
+    # elsewhere, and there is no trajectory node
+    pl = plant(procs, 'plant', '-p', 'control_rate:=100.0', '-r',
+               'joint_states:=/plant_states')
     # a second plant (namespace /p2) taking Float64MultiArray commands
     pl2 = plant(procs, 'plant2', '-r', '__ns:=/p2', '-p', 'control_rate:=100.0', '-p',
                 'command_source:=effort_commands')
     ctrl = controller(procs)
-    traj = trajectory(procs, 'trajectory', '-p', 'control_rate:=100.0')
-    wait_normal(probe)
+    probe.wait_for(lambda: probe.last_diag().get('reason') == 'no_state_yet', 30.0,
+                   'the controller')
 
     def total(key, prefix):
         return sum(int(v) for k, v in probe.last_diag(key).items() if k.startswith(prefix))
@@ -689,11 +695,11 @@ def test_malformed_inputs_refused_and_counted(fi):
     assert plant_refused == n_cmd
     plant2_refused = int(probe.last_diag('plant2_diag')['refused_commands']) - plant2_base
     assert plant2_refused == n_arr
-    for p in (pl, pl2, ctrl, traj):
+    for p in (pl, pl2, ctrl):
         assert p.poll() is None
-    no_traceback(procs, pl, pl2, ctrl, traj)
+    no_traceback(procs, pl, pl2, ctrl)
     assert_finite_outputs(probe)
-    assert probe.last_diag()['mode'] == 'normal'
+    assert ctrl.poll() is None
     out, err = procs.output(ctrl)
     n_lines = (out + err).count('ignoring joint_states message')
     assert 1 <= n_lines <= 5, n_lines             # throttled
