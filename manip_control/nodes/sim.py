@@ -380,8 +380,9 @@ class SimRunner:
             self._owns_context = False
 
 
-#: Discovery time given to other participants before manip-sim creates its publishers [s].
-DOMAIN_DISCOVERY_WAIT = 1.0
+#: Discovery time given to other participants before manip-sim creates its publishers [s]
+#: (measured on the loaded 2-core machine: a running simulation was found after 0.2-2.1 s).
+DOMAIN_DISCOVERY_WAIT = 2.0
 #: With other nodes on the domain: how long their set must stay unchanged, and the longest
 #: wait of the check [s].
 DOMAIN_SETTLE = 1.0
@@ -405,11 +406,14 @@ def check_domain_free(mode: str) -> None:
     discovery and counts the publishers on the graph, for :data:`DOMAIN_DISCOVERY_WAIT` on an
     empty domain, and while other nodes are being discovered until the node set has been
     stable for :data:`DOMAIN_SETTLE` (at most :data:`DOMAIN_DISCOVERY_MAX`): their endpoints
-    are discovered after the nodes.
+    are discovered after the nodes. Another manip-sim in its own check (two started at once)
+    or a node named like the run's (plant, controller, trajectory) in the root namespace is
+    refused too.
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from manip_control.nodes.sources import DomainGuard
+    from manip_control.nodes.sources import in_use
     node = rclpy.create_node('manip_sim_domain_check')
     ex = SingleThreadedExecutor()
     ex.add_node(node)
@@ -423,6 +427,12 @@ def check_domain_free(mode: str) -> None:
             guard.check()
             now = time.monotonic()
             others = set(node.get_node_names_and_namespaces()) - {own}
+            if any(name == own[0] for name, _ in others):
+                raise in_use('another manip-sim is starting there')
+            namesakes = sorted(f'{ns.rstrip("/")}/{name}' for name, ns in others
+                               if ns == '/' and name in NODE_NAMES)
+            if namesakes:       # the nodes of another run (their topics may be on the way)
+                raise in_use(f'node {namesakes[0]} runs there')
             if others != seen:
                 seen, changed = others, now
             if now - start >= DOMAIN_DISCOVERY_MAX or (

@@ -125,9 +125,13 @@ class DomainGuard:
         """
         found = self.foreign()
         if found:
-            import os
-            domain = os.environ.get('ROS_DOMAIN_ID', '0') or '0'
-            raise DomainInUseError(
-                f'ROS domain {domain} is already in use: {found[0]}; another simulation, '
-                'driver or bag replay publishes there. Stop it or run with '
-                'ROS_DOMAIN_ID set to a free domain')
+            raise in_use(found[0])
+
+
+def in_use(what: str) -> DomainInUseError:
+    """Return the error for a ROS domain in use (``what`` says by whom)."""
+    import os
+    domain = os.environ.get('ROS_DOMAIN_ID', '0') or '0'
+    return DomainInUseError(
+        f'ROS domain {domain} is already in use: {what}; another simulation, driver or bag '
+        'replay publishes there. Stop it or run with ROS_DOMAIN_ID set to a free domain')
