@@ -694,7 +694,10 @@ class McapStorageReader:
     def close(self) -> None:
         """Close the file."""
         view, self._view = self._view, memoryview(b'')
-        view.release()
+        try:
+            view.release()
+        except BufferError:              # arrays still refer to it: the GC releases it later
+            pass
         if self._mmap is not None:
             try:
                 self._mmap.close()
