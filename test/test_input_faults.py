@@ -332,14 +332,23 @@ def test_two_simulations_never_share_a_domain(procs):
             assert procs.wait(second, 60.0) == 2
             if most == 1:
                 break
+        assert most == 1, f'{most} publishers of /joint_states seen as the second run started'
+        err = procs.output(second)[1].strip().splitlines()
+        assert len(err) == 1 and 'is already in use: /' in err[0], err
+        assert first.poll() is None, 'the first run must not be disturbed by the refused one'
+        # a publisher appearing during the run (e.g. a bag replay): the run stops, exit 2
+        rogue = node.create_publisher(JointState, '/joint_states', 10)
+        t0 = time.monotonic()
+        while first.poll() is None and time.monotonic() < t0 + 30.0:
+            rogue.publish(state(J, [0.0, 0.0], [0.0, 0.0]))
+            time.sleep(0.01)
+        assert procs.wait(first, 30.0) == 2
+        stopped = time.monotonic() - t0
+        err = procs.output(first)[1].strip().splitlines()
+        assert err and 'is already in use: /joint_states: 2 publishers' in err[-1], err
         node.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
-    assert most == 1, f'{most} publishers of /joint_states seen while the second run started'
-    err = procs.output(second)[1].strip().splitlines()
-    assert len(err) == 1 and 'is already in use: /' in err[0], err
-    assert first.poll() is None, 'the first run must not be disturbed by the refused one'
-    procs.stop(first)
     # two started at once: never both run to the end on the shared domain
     a = procs.start('sim3', sim + ['--duration', '6', '--quiet'])
     b = procs.start('sim4', sim + ['--duration', '6', '--quiet'])
@@ -349,7 +358,8 @@ def test_two_simulations_never_share_a_domain(procs):
         if c == 2:
             lines = procs.output(p)[1].strip().splitlines()
             assert lines and 'is already in use' in lines[-1], lines
-    print(f'\n[input] manip-sim on a used domain: exit 2 with one line; two at once: exit codes '
+    print(f'\n[input] manip-sim on a used domain: exit 2 with one line; a publisher appearing '
+          f'during a run: stopped with exit 2 after {stopped:.2f} s; two at once: exit codes '
           f'{codes}')
 
 

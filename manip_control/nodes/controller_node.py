@@ -718,6 +718,10 @@ class ControllerNode(LifecycleNode):
         if 'torque_limit' in pending:
             c.set_torque_limit(pending['torque_limit'])
 
+    def foreign_messages(self) -> int:
+        """Return how many input messages were refused as another publisher's."""
+        return sum(guard.refused for guard in self._sources.values())
+
     def _hard_limit_defaults(self) -> dict:
         """Defaults of ``hard_limits.*``: from the start values (overrides, else defaults)."""
         overrides = getattr(self, '_parameter_overrides', None) or {}

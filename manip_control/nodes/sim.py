@@ -285,7 +285,10 @@ class SimRunner:
         self.plant.done_future.add_done_callback(lambda _: end.set_result(True))
 
         def check_domain():
-            if self.domain_error is None and guard.foreign():
+            # a foreign publisher counts once its messages arrive (refused by the
+            # controller as another publisher's): a killed process stays on the graph
+            if (self.domain_error is None and self.controller.foreign_messages()
+                    and guard.foreign()):
                 try:
                     guard.check()
                 except DomainInUseError as exc:
@@ -400,49 +403,66 @@ def run_topics(lockstep: bool) -> list[str]:
 
 def check_domain_free(mode: str) -> None:
     """
-    Raise DomainInUseError when another participant already publishes the run's topics.
+    Raise DomainInUseError when another participant already uses the run's topics.
 
     Runs before any publisher of the run exists: a node without publishers spins for
-    discovery and counts the publishers on the graph, for :data:`DOMAIN_DISCOVERY_WAIT` on an
-    empty domain, and while other nodes are being discovered until the node set has been
-    stable for :data:`DOMAIN_SETTLE` (at most :data:`DOMAIN_DISCOVERY_MAX`): their endpoints
-    are discovered after the nodes. Another manip-sim in its own check (two started at once)
-    or a node named like the run's (plant, controller, trajectory) in the root namespace is
-    refused too.
+    discovery, counts the publishers of the run's topics on the graph and listens to
+    ``/joint_states``, ``/reference`` and ``/clock``: it refuses when such publishers exist
+    *and* their messages arrive (a process killed a moment ago stays on the graph until its
+    DDS lease expires, about 20 s, without sending anything: then it goes on with a warning),
+    or when another manip-sim is in its own check (two started at once). It waits
+    :data:`DOMAIN_DISCOVERY_WAIT` on an empty domain and, while other nodes are being
+    discovered or silent publishers are there, until the node set has been stable for
+    :data:`DOMAIN_SETTLE` (at most :data:`DOMAIN_DISCOVERY_MAX`).
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from rclpy.qos import ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectory
     from manip_control.nodes.sources import DomainGuard
     from manip_control.nodes.sources import in_use
     node = rclpy.create_node('manip_sim_domain_check')
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     guard = DomainGuard(node, dict.fromkeys(run_topics(mode == 'lockstep'), 0))
+    heard: dict = {}
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+    for topic, typ in (('/joint_states', JointState), ('/reference', JointTrajectory),
+                       ('/clock', Clock)):
+        node.create_subscription(
+            typ, topic, lambda _msg, t=topic: heard.__setitem__(t, heard.get(t, 0) + 1), qos,
+            raw=True)
     own = (node.get_name(), node.get_namespace())
+    found: list = []
     try:
         start = changed = time.monotonic()
         seen: set = set()
         while True:
             spin_once(ex, 0.05)
-            guard.check()
             now = time.monotonic()
             others = set(node.get_node_names_and_namespaces()) - {own}
             if any(name == own[0] for name, _ in others):
                 raise in_use('another manip-sim is starting there')
-            namesakes = sorted(f'{ns.rstrip("/")}/{name}' for name, ns in others
-                               if ns == '/' and name in NODE_NAMES)
-            if namesakes:       # the nodes of another run (their topics may be on the way)
-                raise in_use(f'node {namesakes[0]} runs there')
+            found = guard.foreign()
+            if found and heard:
+                raise in_use(f'{found[0]}, sending ({", ".join(sorted(heard))})')
             if others != seen:
                 seen, changed = others, now
             if now - start >= DOMAIN_DISCOVERY_MAX or (
-                    now - start >= DOMAIN_DISCOVERY_WAIT
+                    now - start >= DOMAIN_DISCOVERY_WAIT and not found
                     and (not seen or now - changed >= DOMAIN_SETTLE)):
                 break
     finally:
         ex.remove_node(node)
         ex.shutdown()
         node.destroy_node()
+    if found:
+        print(f'warning: {found[0]} on the graph sent nothing for {DOMAIN_DISCOVERY_MAX:g} s '
+              '(a stopped or killed process still listed); going on', file=sys.stderr,
+              flush=True)
 
 
 def share_time_source(source, nodes) -> bool:
