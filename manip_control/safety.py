@@ -125,7 +125,7 @@ __all__ = [
     'decode_refusal', 'SourceGuard', 'MAX_NAMES', 'MAX_SEQUENCE_GAP',
     'SafetyParameters', 'safety_from_dict', 'SAFE_MODES',
     'Mode', 'SafeReason', 'Transition', 'SafetySupervisor', 'ReferenceWatchdog',
-    'hold_torque', 'clamp_torque', 'validate_parameter_update', 'validate_parameter_updates',
+    'hold_torque', 'clamp_torque', 'validate_parameter_updates',
     'RUNTIME_PARAMETERS', 'HardLimits', 'HARD_LIMIT_DOC', 'HARD_LIMIT_PREFIX',
     'GAIN_RANGE_FACTOR', 'hard_limit_defaults', 'hard_limits_from_values', 'RUNTIME_SAFETY',
 ]
@@ -728,12 +728,6 @@ def validate_parameter_updates(updates: Mapping[str, Any],
         except ParameterError as exc:
             return False, str(exc).removeprefix('safety.')
     return True, ''
-
-
-def validate_parameter_update(name: str, value: Any,
-                              current: SafetyParameters | None = None) -> tuple[bool, str]:
-    """Validate one runtime parameter change; see :func:`validate_parameter_updates`."""
-    return validate_parameter_updates({name: value}, current)
 
 
 # --------------------------------------------------------------------------------------------

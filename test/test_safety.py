@@ -48,7 +48,6 @@ from manip_control.safety import safety_from_dict
 from manip_control.safety import SafetyParameters
 from manip_control.safety import SafetySupervisor
 from manip_control.safety import SourceGuard
-from manip_control.safety import validate_parameter_update
 from manip_control.safety import validate_parameter_updates
 import numpy as np
 import pytest
@@ -56,6 +55,11 @@ import pytest
 J = ('joint1', 'joint2')
 NAN, INF = float('nan'), float('inf')
 R = RefusalReason
+
+
+def validate_parameter_update(name, value, current=None):
+    """Validate one runtime change as the controller does (a set of one)."""
+    return validate_parameter_updates({name: value}, current)
 
 
 def reason(res):
