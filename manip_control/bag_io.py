@@ -484,12 +484,14 @@ class BagWriter:
         Make the data durable at least this often [s of wall time]: on the first write after
         the period, and from :meth:`flush_if_due` (a recorder calls it from a timer).
     chunk_size : int
-        MCAP chunk size [bytes] (a chunk reaches the file when it is full).
+        MCAP chunk size [bytes] (a chunk reaches the file when it is full); sqlite3 commits when
+        as many bytes of messages are pending.
     compression : {'none', 'zstd', 'lz4'}
         MCAP chunk compression (default none: cheapest for the recorder).
 
     Durability: an MCAP chunk is written when it is full or at the flush period, a sqlite3
-    transaction is committed every flush period (or ``flush_every`` writes). A killed writer
+    transaction is committed when ``chunk_size`` bytes are pending or at the flush period (or
+    every ``flush_every`` writes). A killed writer
     therefore loses at most the last chunk or the last ``flush_period`` seconds, and the bag is
     read without ``metadata.yaml`` (:class:`BagReader` recovers it, ``manip-bag reindex``
     rebuilds the metadata).
@@ -515,6 +517,9 @@ class BagWriter:
         self._flush_period = float(flush_period)
         self._options = ({'chunk_size': int(chunk_size), 'compression': compression}
                          if storage == 'mcap' else {})
+        # sqlite3: commit when this many bytes are pending, like an MCAP chunk
+        self._commit_bytes = int(chunk_size) if storage == 'sqlite3' else 0
+        self._pending_bytes = 0
         self._file: Path | None = None
         self._st = None
         self._topics: dict[str, TopicRecord] = {}
@@ -684,6 +689,7 @@ class BagWriter:
             self._durable[topic] = self._durable.get(topic, 0) + n
         self._pending.clear()
         self._pending_n = 0
+        self._pending_bytes = 0
         lo, hi = self._pending_range
         if lo is not None:
             self._range[0] = lo if self._range[0] is None else min(self._range[0], lo)
@@ -702,6 +708,7 @@ class BagWriter:
             failure.lost += n
         self._pending.clear()
         self._pending_n = 0
+        self._pending_bytes = 0
         self._pending_range = [None, None]
         self.failure = failure
 
@@ -742,9 +749,12 @@ class BagWriter:
                 if durable:
                     self._commit_pending()
                     self._last_flush = time.monotonic()
-                elif (self._flush_every and self._pending_n >= self._flush_every) or \
-                        time.monotonic() - self._last_flush >= self._flush_period:
-                    self._flush_locked()
+                else:
+                    self._pending_bytes += len(raw)
+                    if (self._flush_every and self._pending_n >= self._flush_every) or \
+                            (self._commit_bytes and self._pending_bytes >= self._commit_bytes) \
+                            or time.monotonic() - self._last_flush >= self._flush_period:
+                        self._flush_locked()
             except (OSError, sqlite3.Error) as exc:
                 self._fail(exc, (topic, timestamp_ns))
                 raise RecordingError(self.failure.describe(

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Recorder node: a rosbag2 bag of the run, written with rosbags (no rosbag2 needed).
+Recorder node: a rosbag2 bag of the run, written without rosbag2 (mcap / sqlite3).
 
 Subscribes to ``topics`` with ``raw=True`` (reliable, keep last ``qos_depth``) and writes the
 serialized CDR bytes as they come, stamped with the receive time of the node clock (sim time
@@ -33,10 +33,10 @@ plant, controller, trajectory) once those nodes appear; manip-sim hands them ove
 Types of the default topics are known; other topics are subscribed when a publisher appears
 (type from the graph). The bag is finished (metadata written) on shutdown (Ctrl-C, SIGTERM).
 
-Durability: the writer closes an MCAP chunk when it holds 1 MiB or every ``flush_period``
-(1 s of wall time, also from a timer when no message comes), a sqlite3 transaction at the
-same period, so a killed recorder loses at most the last chunk or the last second; the bag
-directory is then read without ``metadata.yaml`` (``manip-analyze`` recovers it,
+Durability: the writer closes an MCAP chunk (commits a sqlite3 transaction) when it holds
+1 MiB or every ``flush_period`` (1 s of wall time, also from a timer when no message comes),
+so a killed recorder loses at most the last chunk or the last second; the bag directory is
+then read without ``metadata.yaml`` (``manip-analyze`` recovers it,
 ``manip-bag reindex DIR`` writes the metadata). A write error (full disk, file-size limit,
 permissions) is logged once at once; the recorder goes on counting what it cannot record,
 ``metadata.yaml`` counts what the file holds, and shutdown reports how many messages were not
