@@ -53,11 +53,14 @@ IMPORT_TO_KEY = {
     'std_msgs': 'std_msgs',
     'trajectory_msgs': 'trajectory_msgs',
     # System / pip dependencies (rosdep keys).
+    'PIL': 'python3-pil',
     'apsw': 'python3-rosbags-pip',  # rosbags' sqlite3 driver, installed with it
     'catkin_pkg': 'python3-catkin-pkg',
     'matplotlib': 'python3-matplotlib',
     'mcap': 'mcap-ros2-support',  # the key installs mcap with its ROS 2 decoder
     'mcap_ros2': 'mcap-ros2-support',
+    'lz4': 'mcap-ros2-support',  # mcap's chunk codecs, installed with it
+    'zstandard': 'mcap-ros2-support',
     'numba': 'python3-numba',
     'numpy': 'python3-numpy',
     'psutil': 'python3-psutil',
@@ -70,10 +73,11 @@ IMPORT_TO_KEY = {
 #: rosdep key -> PyPI distribution, for the pure-Python run-time dependencies that setup.py's
 #: install_requires must list (ROS packages come from the distribution, not from pip).
 KEY_TO_PYPI = {
-    'mcap-ros2-support': 'mcap-ros2-support',
+    'mcap-ros2-support': 'mcap',
     'python3-matplotlib': 'matplotlib',
     'python3-numba': 'numba',
     'python3-numpy': 'numpy',
+    'python3-pil': 'pillow',
     'python3-psutil': 'psutil',
     'python3-rosbags-pip': 'rosbags',
     'python3-scipy': 'scipy',
@@ -81,9 +85,9 @@ KEY_TO_PYPI = {
 }
 
 ROS2_VERB = re.compile(
-    r'''\bros2['"]?\s*,?\s*['"]?(launch|run|topic|param|node|lifecycle|service|pkg|interface|'''
-    r'''action)\b''')
-LAUNCHED_PACKAGE = re.compile(r'''package\s*=\s*['"]([A-Za-z0-9_]+)['"]''')
+    r'\bros2[\'"]?\s*,?\s*[\'"]?'
+    r'(launch|run|topic|param|node|lifecycle|service|pkg|interface|action)\b')
+LAUNCHED_PACKAGE = re.compile(r'package\s*=\s*[\'"]([A-Za-z0-9_]+)[\'"]')
 
 
 def _files(*patterns: str) -> list[Path]:
@@ -197,4 +201,4 @@ def _install_requires() -> set[str]:
 def test_install_requires_lists_the_pure_python_runtime_dependencies():
     wanted = {KEY_TO_PYPI[k] for k in _runtime_keys() if k in KEY_TO_PYPI}
     missing = sorted(wanted - _install_requires())
-    assert not missing, f"setup.py install_requires lacks {missing}"
+    assert not missing, f'setup.py install_requires lacks {missing}'
