@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 import mmap
+import operator
 import os
 from pathlib import Path
 import sqlite3
@@ -987,28 +988,35 @@ class SqliteStorageReader:
         acc: dict[int, tuple[list, list]] = {c: ([], []) for c in ids}
         if not ids:
             return {}
+        get_id, get_ts, get_data = (operator.itemgetter(k) for k in range(3))
         try:
             cur = self._db.execute(
                 'SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN '
                 f'({",".join("?" * len(ids))}) ORDER BY id', ids)
             while True:
-                rows = cur.fetchmany(100_000)
+                rows = cur.fetchmany(200_000)
                 if not rows:
                     break
+                n = len(rows)
+                ts = np.fromiter(map(get_ts, rows), np.int64, n)
+                data = list(map(get_data, rows))
                 if len(ids) == 1:
-                    ts, data = acc[ids[0]]
-                    ts.extend(r[1] for r in rows)
-                    data.extend(r[2] for r in rows)
+                    acc[ids[0]][0].append(ts)
+                    acc[ids[0]][1].extend(data)
                 else:
-                    for cid, t, d in rows:
-                        ts, data = acc[cid]
-                        ts.append(t)
-                        data.append(d)
+                    tid = np.fromiter(map(get_id, rows), np.int64, n)
+                    for cid in ids:
+                        idx = np.flatnonzero(tid == cid)
+                        if idx.size:
+                            acc[cid][0].append(ts[idx])
+                            acc[cid][1].extend(operator.itemgetter(*idx.tolist())(data)
+                                               if idx.size > 1 else [data[int(idx[0])]])
                 if progress is not None:
-                    progress(len(rows))
+                    progress(n)
         except sqlite3.Error as exc:
             raise StorageError(f'{self.path}: corrupt bag data ({exc})') from None
-        return {cid: RawBatch.from_list(np.array(ts, np.int64), data)
+        return {cid: RawBatch.from_list(np.concatenate(ts) if ts else np.zeros(0, np.int64),
+                                        data)
                 for cid, (ts, data) in acc.items()}
 
 
