@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 
+from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray
 import pytest
 import rclpy
@@ -216,6 +217,9 @@ def test_hard_limits_refuse_runtime_changes_and_big_messages_are_cheap(procs, ma
     huge = [state(names, [0.0] * len(names), [0.0] * len(names)),
             reference(names, [0.0] * len(names))]
     inject, t_inject, stop = threading.Event(), [], threading.Event()
+    long_traj, t_long = threading.Event(), []
+    many = JointTrajectory(joint_names=J, points=[JointTrajectoryPoint(
+        positions=[0.1, 0.2], time_from_start=Duration(sec=1 + k)) for k in range(200)])
 
     def drive():
         while not stop.is_set():
@@ -226,6 +230,9 @@ def test_hard_limits_refuse_runtime_changes_and_big_messages_are_cheap(procs, ma
                 t_inject.append(time.monotonic())
                 spub.publish(huge[0])
                 rpub.publish(huge[1])
+            if long_traj.is_set() and (not t_long or time.monotonic() > t_long[-1] + 0.2):
+                t_long.append(time.monotonic())
+                rpub.publish(many)
             time.sleep(0.002)
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
@@ -235,12 +242,18 @@ def test_hard_limits_refuse_runtime_changes_and_big_messages_are_cheap(procs, ma
         d = probe.wait_for(lambda: probe.diag().get('refused.reference.too_large')
                            and probe.diag().get('refused.joint_states.too_large')
                            and probe.diag(), 10.0, 'the big messages refused')
-        time.sleep(0.5)
+        inject.clear()
+        time.sleep(1.2)         # the refusal log of an input: at most one line a second
+        long_traj.set()
+        probe.wait_for(lambda: '200 trajectory points of 2 joints' in procs.output(ctrl)[1],
+                       10.0, 'the 200-point reference refused')
     finally:
         stop.set()
         driver.join(2)
     assert int(d['refused.joint_states.too_large']) <= len(t_inject)
     assert int(d['refused.reference.too_large']) <= len(t_inject)
+    assert 'too_large: 200 trajectory points of 2 joints (at most 100 points' \
+        in procs.output(ctrl)[1]
     times = [t for t, _ in probe.get('cmds') if t > t_inject[0] - 0.3]
     assert any(t > t_inject[0] + 0.2 for t in times), 'commands stopped'
     around = gaps_ms([t for t in times if t < t_inject[0] + 0.3])
