@@ -383,13 +383,14 @@ class SimRunner:
             self._owns_context = False
 
 
-#: Discovery time given to other participants before manip-sim creates its publishers [s]
-#: (measured on the loaded 2-core machine: a running simulation was found after 0.2-2.1 s).
-DOMAIN_DISCOVERY_WAIT = 2.0
+#: Discovery time given to other participants before manip-sim creates its publishers [s]:
+#: on the loaded 2-core machine a running simulation was found after 0.15-2.2 s, sometimes
+#: later (Fast DDS announces a participant again every 3 s).
+DOMAIN_DISCOVERY_WAIT = 3.2
 #: With other nodes on the domain: how long their set must stay unchanged, and the longest
 #: wait of the check [s].
 DOMAIN_SETTLE = 1.0
-DOMAIN_DISCOVERY_MAX = 4.0
+DOMAIN_DISCOVERY_MAX = 5.0
 #: Period of the check for other publishers of the run's topics during a run [s].
 DOMAIN_CHECK_PERIOD = 0.2
 
