@@ -31,18 +31,17 @@ Slow (a few minutes): it is a measurement, not a test.
 
 import argparse
 import dataclasses
+from pathlib import Path
 import sys
 import time
-from pathlib import Path
-
-import numpy as np
-from scipy.integrate import solve_ivp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from manip_control.parameters import load_scenario  # noqa: E402
 from manip_control.plant import plant_dynamics  # noqa: E402
 from manip_control.simulation import ClosedLoop, run_closed_loop  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy.integrate import solve_ivp  # noqa: E402
 
 
 def replay(res, plant, method, rtol):

@@ -261,7 +261,7 @@ def executor(ros_context):
     finally:
         for n in list(ex.get_nodes()):
             ex.remove_node(n)
-        ex.shutdown()
+        ex.shutdown(timeout_sec=5)
 
 
 # --------------------------------------------------------------------------------------------

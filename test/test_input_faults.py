@@ -104,10 +104,12 @@ class Probe:
                              f'last diagnostics {self.diag()}')
 
     def close(self):
-        self.ex.shutdown()
-        self.node.destroy_node()
+        # Stop the spinning thread before destroying anything it waits on: destroying the
+        # node under a concurrent spin_once, or an unbounded executor shutdown, can deadlock.
         rclpy.try_shutdown(context=self.ctx)
-        self.thread.join(2)
+        self.thread.join(5)
+        self.ex.shutdown(timeout_sec=5)
+        self.node.destroy_node()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@
 import math
 import random
 
+from manip_control.nodes import cdr
 import pytest
 
 pytest.importorskip('rclpy')
@@ -26,8 +27,6 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
-
-from manip_control.nodes import cdr  # noqa: E402
 
 
 def _rand_names(rng, n):
@@ -140,6 +139,8 @@ def test_nan_passes_the_codec_and_is_caught_later():
 
 def test_layout_cache_never_mixes_shapes():
     """
+    Check that the cached fast path agrees with rclpy on a stream of mixed shapes.
+
     The fast path (same shape as a cached message) agrees with rclpy for every message of
     a stream that mixes names, name orders, array lengths and values of equal byte length.
     """
