@@ -81,6 +81,16 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'UDPv4')
 
 
+def pytest_collection_modifyitems(config, items):
+    """
+    Run the linters first, whatever the selection.
+
+    ament_flake8 checks files in a fork-based process pool; a fork of this process once
+    rclpy tests have left DDS threads in it can deadlock on a lock such a thread held.
+    """
+    items.sort(key=lambda item: item.get_closest_marker('linter') is None)
+
+
 @pytest.fixture(scope='session')
 def ros_domain_id() -> int:
     """Return the ROS_DOMAIN_ID of this test session (also in os.environ)."""

@@ -26,7 +26,6 @@ from dataclasses import replace
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -276,19 +275,26 @@ def test_killed_recorder_process_loses_at_most_the_last_second(procs, tmp_path):
     assert counts['/joint_states'] > 500
 
 
-def _limit_file_size(limit):
-    def pre():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # writes fail with EFBIG instead
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return pre
+# Sets the limit in a fresh interpreter that then execs the command: a preexec_fn would run
+# Python in a fork of this multi-threaded (DDS) process, which can deadlock.
+_LIMIT_AND_EXEC = (
+    'import os, resource, signal, sys; '
+    'signal.signal(signal.SIGXFSZ, signal.SIG_IGN); '     # writes fail with EFBIG instead
+    'n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); '
+    'os.execvp(sys.argv[2], sys.argv[2:])')
+
+
+def _with_file_size_limit(limit: int, cmd: list) -> list:
+    """Return ``cmd`` run under RLIMIT_FSIZE = ``limit`` bytes."""
+    return [sys.executable, '-c', _LIMIT_AND_EXEC, str(limit), *map(str, cmd)]
 
 
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
 def test_file_size_limit_fails_loudly_and_metadata_counts_the_file(procs, tmp_path, storage):
     """A real RLIMIT_FSIZE (EFBIG, as a full disk): exit 1, lost messages counted."""
     bag = tmp_path / 'full'
-    p = procs.start('sim', _sim_args('--duration', '6', '--bag', str(bag), '--storage',
-                                     storage), preexec_fn=_limit_file_size(3_000_000))
+    p = procs.start('sim', _with_file_size_limit(3_000_000, _sim_args(
+        '--duration', '6', '--bag', str(bag), '--storage', storage)))
     code = procs.wait(p, 180)
     out, err = procs.output(p)
     assert code == 1, (out, err)
@@ -324,9 +330,9 @@ def test_file_size_limit_fails_loudly_and_metadata_counts_the_file(procs, tmp_pa
 def test_standalone_recorder_exits_nonzero_on_write_error(procs, tmp_path):
     bag = tmp_path / 'rec_full'
     sim = procs.start('sim', _sim_args('--mode', 'realtime', '--duration', '60'))
-    rec = procs.start('recorder', [sys.executable, '-m', 'manip_control.nodes.recorder_node',
-                                   '--ros-args', '-p', f'bag:={bag}', '-p', 'storage:=sqlite3'],
-                      preexec_fn=_limit_file_size(1_000_000))
+    rec = procs.start('recorder', _with_file_size_limit(1_000_000, [
+        sys.executable, '-m', 'manip_control.nodes.recorder_node',
+        '--ros-args', '-p', f'bag:={bag}', '-p', 'storage:=sqlite3']))
     deadline = time.monotonic() + 60
     while 'write error' not in procs.output(rec)[1] and time.monotonic() < deadline:
         time.sleep(0.2)
