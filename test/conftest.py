@@ -41,6 +41,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -241,6 +242,72 @@ class Probe:
         return self.node.create_publisher(msg_type, topic, depth)
 
     def destroy(self) -> None:
+        self.node.destroy_node()
+
+
+class ThreadedProbe:
+    """
+    A test-side node in its own context, spun in a background thread.
+
+    Every message of ``subs`` (key -> (type, topic)) is kept with its arrival time
+    (time.monotonic) under ``data[key]``; deep reader queues, so that a lagging probe does not
+    lose the samples it measures.
+    """
+
+    def __init__(self, domain_id: int, name: str, subs: dict):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node(name, context=self.ctx)
+        self.lock = threading.Lock()
+        self.data = {key: [] for key in subs}
+        for key, (typ, topic) in subs.items():
+            self.node.create_subscription(
+                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m), 20000)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        try:
+            while self.ctx.ok():
+                self.ex.spin_once(timeout_sec=0.05)
+        except Exception:  # noqa: BLE001 - shutdown race
+            pass
+
+    def _rec(self, lst, msg):
+        with self.lock:
+            lst.append((time.monotonic(), msg))
+
+    def get(self, key):
+        """Return a copy of ``[(arrival time, message), ...]`` of ``key``."""
+        with self.lock:
+            return list(self.data[key])
+
+    def describe(self) -> str:
+        """Return what a timed-out wait adds to its message (nothing here)."""
+        return ''
+
+    def wait_for(self, pred, timeout, what):
+        """Return the first true ``pred()`` within ``timeout`` s, else fail naming ``what``."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            r = pred()
+            if r:
+                return r
+            time.sleep(0.002)
+        raise AssertionError(f'timed out after {timeout} s waiting for {what}{self.describe()}')
+
+    def close(self):
+        """Stop spinning, then destroy the node."""
+        import rclpy
+        # Stop the spinning thread before destroying anything it waits on: destroying the
+        # node under a concurrent spin_once, or an unbounded executor shutdown, can deadlock.
+        rclpy.try_shutdown(context=self.ctx)
+        self.thread.join(5)
+        self.ex.shutdown(timeout_sec=5)
         self.node.destroy_node()
 
 

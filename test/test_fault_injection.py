@@ -48,14 +48,14 @@ from pathlib import Path
 import re
 import signal
 import sys
-import threading
 import time
 
 import pytest
 
 rclpy = pytest.importorskip('rclpy')
 
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402, I100
+from conftest import ThreadedProbe  # noqa: E402, I100
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
@@ -79,13 +79,12 @@ REALTIME = ('-p', 'mode:=realtime')
 # harness
 
 
-class Probe:
+class Probe(ThreadedProbe):
     """
-    A test-side node spun in a background thread.
+    The probe of these tests: named topics, publishers made on first use.
 
-    A test-side node spun in a background thread; every message is kept with its arrival
-    time (time.monotonic). Only the topics a test reads are subscribed: a Python probe
-    cannot keep up with several 1 kHz topics on a loaded machine.
+    Only the topics a test reads are subscribed: a Python probe cannot keep up with several
+    1 kHz topics on a loaded machine.
     """
 
     TOPICS = {'diag': (DiagnosticArray, '/controller/diagnostics'),
@@ -96,22 +95,11 @@ class Probe:
               'states': (JointState, '/joint_states')}
 
     def __init__(self, domain_id: int, topics=('diag', 'cmds')):
-        from rclpy.executors import SingleThreadedExecutor
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx, domain_id=domain_id)
-        self.node = rclpy.create_node('fault_probe', context=self.ctx)
-        self.lock = threading.Lock()
-        self.data = {key: [] for key in self.TOPICS}
-        for key in topics:
-            typ, topic = self.TOPICS[key]
-            # a deep reader queue: a lagging probe must not lose the samples it measures
-            self.node.create_subscription(
-                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m), 20000)
+        super().__init__(domain_id, 'fault_probe', {key: self.TOPICS[key] for key in topics})
+        with self.lock:     # a topic not subscribed reads as empty
+            for key in self.TOPICS:
+                self.data.setdefault(key, [])
         self._pubs = {}
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
 
     # publishers are created on first use: an idle publisher on a controller input or on the
     # command topic is a second source / a second controller to the controller
@@ -128,21 +116,6 @@ class Probe:
             return pubs[name]
         raise AttributeError(name)
 
-    def _spin(self):
-        try:
-            while self.ctx.ok():
-                self.ex.spin_once(timeout_sec=0.05)
-        except Exception:  # noqa: BLE001 - shutdown race
-            pass
-
-    def _rec(self, lst, msg):
-        with self.lock:
-            lst.append((time.monotonic(), msg))
-
-    def get(self, key):
-        with self.lock:
-            return list(self.data[key])
-
     def last_diag(self, key='diag'):
         d = self.get(key)
         return diag_dict(d[-1][1]) if d else {}
@@ -152,23 +125,6 @@ class Probe:
             if t >= t0 and pred(diag_dict(m)):
                 return t, diag_dict(m)
         return None
-
-    def wait_for(self, pred, timeout, what):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            r = pred()
-            if r:
-                return r
-            time.sleep(0.002)
-        raise AssertionError(f'timed out after {timeout} s waiting for {what}')
-
-    def close(self):
-        # Stop the spinning thread before destroying anything it waits on: destroying the
-        # node under a concurrent spin_once, or an unbounded executor shutdown, can deadlock.
-        rclpy.try_shutdown(context=self.ctx)
-        self.thread.join(5)
-        self.ex.shutdown(timeout_sec=5)
-        self.node.destroy_node()
 
 
 def diag_dict(msg) -> dict:

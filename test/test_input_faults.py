@@ -37,6 +37,7 @@ import threading
 import time
 
 from builtin_interfaces.msg import Duration
+from conftest import ThreadedProbe
 from diagnostic_msgs.msg import DiagnosticArray
 import pytest
 import rclpy
@@ -51,38 +52,11 @@ REALTIME = ('-p', 'mode:=realtime')
 J = ['joint1', 'joint2']
 
 
-class Probe:
-    """A test-side node spun in a background thread; messages kept with arrival times."""
+class Probe(ThreadedProbe):
+    """The probe of these tests: ``diag()`` reads the controller's last diagnostics."""
 
     def __init__(self, domain_id: int, subs: dict):
-        from rclpy.executors import SingleThreadedExecutor
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx, domain_id=domain_id)
-        self.node = rclpy.create_node('input_probe', context=self.ctx)
-        self.lock = threading.Lock()
-        self.data = {key: [] for key in subs}
-        for key, (typ, topic) in subs.items():
-            self.node.create_subscription(
-                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m), 20000)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self):
-        try:
-            while self.ctx.ok():
-                self.ex.spin_once(timeout_sec=0.05)
-        except Exception:  # noqa: BLE001 - shutdown race
-            pass
-
-    def _rec(self, lst, msg):
-        with self.lock:
-            lst.append((time.monotonic(), msg))
-
-    def get(self, key):
-        with self.lock:
-            return list(self.data[key])
+        super().__init__(domain_id, 'input_probe', subs)
 
     def diag(self) -> dict:
         d = self.get('diag')
@@ -93,23 +67,8 @@ class Probe:
         out['_message'] = st.message
         return out
 
-    def wait_for(self, pred, timeout, what):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            r = pred()
-            if r:
-                return r
-            time.sleep(0.005)
-        raise AssertionError(f'timed out after {timeout} s waiting for {what}; '
-                             f'last diagnostics {self.diag()}')
-
-    def close(self):
-        # Stop the spinning thread before destroying anything it waits on: destroying the
-        # node under a concurrent spin_once, or an unbounded executor shutdown, can deadlock.
-        rclpy.try_shutdown(context=self.ctx)
-        self.thread.join(5)
-        self.ex.shutdown(timeout_sec=5)
-        self.node.destroy_node()
+    def describe(self) -> str:
+        return f'; last diagnostics {self.diag()}'
 
 
 @pytest.fixture
