@@ -300,6 +300,25 @@ class ThreadedProbe:
             time.sleep(0.002)
         raise AssertionError(f'timed out after {timeout} s waiting for {what}{self.describe()}')
 
+    def call(self, send, what: str, attempts: int = 3, timeout: float = 5.0):
+        """
+        Return the result of the service call that ``send()`` starts (a future).
+
+        A request sent just after the server was discovered can be lost while the DDS
+        response path is still matching, so an idempotent call is sent again, as a user
+        would retry ``ros2 param set``.
+        """
+        for _ in range(attempts - 1):
+            fut = send()
+            end = time.monotonic() + timeout
+            while time.monotonic() < end and not fut.done():
+                time.sleep(0.002)
+            if fut.done():
+                return fut.result()
+        fut = send()
+        self.wait_for(fut.done, timeout, what)
+        return fut.result()
+
     def close(self):
         """Stop spinning, then destroy the node."""
         import rclpy

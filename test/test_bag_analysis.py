@@ -520,6 +520,29 @@ def test_cli_subprocess_error_exit_code(tmp_path):
     assert 'Traceback' not in proc.stderr and proc.stdout == ''
 
 
+def test_cli_subprocess_writes_everything_before_it_exits(tracking_run, tmp_path):
+    """Run as a program the CLI ends with os._exit: the JSON on a pipe and the files are whole."""
+    out = tmp_path / 'rep'
+    proc = subprocess.run([sys.executable, '-m', 'manip_control.bag_analysis',
+                           str(tracking_run['path']), '--out', str(out), '--json', '--quiet'],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    assert printed == json.loads((out / 'report.json').read_text())
+    assert len(printed['outputs']['plots']) == 4
+    for png in printed['outputs']['plots']:
+        assert Path(png).read_bytes().endswith(b'IEND\xaeB`\x82')
+    assert (out / 'report.md').read_text().endswith('\n')
+
+
+@pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 10, 99, 100, 101, 1000, 12345])
+def test_percentiles_identical_to_numpy(n):
+    rng = np.random.default_rng(n)
+    for v in (rng.normal(size=n), rng.integers(0, 4, n).astype(float), np.full(n, 1e-3),
+              np.abs(rng.normal(size=n)) * 1e-6):
+        assert bag_analysis._percentiles(v.copy()) == np.percentile(v, [50, 99]).tolist()
+
+
 def test_topic_overrides_and_disable(tracking_run, tmp_path, capsys):
     rep = run_json([str(tracking_run['path']), '--out', str(tmp_path / 'r'), '--reference',
                     'none', '--motor', 'none', '--torque-limit', '30'], capsys)

@@ -651,3 +651,108 @@ def test_compressed_mcap_chunks_read_like_plain_ones(tmp_path, compression):
         np.testing.assert_array_equal(getattr(got['/joint_states'], key),
                                       getattr(want['/joint_states'], key))
     np.testing.assert_array_equal(got['/reference'].positions, want['/reference'].positions)
+
+
+def test_long_uniform_topics_decoded_in_place_match_rosbags(tmp_path):
+    """
+    One layout per topic (the usual recording): values equal rosbags' decoding.
+
+    The arrays are writable copies: they stay valid and do not refer to the mapped file once
+    the reader is closed.
+    """
+    rng = np.random.default_rng(5)
+    n = 3000
+    q = rng.normal(size=(n, 2))
+    u = rng.normal(size=(n, 2))
+    with BagWriter(tmp_path / 'bag', storage='mcap') as w:
+        w.add_topic('/joint_states', JS)
+        w.add_topic('/effort_controller/commands', F64)
+        w.add_topic('/reference', JT)
+        for k in range(n):
+            ts = 10**9 + k * 10**6
+            w.write('/joint_states', ts, ser(joint_state(ts + 7, ['a', 'b'], q[k], -q[k],
+                                                         2 * q[k], frame='w'), JS))
+            w.write('/effort_controller/commands', ts + 1, ser(f64_array(u[k]), F64))
+            w.write('/reference', ts + 2, ser(trajectory(ts, ['a', 'b'],
+                                                         [(q[k] + 1, q[k] - 1, [], k)]), JT))
+    with BagReader(tmp_path / 'bag') as r:
+        got = r.read_series(['/joint_states', '/effort_controller/commands', '/reference'])
+    js, cmd, ref = (got['/joint_states'], got['/effort_controller/commands'],
+                    got['/reference'])
+    assert js.decode_stats == {'fast': n} and cmd.decode_stats == {'fast': n}
+    with Reader(tmp_path / 'bag') as reader:
+        for conn, ts, raw in reader.messages():
+            k = (ts - 10**9) // 10**6
+            m = TS.deserialize_cdr(raw, conn.msgtype)
+            if conn.topic == '/joint_states':
+                assert js.recv_ns[k] == ts and js.stamp_ns[k] == ts + 7
+                assert js.position[k].tolist() == m.position.tolist()
+                assert js.velocity[k].tolist() == m.velocity.tolist()
+                assert js.effort[k].tolist() == m.effort.tolist()
+            elif conn.topic == '/reference':
+                assert ref.stamp_ns[k] == ts - 2 and ref.time_from_start_ns[k] == k
+                assert ref.positions[k].tolist() == m.points[0].positions.tolist()
+                assert ref.velocities[k].tolist() == m.points[0].velocities.tolist()
+                assert np.isnan(ref.accelerations[k]).all()
+            else:
+                assert cmd.data[k].tolist() == m.data.tolist()
+    for arr in (js.position, js.stamp_ns, js.recv_ns, cmd.data, ref.positions, ref.stamp_ns):
+        assert arr.flags.writeable and arr.flags.c_contiguous
+        arr[0] = 0                                # not a view of the (closed) file
+
+
+def test_mcap_summary_read_like_the_mcap_library(tmp_path):
+    """The summary section parsed with struct equals mcap's get_summary()."""
+    import mmap
+    from manip_control.bag_storage import _read_summary
+    from mcap.reader import make_reader
+    bag = write_bag(tmp_path / 'bag', 'mcap')
+    with open(next(bag.glob('*.mcap')), 'rb') as fh:
+        ref = make_reader(fh).get_summary()
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            schemas, channels, stats, chunks = _read_summary(view)
+            assert _read_summary(view[:-1]) is None
+            view.release()
+    assert schemas == {k: (v.name, v.encoding, bytes(v.data)) for k, v in ref.schemas.items()}
+    assert channels == {k: (c.id, c.schema_id, c.topic, c.message_encoding, dict(c.metadata))
+                        for k, c in ref.channels.items()}
+    st = ref.statistics
+    assert (stats.message_count, stats.message_start_time, stats.message_end_time,
+            stats.channel_message_counts) == (st.message_count, st.message_start_time,
+                                              st.message_end_time, st.channel_message_counts)
+    assert [(c.chunk_start_offset, c.chunk_length, c.message_index_offsets,
+             c.message_index_length, c.compression) for c in chunks] == \
+        [(c.chunk_start_offset, c.chunk_length, c.message_index_offsets,
+          c.message_index_length, c.compression) for c in ref.chunk_indexes]
+
+
+def test_raw_batches_of_several_files_are_packed():
+    """Batches referring to a larger buffer (a mapped file) are packed when joined."""
+    from manip_control.bag_storage import RawBatch
+    buf = np.frombuffer(b'xxABCyyDEFzz' + b'GHIJ', np.uint8)
+    a = RawBatch(np.array([5, 1]), buf, np.array([2, 7]), np.array([3, 3]))
+    b = RawBatch(np.array([3]), buf[12:], np.array([0]), np.array([4]))
+    both = RawBatch.concat([a, b])
+    assert both.buf.tobytes() == b'ABCDEFGHIJ'
+    assert [both.item(i) for i in range(3)] == [b'ABC', b'DEF', b'GHIJ']
+    ordered = both.order_by_time()
+    assert ordered.ts.tolist() == [1, 3, 5]
+    assert [ordered.item(i) for i in range(3)] == [b'DEF', b'GHIJ', b'ABC']
+
+
+@pytest.mark.parametrize('length', [16, 18, 116, 117])
+def test_static_check_finds_every_changed_static_byte(length):
+    """The word-wise comparison of static bytes (and the byte-wise one for odd lengths)."""
+    from manip_control.bag_io import _StaticCheck
+    rng = np.random.default_rng(length)
+    template = rng.integers(0, 256, length).astype(np.uint8)
+    ranges = [(0, 2), (5, 9), (12, min(length, 15))]
+    rows = np.tile(template, (60, 1))
+    for i in range(1, 60, 2):
+        rows[i, rng.integers(0, length)] ^= 1 << int(rng.integers(0, 8))
+    want = [all((r[a:b] == template[a:b]).all() for a, b in ranges) for r in rows]
+    check = _StaticCheck(template, ranges)
+    assert check(np.ascontiguousarray(rows)).tolist() == want
+    assert check(np.asfortranarray(rows)).tolist() == want
+    assert not all(want) and any(want)

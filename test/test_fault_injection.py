@@ -465,9 +465,8 @@ def test_envelope_hold_and_runtime_parameters(fi):
     probe.wait_for(client.services_are_ready, 10.0, 'parameter services')
 
     def set_param(name, value):
-        fut = client.set_parameters([Parameter(name, value=value)])
-        probe.wait_for(fut.done, 10.0, 'set_parameters')
-        return fut.result().results[0]
+        return probe.call(lambda: client.set_parameters([Parameter(name, value=value)]),
+                          f'set_parameters {name}').results[0]
 
     refused = []
     for name, value, why in (

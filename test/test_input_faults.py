@@ -133,9 +133,8 @@ def test_hard_limits_refuse_runtime_changes_and_big_messages_are_cheap(procs, ma
     probe.wait_for(client.services_are_ready, 30.0, 'parameter services')
 
     def set_param(name, value):
-        fut = client.set_parameters([Parameter(name, value=value)])
-        probe.wait_for(fut.done, 10.0, 'set_parameters')
-        return fut.result().results[0]
+        return probe.call(lambda: client.set_parameters([Parameter(name, value=value)]),
+                          f'set_parameters {name}').results[0]
 
     big = 1e9
     for name, value, why in (
