@@ -90,6 +90,7 @@ with BagReader(bag) as r:
     wanted = [getattr(sel, k) for k in ba.ROLES if getattr(sel, k)]
     raw = r.read_batches(wanted)
     t4 = c()
+    del raw
     r.read_series(wanted)
     t5 = c()
 t6 = c()
@@ -100,13 +101,13 @@ t8 = c()
 files = ba.write_plots(run, report, out)
 t9 = c()
 print(json.dumps({'import numpy': t1 - t0,
-                  'import manip_control.bag_analysis / bag_io (yaml, rosbags, mcap)': t2 - t1,
+                  'import manip_control.bag_analysis / bag_io (yaml, rosbags)': t2 - t1,
                   'open the bag (metadata, MCAP summary, typestore)': t3 - t2,
-                  'read the raw messages of the 4 topics': t4 - t3,
-                  'read + decode the 4 topics into arrays': t5 - t4,
+                  'locate the messages of the 4 topics (indexes, lengths)': t4 - t3,
+                  'locate + gather + decode the 4 topics into arrays': t5 - t4,
                   'open + read + decode + all figures (analyze)': t7 - t6,
                   'report.json + report.md': t8 - t7,
-                  f'{len(files)} plots (Pillow, PNG)': t9 - t8}))
+                  f'{len(files)} plots (Pillow drawing, PNG)': t9 - t8}))
 """
 
 

@@ -65,6 +65,7 @@ import time
 from typing import Any
 
 from manip_control.bag_storage import CHUNK_SIZE
+from manip_control.bag_storage import gather_rows
 from manip_control.bag_storage import metadata_dict
 from manip_control.bag_storage import METADATA_FILE
 from manip_control.bag_storage import open_storage_reader
@@ -950,62 +951,129 @@ class _Group:
     values: dict
 
 
-def _extract(rows: np.ndarray, fields: Mapping) -> dict:
-    """Read the fields of a layout from an (n, L) uint8 array of identically laid out messages."""
-    out = {}
-    n = rows.shape[0]
-    for key, (off, kind, count) in fields.items():
-        if kind == 'time':
-            sec = np.ascontiguousarray(rows[:, off:off + 4]).view('<i4')[:, 0].astype(np.int64)
-            nsec = np.ascontiguousarray(rows[:, off + 4:off + 8]).view('<u4')[:, 0]
-            out[key] = sec * 1_000_000_000 + nsec.astype(np.int64)
-        elif count:
-            block = np.ascontiguousarray(rows[:, off:off + 8 * count])
-            out[key] = block.view('<f8').reshape(n, count).astype(np.float64, copy=False)
-        else:
-            out[key] = np.empty((n, 0))
-    return out
+#: Messages of one layout are gathered and decoded in blocks of about this many bytes: the rows
+#: stay in the CPU caches, and no buffer the size of the topic is allocated (fresh memory costs
+#: page faults, in a VM up to 1 ms per MB).
+_BLOCK_BYTES = 1 << 20
 
 
-def _same_static(rows: np.ndarray, ranges: list[tuple[int, int]], ref: int) -> np.ndarray:
-    """Rows whose bytes in ``ranges`` equal those of row ``ref`` (compared as words)."""
-    n, length = rows.shape
-    if length % 4 == 0 and rows.flags.c_contiguous and n:
-        mask = np.zeros(length, np.uint8)
+class _StaticCheck:
+    """
+    Tell which rows (messages of one length) have the static bytes of a template message.
+
+    The 32-bit words holding static bytes are taken out of the rows (one C-level take), partly
+    static words masked, compared with the template's into a zero-padded bool array that is
+    then read as 64-bit words: a few passes over contiguous memory instead of a reduction along
+    a short axis per row. Rows whose length is no multiple of 4 are compared byte by byte.
+    """
+
+    def __init__(self, template: np.ndarray, ranges: list[tuple[int, int]]) -> None:
+        mask = np.zeros(template.size, np.uint8)
         for a, b in ranges:
             mask[a:b] = 0xFF
-        wmask = mask.view('<u4')
-        wcols = np.flatnonzero(wmask)
-        sel = rows.view('<u4')[:, wcols] & wmask[wcols]
-        return (sel == sel[ref]).all(axis=1)
-    merged: list[list[int]] = []
-    for a, b in sorted(ranges):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
+        self.byte_cols = np.flatnonzero(mask)
+        self.byte_ref = template[self.byte_cols]
+        self.words = template.size % 4 == 0
+        if self.words:
+            wmask = mask.view('<u4')
+            self.cols = np.flatnonzero(wmask)
+            self.wm = wmask[self.cols]
+            self.partial = np.flatnonzero(self.wm != 0xFFFFFFFF).tolist()
+            self.ref = template.view('<u4')[self.cols] & self.wm
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        n = rows.shape[0]
+        if self.byte_cols.size == 0 or n == 0:
+            return np.ones(n, bool)
+        if self.words and rows.flags.c_contiguous:
+            sel = np.take(rows.view('<u4'), self.cols, axis=1)
+            for j in self.partial:
+                sel[:, j] &= self.wm[j]
+            ref = self.ref
         else:
-            merged.append([a, b])
-    width = sum(b - a for a, b in merged)
-    packed = np.zeros((rows.shape[0], width + (-width) % 8), np.uint8)
-    pos = 0
-    for a, b in merged:
-        packed[:, pos:pos + b - a] = rows[:, a:b]
-        pos += b - a
-    words = packed.view('<u8')
-    return (words == words[ref]).all(axis=1)
+            sel = np.take(rows, self.byte_cols, axis=1)
+            ref = self.byte_ref
+        k = sel.shape[1]
+        diff = np.zeros((n, -(-k // 8) * 8), bool)
+        np.not_equal(sel, ref, out=diff[:, :k])
+        flags = diff.view('<u8')
+        acc = flags[:, 0].copy()
+        for j in range(1, flags.shape[1]):
+            acc |= flags[:, j]
+        return acc == 0
 
 
-def _rows(batch: RawBatch, idx: np.ndarray, length: int) -> np.ndarray:
-    """(len(idx), length) uint8 array of the messages ``idx`` (all ``length`` bytes long)."""
-    starts = batch.starts[idx]
+def _extract_into(rows: np.ndarray, fields: Mapping, out: dict, at: int) -> None:
+    """
+    Copy the fields of a layout from (m, L) uint8 rows into ``out[key][at:at + m]``.
+
+    ``out`` holds int64 arrays for stamps and (n, count) float64 arrays for float64 arrays
+    (never views of ``rows``, which may be the mapped file).
+    """
+    m, length = rows.shape
+    words = rows.view('<u4') if length % 4 == 0 and rows.flags.c_contiguous else None
+    for key, (off, kind, count) in fields.items():
+        dst = out[key][at:at + m]
+        if kind == 'time':
+            if words is not None and off % 4 == 0:
+                dst[...] = words[:, off // 4].view('<i4')
+                nsec = words[:, off // 4 + 1]
+            else:
+                dst[...] = np.array(rows[:, off:off + 4]).view('<i4')[:, 0]
+                nsec = np.array(rows[:, off + 4:off + 8]).view('<u4')[:, 0]
+            dst *= 1_000_000_000
+            dst += nsec
+        elif count:                        # column by column: 1-D strided copies
+            src = np.ndarray((m, count), '<f8', rows, off, (length, 8))
+            for j in range(count):
+                dst[:, j] = src[:, j]
+
+
+def _rows_at(buf: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """
+    (len(starts), length) uint8 array of the messages at ``starts`` of ``buf``.
+
+    A view of ``buf`` when the messages lie back to back, else one gather of rows out of it.
+    """
+    n = starts.size
     first = int(starts[0])
-    if (starts == first + length * np.arange(idx.size)).all():
-        return batch.buf[first:first + length * idx.size].reshape(idx.size, length)
-    out = np.empty((idx.size, length), np.uint8)
-    cols = np.arange(length, dtype=np.int64)
-    step = max(1, 4_000_000 // max(length, 1))
-    for a in range(0, idx.size, step):
-        out[a:a + step] = batch.buf[starts[a:a + step, None] + cols]
-    return out
+    if (first + length * n <= buf.size and int(starts[-1]) == first + length * (n - 1)
+            and (n < 3 or (np.diff(starts) == length).all())):
+        return buf[first:first + length * n].reshape(n, length)
+    return gather_rows(buf, starts, length)
+
+
+def _decode_layout(batch: RawBatch, msgs: np.ndarray | None, n: int, length: int,
+                   w: _Walker) -> tuple[np.ndarray, dict]:
+    """
+    Read the fields of layout ``w`` from the ``n`` messages ``msgs`` (None: all of the batch).
+
+    Returns which messages have the layout's static bytes and the values of all ``n`` (those
+    of the others are meaningless). Works block by block (see ``_BLOCK_BYTES``).
+    """
+    check = _StaticCheck(np.frombuffer(w.raw, np.uint8), w.static)
+    out: dict[Any, np.ndarray] = {}
+    for key, (_, kind, count) in w.fields.items():
+        out[key] = np.empty(n, np.int64) if kind == 'time' else np.empty((n, count))
+    same = np.empty(n, bool)
+    step = max(1, _BLOCK_BYTES // max(length, 1))
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        starts = batch.starts[a:b] if msgs is None else batch.starts[msgs[a:b]]
+        rows = _rows_at(batch.buf, starts, length)
+        same[a:b] = check(rows)
+        _extract_into(rows, w.fields, out, a)
+    return same, out
+
+
+def _lengths_of(lengths: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """Distinct message lengths and the messages of each (None: all of them)."""
+    lo, hi = int(lengths.min()), int(lengths.max())
+    if lo == hi:
+        return [(lo, None)]
+    ordered = np.sort(lengths)
+    distinct = ordered[np.flatnonzero(np.diff(ordered)) + 1].tolist()
+    return [(length, np.flatnonzero(lengths == length)) for length in [lo] + distinct]
 
 
 def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
@@ -1021,33 +1089,36 @@ def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
     n = len(batch)
     if n == 0:
         return groups
-    lengths = batch.lengths
     generic: list[int] = []
-    for length in np.unique(lengths):
-        idx = np.flatnonzero(lengths == length) if n > 1 else np.arange(n)
-        rows = _rows(batch, idx, int(length))
-        remaining = np.arange(idx.size)
+    for length, sel in _lengths_of(batch.lengths):
+        remaining = np.arange(n) if sel is None else sel   # messages still to decode
+        everything = sel is None                           # remaining == all, in order
         templates = 0
         while remaining.size and templates < _MAX_TEMPLATES:
             first = int(remaining[0])
-            w = _Walker(rows[first].tobytes()) if rows[first, :2].tolist() == [0, 1] else None
             try:
-                if w is None:
-                    raise _NoLayout('big-endian')
+                w = _Walker(batch.item(first))
                 walk(w)
             except (_NoLayout, struct.error, UnicodeDecodeError):
-                generic.append(int(idx[first]))
+                generic.append(first)
                 remaining = remaining[1:]
+                everything = False
                 templates += 1
                 continue
-            sub = rows if remaining.size == idx.size else rows[remaining]
-            same = _same_static(sub, w.static, first if sub is rows else 0)
-            chosen = sub if same.all() else sub[same]
-            groups.append(_Group(idx[remaining[same]], w.meta, _extract(chosen, w.fields)))
+            same, values = _decode_layout(batch, None if everything else remaining,
+                                          remaining.size, length, w)
+            if same.all():
+                groups.append(_Group(remaining, w.meta, values))
+                stats['fast'] = stats.get('fast', 0) + int(remaining.size)
+                remaining = remaining[:0]
+                break
+            groups.append(_Group(remaining[same], w.meta,
+                                 {key: v[same] for key, v in values.items()}))
             stats['fast'] = stats.get('fast', 0) + int(same.sum())
             remaining = remaining[~same]
+            everything = False
             templates += 1
-        generic.extend(idx[remaining].tolist())
+        generic.extend(remaining.tolist())
     for i in sorted(generic):
         try:
             msg = deser(batch.item(i))
@@ -1178,9 +1249,39 @@ def _scatter(out: np.ndarray, rows: np.ndarray, cols: list[int], values: np.ndar
         out[np.ix_(rows, cols[:k])] = values[:, :k]
 
 
+def _whole(groups: list[_Group], n: int, names: list[str]) -> _Group | None:
+    """
+    Return the one group holding all ``n`` messages, joints in ``names`` order (else None).
+
+    Its decoded arrays then are the series (no NaN-filled copy to scatter into).
+    """
+    if len(groups) != 1 or groups[0].idx.size != n:
+        return None
+    g = groups[0]
+    return g if list(g.meta.get('names', ())) == names else None
+
+
+def _joint_columns(values: np.ndarray, width: int) -> np.ndarray:
+    """``values`` (n, m) as (n, width) columns: itself when m == width, else NaN-padded."""
+    if values.shape[1] == width:
+        return values
+    out = np.full((values.shape[0], width), np.nan)
+    k = min(width, values.shape[1])
+    out[:, :k] = values[:, :k]
+    return out
+
+
 def _assemble_joint_states(topic, msgtype, recv, groups, stats) -> JointStateSeries:
     n = len(recv)
     names = _union_names(groups)
+    whole = _whole(groups, n, names)
+    if whole is not None:                 # one layout, every message (the usual case)
+        v = whole.values
+        return JointStateSeries(topic, msgtype, recv, v['stamp'], names,
+                                _joint_columns(v['position'], len(names)),
+                                _joint_columns(v['velocity'], len(names)),
+                                _joint_columns(v['effort'], len(names)),
+                                stats.get('errors', 0), stats)
     col = {nm: j for j, nm in enumerate(names)}
     stamp = np.zeros(n, np.int64)
     arrays = {k: np.full((n, len(names)), np.nan) for k in ('position', 'velocity', 'effort')}
@@ -1199,6 +1300,9 @@ def _assemble_joint_states(topic, msgtype, recv, groups, stats) -> JointStateSer
 
 def _assemble_arrays(topic, msgtype, recv, groups, stats) -> ArraySeries:
     n = len(recv)
+    if len(groups) == 1 and groups[0].idx.size == n:
+        return ArraySeries(topic, msgtype, recv, groups[0].values['data'],
+                           stats.get('errors', 0), stats)
     width = max((g.values['data'].shape[1] for g in groups), default=0)
     data = np.full((n, width), np.nan)
     ok = np.zeros(n, bool)
@@ -1210,9 +1314,20 @@ def _assemble_arrays(topic, msgtype, recv, groups, stats) -> ArraySeries:
     return ArraySeries(topic, msgtype, recv[keep], data[keep], stats.get('errors', 0), stats)
 
 
+_POINT_KEYS = ('positions', 'velocities', 'accelerations', 'effort')
+
+
 def _assemble_trajectories(topic, msgtype, recv, groups, stats) -> TrajectorySeries:
     n = len(recv)
     names = _union_names(groups)
+    whole = _whole(groups, n, names)
+    if whole is not None and whole.meta['npoints'] == 1:    # one layout, one point each
+        v = whole.values
+        return TrajectorySeries(topic, msgtype, recv, v['stamp'], names, whole.idx,
+                                v[('tfs', 0)],
+                                *(_joint_columns(v[(key, 0)], len(names))
+                                  for key in _POINT_KEYS),
+                                stats.get('errors', 0), stats)
     col = {nm: j for j, nm in enumerate(names)}
     stamp = np.zeros(n, np.int64)
     ok = np.zeros(n, bool)
@@ -1223,7 +1338,7 @@ def _assemble_trajectories(topic, msgtype, recv, groups, stats) -> TrajectorySer
         cols = [col[nm] for nm in g.meta['names']]
         for k in range(g.meta['npoints']):
             block = {}
-            for key in ('positions', 'velocities', 'accelerations', 'effort'):
+            for key in _POINT_KEYS:
                 arr = np.full((len(g.idx), len(names)), np.nan)
                 _scatter(arr, np.arange(len(g.idx)), cols, g.values[(key, k)])
                 block[key] = arr
@@ -1245,12 +1360,11 @@ def _assemble_trajectories(topic, msgtype, recv, groups, stats) -> TrajectorySer
         sample_msg = new_index[msg[order]]
         tfs = np.concatenate([p[2] for p in parts])[order]
         arrays = {key: np.concatenate([p[3][key] for p in parts])[order]
-                  for key in ('positions', 'velocities', 'accelerations', 'effort')}
+                  for key in _POINT_KEYS}
     else:
         sample_msg = np.zeros(0, np.int64)
         tfs = np.zeros(0, np.int64)
-        arrays = {key: np.zeros((0, len(names)))
-                  for key in ('positions', 'velocities', 'accelerations', 'effort')}
+        arrays = {key: np.zeros((0, len(names))) for key in _POINT_KEYS}
     return TrajectorySeries(topic, msgtype, recv[ok], stamp[ok], names, sample_msg, tfs,
                             arrays['positions'], arrays['velocities'],
                             arrays['accelerations'], arrays['effort'],

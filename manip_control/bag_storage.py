@@ -18,7 +18,9 @@ rosbag2 storage files: MCAP and sqlite3 writers and readers, ``metadata.yaml``, 
 Everything here uses public interfaces only: the ``mcap`` library (``mcap.writer.Writer``,
 ``mcap.reader.make_reader(...).get_summary()``, ``mcap.stream_reader.StreamReader``), the
 standard ``sqlite3`` module with the rosbag2 sqlite3 schema, and the MCAP and rosbag2 file
-formats as their specifications define them. ``rosbags`` is not needed here.
+formats as their specifications define them. ``rosbags`` is not needed here. A finished MCAP
+file's footer and summary are parsed with ``struct`` per the specification; ``mcap`` reads
+those that do not parse (and says why).
 
 Writers (:class:`McapStorageWriter`, :class:`SqliteStorageWriter`) report after every write
 whether the data written so far became durable (a complete MCAP chunk with its message
@@ -425,7 +427,9 @@ class RawBatch:
     """
     Raw CDR messages of one topic: one byte buffer, message ``starts`` and ``lengths`` in it.
 
-    ``ts`` are the bag (receive) timestamps [ns]; messages are in storage order.
+    ``ts`` are the bag (receive) timestamps [ns]; messages are in storage order. The buffer
+    may be the whole mapped storage file (uncompressed MCAP, read in place): ``starts`` are
+    then file offsets and nothing is copied until the messages are decoded.
     """
 
     ts: np.ndarray
@@ -452,14 +456,34 @@ class RawBatch:
         return RawBatch(np.asarray(list(ts) if not isinstance(ts, np.ndarray) else ts,
                                    np.int64), buf, starts, lengths)
 
+    def compact(self) -> RawBatch:
+        """Return the same messages packed one after the other in a buffer of their own."""
+        lengths = self.lengths.astype(np.int64, copy=False)
+        starts = np.zeros(len(lengths), np.int64)
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1], out=starts[1:])
+        total = int(lengths.sum()) if len(lengths) else 0
+        if total == self.buf.size and (self.starts == starts).all():
+            return self
+        first = int(lengths[0]) if len(lengths) else 0
+        if first > 0 and (lengths == first).all():
+            buf = gather_rows(self.buf, self.starts, first).reshape(-1)
+        else:
+            src = self.buf
+            buf = np.frombuffer(b''.join(src[a:a + n].tobytes() for a, n in
+                                         zip(self.starts.tolist(), lengths.tolist())),
+                                np.uint8) if total else np.zeros(0, np.uint8)
+        return RawBatch(self.ts, buf, starts, lengths)
+
     @staticmethod
     def concat(parts: list[RawBatch]) -> RawBatch:
-        """One batch of several (buffers concatenated)."""
+        """One batch of several (their messages packed into one new buffer)."""
         if not parts:
             return RawBatch(np.zeros(0, np.int64), np.zeros(0, np.uint8),
                             np.zeros(0, np.int64), np.zeros(0, np.int64))
         if len(parts) == 1:
             return parts[0]
+        parts = [p.compact() for p in parts]
         offsets = np.cumsum([0] + [p.buf.size for p in parts[:-1]])
         return RawBatch(np.concatenate([p.ts for p in parts]),
                         np.concatenate([p.buf for p in parts]),
@@ -480,19 +504,47 @@ def _windows(payload, width: int) -> np.ndarray:
                       buffer=payload, strides=(1, 1))
 
 
+def gather_rows(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """
+    Copy ``buf[s:s + width]`` for every ``s`` in ``starts`` into a new (n, width) uint8 array.
+
+    One take of ``width``-byte void items from a sliding-window view of ``buf`` (a memcpy per
+    row; indexing a (len, width) uint8 window view costs about 1.5 times as much).
+    """
+    n = len(starts)
+    if width <= 0 or n == 0:
+        return np.zeros((n, max(width, 0)), np.uint8)
+    size = len(buf) - width + 1
+    if size <= 0:
+        raise IndexError(f'rows of {width} bytes do not fit a buffer of {len(buf)} bytes')
+    items = np.ndarray(shape=(size,), dtype=np.dtype((np.void, width)), buffer=buf,
+                       strides=(1,))
+    return items[starts].view(np.uint8).reshape(n, width)
+
+
+def gather_u8(buf: np.ndarray, at: np.ndarray, dtype: str = '<u8', skip: int = 0) -> np.ndarray:
+    """Read a (possibly unaligned) ``dtype`` number at each offset ``at + skip`` of ``buf``."""
+    dt = np.dtype(dtype)
+    size = max(len(buf) - skip - dt.itemsize + 1, 0)
+    return np.ndarray(shape=(size,), dtype=dt, buffer=buf, offset=skip if size else 0,
+                      strides=(1,))[at]
+
+
 class _Collector:
     """
-    Messages of one topic gathered chunk by chunk, joined into one buffer at the end.
+    Messages of one topic gathered chunk by chunk.
 
-    Messages of one length in a chunk are copied as rows of a sliding-window view of the
-    chunk (one C-level copy per message, no per-byte index); other lengths are sliced.
+    Chunks read in place (uncompressed, in the mapped file) only contribute message offsets:
+    the batch refers to the whole file buffer (no copy). Messages of other chunks are copied:
+    those of one length in a chunk as rows of a sliding-window view of the chunk (one C-level
+    copy per message), other lengths sliced.
     """
 
     def __init__(self, source=None) -> None:
         self.ts: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
         self.pieces: list = []
-        self.source = source               # whole-file buffer for messages read in place
+        self.source = source               # whole-file uint8 array for messages read in place
         self.at: list[np.ndarray] = []
         self.ends: list[np.ndarray] = []
 
@@ -501,14 +553,15 @@ class _Collector:
         """Message records at file offsets ``base + records`` (chunk data ends at ``end``)."""
         self.ts.append(ts)
         self.at.append(records + base)
-        self.ends.append(np.full(len(records), end, np.int64))
+        self.ends.append((len(records), end))
 
     def add(self, payload, ts: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
         self.ts.append(ts)
         self.lengths.append(lengths)
         first = int(lengths[0])
         if first > 0 and (lengths == first).all():
-            self.pieces.append(_windows(payload, first)[starts].reshape(-1))
+            self.pieces.append(gather_rows(np.frombuffer(payload, np.uint8), starts,
+                                           first).reshape(-1))
         else:
             ends = (starts + lengths).tolist()
             self.pieces.append(np.frombuffer(b''.join(
@@ -516,39 +569,37 @@ class _Collector:
 
     def _lengths_at(self) -> tuple[np.ndarray, np.ndarray]:
         """Check the records read in place; return their payload offsets and lengths."""
-        records = np.concatenate(self.at)
-        heads = _windows(self.source, 9)[records]
-        sizes = np.ascontiguousarray(heads[:, 1:]).view('<u8')[:, 0]
-        if (heads[:, 0] != 0x05).any() or (sizes < 22).any():
+        records = np.concatenate(self.at) if len(self.at) > 1 else self.at[0]
+        src = self.source
+        if records.size and int(records.max()) + _MSG_HEADER > len(src):
+            raise StorageError('message index points outside the file')
+        lengths = gather_u8(src, records, skip=1).view(np.int64)     # record lengths
+        if (src[records] != 0x05).any() or ((lengths < 22) | (lengths > len(src))).any():
             raise StorageError('message index does not point at message records')
-        lengths = sizes.astype(np.int64) - 22
-        if (records + _MSG_HEADER + lengths > np.concatenate(self.ends)).any():
+        lengths -= 22
+        records += _MSG_HEADER
+        counts = np.array([c for c, _ in self.ends], np.int64)
+        firsts = np.zeros(len(counts), np.int64)
+        np.cumsum(counts[:-1], out=firsts[1:])
+        stops = np.maximum.reduceat(records + lengths, firsts)       # per chunk
+        if (stops > np.array([e for _, e in self.ends], np.int64)).any():
             raise StorageError('message record exceeds its chunk')
-        return records + _MSG_HEADER, lengths
+        return records, lengths
 
     def batch(self) -> RawBatch:
         if not self.ts:
             return RawBatch.concat([])
-        if self.at:
+        ts = np.concatenate(self.ts) if len(self.ts) > 1 else self.ts[0]
+        ts = ts.astype(np.int64, copy=False)
+        if self.at:                     # messages stay in the mapped file: no copy
             at, lengths = self._lengths_at()
-        else:
-            lengths = np.concatenate(self.lengths).astype(np.int64, copy=False)
+            return RawBatch(ts, self.source, at, lengths)
+        lengths = np.concatenate(self.lengths).astype(np.int64, copy=False)
         starts = np.zeros(len(lengths), np.int64)
         if len(lengths) > 1:
             np.cumsum(lengths[:-1], out=starts[1:])
-        if self.at:                     # one gather out of the whole file: no joined copy
-            first = int(lengths[0])
-            if first > 0 and (lengths == first).all():
-                buf = _windows(self.source, first)[at].reshape(-1)
-            else:
-                src = self.source
-                buf = np.frombuffer(b''.join(src[a:a + n] for a, n in
-                                             zip(at.tolist(), lengths.tolist())), np.uint8)
-            return RawBatch(np.concatenate(self.ts).astype(np.int64, copy=False), buf,
-                            starts, lengths)
         buf = self.pieces[0] if len(self.pieces) == 1 else np.concatenate(self.pieces)
-        return RawBatch(np.concatenate(self.ts).astype(np.int64, copy=False), buf, starts,
-                        lengths)
+        return RawBatch(ts, buf, starts, lengths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,15 +708,111 @@ def _topics_from(schemas: dict, channels: dict, counts: dict) -> list[TopicRecor
     return out
 
 
+@dataclass
+class _ChunkIndex:
+    """The fields of an MCAP chunk index record that the reader uses."""
+
+    chunk_start_offset: int
+    chunk_length: int
+    message_index_offsets: dict
+    message_index_length: int
+    compression: str
+
+
+@dataclass
+class _Statistics:
+    """The fields of an MCAP statistics record that the reader uses."""
+
+    message_count: int
+    message_start_time: int
+    message_end_time: int
+    channel_message_counts: dict
+
+
+_U16 = struct.Struct('<H')
+_U64 = struct.Struct('<Q')
+_CHUNK_INDEX_HEAD = struct.Struct('<QQQQI')     # start, end, chunk offset, length, map bytes
+_STATISTICS_HEAD = struct.Struct('<QHIIIIQQI')  # counts, start, end, map bytes
+_FOOTER = struct.Struct('<BQQQI')               # opcode, length, summary start, offset start, crc
+
+
+def _u16_u64_map(buf, pos: int, nbytes: int) -> dict[int, int]:
+    """Parse the MCAP ``Map<uint16, uint64>`` of ``nbytes`` bytes at ``pos``."""
+    if nbytes % 10 or pos + nbytes > len(buf):
+        raise ValueError('bad map length')
+    out = {}
+    for k in range(pos, pos + nbytes, 10):
+        (key,) = _U16.unpack_from(buf, k)
+        (out[key],) = _U64.unpack_from(buf, k + 2)
+    return out
+
+
+def _read_summary(buf) -> tuple[dict, dict, _Statistics | None, list[_ChunkIndex]] | None:
+    """
+    Schemas, channels, statistics and chunk indexes of a finished MCAP file (mapped).
+
+    Reads the footer and the summary section with ``struct`` (the records the ``mcap``
+    library's ``get_summary()`` collects, with the same layout). None when the file has no
+    summary or anything is unexpected: the caller then asks the ``mcap`` library, which
+    tells why.
+    """
+    size = len(buf)
+    foot = size - 8 - _FOOTER.size
+    if foot < 8 or bytes(buf[size - 8:]) != _MCAP_MAGIC:
+        return None
+    op, length, start, _, _ = _FOOTER.unpack_from(buf, foot)
+    if op != 0x02 or length != _FOOTER.size - 9 or start == 0 or not 8 <= start <= foot:
+        return None
+    schemas: dict = {}
+    channels: dict = {}
+    stats = None
+    chunks: list[_ChunkIndex] = []
+    pos = start
+    try:
+        while pos < foot:
+            op = buf[pos]
+            (length,) = _U64.unpack_from(buf, pos + 1)
+            body = pos + 9
+            end = body + length
+            if end > foot:
+                return None
+            if op == 0x08:
+                _, _, offset, clen, nmap = _CHUNK_INDEX_HEAD.unpack_from(buf, body)
+                at = body + _CHUNK_INDEX_HEAD.size
+                offsets = _u16_u64_map(buf, at, nmap)
+                (ilen,) = _U64.unpack_from(buf, at + nmap)
+                comp, at = _mcap_string(buf, at + nmap + 8)
+                if at + 16 > end:
+                    return None
+                chunks.append(_ChunkIndex(offset, clen, offsets, ilen, comp))
+            elif op == 0x03:
+                sid, name, encoding, data = _parse_schema(buf[body:end])
+                schemas[sid] = (name, encoding, data)
+            elif op == 0x04:
+                info = _parse_channel(buf[body:end])
+                channels[info[0]] = info
+            elif op == 0x0B:
+                head = _STATISTICS_HEAD.unpack_from(buf, body)
+                counts = _u16_u64_map(buf, body + _STATISTICS_HEAD.size, head[-1])
+                stats = _Statistics(head[0], head[6], head[7], counts)
+            elif op not in (0x0A, 0x0D, 0x0E):   # attachment / metadata index, offsets
+                return None
+            pos = end
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return None
+    return schemas, channels, stats, chunks
+
+
 class McapStorageReader:
     """
     Read an MCAP storage file.
 
-    With a summary (a finished file) the chunk indexes of ``mcap``'s ``get_summary()`` locate
-    the chunks and their message indexes, which are read directly as numpy arrays. Without
-    one (writer killed, or a file cut short) the file is read sequentially with ``mcap``'s
-    ``StreamReader`` up to the last complete chunk: ``recovered`` is True,
-    ``recovered_reason`` says why and ``end_ns`` is where the data ends.
+    With a summary (a finished file; parsed by :func:`_read_summary`, else by ``mcap``'s
+    ``get_summary()``) the chunk indexes locate the chunks and their message indexes, which
+    are read directly as numpy arrays. Without one (writer killed, or a file cut short) the
+    file is read sequentially with ``mcap``'s ``StreamReader`` up to the last complete chunk:
+    ``recovered`` is True, ``recovered_reason`` says why and ``end_ns`` is where the data
+    ends.
     """
 
     def __init__(self, path: Path) -> None:
@@ -689,7 +836,7 @@ class McapStorageReader:
         try:
             self._open()
         except BaseException:
-            self._fh.close()
+            self.close()
             raise
 
     def close(self) -> None:
@@ -707,11 +854,31 @@ class McapStorageReader:
         self._fh.close()
 
     def _open(self) -> None:
-        from mcap.exceptions import McapError
-        from mcap.reader import make_reader
         head = self._fh.read(8)
         if head != _MCAP_MAGIC:
             raise StorageError(f'{self.path}: not an MCAP file (bad magic)')
+        size = os.fstat(self._fh.fileno()).st_size
+        self._mmap = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self._view = memoryview(self._mmap) if self._mmap is not None else memoryview(b'')
+        found = _read_summary(self._view)
+        if found is not None and found[2] is not None and (
+                found[3] or not found[2].message_count):
+            schemas, channels, st, chunk_indexes = found
+        else:
+            st = self._summary_from_mcap()
+            if st is None:
+                return
+            schemas, channels, st, chunk_indexes = st
+        self.topics = _topics_from(schemas, channels, st.channel_message_counts)
+        self.count = int(st.message_count)
+        self.start_ns = int(st.message_start_time) if self.count else 0
+        self.end_ns = int(st.message_end_time) if self.count else 0
+        self._chunk_indexes = sorted(chunk_indexes, key=lambda c: c.chunk_start_offset)
+
+    def _summary_from_mcap(self):
+        """Read the summary with the ``mcap`` library; None after reading the file in full."""
+        from mcap.exceptions import McapError
+        from mcap.reader import make_reader
         self._fh.seek(0)
         summary = None
         reason = ''
@@ -726,20 +893,12 @@ class McapStorageReader:
             summary, reason = None, 'the file has no chunk index'
         if summary is None:
             self._scan(reason)
-            return
+            return None
         schemas = {sid: (s.name, s.encoding, bytes(s.data)) for sid, s in
                    summary.schemas.items()}
         channels = {cid: (c.id, c.schema_id, c.topic, c.message_encoding, dict(c.metadata))
                     for cid, c in summary.channels.items()}
-        st = summary.statistics
-        self.topics = _topics_from(schemas, channels, st.channel_message_counts)
-        self.count = int(st.message_count)
-        self.start_ns = int(st.message_start_time) if self.count else 0
-        self.end_ns = int(st.message_end_time) if self.count else 0
-        self._chunk_indexes = sorted(summary.chunk_indexes, key=lambda c: c.chunk_start_offset)
-        size = os.fstat(self._fh.fileno()).st_size
-        self._mmap = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        self._view = memoryview(self._mmap) if self._mmap is not None else memoryview(b'')
+        return schemas, channels, summary.statistics, summary.chunk_indexes
 
     def _scan(self, reason: str) -> None:
         """Read the file sequentially; stop at the first incomplete or corrupt record."""
@@ -872,7 +1031,8 @@ class McapStorageReader:
         wanted = set(ids)
         in_place = self._chunks is None and all(ci.compression == ''
                                                 for ci in self._chunk_indexes)
-        parts = {c: _Collector(self._view if in_place else None) for c in wanted}
+        whole = np.frombuffer(self._view, np.uint8) if in_place else None
+        parts = {c: _Collector(whole) for c in wanted}
         chunks = self._chunks if self._chunks is not None else (
             self._read_chunk(ci, wanted, in_place) for ci in self._chunk_indexes)
         for chunk in chunks:
