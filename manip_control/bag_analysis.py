@@ -1280,14 +1280,17 @@ def _write_png(path: Path, img, dpi: int) -> None:
     """
     Write an RGB Pillow image as an 8-bit RGB PNG with its resolution (pHYs).
 
-    Every row unfiltered and the whole deflated at level 1: the figures are mostly flat
-    colour, so this is as small as Pillow's PNG (adaptive row filters) at a third of the
-    time, and it does not need Pillow's image plugins (their import is another 10 ms).
+    Every row with the "Up" filter (difference to the row above, one numpy subtraction) and
+    the whole deflated at level 1: the figures are mostly flat colour with vertical structure,
+    so this is as small as Pillow's PNG (a filter chosen per row) in a third of the time, and
+    it does not need Pillow's image plugins (their import is another 10 ms).
     """
     width, height = img.size
+    pixels = np.frombuffer(img.tobytes(), np.uint8).reshape(height, 3 * width)
     rows = np.empty((height, 1 + 3 * width), np.uint8)
-    rows[:, 0] = 0                                  # filter type 0 (none)
-    rows[:, 1:] = np.frombuffer(img.tobytes(), np.uint8).reshape(height, 3 * width)
+    rows[:, 0] = 2                                  # filter type 2 (Up)
+    rows[0, 1:] = pixels[0]                         # the row above the first one is zero
+    np.subtract(pixels[1:], pixels[:-1], out=rows[1:, 1:])      # modulo 256
     per_metre = int(dpi / 0.0254 + 0.5)
     data = b''.join((b'\x89PNG\r\n\x1a\n',
                      _png_chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)),
