@@ -207,6 +207,36 @@ def procs(ros_env, tmp_path):
         manager.stop_all()
 
 
+def run_all(commands: dict, env: dict, timeout: float) -> dict:
+    """
+    Run short commands at once, each in its own session, and collect their results.
+
+    ``commands`` maps a key to an argument list; returns ``{key: (exit code, stdout,
+    stderr)}``, the exit code None for a command killed after ``timeout`` s. No command
+    outlives the call.
+    """
+    runs = {key: subprocess.Popen([str(a) for a in args], env=env, cwd=str(ROOT),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+            for key, args in commands.items()}
+    out = {}
+    try:
+        for key, p in runs.items():
+            try:
+                stdout, stderr = p.communicate(timeout=timeout)
+                out[key] = (p.returncode, stdout, stderr)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                stdout, stderr = p.communicate()
+                out[key] = (None, stdout, stderr)
+    finally:
+        for p in runs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return out
+
+
 def spin_for(executor, seconds: float, until=None) -> bool:
     """Spin ``executor`` for up to ``seconds``; stop early when ``until()`` is true."""
     deadline = time.monotonic() + seconds

@@ -24,6 +24,7 @@ from pathlib import Path
 import re
 import sys
 
+from conftest import run_all
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,34 +58,11 @@ def help_outputs(tmp_path_factory):
     Returns ``{(name, flag): (exit code, stdout, stderr)}``.
     """
     import os
-    import subprocess
     env = dict(os.environ, ROS_DOMAIN_ID='notanumber', PYTHONUNBUFFERED='1')
     missing = [n for n in SCRIPTS if not (BIN / n).exists()]
     assert not missing, f'not installed in {BIN} (pip install -e .): {missing}'
-    runs = {}
-    for name in SCRIPTS:
-        for flag in ('--help', '-h'):
-            runs[(name, flag)] = subprocess.Popen(
-                [str(BIN / name), flag], env=env, cwd=str(ROOT), stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                start_new_session=True)
-    out = {}
-    try:
-        for key, p in runs.items():
-            try:
-                stdout, stderr = p.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                stdout, stderr = p.communicate()
-                out[key] = (None, stdout, stderr)
-                continue
-            out[key] = (p.returncode, stdout, stderr)
-    finally:
-        for p in runs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return out
+    return run_all({(name, flag): [BIN / name, flag]
+                    for name in SCRIPTS for flag in ('--help', '-h')}, env, 120)
 
 
 @pytest.mark.parametrize('flag', ['--help', '-h'])

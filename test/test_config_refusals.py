@@ -24,6 +24,7 @@ files, YAML 1.2 floats read as numbers, and a diverging (non-finite) plant state
 from pathlib import Path
 import sys
 
+from conftest import run_all
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,32 +132,13 @@ def refusals(tmp_path_factory):
     Returns ``{case id: (exit code, stdout, stderr)}``.
     """
     import os
-    import subprocess
     files = _write_files(tmp_path_factory.mktemp('configs'))
     env = dict(os.environ, PYTHONUNBUFFERED='1', RCUTILS_COLORIZED_OUTPUT='0')
-    runs = {}
+    commands = {}
     for case, args, _ in CASES:
         args = _fill(args, files)
-        runs[case] = subprocess.Popen([_exe(args[0]), *args[1:]], env=env, cwd=str(ROOT),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      stdin=subprocess.DEVNULL, text=True,
-                                      start_new_session=True)
-    out = {}
-    try:
-        for case, p in runs.items():
-            try:
-                stdout, stderr = p.communicate(timeout=180)
-                out[case] = (p.returncode, stdout, stderr)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                stdout, stderr = p.communicate()
-                out[case] = (None, stdout, stderr)
-    finally:
-        for p in runs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return out
+        commands[case] = [_exe(args[0]), *args[1:]]
+    return run_all(commands, env, 180)
 
 
 @pytest.mark.parametrize('case, expected', [(c, e) for c, _, e in CASES],
