@@ -52,20 +52,8 @@ import json
 import math
 import os
 from pathlib import Path
-import struct
 import sys
 from typing import Any
-import zlib
-
-if 'numpy' not in sys.modules and 'OPENBLAS_NUM_THREADS' not in os.environ:
-    # First to import numpy (``manip-analyze`` itself): the analysis makes no BLAS call, and
-    # OpenBLAS would start a thread per core that spins for about 0.1 s of CPU. Import it with
-    # one thread; OpenBLAS reads the variable when loaded, so the environment is restored.
-    os.environ['OPENBLAS_NUM_THREADS'] = '1'
-    try:
-        import numpy
-    finally:
-        del os.environ['OPENBLAS_NUM_THREADS']
 
 from manip_control.bag_io import ArraySeries
 from manip_control.bag_io import BagError
@@ -478,41 +466,12 @@ def _f(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _percentiles(v: np.ndarray, qs: tuple[float, ...] = (50, 99)) -> list[float]:
-    """
-    ``np.percentile(v, qs)`` ('linear' method) of a 1-D array of finite values.
-
-    The same arithmetic as numpy's (virtual index ``(n - 1) q``, the two neighbouring order
-    statistics from one partition, numpy's two-sided lerp), so the figures are identical; it
-    only leaves out the ``np.unique`` numpy calls on the partition indexes, which imports
-    ``numpy.ma`` (about 8 ms, 3 % of a whole ``manip-analyze`` run on a 120 s bag).
-    """
-    n = v.size
-    q = np.true_divide(np.asarray(qs, float), 100)
-    virtual = (n - 1) * q
-    prev = np.floor(virtual)
-    nxt = prev + 1
-    above = virtual >= n - 1
-    prev[above] = -1
-    nxt[above] = -1
-    prev = prev.astype(np.intp)
-    nxt = nxt.astype(np.intp)
-    kth = sorted({k % n for k in [0, -1] + prev.tolist() + nxt.tolist()})
-    part = np.partition(v, kth)
-    a, b = part[prev], part[nxt]
-    gamma = virtual - prev
-    diff = b - a
-    out = a + diff * gamma
-    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5)
-    return out.tolist()
-
-
 def _dist(values: np.ndarray) -> dict | None:
     v = np.asarray(values, float)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return None
-    p50, p99 = _percentiles(v)
+    p50, p99 = np.percentile(v, [50, 99])
     return {'n': int(v.size), 'mean': _f(v.mean()), 'min': _f(v.min()), 'p50': _f(p50),
             'p99': _f(p99), 'max': _f(v.max())}
 
@@ -550,7 +509,7 @@ def _timing(t_ns: np.ndarray, nominal: float | None, nominal_source: str, base: 
     if not nominal:
         return out
     dev = np.abs(dt - nominal)
-    p50, p99 = _percentiles(dev)
+    p50, p99 = np.percentile(dev, [50, 99])
     gaps = np.flatnonzero(dt > GAP_FACTOR * nominal)
     dropped = int(np.sum(np.rint(dt[gaps] / nominal) - 1)) if gaps.size else 0
     out.update({
@@ -1267,38 +1226,8 @@ class _Canvas:
         self.img.paste(_BLACK, (int(x), int(y - im.size[1] / 2)), im)
 
     def save(self, path: Path) -> None:
-        """Write the PNG (PLOT_DPI recorded, fast compression): see :func:`_write_png`."""
-        _write_png(path, self.img, PLOT_DPI)
-
-
-def _png_chunk(tag: bytes, data: bytes) -> bytes:
-    return struct.pack('>I', len(data)) + tag + data + \
-        struct.pack('>I', zlib.crc32(data, zlib.crc32(tag)))
-
-
-def _write_png(path: Path, img, dpi: int) -> None:
-    """
-    Write an RGB Pillow image as an 8-bit RGB PNG with its resolution (pHYs).
-
-    Every row with the "Up" filter (difference to the row above, one numpy subtraction) and
-    the whole deflated at level 1: the figures are mostly flat colour with vertical structure,
-    so this is as small as Pillow's PNG (a filter chosen per row) in a third of the time, and
-    it does not need Pillow's image plugins (their import is another 10 ms).
-    """
-    width, height = img.size
-    pixels = np.frombuffer(img.tobytes(), np.uint8).reshape(height, 3 * width)
-    rows = np.empty((height, 1 + 3 * width), np.uint8)
-    rows[:, 0] = 2                                  # filter type 2 (Up)
-    rows[0, 1:] = pixels[0]                         # the row above the first one is zero
-    np.subtract(pixels[1:], pixels[:-1], out=rows[1:, 1:])      # modulo 256
-    per_metre = int(dpi / 0.0254 + 0.5)
-    data = b''.join((b'\x89PNG\r\n\x1a\n',
-                     _png_chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)),
-                     _png_chunk(b'pHYs', struct.pack('>IIB', per_metre, per_metre, 1)),
-                     _png_chunk(b'IDAT', zlib.compress(rows, 1)),
-                     _png_chunk(b'IEND', b'')))
-    with open(path, 'wb') as fh:
-        fh.write(data)
+        """Write the PNG (PLOT_DPI recorded, fast compression)."""
+        self.img.save(path, 'PNG', dpi=(PLOT_DPI, PLOT_DPI), compress_level=1)
 
 
 class _Panel:

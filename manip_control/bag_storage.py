@@ -18,9 +18,7 @@ rosbag2 storage files: MCAP and sqlite3 writers and readers, ``metadata.yaml``, 
 Everything here uses public interfaces only: the ``mcap`` library (``mcap.writer.Writer``,
 ``mcap.reader.make_reader(...).get_summary()``, ``mcap.stream_reader.StreamReader``), the
 standard ``sqlite3`` module with the rosbag2 sqlite3 schema, and the MCAP and rosbag2 file
-formats as their specifications define them. ``rosbags`` is not needed here. A finished MCAP
-file's footer and summary are parsed with ``struct`` per the specification; ``mcap`` reads
-those that do not parse (and says why).
+formats as their specifications define them. ``rosbags`` is not needed here.
 
 Writers (:class:`McapStorageWriter`, :class:`SqliteStorageWriter`) report after every write
 whether the data written so far became durable (a complete MCAP chunk with its message
@@ -522,7 +520,8 @@ def gather_rows(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     return items[starts].view(np.uint8).reshape(n, width)
 
 
-def gather_u8(buf: np.ndarray, at: np.ndarray, dtype: str = '<u8', skip: int = 0) -> np.ndarray:
+def gather_numbers(buf: np.ndarray, at: np.ndarray, dtype: str = '<u8',
+                   skip: int = 0) -> np.ndarray:
     """Read a (possibly unaligned) ``dtype`` number at each offset ``at + skip`` of ``buf``."""
     dt = np.dtype(dtype)
     size = max(len(buf) - skip - dt.itemsize + 1, 0)
@@ -573,7 +572,7 @@ class _Collector:
         src = self.source
         if records.size and int(records.max()) + _MSG_HEADER > len(src):
             raise StorageError('message index points outside the file')
-        lengths = gather_u8(src, records, skip=1).view(np.int64)     # record lengths
+        lengths = gather_numbers(src, records, skip=1).view(np.int64)     # record lengths
         if (src[records] != 0x05).any() or ((lengths < 22) | (lengths > len(src))).any():
             raise StorageError('message index does not point at message records')
         lengths -= 22
@@ -708,109 +707,14 @@ def _topics_from(schemas: dict, channels: dict, counts: dict) -> list[TopicRecor
     return out
 
 
-@dataclass
-class _ChunkIndex:
-    """The fields of an MCAP chunk index record that the reader uses."""
-
-    chunk_start_offset: int
-    chunk_length: int
-    message_index_offsets: dict
-    message_index_length: int
-    compression: str
-
-
-@dataclass
-class _Statistics:
-    """The fields of an MCAP statistics record that the reader uses."""
-
-    message_count: int
-    message_start_time: int
-    message_end_time: int
-    channel_message_counts: dict
-
-
-_U16 = struct.Struct('<H')
-_U64 = struct.Struct('<Q')
-_CHUNK_INDEX_HEAD = struct.Struct('<QQQQI')     # start, end, chunk offset, length, map bytes
-_STATISTICS_HEAD = struct.Struct('<QHIIIIQQI')  # counts, start, end, map bytes
-_FOOTER = struct.Struct('<BQQQI')               # opcode, length, summary start, offset start, crc
-
-
-def _u16_u64_map(buf, pos: int, nbytes: int) -> dict[int, int]:
-    """Parse the MCAP ``Map<uint16, uint64>`` of ``nbytes`` bytes at ``pos``."""
-    if nbytes % 10 or pos + nbytes > len(buf):
-        raise ValueError('bad map length')
-    out = {}
-    for k in range(pos, pos + nbytes, 10):
-        (key,) = _U16.unpack_from(buf, k)
-        (out[key],) = _U64.unpack_from(buf, k + 2)
-    return out
-
-
-def _read_summary(buf) -> tuple[dict, dict, _Statistics | None, list[_ChunkIndex]] | None:
-    """
-    Schemas, channels, statistics and chunk indexes of a finished MCAP file (mapped).
-
-    Reads the footer and the summary section with ``struct`` (the records the ``mcap``
-    library's ``get_summary()`` collects, with the same layout). None when the file has no
-    summary or anything is unexpected: the caller then asks the ``mcap`` library, which
-    tells why.
-    """
-    size = len(buf)
-    foot = size - 8 - _FOOTER.size
-    if foot < 8 or bytes(buf[size - 8:]) != _MCAP_MAGIC:
-        return None
-    op, length, start, _, _ = _FOOTER.unpack_from(buf, foot)
-    if op != 0x02 or length != _FOOTER.size - 9 or start == 0 or not 8 <= start <= foot:
-        return None
-    schemas: dict = {}
-    channels: dict = {}
-    stats = None
-    chunks: list[_ChunkIndex] = []
-    pos = start
-    try:
-        while pos < foot:
-            op = buf[pos]
-            (length,) = _U64.unpack_from(buf, pos + 1)
-            body = pos + 9
-            end = body + length
-            if end > foot:
-                return None
-            if op == 0x08:
-                _, _, offset, clen, nmap = _CHUNK_INDEX_HEAD.unpack_from(buf, body)
-                at = body + _CHUNK_INDEX_HEAD.size
-                offsets = _u16_u64_map(buf, at, nmap)
-                (ilen,) = _U64.unpack_from(buf, at + nmap)
-                comp, at = _mcap_string(buf, at + nmap + 8)
-                if at + 16 > end:
-                    return None
-                chunks.append(_ChunkIndex(offset, clen, offsets, ilen, comp))
-            elif op == 0x03:
-                sid, name, encoding, data = _parse_schema(buf[body:end])
-                schemas[sid] = (name, encoding, data)
-            elif op == 0x04:
-                info = _parse_channel(buf[body:end])
-                channels[info[0]] = info
-            elif op == 0x0B:
-                head = _STATISTICS_HEAD.unpack_from(buf, body)
-                counts = _u16_u64_map(buf, body + _STATISTICS_HEAD.size, head[-1])
-                stats = _Statistics(head[0], head[6], head[7], counts)
-            elif op not in (0x0A, 0x0D, 0x0E):   # attachment / metadata index, offsets
-                return None
-            pos = end
-    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
-        return None
-    return schemas, channels, stats, chunks
-
-
 class McapStorageReader:
     """
     Read an MCAP storage file.
 
-    With a summary (a finished file; parsed by :func:`_read_summary`, else by ``mcap``'s
-    ``get_summary()``) the chunk indexes locate the chunks and their message indexes, which
-    are read directly as numpy arrays. Without one (writer killed, or a file cut short) the
-    file is read sequentially with ``mcap``'s ``StreamReader`` up to the last complete chunk:
+    With a summary (a finished file; ``mcap``'s ``get_summary()``) the chunk indexes locate
+    the chunks and their message indexes, which are read directly as numpy arrays. Without
+    one (writer killed, or a file cut short) the file is read sequentially with ``mcap``'s
+    ``StreamReader`` up to the last complete chunk:
     ``recovered`` is True, ``recovered_reason`` says why and ``end_ns`` is where the data
     ends.
     """
@@ -860,15 +764,10 @@ class McapStorageReader:
         size = os.fstat(self._fh.fileno()).st_size
         self._mmap = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         self._view = memoryview(self._mmap) if self._mmap is not None else memoryview(b'')
-        found = _read_summary(self._view)
-        if found is not None and found[2] is not None and (
-                found[3] or not found[2].message_count):
-            schemas, channels, st, chunk_indexes = found
-        else:
-            st = self._summary_from_mcap()
-            if st is None:
-                return
-            schemas, channels, st, chunk_indexes = st
+        found = self._summary_from_mcap()
+        if found is None:
+            return
+        schemas, channels, st, chunk_indexes = found
         self.topics = _topics_from(schemas, channels, st.channel_message_counts)
         self.count = int(st.message_count)
         self.start_ns = int(st.message_start_time) if self.count else 0

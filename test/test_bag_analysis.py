@@ -535,27 +535,6 @@ def test_cli_subprocess_writes_everything_before_it_exits(tracking_run, tmp_path
     assert (out / 'report.md').read_text().endswith('\n')
 
 
-def test_png_writer_round_trip(tmp_path):
-    """The direct PNG writer (Up filter, modulo 256) decodes to the very same pixels."""
-    from PIL import Image
-    rng = np.random.default_rng(7)
-    pixels = rng.integers(0, 256, (37, 53, 3)).astype(np.uint8)
-    pixels[10:20] = 255
-    img = Image.fromarray(pixels, 'RGB')
-    bag_analysis._write_png(tmp_path / 'x.png', img, 100)
-    back = Image.open(tmp_path / 'x.png')
-    assert back.mode == 'RGB' and back.info['dpi'][0] == pytest.approx(100, abs=0.01)
-    np.testing.assert_array_equal(np.asarray(back), pixels)
-
-
-@pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 10, 99, 100, 101, 1000, 12345])
-def test_percentiles_identical_to_numpy(n):
-    rng = np.random.default_rng(n)
-    for v in (rng.normal(size=n), rng.integers(0, 4, n).astype(float), np.full(n, 1e-3),
-              np.abs(rng.normal(size=n)) * 1e-6):
-        assert bag_analysis._percentiles(v.copy()) == np.percentile(v, [50, 99]).tolist()
-
-
 def test_topic_overrides_and_disable(tracking_run, tmp_path, capsys):
     rep = run_json([str(tracking_run['path']), '--out', str(tmp_path / 'r'), '--reference',
                     'none', '--motor', 'none', '--torque-limit', '30'], capsys)

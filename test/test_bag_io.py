@@ -701,32 +701,6 @@ def test_long_uniform_topics_decoded_in_place_match_rosbags(tmp_path):
         arr[0] = 0                                # not a view of the (closed) file
 
 
-def test_mcap_summary_read_like_the_mcap_library(tmp_path):
-    """The summary section parsed with struct equals mcap's get_summary()."""
-    import mmap
-    from manip_control.bag_storage import _read_summary
-    from mcap.reader import make_reader
-    bag = write_bag(tmp_path / 'bag', 'mcap')
-    with open(next(bag.glob('*.mcap')), 'rb') as fh:
-        ref = make_reader(fh).get_summary()
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            schemas, channels, stats, chunks = _read_summary(view)
-            assert _read_summary(view[:-1]) is None
-            view.release()
-    assert schemas == {k: (v.name, v.encoding, bytes(v.data)) for k, v in ref.schemas.items()}
-    assert channels == {k: (c.id, c.schema_id, c.topic, c.message_encoding, dict(c.metadata))
-                        for k, c in ref.channels.items()}
-    st = ref.statistics
-    assert (stats.message_count, stats.message_start_time, stats.message_end_time,
-            stats.channel_message_counts) == (st.message_count, st.message_start_time,
-                                              st.message_end_time, st.channel_message_counts)
-    assert [(c.chunk_start_offset, c.chunk_length, c.message_index_offsets,
-             c.message_index_length, c.compression) for c in chunks] == \
-        [(c.chunk_start_offset, c.chunk_length, c.message_index_offsets,
-          c.message_index_length, c.compression) for c in ref.chunk_indexes]
-
-
 def test_raw_batches_of_several_files_are_packed():
     """Batches referring to a larger buffer (a mapped file) are packed when joined."""
     from manip_control.bag_storage import RawBatch
