@@ -330,8 +330,8 @@ def run_node(factory, args=None) -> int:
     ``factory()`` builds the node; its ``done_future`` (an rclpy Future, when present) ends
     the spin with exit code 0 when completed (or the node's ``exit_code`` when it has one).
     The ``--params-file`` files are read first (a bad one: one line naming the parameter).
-    Ctrl-C / SIGTERM end it with 0 too. The node's ``close()`` (when present) runs before the
-    node is destroyed.
+    Ctrl-C / SIGTERM end it with 0 too. The node's ``drain(executor)`` (when present: take what
+    already arrived) and then its ``close()`` run before the node is destroyed.
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
@@ -366,6 +366,9 @@ def run_node(factory, args=None) -> int:
         defer_signals()                 # a signal now must not interrupt close()
         if node is not None:
             try:
+                drain = getattr(node, 'drain', None)
+                if drain is not None and executor is not None and rclpy.ok():
+                    drain(executor)
                 close = getattr(node, 'close', None)
                 if close is not None:
                     close()

@@ -58,6 +58,7 @@ from manip_control.bag_io import RecordingError
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
+from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import DEFAULT_RECORD_TOPICS
@@ -267,6 +268,21 @@ class RecorderNode(Node):
                 ros, header='Resolved ROS parameters of the recorded run (--params-file).'))
 
     # -- shutdown ---------------------------------------------------------------------------
+    def drain(self, executor, quiet: float = 0.1, limit: float = 1.0) -> None:
+        """
+        Record what already arrived before the stop (at most ``limit`` s).
+
+        On Ctrl-C every process of a launch stops at once; messages already in this process's
+        reader queues would otherwise be lost. Spins until nothing new came for ``quiet`` s.
+        """
+        end = time.monotonic() + limit
+        last, last_change = sum(self.counts().values()), time.monotonic()
+        while time.monotonic() < end and time.monotonic() - last_change < quiet:
+            spin_once(executor, 0.01, interruptible=False)
+            now = sum(self.counts().values())
+            if now != last:
+                last, last_change = now, time.monotonic()
+
     def close(self) -> None:
         """Finish the bag (metadata.yaml); write the parameters fetched so far."""
         if self._closed:
