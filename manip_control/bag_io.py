@@ -910,17 +910,22 @@ def _walk_joint_trajectory(w: _Walker) -> None:
         w.time(('tfs', k))
 
 
+def _floats(msg, name: str) -> np.ndarray:
+    """A float array field as a (1, n) row (a field the stored definition lacks: empty)."""
+    return np.asarray(getattr(msg, name, ()), float).reshape(1, -1)
+
+
 def _msg_joint_state(msg) -> tuple[dict, dict]:
     st = msg.header.stamp
     return ({'names': tuple(msg.name)},
             {'stamp': np.array([st.sec * 1_000_000_000 + st.nanosec], np.int64),
-             'position': np.asarray(msg.position, float)[None, :],
-             'velocity': np.asarray(msg.velocity, float)[None, :],
-             'effort': np.asarray(msg.effort, float)[None, :]})
+             'position': _floats(msg, 'position'),
+             'velocity': _floats(msg, 'velocity'),
+             'effort': _floats(msg, 'effort')})
 
 
 def _msg_float64_multi_array(msg) -> tuple[dict, dict]:
-    return {}, {'data': np.asarray(msg.data, float)[None, :]}
+    return {}, {'data': _floats(msg, 'data')}
 
 
 def _msg_joint_trajectory(msg) -> tuple[dict, dict]:
@@ -929,7 +934,7 @@ def _msg_joint_trajectory(msg) -> tuple[dict, dict]:
         'stamp': np.array([st.sec * 1_000_000_000 + st.nanosec], np.int64)}
     for k, pt in enumerate(msg.points):
         for key in ('positions', 'velocities', 'accelerations', 'effort'):
-            values[(key, k)] = np.asarray(getattr(pt, key), float)[None, :]
+            values[(key, k)] = _floats(pt, key)
         tfs = pt.time_from_start
         values[('tfs', k)] = np.array([tfs.sec * 1_000_000_000 + tfs.nanosec], np.int64)
     return {'names': tuple(msg.joint_names), 'npoints': len(msg.points)}, values
@@ -1077,12 +1082,14 @@ def _lengths_of(lengths: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
 
 
 def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
-                  stats: dict) -> list[_Group]:
+                  stats: dict, walk_layouts: bool = True) -> list[_Group]:
     """
     Decode messages of one fixed-layout type into groups of identical layout.
 
-    ``deser`` is the tolerant generic deserializer used for messages that fit no layout;
-    ``stats`` receives ``'fast'``, ``'generic'`` and ``'errors'`` counts and a first error.
+    ``deser`` is the tolerant generic deserializer used for messages that fit no layout (and
+    for all of them when ``walk_layouts`` is False: a stored definition that differs from the
+    standard one, e.g. with extra fields); ``stats`` receives ``'fast'``, ``'generic'`` and
+    ``'errors'`` counts and a first error.
     """
     walk, from_msg = _DECODERS[msgtype]
     groups: list[_Group] = []
@@ -1090,7 +1097,9 @@ def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
     if n == 0:
         return groups
     generic: list[int] = []
-    for length, sel in _lengths_of(batch.lengths):
+    if not walk_layouts:
+        generic = list(range(n))
+    for length, sel in (_lengths_of(batch.lengths) if walk_layouts else ()):
         remaining = np.arange(n) if sel is None else sel   # messages still to decode
         everything = sel is None                           # remaining == all, in order
         templates = 0
@@ -1119,6 +1128,7 @@ def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
             everything = False
             templates += 1
         generic.extend(remaining.tolist())
+    same_layout: dict[tuple, tuple[list, dict, dict]] = {}
     for i in sorted(generic):
         try:
             msg = deser(batch.item(i))
@@ -1127,8 +1137,16 @@ def _decode_batch(batch: RawBatch, msgtype: str, deser: Callable[[bytes], Any],
             stats.setdefault('first_error', str(exc))
             continue
         meta, values = from_msg(msg)
-        groups.append(_Group(np.array([i]), meta, values))
+        key = (tuple(sorted(meta.items())),
+               tuple((k, v.shape[1:]) for k, v in values.items()))
+        idx, _, acc = same_layout.setdefault(key, ([], meta, {k: [] for k in values}))
+        idx.append(i)
+        for k, v in values.items():
+            acc[k].append(v)
         stats['generic'] = stats.get('generic', 0) + 1
+    for idx, meta, acc in same_layout.values():     # one group per layout, not per message
+        groups.append(_Group(np.array(idx, np.int64), meta,
+                             {k: np.concatenate(v) for k, v in acc.items()}))
     return groups
 
 
@@ -1445,6 +1463,9 @@ class BagReader:
         the metadata).
     max_trailing : int
         Trailing bytes accepted after a CDR payload.
+    skip_corrupt : bool
+        MCAP chunks that fail their CRC are left out and listed in ``corrupt`` (default: a
+        mismatch raises :class:`BagError` naming the chunk and its time range).
 
     Use as a context manager. Attributes after opening: ``storage`` ('sqlite3' / 'mcap'),
     ``metadata_version`` (None without metadata), ``files``, ``start_ns``, ``end_ns``,
@@ -1452,7 +1473,9 @@ class BagReader:
     ``params`` (``params.yaml`` content or None), ``typestore``, and ``recovered`` /
     ``recovered_reason``: the bag's writer did not finish it (no ``metadata.yaml``, an MCAP
     file without summary, a sqlite3 write-ahead log) and what could be read is returned (up to
-    the last complete MCAP chunk; ``end_ns`` is where the data ends).
+    the last complete MCAP chunk; ``end_ns`` is where the data ends). ``notes`` say what a
+    complete file lacks (e.g. an MCAP summary without statistics) and where ``metadata.yaml``
+    disagrees with the data; ``corrupt`` lists the regions left out with ``skip_corrupt``.
 
     Uncompressed MCAP and sqlite3 files are read with :mod:`manip_control.bag_storage`
     (``mcap`` library, ``sqlite3``); compressed bags with rosbags' ``Reader``.
@@ -1460,8 +1483,10 @@ class BagReader:
     """
 
     def __init__(self, path: str | Path, *, default_store: Stores | str | None = None,
-                 max_trailing: int = MAX_TRAILING_BYTES) -> None:
+                 max_trailing: int = MAX_TRAILING_BYTES, skip_corrupt: bool = False) -> None:
         self.path = Path(path)
+        self.skip_corrupt = bool(skip_corrupt)
+        self.notes: list[str] = []
         self._default_store = default_store
         self.max_trailing = max_trailing
         self._sources: list = []
@@ -1567,8 +1592,10 @@ class BagReader:
                 src.count
             return
         self._open_files(self.files, counts if len(self.files) == 1 else None)
-        if not self.recovered:
-            self.message_count = int(info.get('message_count', self.message_count))
+        listed = int(info.get('message_count', self.message_count))
+        if listed != self.message_count and not self.recovered:
+            self.notes.append(f'{meta_path}: lists {listed} messages in all, the storage '
+                              f'files hold {self.message_count} (the files are used)')
 
     def _add_source(self, src) -> None:
         self._sources.append(src)
@@ -1583,7 +1610,7 @@ class BagReader:
         self.storage = kinds.pop()
         for f in files:
             try:
-                src = open_storage_reader(f, counts)
+                src = open_storage_reader(f, counts, skip_corrupt=self.skip_corrupt)
             except StorageError as exc:
                 text = str(exc)
                 raise BagError(text if str(f) in text else f'{f}: {text}') from None
@@ -1593,6 +1620,8 @@ class BagReader:
         self.start_ns = min(starts) if starts else 0
         self.end_ns = max(ends) if ends else 0
         self.message_count = sum(s.count for s in self._sources)
+        for s in self._sources:
+            self.notes.extend(s.notes)
         why = [s.recovered_reason for s in self._sources if s.recovered]
         if why:
             self.recovered = True
@@ -1661,6 +1690,29 @@ class BagReader:
                                            reason or note)
             if reason is not None:
                 self.skipped[topic] = reason
+
+    @property
+    def corrupt(self) -> list:
+        """Regions (:class:`~manip_control.bag_storage.CorruptRegion`) left out so far."""
+        return [c for s in self._sources for c in getattr(s, 'corrupt', [])]
+
+    def verify(self) -> int:
+        """
+        Check every checksum of the storage files (MCAP chunk, data-section CRCs).
+
+        Returns the number of chunks checked (0 for sqlite3, which has no checksums). Raises
+        :class:`BagError` naming the first damaged chunk and its time range (with
+        ``skip_corrupt``: lists them in :attr:`corrupt`).
+        """
+        self._check()
+        total = 0
+        try:
+            for src in self._sources:
+                if hasattr(src, 'verify'):
+                    total += src.verify()
+        except StorageError as exc:
+            raise BagError(str(exc)) from None
+        return total
 
     def close(self) -> None:
         """Close the storage files."""
@@ -1788,9 +1840,16 @@ class BagReader:
 
             def deser(b, _t=msgtype):
                 return deserialize_tolerant(self.typestore, b, _t, self.max_trailing)
-            if msgtype in _DECODERS and self._layout_matches(msgtype):
+            if msgtype in _DECODERS:
+                standard = self._layout_matches(msgtype)
+                if not standard:
+                    missing = _missing_field(self.typestore, msgtype, _NEEDED[msgtype])
+                    if missing is not None:
+                        raise BagError(f'{self.path}: topic {topic}: the stored definition of '
+                                       f'{msgtype} has no field {missing}, which the '
+                                       'analysis needs')
                 stats: dict = {}
-                groups = _decode_batch(batch, msgtype, deser, stats)
+                groups = _decode_batch(batch, msgtype, deser, stats, walk_layouts=standard)
                 out[topic] = _ASSEMBLERS[msgtype](topic, msgtype, batch.ts, groups, stats)
                 if stats.get('errors'):
                     self.decode_errors[topic] = stats['errors']
@@ -1810,6 +1869,32 @@ class BagReader:
             return _signature(self.typestore, msgtype) == _LAYOUTS[msgtype]
         except (KeyError, IndexError, AttributeError):
             return False
+
+
+#: Fields each decoded type must have (a stored definition may add others, or lack the rest:
+#: those arrays are then empty).
+_NEEDED = {
+    JOINT_STATE: ('header.stamp.sec', 'header.stamp.nanosec', 'name', 'position'),
+    FLOAT64_MULTI_ARRAY: ('data',),
+    JOINT_TRAJECTORY: ('header.stamp.sec', 'header.stamp.nanosec', 'joint_names',
+                       'points.positions', 'points.time_from_start.sec',
+                       'points.time_from_start.nanosec'),
+}
+
+
+def _missing_field(store, msgtype: str, needed: Iterable[str]) -> str | None:
+    """First dotted field of ``needed`` that the definition of ``msgtype`` lacks, else None."""
+    for dotted in needed:
+        current = msgtype
+        for part in dotted.split('.'):
+            fields = dict(store.fielddefs.get(current, (None, []))[1]) if current else {}
+            if part not in fields:
+                return dotted
+            desc = fields[part]
+            while desc[0].name in ('ARRAY', 'SEQUENCE'):
+                desc = desc[1][0]
+            current = desc[1] if desc[0].name == 'NAME' else None
+    return None
 
 
 def _collect_defaults(store, default, msgtype: str, out: dict, seen: set) -> None:

@@ -74,6 +74,45 @@ class StorageError(Exception):
     """A storage file or ``metadata.yaml`` is unreadable, corrupt or cannot be written."""
 
 
+class CorruptDataError(StorageError):
+    """Stored data fail their checksum (MCAP chunk, data section or summary CRC)."""
+
+
+@dataclass
+class CorruptRegion:
+    """
+    A part of a storage file whose checksum does not match (its data are not used).
+
+    Attributes
+    ----------
+    path : Path
+    what : str
+        E.g. ``'chunk 12 of 120'``.
+    offset : int
+        File offset [bytes] of the record.
+    start_ns, end_ns : int or None
+        Log-time range [ns] of the messages it holds (None if unknown).
+    reason : str
+        What failed, in words.
+
+    """
+
+    path: Path
+    what: str
+    offset: int
+    start_ns: int | None
+    end_ns: int | None
+    reason: str
+
+    def describe(self) -> str:
+        """One line naming the file, the record, its time range and what failed."""
+        span = ''
+        if self.start_ns is not None and self.end_ns is not None:
+            span = (f', messages from bag time {self.start_ns / 1e9:.9f} s to '
+                    f'{self.end_ns / 1e9:.9f} s')
+        return f'{self.path}: {self.what} at byte {self.offset}{span}: {self.reason}'
+
+
 # ---------------------------------------------------------------------------------------------
 # metadata.yaml
 
@@ -621,7 +660,7 @@ def _decompress(data, compression: str, size: int, crc: int, check: bool):
     if len(out) != size:
         raise StorageError(f'chunk decompressed to {len(out)} bytes, expected {size}')
     if check and crc and zlib.crc32(out) != crc:
-        raise StorageError('chunk CRC mismatch')
+        raise CorruptDataError('chunk CRC mismatch (the data differ from what was written)')
     return out
 
 
@@ -707,30 +746,63 @@ def _topics_from(schemas: dict, channels: dict, counts: dict) -> list[TopicRecor
     return out
 
 
+_FOOTER = struct.Struct('<BQQQI')               # opcode, length, summary start, offset, crc
+_FOOTER_SIZE = _FOOTER.size                     # 29 bytes, then the closing magic
+_DATA_END = 0x0F
+
+
+def _stop_in_words(view, at: int, size: int, exc: BaseException) -> str:
+    """Say in words why sequential reading stopped at byte ``at`` (not the parser's text)."""
+    if at + 9 > size:
+        return f'the file ends inside a record header at byte {at} (it was cut short)'
+    (length,) = struct.unpack_from('<Q', view, at + 1)
+    if at + 9 + length > size:
+        return (f'the record at byte {at} claims more bytes than the file has left '
+                f'({size - at - 9} of them): the file was cut short or this record is damaged')
+    if isinstance(exc, (EOFError,)):
+        return f'the file ends inside the record at byte {at} (it was cut short)'
+    return f'the record at byte {at} is unreadable ({exc.__class__.__name__})'
+
+
 class McapStorageReader:
     """
-    Read an MCAP storage file.
+    Read an MCAP storage file, checking its CRCs.
 
     With a summary (a finished file; ``mcap``'s ``get_summary()``) the chunk indexes locate
-    the chunks and their message indexes, which are read directly as numpy arrays. Without
-    one (writer killed, or a file cut short) the file is read sequentially with ``mcap``'s
-    ``StreamReader`` up to the last complete chunk:
+    the chunks and their message indexes, which are read directly as numpy arrays. A file
+    whose footer is missing or invalid (writer killed, disk full, a file cut short) is read
+    sequentially with ``mcap``'s ``StreamReader`` up to its last complete chunk:
     ``recovered`` is True, ``recovered_reason`` says why and ``end_ns`` is where the data
-    ends.
+    ends. A complete file that lacks part of its summary (no summary section, no statistics,
+    no chunk indexes) is read sequentially too, but it is not "recovered": ``notes`` say what
+    the file lacks.
+
+    Checksums: every chunk's CRC (of its uncompressed records) is checked when the chunk is
+    read, uncompressed chunks read in place included; the data-section CRC (``DataEnd``) and
+    the summary CRC (footer) when they are not zero. A mismatch raises
+    :class:`CorruptDataError` naming the chunk and the time range of its messages; with
+    ``skip_corrupt`` the chunk is left out and listed in ``corrupt`` instead.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, skip_corrupt: bool = False) -> None:
         self.path = Path(path)
+        self.skip_corrupt = bool(skip_corrupt)
         self.recovered = False
         self.recovered_reason = ''
+        self.notes: list[str] = []
+        self.corrupt: list[CorruptRegion] = []
+        self.crc_checked = 0                            # chunks whose CRC was checked
         self.dropped_bytes = 0
         self.topics: list[TopicRecord] = []
         self.start_ns = 0
         self.end_ns = 0
         self.count = 0
         self._chunk_indexes: list = []
-        self._chunks: list[_Chunk] | None = None       # recovered files: decoded at open
+        self._chunks: list[_Chunk] | None = None       # sequentially read files: decoded at open
         self._loose: dict[int, tuple[list, list]] = {}  # messages outside chunks
+        self._data_end = None                           # (offset, crc) of DataEnd
+        self._data_ok: bool | None = None               # data-section CRC checked (True: ok)
+        self._bad_chunks: set[int] = set()              # chunks a data-section CRC blamed
         self._mmap = None
         self._view = memoryview(b'')
         try:
@@ -774,24 +846,62 @@ class McapStorageReader:
         self.end_ns = int(st.message_end_time) if self.count else 0
         self._chunk_indexes = sorted(chunk_indexes, key=lambda c: c.chunk_start_offset)
 
+    def _footer(self) -> tuple[int, int, int] | None:
+        """(summary start, summary offset start, summary CRC) of a valid footer, else None."""
+        view = self._view
+        size = len(view)
+        at = size - 8 - _FOOTER_SIZE
+        if at < 8 or bytes(view[size - 8:]) != _MCAP_MAGIC:
+            return None
+        op, length, start, offset_start, crc = _FOOTER.unpack_from(view, at)
+        if op != 0x02 or length != 20 or start > at or offset_start > at:
+            return None
+        return start, offset_start, crc
+
+    def _find_data_end(self, end: int) -> None:
+        """Locate the DataEnd record that ends at ``end`` (summary start or footer)."""
+        at = end - 13
+        if at >= 8 and self._view[at] == _DATA_END:
+            (length, crc) = struct.unpack_from('<QI', self._view, at + 1)
+            if length == 4:
+                self._data_end = (at, crc)
+
     def _summary_from_mcap(self):
         """Read the summary with the ``mcap`` library; None after reading the file in full."""
         from mcap.exceptions import McapError
         from mcap.reader import make_reader
+        footer = self._footer()
+        if footer is None:
+            self._scan('the file has no valid footer: its writer did not finish it (killed, '
+                       'or stopped by a full disk or a file-size limit)', finished=False)
+            return None
+        start, _, summary_crc = footer
+        footer_at = len(self._view) - 8 - _FOOTER_SIZE
+        self._find_data_end(start if start else footer_at)
+        if start == 0:
+            self._scan('the file has no summary section', finished=True)
+            return None
+        if summary_crc and zlib.crc32(self._view[start:footer_at + 1 + 8 + 16]) != summary_crc:
+            self._scan('its summary section fails its CRC (not used)', finished=True)
+            return None
         self._fh.seek(0)
-        summary = None
-        reason = ''
         try:
             summary = make_reader(self._fh).get_summary()
-            if summary is None:
-                reason = 'the file has no summary section'
         except (McapError, struct.error, ValueError, EOFError, OSError) as exc:
-            reason = f'the file has no valid footer ({exc.__class__.__name__}: {exc})'
-        if summary is not None and (summary.statistics is None or (
-                summary.statistics.message_count and not summary.chunk_indexes)):
-            summary, reason = None, 'the file has no chunk index'
+            self._scan(f'its summary section is unreadable ({exc.__class__.__name__})',
+                       finished=True)
+            return None
+        lacks = []
         if summary is None:
-            self._scan(reason)
+            lacks.append('summary section')
+        else:
+            if summary.statistics is None:
+                lacks.append('statistics record')
+            if not summary.chunk_indexes and (summary.statistics is None
+                                              or summary.statistics.message_count):
+                lacks.append('chunk index')
+        if lacks:
+            self._scan('its summary has no ' + ' and no '.join(lacks), finished=True)
             return None
         schemas = {sid: (s.name, s.encoding, bytes(s.data)) for sid, s in
                    summary.schemas.items()}
@@ -799,11 +909,23 @@ class McapStorageReader:
                     for cid, c in summary.channels.items()}
         return schemas, channels, summary.statistics, summary.chunk_indexes
 
-    def _scan(self, reason: str) -> None:
-        """Read the file sequentially; stop at the first incomplete or corrupt record."""
+    def _corrupt(self, region: CorruptRegion) -> None:
+        """A record failed its checksum: raise, or (``skip_corrupt``) note it and go on."""
+        if not self.skip_corrupt:
+            raise CorruptDataError(region.describe() + ' (--skip-corrupt analyses the rest)')
+        self.corrupt.append(region)
+
+    def _scan(self, why: str, finished: bool) -> None:
+        """
+        Read the file sequentially.
+
+        ``finished``: the file has a valid footer (complete); a record that cannot be read is
+        then damage, not the end of an unfinished file.
+        """
         from mcap.exceptions import McapError
         from mcap.records import Channel
         from mcap.records import Chunk
+        from mcap.records import DataEnd
         from mcap.records import Message
         from mcap.records import Schema
         from mcap.stream_reader import StreamReader
@@ -811,14 +933,24 @@ class McapStorageReader:
         schemas: dict = {}
         channels: dict = {}
         chunks: list[_Chunk] = []
-        stop = ''
+        stop = None
         reader = StreamReader(self._fh, emit_chunks=True)
-        complete = 0
+        complete = 8
+        k = 0
         try:
             for rec in reader.records:
                 if isinstance(rec, Chunk):
-                    payload = _decompress(rec.data, rec.compression, rec.uncompressed_size,
-                                          rec.uncompressed_crc, True)
+                    k += 1
+                    try:
+                        payload = _decompress(rec.data, rec.compression,
+                                              rec.uncompressed_size, rec.uncompressed_crc, True)
+                    except CorruptDataError as exc:
+                        self._corrupt(CorruptRegion(
+                            self.path, f'chunk {k}', complete, rec.message_start_time,
+                            rec.message_end_time, str(exc)))
+                        complete = self._fh.tell()
+                        continue
+                    self.crc_checked += bool(rec.uncompressed_crc)
                     index = _walk_chunk(payload, schemas, channels)
                     chunks.append(_Chunk(payload, index))
                 elif isinstance(rec, Schema):
@@ -830,13 +962,23 @@ class McapStorageReader:
                     ts, data = self._loose.setdefault(rec.channel_id, ([], []))
                     ts.append(rec.log_time)
                     data.append(bytes(rec.data))
+                elif isinstance(rec, DataEnd):
+                    if rec.data_section_crc and \
+                            zlib.crc32(self._view[:complete]) != rec.data_section_crc:
+                        self._corrupt(CorruptRegion(
+                            self.path, 'data section', 0, None, None,
+                            'data-section CRC mismatch (the data differ from what was '
+                            'written)'))
+                    break
                 complete = self._fh.tell()
+        except CorruptDataError:
+            raise
         except (McapError, StorageError, struct.error, ValueError, EOFError, OSError,
                 MemoryError, UnicodeDecodeError, zlib.error) as exc:
-            stop = f'{exc.__class__.__name__}: {exc}' if str(exc) else exc.__class__.__name__
+            stop = exc
         except Exception as exc:  # noqa: BLE001 - decompressor errors have no common base
-            stop = f'{exc.__class__.__name__}: {exc}'
-        size = os.fstat(self._fh.fileno()).st_size
+            stop = exc
+        size = len(self._view)
         self._chunks = chunks
         counts: dict[int, int] = {}
         starts, ends = [], []
@@ -855,25 +997,94 @@ class McapStorageReader:
         self.count = sum(counts.values())
         self.start_ns = min(starts) if starts else 0
         self.end_ns = max(ends) if ends else 0
-        if stop:
+        loose = sum(len(v[0]) for v in self._loose.values())
+        held = (f'{len(chunks)} chunks' + (f', {loose} messages outside chunks' if loose else '')
+                + f', {self.count} messages')
+        if stop is not None and finished:
+            words = _stop_in_words(self._view, complete, size, stop)
+            self._corrupt(CorruptRegion(self.path, 'record', complete, None, None,
+                                        f'{words}; the {size - complete} bytes from there on '
+                                        'are not read'))
+        if stop is not None and not finished:
             self.recovered = True
             self.dropped_bytes = max(0, size - complete)
-            self.recovered_reason = (f'{reason}; read up to the last complete chunk '
-                                     f'({len(chunks)} chunks, {self.count} messages; '
-                                     f'{self.dropped_bytes} trailing bytes ignored: {stop})')
-        elif reason:
+            words = _stop_in_words(self._view, complete, size, stop)
+            self.recovered_reason = (f'{why}; read up to its last complete chunk ({held}); '
+                                     f'{words}, so its last {self.dropped_bytes} bytes are '
+                                     'ignored')
+        elif not finished:
             self.recovered = True
-            self.recovered_reason = f'{reason}; read sequentially ({len(chunks)} chunks)'
-        if not self.topics and stop and not chunks:
-            raise StorageError(f'{self.path}: no complete MCAP chunk or channel ({stop})')
+            self.recovered_reason = f'{why}; read sequentially ({held})'
+        else:
+            self.notes.append(f'{self.path.name}: complete file, but {why}: read sequentially '
+                              f'({held})')
+        if not self.topics and stop is not None and not chunks:
+            raise StorageError(f'{self.path}: no complete MCAP chunk or channel '
+                               f'({_stop_in_words(self._view, complete, size, stop)})')
+
+    # -- checksums --------------------------------------------------------------------------
+    def _region_of(self, k: int, ci, reason: str) -> CorruptRegion:
+        return CorruptRegion(self.path, f'chunk {k + 1} of {len(self._chunk_indexes)}',
+                             int(ci.chunk_start_offset), int(ci.message_start_time),
+                             int(ci.message_end_time), reason)
+
+    def _check_data_section(self) -> None:
+        """Check the data-section CRC once (if the file has one); localise a mismatch."""
+        if self._data_ok is not None or self._data_end is None or not self._data_end[1]:
+            return
+        at, crc = self._data_end
+        self._data_ok = zlib.crc32(self._view[:at]) == crc
+        if self._data_ok:
+            return
+        bad = [k for k, ci in enumerate(self._chunk_indexes)
+               if self._chunk_crc_fails(ci)]
+        if not bad:
+            raise CorruptDataError(
+                f'{self.path}: data-section CRC mismatch outside every chunk (schemas, '
+                'channels or message indexes are damaged); the file cannot be trusted')
+        self._bad_chunks = set(bad)
+
+    def _chunk_crc_fails(self, ci) -> bool:
+        raw = self._view[ci.chunk_start_offset:ci.chunk_start_offset + ci.chunk_length]
+        if len(raw) < 9 + _CHUNK_HEAD.size + 4 or raw[0] != 0x06:
+            return True
+        _, _, usize, crc = _CHUNK_HEAD.unpack_from(raw, 9)
+        comp, pos = _mcap_string(raw, 9 + _CHUNK_HEAD.size)
+        (n,) = struct.unpack_from('<Q', raw, pos)
+        try:
+            _decompress(raw[pos + 8:pos + 8 + n], comp, usize, crc, True)
+        except CorruptDataError:
+            return True
+        except Exception:  # noqa: BLE001 - undecompressable is damaged too
+            return True
+        return False
+
+    def verify(self) -> int:
+        """
+        Check every CRC of the file (chunks, data section); return the chunks checked.
+
+        Raises :class:`CorruptDataError` on the first mismatch (``skip_corrupt``: lists them
+        in ``corrupt``).
+        """
+        if self._chunks is not None:             # read sequentially at open: all checked
+            return self.crc_checked
+        self._check_data_section()
+        for k, ci in enumerate(self._chunk_indexes):
+            if self._chunk_crc_fails(ci) and not any(
+                    c.offset == ci.chunk_start_offset for c in self.corrupt):
+                self._corrupt(self._region_of(k, ci, 'chunk CRC mismatch (the data differ '
+                                                     'from what was written)'))
+        return len(self._chunk_indexes)
 
     # -- data -------------------------------------------------------------------------------
-    def _read_chunk(self, ci, wanted: set[int], in_place: bool = False) -> _Chunk | None:
+    def _read_chunk(self, k: int, ci, wanted: set[int], in_place: bool = False
+                    ) -> _Chunk | None:
         """
         Read one chunk of a finished file via its chunk index and message indexes.
 
         ``in_place`` (uncompressed chunk in the mapped file): the index holds the record
-        offsets and record lengths are read later, for all chunks at once.
+        offsets and record lengths are read later, for all chunks at once. The chunk's CRC is
+        checked (an uncompressed chunk in place: unless the data-section CRC covered it).
         """
         cids = [c for c in wanted if c in ci.message_index_offsets] \
             if ci.message_index_offsets else None
@@ -888,7 +1099,18 @@ class McapStorageReader:
         data = raw[pos + 8:pos + 8 + n]
         if len(data) != n:
             raise StorageError(f'truncated chunk at offset {ci.chunk_start_offset}')
-        payload = _decompress(data, comp, usize, crc, False)
+        if k in self._bad_chunks:
+            self._corrupt(self._region_of(k, ci, 'chunk CRC mismatch (the data differ from '
+                                                 'what was written)'))
+            return None
+        covered = self._data_ok is True and comp == ''
+        try:
+            payload = _decompress(data, comp, usize, crc, not covered)
+        except CorruptDataError as exc:
+            self._corrupt(self._region_of(k, ci, str(exc)))
+            return None
+        if crc and not covered:
+            self.crc_checked += 1
         arr = np.frombuffer(payload, np.uint8)
         if cids is None:                            # no message indexes: walk the records
             payload = bytes(payload)
@@ -928,12 +1150,15 @@ class McapStorageReader:
     def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
         """Raw messages of the channels ``ids`` (per channel in file order)."""
         wanted = set(ids)
+        if self._chunks is None:
+            self._check_data_section()
         in_place = self._chunks is None and all(ci.compression == ''
                                                 for ci in self._chunk_indexes)
         whole = np.frombuffer(self._view, np.uint8) if in_place else None
         parts = {c: _Collector(whole) for c in wanted}
         chunks = self._chunks if self._chunks is not None else (
-            self._read_chunk(ci, wanted, in_place) for ci in self._chunk_indexes)
+            self._read_chunk(k, ci, wanted, in_place)
+            for k, ci in enumerate(self._chunk_indexes))
         for chunk in chunks:
             if chunk is None:
                 continue
@@ -964,48 +1189,76 @@ class McapStorageReader:
 
 class SqliteStorageReader:
     """
-    Read a rosbag2 sqlite3 file with the standard ``sqlite3`` module.
+    Read a rosbag2 sqlite3 file with the standard ``sqlite3`` module, never changing it.
 
     A finished file is opened read-only and immutable (works in read-only directories). A file
-    with a write-ahead log beside it (its writer was killed) is opened read-write so that the
-    committed transactions in the log are read too (``recovered``); in a read-only directory
-    the log cannot be applied and only the main file is read (``recovered_reason`` says so).
-    ``counts`` from ``metadata.yaml`` spare the per-topic count query (a full table scan).
+    with a write-ahead log beside it (its writer was killed) is copied with its log into a
+    temporary directory and read from there, so that the committed transactions in the log are
+    read too (``recovered``) while the bag, its ``-wal`` and ``-shm`` files stay exactly as
+    they were (opening the original read-write would fold the log into it and delete the log;
+    only ``manip-bag reindex`` does that). Per-topic counts always come from the data; sqlite3
+    files carry no checksums.
     """
 
     def __init__(self, path: Path, counts: dict[str, int] | None = None) -> None:
         self.path = Path(path)
         self.recovered = False
         self.recovered_reason = ''
+        self.notes: list[str] = []
+        self.corrupt: list[CorruptRegion] = []
+        self.crc_checked = 0
+        self._tmp: str | None = None
         wal = self.path.with_name(self.path.name + '-wal')
         try:
             if wal.is_file() and wal.stat().st_size > 0:
                 self.recovered = True
-                if os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK):
-                    self._db = sqlite3.connect(f'file:{self.path}?mode=rw', uri=True)
-                    self.recovered_reason = ('unfinished sqlite3 file: its write-ahead log '
-                                             f'{wal.name} was applied')
-                else:
-                    self._db = sqlite3.connect(f'file:{self.path}?immutable=1', uri=True)
-                    self.recovered_reason = (f'unfinished sqlite3 file in a read-only place: '
-                                             f'the transactions in {wal.name} are not read')
+                import shutil
+                import tempfile
+                self._tmp = tempfile.mkdtemp(prefix='manip_bag_')
+                copy = Path(self._tmp) / self.path.name
+                try:
+                    shutil.copyfile(self.path, copy)
+                    shutil.copyfile(wal, copy.with_name(copy.name + '-wal'))
+                except OSError as exc:
+                    self._cleanup()
+                    raise StorageError(f'{self.path}: cannot copy the unfinished file and its '
+                                       f'write-ahead log to read them ({exc.strerror or exc})'
+                                       ) from None
+                self._db = sqlite3.connect(f'file:{copy}?mode=rw', uri=True)
+                self.recovered_reason = (f'unfinished sqlite3 file: read with its write-ahead '
+                                         f'log {wal.name} (from a copy; the bag is not '
+                                         'changed: manip-bag reindex folds the log in)')
             else:
                 self._db = sqlite3.connect(f'file:{self.path}?immutable=1', uri=True)
         except sqlite3.Error as exc:
+            self._cleanup()
             raise StorageError(f'{self.path}: cannot open ({exc})') from None
         try:
             self._open(counts)
         except sqlite3.Error as exc:
-            self._db.close()
+            self.close()
             raise StorageError(f'{self.path}: unreadable or corrupt sqlite3 bag ({exc})') \
                 from None
         except BaseException:
-            self._db.close()
+            self.close()
             raise
 
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            import shutil
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
     def close(self) -> None:
-        """Close the database."""
-        self._db.close()
+        """Close the database (and remove the temporary copy, if any)."""
+        try:
+            self._db.close()
+        finally:
+            self._cleanup()
+
+    def verify(self) -> int:
+        """sqlite3 files have no checksums: nothing to check (returns 0)."""
+        return 0
 
     def _open(self, counts: dict[str, int] | None) -> None:
         db = self._db
@@ -1025,21 +1278,26 @@ class SqliteStorageReader:
         hash_col = 'type_description_hash' if 'type_description_hash' in columns else "''"
         rows = list(db.execute(f'SELECT id, name, type, {qos_col}, {hash_col} FROM topics '
                                'ORDER BY id'))
-        if counts is None or self.recovered:
-            per = dict(db.execute('SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id'))
-            by_id = {r[0]: per.get(r[0], 0) for r in rows}
-        else:
-            by_id = {r[0]: counts.get(r[1], 0) for r in rows}
+        # counts from the data (one scan of the topic_id column), never from metadata.yaml
+        per = dict(db.execute('SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id'))
+        by_id = {r[0]: per.get(r[0], 0) for r in rows}
         self.topics = [TopicRecord(cid, name, typ, *defs.get(typ, ('', '')), digest or '',
                                    qos or '', int(by_id.get(cid, 0)))
                        for cid, name, typ, qos, digest in rows]
-        ((start, end, total),) = list(db.execute(
-            'SELECT MIN(timestamp), MAX(timestamp), '
-            + ('COUNT(*)' if counts is None or self.recovered else '0') + ' FROM messages'))
+        if counts is not None:
+            for t in self.topics:
+                listed = counts.get(t.topic)
+                if listed is not None and listed != t.count:
+                    self.notes.append(f'{t.topic}: metadata.yaml lists {listed} messages, the '
+                                      f'file holds {t.count} (the counts of the file are used)')
+        ((start, end),) = list(db.execute('SELECT MIN(timestamp), MAX(timestamp) '
+                                          'FROM messages'))
         self.start_ns = int(start) if start is not None else 0
         self.end_ns = int(end) if end is not None else 0
-        self.count = int(total) if counts is None or self.recovered else \
-            sum(t.count for t in self.topics)
+        self.count = sum(per.values())
+        orphans = self.count - sum(t.count for t in self.topics)
+        if orphans:
+            self.notes.append(f'{self.path.name}: {orphans} messages of no listed topic')
 
     def read(self, ids: Iterable[int], progress=None) -> dict[int, RawBatch]:
         """Raw messages of the topics ``ids``: one table scan (rows of all topics interleave)."""
@@ -1079,11 +1337,17 @@ class SqliteStorageReader:
                 for cid, (ts, data) in acc.items()}
 
 
-def open_storage_reader(path: Path, counts: dict[str, int] | None = None):
-    """Reader for one storage file (kind from the suffix)."""
+def open_storage_reader(path: Path, counts: dict[str, int] | None = None, *,
+                        skip_corrupt: bool = False):
+    """
+    Reader for one storage file (kind from the suffix).
+
+    ``counts`` (per topic, from ``metadata.yaml``) are compared with the file's own;
+    ``skip_corrupt``: MCAP chunks failing their CRC are left out instead of raising.
+    """
     kind = SUFFIXES.get(Path(path).suffix)
     if kind == 'mcap':
-        return McapStorageReader(path)
+        return McapStorageReader(path, skip_corrupt=skip_corrupt)
     if kind == 'sqlite3':
         return SqliteStorageReader(path, counts)
     raise StorageError(f'{path}: not a rosbag2 storage file (.mcap or .db3)')
