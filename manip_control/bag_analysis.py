@@ -76,6 +76,11 @@ SETTLING_BAND = 0.02        # 2 % settling band
 HOLD_FRACTION = 0.10        # a reference "ends constant" if its final hold is >= 10 % of the run
 STEADY_FRACTION = 0.10      # steady-state error: mean over the final 10 % of the run
 PROGRESS_MIN_MESSAGES = 100_000
+#: A decoded value beyond this magnitude (SI units: rad, rad/s, N·m, A, V) or infinite is
+#: damage (e.g. a flipped exponent bit in a file without checksums), not a measurement.
+ABSURD = 1e6
+#: Work on the header and on the receive clock "disagree" beyond this fraction.
+CLOCK_WORK_TOLERANCE = 0.05
 ZERO_EFFORT_NOTE = 'effort is zero throughout — the driver does not report torque'
 
 
@@ -329,12 +334,48 @@ class _Progress:
             self.shown = False
 
 
+def _screen(series, problems: list[dict]) -> None:
+    """
+    Exclude damaged values of a decoded series (infinite, or beyond ``ABSURD``), in place.
+
+    Each affected field is listed in ``problems`` (topic, field, count, first receive time);
+    NaN stays NaN (a message without that joint or array).
+    """
+    fields = {JointStateSeries: ('position', 'velocity', 'effort'), ArraySeries: ('data',),
+              TrajectorySeries: ('positions', 'velocities', 'accelerations', 'effort')}
+    for cls, names in fields.items():
+        if not isinstance(series, cls):
+            continue
+        for name in names:
+            arr = getattr(series, name)
+            with np.errstate(invalid='ignore'):
+                bad = np.isinf(arr) | (np.abs(arr) > ABSURD)
+            n = int(bad.sum())
+            if not n:
+                continue
+            rows = np.flatnonzero(bad.any(axis=1))
+            if isinstance(series, TrajectorySeries):
+                first = int(series.recv_ns[series.sample_msg[rows[0]]])
+            else:
+                first = int(series.recv_ns[rows[0]])
+            arr = np.array(arr, float)          # never write into a view of the file
+            arr[bad] = np.nan
+            setattr(series, name, arr)
+            problems.append({'topic': series.topic, 'field': name, 'values': n,
+                             'messages': int(rows.size), 'first_receive_ns': first})
+
+
 def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
-             progress=None) -> RunData:
-    """Open ``bag``, pick topics and decode them onto one time base."""
+             progress=None, skip_corrupt: bool = False) -> RunData:
+    """
+    Open ``bag``, pick topics and decode them onto one time base.
+
+    ``skip_corrupt``: MCAP chunks failing their CRC are left out (listed in
+    ``bag_info['corrupt']`` and in the notes) instead of stopping with :class:`BagError`.
+    """
     if time_base not in ('header', 'receive'):
         raise AnalysisError(f'--time: expected header or receive, got {time_base!r}')
-    with BagReader(bag) as reader:
+    with BagReader(bag, skip_corrupt=skip_corrupt) as reader:
         sel = select_topics(reader.topics, overrides)
         info = {
             'path': str(bag),
@@ -364,7 +405,15 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         series = reader.read_series(wanted, progress)
         params = reader.params
         decode_errors = dict(reader.decode_errors)
+        file_notes = list(reader.notes)
+        corrupt = [c.describe() for c in reader.corrupt]
     info['decode_errors'] = decode_errors
+    info['notes'] = file_notes
+    info['corrupt'] = corrupt
+    problems: list[dict] = []
+    for item in series.values():
+        _screen(item, problems)
+    info['data_problems'] = problems
 
     state: JointStateSeries = series[sel.joint_states]
     if len(state) == 0:
@@ -387,6 +436,15 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
                                  state.decode_errors, state.decode_stats)
         state_t = state_t[order]
     joints = list(state.names)
+    for c in corrupt:
+        notes.insert(0, f'DAMAGED DATA LEFT OUT (--skip-corrupt): {c}')
+    for pr in problems:
+        notes.insert(len(corrupt), (
+            f'DAMAGED VALUES EXCLUDED: {pr["topic"]} {pr["field"]}: {pr["values"]} values in '
+            f'{pr["messages"]} messages are infinite or beyond {ABSURD:g} in magnitude (first '
+            f'at bag time {pr["first_receive_ns"] / 1e9:.9f} s); the file may be corrupt '
+            '(sqlite3 files carry no checksums)'))
+    notes.extend(file_notes)
     run = RunData(str(bag), base, sel, info, params, joints, int(state_t[0]), state, state_t,
                   notes=notes)
     if info['recovered']:
@@ -832,6 +890,8 @@ def analyze_run(run: RunData, *, transient: float | None = None,
 
     # ---- power and energy
     report['power'] = _power(run, t)
+    if report['power'].get('clock_note'):
+        report['notes'].append(report['power']['clock_note'])
     return report
 
 
@@ -901,7 +961,23 @@ def _power(run: RunData, t: np.ndarray) -> dict:
     pos = np.clip(pp, 0, None)
     out.update({'available': True, 'peak_w': _f(pp.max()), 'min_w': _f(pp.min()),
                 'mean_w': _f(pp.mean()), 'work_j': _f(work[-1]),
-                'positive_work_j': _f(np.sum(0.5 * (pos[1:] + pos[:-1]) * np.diff(tp)))})
+                'positive_work_j': _f(np.sum(0.5 * (pos[1:] + pos[:-1]) * np.diff(tp))),
+                'clock': f'{run.time_base} time of {st.topic}'})
+    # the same power integrated over the other clock: a disagreement is a caveat on the work
+    other = 'receive' if run.time_base == 'header' else 'header'
+    t_other = st.recv_ns if other == 'receive' else st.stamp_ns
+    if st.stamp_ns.any():
+        to = (t_other[ok] - t_other[ok][0]) / 1e9
+        w_other = float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(to)))
+        out['work_other_clock_j'] = _f(w_other)
+        out['other_clock'] = other
+        scale = max(abs(float(work[-1])), abs(w_other))
+        if scale > 0 and abs(float(work[-1]) - w_other) > CLOCK_WORK_TOLERANCE * scale:
+            out['clock_note'] = (
+                f'the work is integrated over {run.time_base} time: '
+                f'{float(work[-1]):.4g} J; over {other} time it would be {w_other:.4g} J '
+                f'(the clocks disagree by more than {100 * CLOCK_WORK_TOLERANCE:g} %); header '
+                'time is when the data were sampled, receive time when the recorder got them')
     energy = mechanical_energy(run.params, st.position, st.velocity)
     if energy is not None and np.isfinite(energy).any():
         e = energy[np.isfinite(energy)]
@@ -916,9 +992,10 @@ def _power(run: RunData, t: np.ndarray) -> dict:
 
 def analyze(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
             transient: float | None = None, torque_limit=None, rate: float | None = None,
-            progress=None) -> tuple[dict, RunData]:
+            progress=None, skip_corrupt: bool = False) -> tuple[dict, RunData]:
     """Load and analyse a bag: returns (report dict, RunData)."""
-    run = load_run(bag, overrides=overrides, time_base=time_base, progress=progress)
+    run = load_run(bag, overrides=overrides, time_base=time_base, progress=progress,
+                   skip_corrupt=skip_corrupt)
     return analyze_run(run, transient=transient, torque_limit=torque_limit, rate=rate), run
 
 
@@ -1051,7 +1128,10 @@ def render_markdown(report: dict, plots: list[str] | None = None) -> str:
     if pw.get('available'):
         lines.append(f'P = Σ τ·qd from {pw["torque_source"]}: peak {_fmt(pw["peak_w"], "W")}, '
                      f'mean {_fmt(pw["mean_w"], "W")}, work {_fmt(pw["work_j"], "J")} '
-                     f'(positive work {_fmt(pw["positive_work_j"], "J")}).')
+                     f'(positive work {_fmt(pw["positive_work_j"], "J")}), integrated over '
+                     f'the {pw["clock"]}.')
+        if pw.get('clock_note'):
+            lines.append(f'**Clock caveat:** {pw["clock_note"]}.')
         me = pw.get('mechanical_energy')
         if me:
             lines.append(f'Mechanical energy T + V: initial {_fmt(me["initial_j"], "J")}, final '
@@ -1125,7 +1205,8 @@ def render_summary(report: dict) -> str:
                      f'({d["n"]} samples)')
     pw = report['power']
     if pw.get('available'):
-        lines.append(f'power: peak {_fmt(pw["peak_w"], "W")}, work {_fmt(pw["work_j"], "J")}')
+        lines.append(f'power: peak {_fmt(pw["peak_w"], "W")}, work {_fmt(pw["work_j"], "J")} '
+                     f'(over {pw["clock"]})')
     for note in report['notes']:
         lines.append(f'note: {note}')
     return '\n'.join(lines)
@@ -1385,7 +1466,9 @@ def write_plots(run: RunData, report: dict, out_dir: Path) -> list[str]:
     def panels(canvas, cols=1):
         return canvas.grid(rows, cols)
 
-    cv = _Canvas(9.0, height, f'{bag}: joint position q and reference q_d')
+    title = (f'{bag}: joint position q and reference q_d' if run.q_d is not None
+             else f'{bag}: joint position q (no reference in the bag)')
+    cv = _Canvas(9.0, height, title)
     boxes = panels(cv)
     for j, name in enumerate(run.joints):
         qd = run.q_d[:, j] if run.q_d is not None else None
@@ -1615,6 +1698,9 @@ def _parser() -> argparse.ArgumentParser:
                    help='nominal loop rate (default: params.yaml control_rate, else the '
                         'median period)')
     p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    p.add_argument('--skip-corrupt', action='store_true',
+                   help='analyse the rest when MCAP chunks fail their CRC (the report lists '
+                        'what was left out); default: stop with an error naming the chunk')
     p.add_argument('--quiet', action='store_true', help='no progress output')
     return p
 
@@ -1655,7 +1741,8 @@ def _run(argv: list[str] | None) -> int:
         try:
             report, run = analyze(bag, overrides=overrides, time_base=args.time,
                                   transient=args.transient, torque_limit=args.torque_limit,
-                                  rate=args.rate, progress=progress)
+                                  rate=args.rate, progress=progress,
+                                  skip_corrupt=args.skip_corrupt)
         finally:
             progress.done()
         out_dir = Path(args.out) if args.out else default_out_dir(bag)
@@ -1686,6 +1773,14 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print('error: interrupted', file=sys.stderr)
         return 2
+    except BrokenPipeError:          # the reader of stdout stopped (| head): not an error
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return 0
     except Exception as exc:  # noqa: BLE001 - the CLI contract is "never a traceback"
         if os.environ.get('MANIP_DEBUG'):
             raise

@@ -455,6 +455,7 @@ class WriteFailure:
     first_lost_ns: int
     lost: int = 0
     lost_per_topic: dict = field(default_factory=dict)
+    repair: str = ''
 
     def describe(self, path: Path, held: int, t0_ns: int | None = None) -> str:
         """One line: what failed, how many messages are missing and from when."""
@@ -463,7 +464,7 @@ class WriteFailure:
             rel = f' ({(self.first_lost_ns - t0_ns) / 1e9:.3f} s after the first message)'
         return (f'{path}: write error ({self.error}): {self.lost} messages not recorded from '
                 f'bag time {self.first_lost_ns / 1e9:.9f} s{rel} on; the bag holds the '
-                f'{held} messages before it')
+                f'{held} messages before it{self.repair}')
 
 
 class BagWriter:
@@ -704,6 +705,10 @@ class BagWriter:
         if first is None and topic_ts is not None:
             first = topic_ts[1]
         failure = WriteFailure(text, first if first is not None else 0)
+        if self.storage == 'mcap':
+            # the file is cut after its last complete chunk: no summary, no footer
+            failure.repair = (f'; the MCAP file has no footer, so other readers refuse it: '
+                              f'manip-bag reindex {self.path} makes it readable')
         for topic, n in self._pending.items():
             failure.lost_per_topic[topic] = failure.lost_per_topic.get(topic, 0) + n
             failure.lost += n
@@ -911,7 +916,7 @@ def _walk_joint_trajectory(w: _Walker) -> None:
 
 
 def _floats(msg, name: str) -> np.ndarray:
-    """A float array field as a (1, n) row (a field the stored definition lacks: empty)."""
+    """Return a float array field as a (1, n) row (a field the definition lacks: empty)."""
     return np.asarray(getattr(msg, name, ()), float).reshape(1, -1)
 
 

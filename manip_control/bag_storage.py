@@ -910,7 +910,7 @@ class McapStorageReader:
         return schemas, channels, summary.statistics, summary.chunk_indexes
 
     def _corrupt(self, region: CorruptRegion) -> None:
-        """A record failed its checksum: raise, or (``skip_corrupt``) note it and go on."""
+        """Raise for a record that failed its checksum, or (``skip_corrupt``) note it."""
         if not self.skip_corrupt:
             raise CorruptDataError(region.describe() + ' (--skip-corrupt analyses the rest)')
         self.corrupt.append(region)

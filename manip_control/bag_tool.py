@@ -24,14 +24,20 @@ manip-bag: maintenance of rosbag2 bags without ROS (modelled on ``ros2 bag``).
     ``metadata.yaml`` is replaced.
 
 ``manip-bag info BAG``
-    Storage, metadata version, message counts and time range; whether the bag was recovered.
+    Storage, metadata version, message counts (from the data) and time range; whether the bag
+    was recovered (its writer did not finish it) and what repairs it, what a complete file
+    lacks, where ``metadata.yaml`` disagrees with the data, and the result of checking every
+    MCAP chunk CRC (each damaged chunk is named with its time range). Never changes the bag.
 
-Exit codes: 0 success, 2 error (one line on stderr naming the file and the problem).
+Exit codes: 0 success, 1 ``info`` found damaged data (listed), 2 error (one line on stderr
+naming the file and the problem). Output cut short by its reader (``| head``) is not an
+error.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from manip_control.bag_storage import reindex
@@ -41,8 +47,11 @@ __all__ = ['main']
 
 
 def _info(path: str) -> int:
+    from pathlib import Path
+
     from manip_control.bag_io import BagReader
-    with BagReader(path) as r:
+    with BagReader(path, skip_corrupt=True) as r:
+        checked = r.verify()
         print(f'bag: {path}')
         print(f'storage: {r.storage}, metadata version: {r.metadata_version or "none"}, '
               f'files: {", ".join(f.name for f in r.files)}')
@@ -51,10 +60,26 @@ def _info(path: str) -> int:
               f'{r.end_ns / 1e9:.9f} s ({span:.3f} s)')
         if r.recovered:
             print(f'recovered: {r.recovered_reason}')
+            where = r.path if r.path.is_dir() else Path(r.path).parent
+            what = ('finishes the MCAP file, so that standard tools (rosbags, ros2 bag, mcap) '
+                    'read it' if r.storage == 'mcap' else
+                    'folds the write-ahead log in and writes metadata.yaml')
+            print(f'repair: manip-bag reindex {where} {what}')
+        for note in r.notes:
+            print(f'note: {note}')
+        if r.storage == 'mcap':
+            damaged = r.corrupt
+            print(f'checksums: {checked} chunk CRCs checked, '
+                  + (f'{len(damaged)} damaged' if damaged else 'all match'))
+            for c in damaged:
+                print(f'damaged: {c.describe()}')
+        else:
+            damaged = []
+            print('checksums: none (sqlite3 files carry no checksums)')
         for t in r.topics.values():
             extra = '' if t.decodable else f'  (skipped: {t.reason})'
             print(f'  {t.name}  {t.msgtype}  {t.count}{extra}')
-    return 0
+    return 1 if damaged else 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     from manip_control.bag_io import BagError
     try:
         if args.command == 'info':
-            return _info(args.bag)
+            code = _info(args.bag)
+            sys.stdout.flush()
+            return code
         result = reindex(args.bag, log=lambda text: print(text, file=sys.stderr))
         counts = ', '.join(f'{t} {n}' for t, n in result['topics'].items())
         print(f'{args.bag}/metadata.yaml written (version 8, {result["storage"]}): '
@@ -86,9 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     except (StorageError, BagError) as exc:
         print(f'error: {exc}', file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
     except OSError as exc:
         print(f'error: {args.bag}: {exc.strerror or exc}', file=sys.stderr)
         return 2
+
+
+def _reader_gone() -> int:
+    """Stop printing quietly: the reader of stdout went away (``| head``), not an error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())    # the interpreter's final flush goes nowhere
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 if __name__ == '__main__':  # pragma: no cover
