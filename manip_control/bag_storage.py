@@ -647,18 +647,25 @@ _CHUNK_HEAD = struct.Struct('<QQQI')            # start, end, uncompressed size,
 
 
 def _decompress(data, compression: str, size: int, crc: int, check: bool):
-    if compression == '':
-        out = data
-    elif compression == 'zstd':
-        import zstandard
-        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
-    elif compression == 'lz4':
-        import lz4.frame
-        out = lz4.frame.decompress(data)
-    else:
-        raise StorageError(f'unsupported MCAP chunk compression {compression!r}')
+    """Uncompressed records of a chunk; damage raises :class:`CorruptDataError`."""
+    try:
+        if compression == '':
+            out = data
+        elif compression == 'zstd':
+            import zstandard
+            out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+        elif compression == 'lz4':
+            import lz4.frame
+            out = lz4.frame.decompress(data)
+        else:
+            raise StorageError(f'unsupported MCAP chunk compression {compression!r}')
+    except StorageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - decompressor errors have no common base
+        raise CorruptDataError(f'the compressed data of the chunk are damaged ({compression}: '
+                               f'{exc})') from None
     if len(out) != size:
-        raise StorageError(f'chunk decompressed to {len(out)} bytes, expected {size}')
+        raise CorruptDataError(f'chunk decompressed to {len(out)} bytes, expected {size}')
     if check and crc and zlib.crc32(out) != crc:
         raise CorruptDataError('chunk CRC mismatch (the data differ from what was written)')
     return out

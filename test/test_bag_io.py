@@ -730,3 +730,318 @@ def test_static_check_finds_every_changed_static_byte(length):
     assert check(np.ascontiguousarray(rows)).tolist() == want
     assert check(np.asfortranarray(rows)).tolist() == want
     assert not all(want) and any(want)
+
+
+# ---------------------------------------------------------------------------------------------
+# damaged files, unusual layouts, truthful labels, read-only reading
+
+
+def _state_bag(path: Path, n: int = 2000, storage: str = 'mcap', **options) -> Path:
+    """``n`` joint states at 1 kHz, position k * 0.001 + 0.5 (exact in binary: no)."""
+    with BagWriter(path, storage=storage, **options) as w:
+        w.add_topic('/joint_states', JS)
+        for k in range(n):
+            ns = 10**9 + k * 1_000_000
+            w.write('/joint_states', ns, ser(joint_state(ns, ['a', 'b'], [0.5 + k, -0.25],
+                                                         [1.0, 2.0], [3.0, 4.0]), JS))
+    return path
+
+
+def _flip_exponent_bit(raw: bytearray, value: float) -> int:
+    """Flip the top exponent bit of the stored float64 ``value``; return its offset."""
+    at = raw.find(np.float64(value).tobytes())
+    assert at > 0
+    raw[at + 7] ^= 0x40
+    return at
+
+
+@pytest.mark.parametrize('compression', ['none', 'zstd'])
+def test_flipped_bit_in_a_chunk_is_refused_naming_the_chunk(tmp_path, compression):
+    """One flipped exponent bit: the chunk CRC fails (as rosbags and mcap say), never analysed."""
+    bag = _state_bag(tmp_path / 'bag', compression=compression, chunk_size=20_000)
+    (f,) = bag.glob('*.mcap')
+    raw = bytearray(f.read_bytes())
+    if compression == 'none':
+        _flip_exponent_bit(raw, 0.5 + 1234)
+    else:                               # a flipped byte inside the compressed data of a chunk
+        from mcap.reader import make_reader
+        with open(f, 'rb') as fh:
+            ci = make_reader(fh).get_summary().chunk_indexes[5]
+        raw[ci.chunk_start_offset + ci.chunk_length - 40] ^= 0x10
+    f.write_bytes(bytes(raw))
+    # the independent readers refuse the file
+    from mcap.reader import make_reader
+    with pytest.raises(Exception):
+        with open(f, 'rb') as fh:
+            for _ in make_reader(fh, validate_crcs=True).iter_messages():
+                pass
+    with pytest.raises(Exception):
+        with Reader(bag) as r:
+            for _ in r.messages():
+                pass
+    with BagReader(bag) as r:
+        with pytest.raises(BagError) as info:
+            r.read_series(['/joint_states'])
+    text = str(info.value)
+    assert '\n' not in text and f.name in text and 'chunk' in text
+    assert 'CRC' in text or 'damaged' in text
+    assert 'bag time' in text and 'skip-corrupt' in text
+    # on request the rest is read, and what was left out is listed with its time range
+    with BagReader(bag, skip_corrupt=True) as r:
+        s = r.read_series(['/joint_states'])['/joint_states']
+        (bad,) = r.corrupt
+    assert 0 < len(s) < 2000 and np.isfinite(s.position).all()
+    assert np.abs(s.position).max() < 3000
+    lost = 2000 - len(s)
+    assert (bad.end_ns - bad.start_ns) // 1_000_000 + 1 == lost
+    kept = set(s.recv_ns.tolist())
+    assert not any(bad.start_ns <= t <= bad.end_ns for t in kept)
+    with BagReader(bag, skip_corrupt=True) as r:
+        assert r.verify() > 0 and len(r.corrupt) == 1
+
+
+def test_data_section_crc_is_checked(tmp_path):
+    """A foreign file with a data-section CRC and no chunk CRCs: a flipped bit is found."""
+    from mcap.writer import CompressionType
+    from mcap.writer import Writer
+    path = tmp_path / 'foreign.mcap'
+    text, _ = TS.generate_msgdef(JS, ros_version=2)
+    with open(path, 'wb') as fh:
+        w = Writer(fh, chunk_size=4096, compression=CompressionType.NONE, enable_crcs=False,
+                   enable_data_crcs=True)
+        w.start(profile='ros2', library='test')
+        sid = w.register_schema(JS, 'ros2msg', text.encode())
+        cid = w.register_channel('/joint_states', 'cdr', sid)
+        for k in range(500):
+            ns = 10**9 + k * 1_000_000
+            w.add_message(cid, ns, ser(joint_state(ns, ['a'], [0.5 + k]), JS), ns)
+        w.finish()
+    with BagReader(path) as r:
+        assert len(r.read_series(['/joint_states'])['/joint_states']) == 500
+    raw = bytearray(path.read_bytes())
+    _flip_exponent_bit(raw, 0.5 + 321)
+    path.write_bytes(bytes(raw))
+    with BagReader(path) as r:
+        with pytest.raises(BagError, match='data-section CRC'):
+            r.read_series(['/joint_states'])
+
+
+EXTRA_DEF = """std_msgs/Header header
+string[] name
+float64 temperature
+float64[] position
+float64[] velocity
+float64[] effort
+uint8[] flags
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+"""
+
+
+def _custom_store(definition: str):
+    from rosbags.typesys import get_types_from_msg
+    store = get_typestore(Stores.EMPTY)
+    store.register(get_types_from_msg(definition, JS))
+    return store
+
+
+@pytest.mark.parametrize('storage', STORAGES)
+def test_joint_state_with_extra_fields_decodes_like_rosbags(tmp_path, storage):
+    store = _custom_store(EXTRA_DEF)
+    C = store.types
+    bag = tmp_path / 'bag'
+    with BagWriter(bag, storage=storage) as w:
+        w.add_topic('/joint_states', JS, msgdef=EXTRA_DEF)
+        for k in range(50):
+            ns = 10**9 + k * 10**6
+            msg = C[JS](header=C['std_msgs/msg/Header'](
+                stamp=C['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+                frame_id=''), name=['a', 'b'], temperature=30.0 + k,
+                position=np.array([0.1 * k, -0.2]), velocity=np.array([1.0, 2.0]),
+                effort=np.array([3.0, float(k)]), flags=np.array([k % 7], np.uint8))
+            w.write('/joint_states', ns, bytes(store.serialize_cdr(msg, JS)))
+    with BagReader(bag) as r:
+        s = r.read_series(['/joint_states'])['/joint_states']
+    # independent reader: rosbags with the bag's own definition
+    with AnyReader([bag]) as ar:
+        ref = [ar.deserialize(raw, c.msgtype) for c, _, raw in ar.messages()]
+    assert type(s).__name__ == 'JointStateSeries' and s.names == ['a', 'b'] and len(s) == 50
+    np.testing.assert_array_equal(s.position, [list(m.position) for m in ref])
+    np.testing.assert_array_equal(s.effort, [list(m.effort) for m in ref])
+    assert s.stamp_ns.tolist() == [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+                                   for m in ref]
+
+
+def test_joint_state_without_a_needed_field_is_one_line_naming_it(tmp_path):
+    definition = EXTRA_DEF.replace('float64[] position\n', '')
+    store = _custom_store(definition)
+    C = store.types
+    bag = tmp_path / 'bag'
+    with BagWriter(bag) as w:
+        w.add_topic('/arm/joint_states', JS, msgdef=definition)
+        msg = C[JS](header=C['std_msgs/msg/Header'](
+            stamp=C['builtin_interfaces/msg/Time'](sec=1, nanosec=0), frame_id=''),
+            name=['a'], temperature=1.0, velocity=np.zeros(1), effort=np.zeros(1),
+            flags=np.zeros(0, np.uint8))
+        w.write('/arm/joint_states', 1, bytes(store.serialize_cdr(msg, JS)))
+    with BagReader(bag) as r:
+        with pytest.raises(BagError) as info:
+            r.read_series(['/arm/joint_states'])
+    text = str(info.value)
+    assert '\n' not in text and '/arm/joint_states' in text and 'position' in text
+
+
+def _foreign_mcap(path: Path, **writer_options) -> Path:
+    """A complete MCAP file of 300 joint states by the mcap library's writer."""
+    from mcap.writer import IndexType
+    from mcap.writer import Writer
+    if 'index_types' in writer_options:
+        writer_options['index_types'] = getattr(IndexType, writer_options['index_types'])
+    text, _ = TS.generate_msgdef(JS, ros_version=2)
+    with open(path, 'wb') as fh:
+        w = Writer(fh, **writer_options)
+        w.start(profile='ros2', library='test')
+        sid = w.register_schema(JS, 'ros2msg', text.encode())
+        cid = w.register_channel('/joint_states', 'cdr', sid)
+        for k in range(300):
+            ns = 10**9 + k * 1_000_000
+            w.add_message(cid, ns, ser(joint_state(ns, ['a'], [float(k)]), JS), ns)
+        w.finish()
+    return path
+
+
+@pytest.mark.parametrize('options, lacks, not_said', [
+    ({'use_statistics': False, 'chunk_size': 2000}, 'no statistics record', 'chunk index'),
+    ({'use_chunking': False}, 'chunk index', 'statistics'),
+    ({'index_types': 'MESSAGE', 'chunk_size': 2000}, 'no chunk index', 'statistics'),
+])
+def test_complete_files_are_not_called_recovered(tmp_path, options, lacks, not_said):
+    path = _foreign_mcap(tmp_path / 'f.mcap', **options)
+    with BagReader(path) as r:
+        assert r.recovered is False and r.recovered_reason == ''
+        note = ' '.join(r.notes)
+        assert 'complete file' in note and lacks in note and not_said not in note
+        assert len(r.read_series(['/joint_states'])['/joint_states']) == 300
+    # a file cut short is recovered, and the reason is in words, not parser text
+    raw = path.read_bytes()
+    cut = tmp_path / 'cut.mcap'
+    cut.write_bytes(raw[:len(raw) - 100])
+    with BagReader(cut) as r:
+        assert r.recovered and 'no valid footer' in r.recovered_reason
+        assert 'McapError' not in r.recovered_reason and 'has length' not in r.recovered_reason
+
+
+def test_full_disk_error_and_info_say_reindex_makes_it_readable(tmp_path, monkeypatch, capsys):
+    """A write error (disk full) leaves an MCAP file without footer: both lines say the fix."""
+    import errno
+
+    from manip_control import bag_storage
+    from manip_control.bag_io import RecordingError
+    from manip_control.bag_tool import main as bag_main
+    real = bag_storage._Sink.write
+    limit = 200_000
+
+    def write(self, data):
+        if self.pos + len(memoryview(data)) > limit:
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        return real(self, data)
+    monkeypatch.setattr(bag_storage._Sink, 'write', write)
+    bag = tmp_path / 'full'
+    w = BagWriter(bag, chunk_size=20_000).open()
+    w.add_topic('/joint_states', JS)
+    error = None
+    for k in range(5000):
+        ns = 10**9 + k * 10**6
+        try:
+            w.write('/joint_states', ns, ser(joint_state(ns, ['a'], [float(k)]), JS))
+        except RecordingError as exc:
+            error = error or str(exc)
+    with pytest.raises(RecordingError) as info:
+        w.close()
+    monkeypatch.setattr(bag_storage._Sink, 'write', real)
+    for text in (error, str(info.value)):
+        assert f'manip-bag reindex {bag}' in text and '\n' not in text
+    with pytest.raises(Exception):             # rosbags refuses the file as it is
+        with Reader(bag) as r:
+            list(r.messages())
+    assert bag_main(['info', str(bag)]) == 0
+    out = capsys.readouterr().out
+    assert f'manip-bag reindex {bag}' in out and 'recovered:' in out
+    assert bag_main(['reindex', str(bag)]) == 0
+    with Reader(bag) as r:                     # ... and reads it after the reindex
+        n = sum(1 for _ in r.messages())
+    assert n == yaml.safe_load((bag / 'metadata.yaml').read_text())[
+        'rosbag2_bagfile_information']['message_count'] > 100
+
+
+def test_sqlite_counts_come_from_the_data(tmp_path):
+    bag = _state_bag(tmp_path / 'bag', n=500, storage='sqlite3')
+    meta = bag / 'metadata.yaml'
+    for listed in (0, 100):
+        doc = yaml.safe_load(meta.read_text())
+        doc['rosbag2_bagfile_information']['topics_with_message_count'][0][
+            'message_count'] = listed
+        meta.write_text(yaml.safe_dump(doc))
+        with BagReader(bag) as r:
+            assert r.topics['/joint_states'].count == 500
+            assert len(r.read_series(['/joint_states'])['/joint_states']) == 500
+            note = ' '.join(r.notes)
+            assert f'metadata.yaml lists {listed} messages, the file holds 500' in note
+
+
+def _unfinished_sqlite(tmp_path: Path) -> Path:
+    """Copy of a sqlite3 bag while its writer is still open: .db3 + non-empty -wal + -shm."""
+    bag = tmp_path / 'live'
+    w = BagWriter(bag, storage='sqlite3').open()
+    w.add_topic('/joint_states', JS)
+    for k in range(300):
+        ns = 10**9 + k * 10**6
+        w.write('/joint_states', ns, ser(joint_state(ns, ['a'], [float(k)], [0.0], [0.0]),
+                                         JS))
+    w.flush()
+    copy = tmp_path / 'unfinished'
+    copy.mkdir()
+    for f in bag.iterdir():
+        if f.name != 'metadata.yaml':
+            shutil.copyfile(f, copy / f.name)
+    w.close()
+    assert (copy / 'unfinished_0.db3-wal').exists() is False   # names follow the original
+    return copy
+
+
+def test_reading_never_changes_an_unfinished_sqlite_bag(tmp_path, capsys):
+    from manip_control.bag_analysis import main as analyze_main
+    from manip_control.bag_tool import main as bag_main
+    bag = _unfinished_sqlite(tmp_path)
+    files = sorted(bag.iterdir())
+    assert {f.suffix for f in files} == {'.db3', '.db3-wal', '.db3-shm'}
+    assert any(f.name.endswith('-wal') and f.stat().st_size > 0 for f in files)
+    before = {f.name: f.read_bytes() for f in files}
+    assert bag_main(['info', str(bag)]) == 0
+    assert 'recovered' in capsys.readouterr().out
+    with BagReader(bag) as r:
+        assert len(r.read_series(['/joint_states'])['/joint_states']) == 300
+    assert analyze_main([str(bag), '--out', str(tmp_path / 'rep'), '--quiet',
+                         '--no-plots']) == 0
+    after = {f.name: f.read_bytes() for f in sorted(bag.iterdir())}
+    assert after == before
+
+
+def test_info_into_a_closed_pipe_is_not_an_error(tmp_path):
+    import subprocess
+    import sys
+    bag = _state_bag(tmp_path / 'bag', n=50)
+    root = Path(__file__).resolve().parents[1]
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, '-m', 'manip_control.bag_tool', 'info',
+                                 str(bag)], cwd=root, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        proc.stdout.close()                    # like `| head -0`: the reader is gone
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 0 and err == ''
