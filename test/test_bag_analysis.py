@@ -25,6 +25,8 @@ import csv
 import json
 import math
 from pathlib import Path
+import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -465,14 +467,57 @@ def test_iiwa_fixture_report(tmp_path, capsys):
     assert sorted(p.name for p in FIXTURE.iterdir()) == ['metadata.yaml', 'my_bag_1_0.db3']
 
 
-def test_fixture_summary_without_out_leaves_fixture_alone(capsys):
+def test_fixture_summary_without_out_leaves_fixture_alone(capsys, monkeypatch):
+    """
+    Without --out, a report that cannot be written is a warning and the summary is printed.
+
+    The write failure is created here (a mocked refusal), whatever the fixture's own mode and
+    whoever runs the test: the fixture directory is never written to.
+    """
     if not FIXTURE.is_dir():
         pytest.skip(f'fixture {FIXTURE} absent (shared/ must sit beside the project)')
+    attempts = []
+
+    def refuse(run, report, out_dir, **kwargs):
+        attempts.append(out_dir)
+        raise PermissionError(13, 'Permission denied')
+    monkeypatch.setattr(bag_analysis, '_writable', lambda path: True)
+    monkeypatch.setattr(bag_analysis, 'write_report', refuse)
+    before = sorted(p.name for p in FIXTURE.iterdir())
     assert main([str(FIXTURE), '--quiet']) == 0
     captured = capsys.readouterr()
     assert 'joints (7)' in captured.out and '/dynamic_joint_states' in captured.out
-    assert 'report not written' in captured.err
-    assert sorted(p.name for p in FIXTURE.iterdir()) == ['metadata.yaml', 'my_bag_1_0.db3']
+    assert 'report not written' in captured.err and attempts == [FIXTURE / 'report']
+    assert sorted(p.name for p in FIXTURE.iterdir()) == before
+
+
+def test_read_only_bag_directory_gets_no_report_even_as_root(tracking_run, tmp_path, capsys):
+    """A bag directory without write permission bits is left alone (root ignores the bits)."""
+    bag = tmp_path / 'ro'
+    shutil.copytree(tracking_run['path'], bag)
+    bag.chmod(0o555)
+    try:
+        assert main([str(bag), '--quiet', '--no-plots']) == 0
+        captured = capsys.readouterr()
+        assert 'report not written' in captured.err and 'tracking error' in captured.out
+        assert not (bag / 'report').exists()
+    finally:
+        bag.chmod(0o755)
+
+
+def test_no_test_writes_into_the_shared_fixtures():
+    """
+    Every call of the analysis on a fixture in this suite names its own --out (or mocks the
+    write), so that nothing is ever written beside ../shared.
+    """
+    import re
+    for path in sorted(Path(__file__).parent.glob('test_*.py')):
+        text = path.read_text()
+        for m in re.finditer(r'main\(\[str\(FIXTURE\)(?P<rest>[^\]]*)\]', text):
+            line = text[:m.start()].count('\n') + 1
+            body = text[text.rfind('\ndef ', 0, m.start()):m.start()]
+            assert '--out' in m.group('rest') or "'write_report', refuse" in body, \
+                f'{path.name}:{line}: the analysis of a fixture without --out'
 
 
 def test_cli_errors(tmp_path, capsys, tracking_run):
@@ -609,3 +654,123 @@ def test_nice_ticks_and_labels():
     assert bag_analysis._tick_text([-0.5, -0.25, 0.0, 0.25, 0.5]) == \
         ['-0.50', '-0.25', '0.00', '0.25', '0.50']
     assert bag_analysis._tick_text([0.0, 1.0, 2.0]) == ['0', '1', '2']
+
+
+# ---------------------------------------------------------------------------------------------
+# damaged data, clocks and labels
+
+
+def test_corrupt_mcap_stops_with_one_line_or_is_marked_with_skip_corrupt(tracking_run,
+                                                                         tmp_path, capsys):
+    bag = tmp_path / 'bag'
+    shutil.copytree(tracking_run['path'], bag)
+    (f,) = bag.glob('*.mcap')
+    raw = bytearray(f.read_bytes())
+    value = tracking_run['q'][1500, 0]
+    at = raw.find(np.float64(value).tobytes())
+    assert at > 0
+    raw[at + 7] ^= 0x40                      # one flipped exponent bit in a position
+    f.write_bytes(bytes(raw))
+    code = main([str(bag), '--out', str(tmp_path / 'r1'), '--quiet', '--no-plots'])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count('\n') == 1 and err.startswith('error: ')
+    assert 'chunk' in err and 'CRC' in err and 'bag time' in err
+    rep = run_json([str(bag), '--out', str(tmp_path / 'r2'), '--skip-corrupt'], capsys)
+    (bad,) = rep['bag']['corrupt']
+    assert 'chunk' in bad and 'DAMAGED DATA LEFT OUT' in rep['notes'][0]
+    assert rep['timing']['state']['count'] < 3000
+    assert rep['tracking']['per_joint']['joint1']['max_abs'] < 0.051
+
+
+def test_absurd_values_of_a_corrupt_sqlite_file_are_excluded_and_reported(tracking_run,
+                                                                          tmp_path, capsys):
+    """sqlite3 has no checksums: a flipped exponent bit shows as a reported, excluded value."""
+    r = tracking_run
+    bag = tmp_path / 'sq'
+    write_run(bag, stamps=r['stamps'], recv=r['recv'], q=r['q'], qd=r['qd'], tau=r['tau'],
+              storage='sqlite3')
+    (db,) = bag.glob('*.db3')
+    con = sqlite3.connect(db)
+    rowid, data = con.execute('SELECT id, data FROM messages ORDER BY id LIMIT 1 OFFSET 1500'
+                              ).fetchone()
+    data = bytearray(data)
+    at = data.find(np.float64(r['q'][1500, 0]).tobytes())
+    assert at > 0
+    data[at + 7] ^= 0x40
+    con.execute('UPDATE messages SET data = ? WHERE id = ?', (bytes(data), rowid))
+    con.commit()
+    con.close()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')          # no numpy RuntimeWarning either
+        rep = run_json([str(bag), '--out', str(tmp_path / 'rep')], capsys)
+    (pr,) = rep['bag']['data_problems']
+    assert pr['topic'] == '/joint_states' and pr['field'] == 'position' and pr['values'] == 1
+    assert any('DAMAGED VALUES EXCLUDED' in n for n in rep['notes'])
+    eff = rep['measured_effort']['per_joint']['joint1']
+    assert eff['rms'] == pytest.approx(math.sqrt(np.mean(r['tau'][:, 0] ** 2)), rel=1e-12)
+
+
+def test_energy_names_its_clock_and_warns_when_the_clocks_disagree(tmp_path, capsys):
+    n = 2000
+    k = np.arange(n)
+    stamps = 10**9 + k * 1_000_000
+    recv = 10**9 + k * 2_000_000                # receive clock runs at half the rate
+    t = k / 1000.0
+    q = np.column_stack([np.sin(t), np.cos(t)])
+    qd = np.column_stack([np.cos(t), -np.sin(t)])
+    tau = np.full((n, 2), 2.0)
+    path = write_run(tmp_path / 'clk', stamps=stamps, recv=recv, q=q, qd=qd, tau=tau)
+    rep = run_json([str(path), '--out', str(tmp_path / 'r')], capsys)
+    pw = rep['power']
+    assert pw['clock'].startswith('header time') and pw['other_clock'] == 'receive'
+    assert pw['work_other_clock_j'] == pytest.approx(2 * pw['work_j'], rel=1e-9)
+    assert 'clock_note' in pw and any('receive time it would be' in x for x in rep['notes'])
+    rep = run_json([str(path), '--out', str(tmp_path / 'r2'), '--time', 'receive'], capsys)
+    assert rep['power']['clock'].startswith('receive time') and 'clock_note' in rep['power']
+    # same clocks: no caveat
+    path = write_run(tmp_path / 'same', stamps=stamps, recv=stamps + 1000, q=q, qd=qd, tau=tau)
+    rep = run_json([str(path), '--out', str(tmp_path / 'r3')], capsys)
+    assert 'clock_note' not in rep['power']
+
+
+def test_tracking_plot_title_names_a_reference_only_when_there_is_one(tracking_run, tmp_path,
+                                                                      capsys, monkeypatch):
+    titles = []
+    real = bag_analysis._Canvas
+
+    class Spy(real):
+        def __init__(self, w, h, title):
+            titles.append(title)
+            super().__init__(w, h, title)
+    monkeypatch.setattr(bag_analysis, '_Canvas', Spy)
+    assert main([str(tracking_run['path']), '--out', str(tmp_path / 'a'), '--quiet']) == 0
+    assert 'reference q_d' in titles[0]
+    titles.clear()
+    assert main([str(tracking_run['path']), '--out', str(tmp_path / 'b'), '--quiet',
+                 '--reference', 'none']) == 0
+    capsys.readouterr()
+    assert 'reference q_d' not in titles[0] and 'no reference' in titles[0]
+
+
+def test_joint_states_with_extra_fields_are_analysed(tmp_path, capsys):
+    from rosbags.typesys import get_types_from_msg
+    definition = TS.generate_msgdef(JS, ros_version=2)[0].replace(
+        'float64[] effort', 'float64[] effort\nfloat64[] temperature', 1)
+    store = get_typestore(Stores.EMPTY)
+    store.register(get_types_from_msg(definition, JS))
+    C = store.types
+    path = tmp_path / 'extra'
+    with BagWriter(path) as w:
+        w.add_topic('/joint_states', JS, msgdef=definition)
+        for k in range(1000):
+            ns = 10**9 + k * 10**6
+            msg = C[JS](header=C['std_msgs/msg/Header'](
+                stamp=C['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+                frame_id=''), name=NAMES, position=np.array([0.001 * k, 0.0]),
+                velocity=np.array([1.0, 0.0]), effort=np.array([2.0, 0.0]),
+                temperature=np.array([40.0, 41.0]))
+            w.write('/joint_states', ns, bytes(store.serialize_cdr(msg, JS)))
+    rep = run_json([str(path), '--out', str(tmp_path / 'r')], capsys)
+    assert rep['timing']['state']['count'] == 1000
+    assert rep['measured_effort']['per_joint']['joint1']['rms'] == pytest.approx(2.0)
