@@ -22,8 +22,9 @@ The plant owns /clock and steps one control period only after the command of the
 arrived (deterministic, as fast as the loop allows). When the plant has simulated ``duration``
 and exits, the whole launch shuts down (every other node is stopped with SIGINT and finishes
 cleanly; the recorder closes its bag). With ``duration:=0`` it runs until Ctrl-C.
-``bag:=DIR`` adds the recorder, and the plant then waits for the recorder's subscription
-before its first tick, so the bag holds the run from tick 0. ``namespace:=NS`` puts every
+``bag:=DIR`` adds the recorder, and the plant then waits until the recorder has matched every
+topic it records (and the plant's own recorded publishers have matched the recorder) before
+its first tick, so the bag holds every topic from tick 0. ``namespace:=NS`` puts every
 node and topic under ``/NS`` (/clock stays global). ``headless:=false`` adds
 robot_state_publisher and RViz showing the arm.
 """
@@ -78,7 +79,10 @@ def generate_launch_description():
             'duration': ParameterValue(duration, value_type=float),
             # the controller, + the recorder's subscription when recording
             'wait_for_subscribers': ParameterValue(
-                PythonExpression(['2 if ', recording, ' else 1']), value_type=int)}],
+                PythonExpression(['2 if ', recording, ' else 1']), value_type=int),
+            # and for the recorder to match every recorded topic (relative: any namespace)
+            'wait_for_recorder': PythonExpression(
+                ['"recorder/ready" if ', recording, ' else ""'])}],
         arguments=ros_args, additional_env=stop_with_parent, sigterm_timeout=sigterm_timeout)
     return LaunchDescription([
         DeclareLaunchArgument(

@@ -507,8 +507,9 @@ def test_read_only_bag_directory_gets_no_report_even_as_root(tracking_run, tmp_p
 
 def test_no_test_writes_into_the_shared_fixtures():
     """
-    Every call of the analysis on a fixture in this suite names its own --out (or mocks the
-    write), so that nothing is ever written beside ../shared.
+    Check that no analysis of a fixture in this suite can write beside ../shared.
+
+    Every call names its own --out, or mocks the write.
     """
     import re
     for path in sorted(Path(__file__).parent.glob('test_*.py')):
@@ -740,6 +741,7 @@ def test_tracking_plot_title_names_a_reference_only_when_there_is_one(tracking_r
     real = bag_analysis._Canvas
 
     class Spy(real):
+
         def __init__(self, w, h, title):
             titles.append(title)
             super().__init__(w, h, title)

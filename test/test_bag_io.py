@@ -898,7 +898,7 @@ def test_joint_state_without_a_needed_field_is_one_line_naming_it(tmp_path):
 
 
 def _foreign_mcap(path: Path, **writer_options) -> Path:
-    """A complete MCAP file of 300 joint states by the mcap library's writer."""
+    """Write a complete MCAP file of 300 joint states with the mcap library's writer."""
     from mcap.writer import IndexType
     from mcap.writer import Writer
     if 'index_types' in writer_options:

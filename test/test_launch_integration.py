@@ -310,6 +310,40 @@ def test_sim_launch_under_a_namespace(ros2_ws, ros2_procs):
     assert_clean(text)
 
 
+RECORDED_RUNS = 3
+
+
+def test_namespaced_launch_records_every_topic_from_the_first_tick(ros2_ws, ros2_procs,
+                                                                   tmp_path):
+    """
+    ``namespace:=arm bag:=...``, several runs: every topic holds every tick in the bag.
+
+    The plant starts only when the recorder has matched every recorded topic (its own
+    ``motor_states`` included); before, the namespaced launch lost the first 423-472
+    ``/arm/motor_states`` ticks in half of the runs.
+    """
+    for run in range(RECORDED_RUNS):
+        bag = tmp_path / f'ns{run}'
+        p = ros2_procs.start(f'sim_launch_ns{run}', launch_args(
+            ros2_ws, 'sim.launch.py', 'namespace:=arm', 'duration:=2.0', f'bag:={bag}'))
+        rc = ros2_procs.wait(p, 180)
+        text = text_of(ros2_procs, p)
+        assert rc == 0, text[-5000:]
+        assert 'every recorded topic matched' in text, text[-5000:]
+        counts, diag = read_bag(bag)
+        ticks, resends = int(diag['ticks']), int(diag['resends'])
+        assert ticks == 2000, (run, counts)
+        assert counts['/arm/motor_states'] == ticks, (run, counts)
+        assert counts['/arm/joint_states'] == ticks + resends, (run, counts)
+        assert ticks <= counts['/arm/reference'] <= ticks + resends, (run, counts)
+        for topic in ('/arm/joint_commands', '/arm/effort_controller/commands'):
+            assert ticks <= counts[topic] <= ticks + resends + 1, (run, topic, counts)
+        stamps = sorted({s for s, _ in stamped_efforts(bag, '/arm/joint_commands')})
+        assert stamps == [k * 1_000_000 for k in range(ticks)], run
+        assert counts['/arm/controller/diagnostics'] > 0
+        assert counts['/arm/plant/diagnostics'] > 0
+
+
 # --------------------------------------------------------------------------------------------
 # hardware.launch.py against a driver-like process
 

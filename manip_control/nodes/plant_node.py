@@ -161,6 +161,18 @@ class PlantNode(Node):
             self._cmd_sub = self.create_subscription(Float64MultiArray,
                                                      'effort_controller/commands',
                                                      self._on_array_command, qos, raw=True)
+        self._recorder: tuple[int, list[str]] | None = None     # (matched, wanted topics)
+        ready_topic = self.values.get('wait_for_recorder') or ''
+        self._ready_sub = None
+        if ready_topic and self.lockstep:
+            from rclpy.qos import DurabilityPolicy
+            from rclpy.qos import QoSProfile
+            from rclpy.qos import ReliabilityPolicy
+            from std_msgs.msg import String
+            self._ready_sub = self.create_subscription(
+                String, ready_topic, self._on_recorder_ready, QoSProfile(
+                    depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self._state_enc = cdr.JointStateEncoder(self.joints)
         self._state_raw = b''
         self._clock_raw = b''
@@ -313,13 +325,42 @@ class PlantNode(Node):
         self._publish_tick(int(round(self.k * self.period * 1e9)))
 
     @guarded
+    def _on_recorder_ready(self, msg) -> None:
+        """Take ``matched K/N: /t1 /t2 ...`` from the recorder (anything else is ignored)."""
+        head, _, rest = msg.data.partition(': ')
+        try:
+            k, n = (int(x) for x in head.removeprefix('matched ').split('/'))
+        except ValueError:
+            return
+        self._recorder = (n, rest.split()) if k == n else (n, [])
+
+    def _recorder_ready(self) -> bool:
+        """
+        Tell whether the recorder (if waited for) records every topic from the next message.
+
+        The recorder reports all its subscriptions matched with their publishers, and each of
+        this node's publishers of a recorded topic has matched a subscription (both sides of
+        the match: a sample is sent only to readers its writer has matched).
+        """
+        if self._ready_sub is None:
+            return True
+        if self._recorder is None or not self._recorder[1]:
+            return False
+        recorded = set(self._recorder[1])
+        for pub in (self._state_pub, self._motor_pub, self._diag_pub):
+            if pub.topic_name in recorded and pub.get_subscription_count() < 1:
+                return False
+        return True
+
+    @guarded
     def _supervise(self) -> None:
         """Lockstep supervision (steady timer): start-up, re-sends, command timeouts."""
         now = time.monotonic()
         if self._phase == 'starting':
             ready = (self._state_pub.get_subscription_count()
                      >= self.config.wait_for_subscribers
-                     and self._cmd_sub.get_publisher_count() >= 1)
+                     and self._cmd_sub.get_publisher_count() >= 1
+                     and self._recorder_ready())
             if ready and self._ready_since is None:
                 self._ready_since = now
             elif not ready:
@@ -328,8 +369,11 @@ class PlantNode(Node):
             if (ready and now - self._ready_since >= SETTLE_TIME) or timed_out:
                 if not ready:
                     self.get_logger().warning(
-                        f'starting without subscribers/command publisher after '
-                        f'{self.config.startup_timeout:g} s')
+                        'starting without subscribers/command publisher'
+                        + ('' if self._recorder_ready() else
+                           ' (the recorder has not matched every recorded topic: the bag may '
+                           'miss the first ticks)')
+                        + f' after {self.config.startup_timeout:g} s')
                 self._phase = 'waiting'
                 self._first_wall = now
                 self._last_send = now

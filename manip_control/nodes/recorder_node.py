@@ -33,6 +33,13 @@ plant, controller, trajectory) once those nodes appear; manip-sim hands them ove
 Types of the default topics are known; other topics are subscribed when a publisher appears
 (type from the graph). The bag is finished (metadata written) on shutdown (Ctrl-C, SIGTERM).
 
+Readiness: the node publishes on ``~/ready`` (``std_msgs/String``, reliable, transient local)
+the recorded topics whose subscription has matched every publisher in the graph, as
+``matched K/N: /t1 /t2 ...``, each time that changes, until all N are matched. A lockstep
+plant with ``wait_for_recorder: recorder/ready`` waits for ``matched N/N`` before its first
+tick, so that the bag holds every topic from tick 0 in every launch form (namespaces,
+remappings, one process).
+
 Durability: the writer closes an MCAP chunk (commits a sqlite3 transaction) when it holds
 1 MiB or every ``flush_period`` (1 s of wall time, also from a timer when no message comes),
 so a killed recorder loses at most the last chunk or the last second; the bag directory is
@@ -75,6 +82,8 @@ from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
 
 ROS_PARAMS_FILE = 'ros_params.yaml'
+#: How often [s of wall time] the recorder checks its matching until every topic is matched.
+READY_PERIOD = 0.02
 #: Longest time [s of wall time] recorded data stays in memory before it reaches the file.
 FLUSH_PERIOD = 1.0
 
@@ -130,6 +139,17 @@ class RecorderNode(Node):
             if topic in DEFAULT_RECORD_TOPICS:
                 self._subscribe(topic, DEFAULT_RECORD_TOPICS[topic])
         self._discovery = self.create_timer(0.5, self._discover, clock=steady_clock())
+        from rclpy.qos import DurabilityPolicy
+        from rclpy.qos import QoSProfile
+        from rclpy.qos import ReliabilityPolicy
+        from std_msgs.msg import String
+        self._ready_msg = String
+        self._ready_pub = self.create_publisher(String, '~/ready', QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self._ready_text = ''
+        self._readiness = self.create_timer(READY_PERIOD, self._announce,
+                                            clock=steady_clock())
         self._flusher = self.create_timer(FLUSH_PERIOD / 4, self._flush_if_due,
                                           clock=steady_clock())
         self.get_logger().info(f'recording {len(topics)} topics to {self.bag_path} '
@@ -197,6 +217,28 @@ class RecorderNode(Node):
             if sub is not None and sub.get_publisher_count() < self.count_publishers(topic):
                 return False
         return True
+
+    def matched_topics(self) -> list[str]:
+        """Return the recorded topics whose subscription matched every publisher (>= 1)."""
+        out = []
+        for topic in self._wanted:
+            sub = self._subs.get(topic)
+            if sub is not None and sub.get_publisher_count() >= max(
+                    1, self.count_publishers(topic)):
+                out.append(topic)
+        return out
+
+    @guarded
+    def _announce(self) -> None:
+        """Publish the matched topics on ``~/ready`` when they change; stop when all are."""
+        matched = self.matched_topics()
+        text = f'matched {len(matched)}/{len(self._wanted)}: ' + ' '.join(matched)
+        if text != self._ready_text:
+            self._ready_text = text
+            self._ready_pub.publish(self._ready_msg(data=text))
+        if len(matched) == len(self._wanted):
+            self._readiness.cancel()
+            self.get_logger().info(f'every recorded topic matched ({len(matched)})')
 
     def counts(self) -> dict:
         """Messages received per topic (recorded, or counted as lost after a write error)."""

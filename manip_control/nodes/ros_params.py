@@ -340,6 +340,11 @@ def plant_specs() -> list[ParamSpec]:
         ParamSpec('wait_for_subscribers', 1,
                   'lockstep: number of joint_states subscribers to wait for before the first '
                   'tick (e.g. 2 for controller + recorder)', '>= 0', (0, 1000)),
+        ParamSpec('wait_for_recorder', '',
+                  "lockstep: readiness topic of a recorder (e.g. 'recorder/ready'); before the "
+                  'first tick the plant waits until the recorder reports every recorded topic '
+                  'matched and its own recorded publishers have matched a subscription; '
+                  "'' = do not wait", 'a topic name or empty'),
         ParamSpec('command_timeout', 0.05,
                   'realtime: drive watchdog [s]; no valid command for this long means zero '
                   'torque command (zero current)', '> 0', (0.0, INF)),
