@@ -259,6 +259,8 @@ class SimRunner:
             lambda: self.plant._state_pub.get_subscription_count() >= 1 + rec,
             lambda: self.plant._cmd_sub.get_publisher_count() >= 1,
             lambda: self.trajectory._ref_pub.get_subscription_count() >= 1 + rec,
+            # the recorder is motor_states' only subscriber: the writer's side of that match
+            lambda: self.plant._motor_pub.get_subscription_count() >= rec,
         ]
         if self.lockstep:
             checks.append(lambda: self.plant._clock_pub.get_subscription_count() >= 1)
