@@ -1285,8 +1285,18 @@ class SqliteStorageReader:
         hash_col = 'type_description_hash' if 'type_description_hash' in columns else "''"
         rows = list(db.execute(f'SELECT id, name, type, {qos_col}, {hash_col} FROM topics '
                                'ORDER BY id'))
-        # counts from the data (one scan of the topic_id column), never from metadata.yaml
-        per = dict(db.execute('SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id'))
+        # counts from the data, never from metadata.yaml: one scan with a filtered count per
+        # topic (half the CPU of GROUP BY, which sorts in a temporary B-tree)
+        ids = [int(r[0]) for r in rows]
+        try:
+            counted = next(db.execute(
+                'SELECT ' + ''.join(f'COUNT(*) FILTER (WHERE topic_id = {i}), ' for i in ids)
+                + 'COUNT(*) FROM messages'))
+            per = dict(zip(ids, counted[:-1]))
+            orphans = counted[-1] - sum(counted[:-1])
+        except sqlite3.OperationalError:         # SQLite < 3.30: no FILTER clause
+            per = dict(db.execute('SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id'))
+            orphans = sum(n for i, n in per.items() if i not in set(ids))
         by_id = {r[0]: per.get(r[0], 0) for r in rows}
         self.topics = [TopicRecord(cid, name, typ, *defs.get(typ, ('', '')), digest or '',
                                    qos or '', int(by_id.get(cid, 0)))
@@ -1301,8 +1311,7 @@ class SqliteStorageReader:
                                           'FROM messages'))
         self.start_ns = int(start) if start is not None else 0
         self.end_ns = int(end) if end is not None else 0
-        self.count = sum(per.values())
-        orphans = self.count - sum(t.count for t in self.topics)
+        self.count = sum(t.count for t in self.topics) + orphans
         if orphans:
             self.notes.append(f'{self.path.name}: {orphans} messages of no listed topic')
 
