@@ -77,14 +77,15 @@ def _jt(ns, names, pos, vel):
 
 
 def write_run(path: Path, *, stamps, recv, q, qd, tau, ref=None, cmds=None, js_cmds=None,
-              motor=None, params=None, storage='mcap') -> Path:
+              motor=None, params=None, storage='mcap', chunk_size=None) -> Path:
     """
     Write a synthetic run.
 
     ref = (stamps, recv, q_d, qd_d); cmds = (recv, u);
     js_cmds = (stamps, recv, u, q_d, qd_d); motor = (stamps, recv, i, v, i_ref).
     """
-    with BagWriter(path, storage=storage) as w:
+    options = {} if chunk_size is None else {'chunk_size': chunk_size}
+    with BagWriter(path, storage=storage, **options) as w:
         w.add_topic('/joint_states', JS)
         for k in range(len(stamps)):
             w.write('/joint_states', int(recv[k]), _js(stamps[k], NAMES, q[k], qd[k], tau[k]))
@@ -663,11 +664,12 @@ def test_nice_ticks_and_labels():
 
 def test_corrupt_mcap_stops_with_one_line_or_is_marked_with_skip_corrupt(tracking_run,
                                                                          tmp_path, capsys):
-    bag = tmp_path / 'bag'
-    shutil.copytree(tracking_run['path'], bag)
+    r = tracking_run
+    bag = write_run(tmp_path / 'bag', stamps=r['stamps'], recv=r['recv'], q=r['q'],
+                    qd=r['qd'], tau=r['tau'], chunk_size=50_000)     # several chunks
     (f,) = bag.glob('*.mcap')
     raw = bytearray(f.read_bytes())
-    value = tracking_run['q'][1500, 0]
+    value = r['q'][1500, 0]
     at = raw.find(np.float64(value).tobytes())
     assert at > 0
     raw[at + 7] ^= 0x40                      # one flipped exponent bit in a position
@@ -679,8 +681,9 @@ def test_corrupt_mcap_stops_with_one_line_or_is_marked_with_skip_corrupt(trackin
     rep = run_json([str(bag), '--out', str(tmp_path / 'r2'), '--skip-corrupt'], capsys)
     (bad,) = rep['bag']['corrupt']
     assert 'chunk' in bad and 'DAMAGED DATA LEFT OUT' in rep['notes'][0]
-    assert rep['timing']['state']['count'] < 3000
-    assert rep['tracking']['per_joint']['joint1']['max_abs'] < 0.051
+    assert 0 < rep['timing']['state']['count'] < 3000
+    q = rep['measured_effort']['per_joint']['joint1']
+    assert q['peak_abs'] <= np.abs(r['tau'][:, 0]).max()
 
 
 def test_absurd_values_of_a_corrupt_sqlite_file_are_excluded_and_reported(tracking_run,
