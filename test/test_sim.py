@@ -239,7 +239,7 @@ BAD_PARAMS = {
                          'parameter motors.R (node plant): must have 2 elements'),
     'plant_yaml.yaml': ('plant', 'plant:\n  ros__parameters: [\n', 'not valid YAML'),
     'traj_limit.yaml': ('trajectory', 'trajectory:\n  ros__parameters:\n    trajectory: '
-                        "'{type: sinusoid, amplitude: [4.0, 0.1], frequency: 1.0}'\n",
+                        "'{type: sinusoid, amplitude: [4.0, 0.1], omega: 1.0}'\n",
                         'parameter trajectory (node trajectory): joint1 position reaches'),
     'traj_unknown.yaml': ('trajectory', 'trajectory:\n  ros__parameters:\n    rate: 5.0\n',
                           'parameter rate (node trajectory): unknown parameter'),
