@@ -109,6 +109,7 @@ def load_run_config(config: str | None, mode: str | None = None,
             raise ParameterError(f'params file {path}: unknown node section '
                                  f'{unknown_nodes[0]!r} (expected {", ".join(NODE_NAMES)})')
         values = {n: dict(values.get(n, {})) for n in NODE_NAMES}
+        _share_loop_keys(values)
         scenario = None
         name = path.stem
     else:
@@ -126,6 +127,25 @@ def load_run_config(config: str | None, mode: str | None = None,
             check_duration('--duration', duration, float(rate))
         values['plant']['duration'] = float(duration)
     return RunConfig(name, values, scenario, str(path))
+
+
+#: Parameters every node of the loop must agree on.
+LOOP_KEYS = ('joints', 'mode', 'control_rate')
+
+
+def _share_loop_keys(values: dict) -> None:
+    """
+    Give a node whose section leaves out a loop key the value the other sections agree on.
+
+    A params file written for the hardware (controller and trajectory in ``realtime``, no
+    plant section) then runs as shipped, with the simulated plant in the same mode.
+    Sections that disagree are left alone (:meth:`SimRunner._check_consistent` says how).
+    """
+    for key in LOOP_KEYS:
+        given = [v[key] for v in values.values() if key in v]
+        if given and all(repr(g) == repr(given[0]) for g in given):
+            for v in values.values():
+                v.setdefault(key, given[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,11 +266,13 @@ class SimRunner:
 
     def _check_consistent(self) -> None:
         nodes = (self.plant, self.controller, self.trajectory)
-        for key in ('joints', 'mode', 'control_rate'):
+        for key in LOOP_KEYS:
             vals = {n.get_name(): n.values[key] for n in nodes}
             if len({repr(x) for x in vals.values()}) > 1:
+                fix = ('add --mode lockstep or --mode realtime to set it for all three' if
+                       key == 'mode' else 'set it alike in every section of the params file')
                 raise ParameterError(f'parameter {key}: must be the same for plant, controller '
-                                     f'and trajectory (got {vals})')
+                                     f'and trajectory (got {vals}): {fix}')
 
     def _wait_ready(self) -> None:
         """Spin until every connection of the loop (and the recorder) is matched."""
