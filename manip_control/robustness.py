@@ -148,8 +148,10 @@ def predicted_bound(scenario: Scenario, nominal: NominalModel, kp, kd,
 
 def late_reference(scenario: Scenario, n_samples: int = 2000):
     """``(q_d, qd_d, qdd_d)`` at ``n_samples`` times over the late window, shapes (n, 2)."""
+    from manip_control.simulation import late_window
     traj = trajectory_from_config(dict(scenario.trajectory), 2)
-    t = np.linspace(scenario.late_window_start, scenario.duration, n_samples)
+    window = late_window(scenario)
+    t = np.linspace(window.start, window.end, n_samples)
     return traj.sample_many(t)
 
 
@@ -190,9 +192,10 @@ def single_run(scenario: Scenario, nominal: NominalModel, kp, kd) -> tuple:
     The study computes the same figures for all runs at once with
     :func:`manip_control.simulation.run_batch`; this is the one-run reference.
     """
+    from manip_control.simulation import late_window
     from manip_control.simulation import run_closed_loop
     result = run_closed_loop(run_scenario(scenario, nominal, kp, kd))
-    late = result.t >= scenario.late_window_start
+    late = result.t >= late_window(scenario).start
     err = np.abs(result.error[late]).max(axis=0)
     return tuple(float(e) for e in err), bool(result.saturated.any())
 

@@ -585,9 +585,12 @@ def tracking_summary(out: SimOutcome) -> dict:
         source = 'measured q'
     if len(t) == 0:
         return {}
-    late = t >= sc.late_window_start
+    from manip_control.simulation import late_window
+    window = late_window(sc, out.simulated_time)
+    late = t >= window.start
     s = {
         'error_source': source,
+        'late_window': window,
         'rms': np.sqrt(np.mean(e ** 2, axis=0)),
         'max_abs': np.max(np.abs(e), axis=0),
         'late_max_abs': np.max(np.abs(e[late]), axis=0) if late.any() else None,
@@ -635,8 +638,9 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
     lines.append(row('RMS', s['rms']))
     lines.append(row('max |e|', s['max_abs']))
     if s['late_max_abs'] is not None:
-        lines.append(row(f'RMS for t >= {sc.late_window_start:g} s', s['late_rms']))
-        lines.append(row(f'max |e| for t >= {sc.late_window_start:g} s', s['late_max_abs']))
+        start = s['late_window'].start
+        lines.append(row(f'RMS for t >= {start:.4g} s', s['late_rms']))
+        lines.append(row(f'max |e| for t >= {start:.4g} s', s['late_max_abs']))
     lines.append(row('|e| at the end', s['final_abs']))
     lines.append(row('max |tau_cmd| [N m]', s['tau_max_abs'], '{:12.3f}'))
     lines.append(row('saturated [% of ticks]', s['saturated_pct'], '{:12.2f}'))
@@ -657,6 +661,23 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
         lines.append(f'bag: {total} messages: ' + ', '.join(
             f'{t} {n}' for t, n in out.recorded.items()))
     return '\n'.join(lines)
+
+
+def lesson_text(out: SimOutcome, s: dict, joints) -> str:
+    """
+    Return the lines that explain the run's late-window error.
+
+    The perfect-model baseline (one extra offline run) and the ISS estimate beside it
+    (:func:`manip_control.simulation.lesson`).
+    """
+    from manip_control.simulation import format_lesson
+    from manip_control.simulation import lesson
+    from manip_control.simulation import PlantStateError
+    try:
+        data = lesson(out.scenario, s['late_max_abs'], out.simulated_time)
+    except PlantStateError as exc:
+        return f'lesson: the perfect-model run failed ({exc})'
+    return format_lesson(data, joints)
 
 
 # --------------------------------------------------------------------------------------------
@@ -750,6 +771,8 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
             return error_exit(runner.plant.failure, runner.plant.exit_code), outcome
         summary = tracking_summary(outcome)
         print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
+        if summary.get('late_max_abs') is not None:
+            print(lesson_text(outcome, summary, runner.scenario.joints), flush=True)
         if args.bag is not None:
             print(f'bag written to {args.bag}', flush=True)
         return (130 if outcome.interrupted or stop_requested() else 0), outcome
