@@ -293,7 +293,7 @@ def test_realtime_run(ros_context):
     assert s['error_source'] == 'measured q'
     done, expected = s['controller_ticks']
     assert done > 0.5 * expected                 # functional check; figures in bench/
-    assert np.all(s['max_abs'] < 0.3)
+    assert np.all(s['max_abs'] < 0.4)    # mass mismatch: 0.2 / 0.33 rad in lockstep
     assert out.plant_counters['refused_commands'] == 0
     text = sim.format_summary(out, s, ('joint1', 'joint2'))
     assert 'real time: controller ticks' in text and 'latency' in text
