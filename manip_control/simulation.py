@@ -406,22 +406,26 @@ def lesson(scenario: Scenario, late_max_error: Sequence[float],
     dict
         ``window`` (:class:`LateWindow`), ``error`` (the given figures), ``mismatch`` (text,
         ``'none'`` for a perfect model: then no more), ``baseline``: late max |e| of one
-        extra offline run of the same scenario with the
-        nominal model set to the plant's truth (:func:`truth_nominal`): what the controller
+        extra offline run of the same scenario with the nominal model set to the plant's
+        truth (:func:`truth_nominal`): what the controller
         leaves without model error (drives, the hold, the start); ``estimate``: the
         first-order ISS estimate ``||h_j||_1 max |eta_j|`` of the rigid-body mismatch along
-        the reference over the window (:func:`manip_control.robustness.predicted_bound`;
-        ``None`` unless the law is computed torque).
+        the reference over the window (:func:`manip_control.robustness.iss_estimate`;
+        ``None`` unless the law is computed torque); ``bound``: the proven bound of
+        :func:`manip_control.robustness.error_bound` (``inf`` when its small-gain condition
+        fails; ``None`` when the scenario is outside the proof, e.g. motor drives).
 
     """
-    from manip_control.robustness import predicted_bound
+    from manip_control.robustness import bound_assumptions
+    from manip_control.robustness import error_bound
+    from manip_control.robustness import iss_estimate
 
     end = scenario.duration if duration is None else float(duration)
     window = late_window(scenario, end)
     ctrl = scenario.controller
     mismatch = _mismatch_text(scenario)
     out = {'window': window, 'error': [float(e) for e in late_max_error],
-           'mismatch': mismatch, 'baseline': None, 'estimate': None}
+           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None}
     if mismatch == 'none':
         return out
     base_sc = dataclasses.replace(
@@ -431,8 +435,10 @@ def lesson(scenario: Scenario, late_max_error: Sequence[float],
     if ctrl.law == 'computed_torque':
         traj = trajectory_from_config(dict(scenario.trajectory), 2)
         ref = traj.sample_many(np.linspace(window.start, window.end, 2000))
-        out['estimate'] = predicted_bound(scenario, ctrl.nominal, ctrl.kp, ctrl.kd,
-                                          reference=ref).tolist()
+        out['estimate'] = iss_estimate(scenario, ctrl.nominal, ctrl.kp, ctrl.kd,
+                                       reference=ref).tolist()
+        if not bound_assumptions(scenario):
+            out['bound'] = error_bound(scenario, reference=ref).bound.tolist()
     return out
 
 
@@ -451,6 +457,11 @@ def format_lesson(data: dict, joints: Sequence[str]) -> str:
               row("perfect model (nominal = the plant's truth)", data['baseline'])]
     if data['estimate'] is not None:
         lines.append(row('ISS estimate of this mismatch (rigid body)', data['estimate']))
+    bound = data.get('bound')
+    if bound is not None and all(math.isfinite(b) for b in bound):
+        lines.append(row('proven bound of this mismatch', bound))
+    elif bound is not None:
+        lines.append('  proven bound: none for this mismatch (its small-gain condition fails)')
     ratio = ' / '.join(f'{e / b:.3g}x' if b > 0 else 'inf' for e, b in
                        zip(data['error'], data['baseline']))
     lines.append(f'  the model error makes the error {ratio} that of the perfect model' + (
