@@ -870,9 +870,9 @@ def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc='upper left')
-    fig.text(0.01, 0.01, 'dots: measured per run; rings: ISS estimate ||h||_1 max|eta| per '
-             'run (first order: runs exceed it); squares: proven bound (docs/identification.md)'
-             ', none where the proof gives none', fontsize=7)
+    fig.text(0.01, 0.01, 'dots: measured per run; rings: ISS estimate per run (first order: '
+             'runs exceed it); squares: proven bound (none where the proof gives none)',
+             fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
