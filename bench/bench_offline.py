@@ -97,7 +97,7 @@ class MujocoLoop:
         self.nstep = int(round(physics_rate / RATE))
         traj = scenario.trajectory
         self.amp = [float(a) for a in traj['amplitude']]
-        self.freq = [float(w) for w in traj['frequency']]
+        self.freq = [float(w) for w in traj['omega']]
         self.kp = [float(k) for k in scenario.controller.kp]
         self.kd = [float(k) for k in scenario.controller.kd]
 

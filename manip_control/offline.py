@@ -15,6 +15,9 @@
 """
 ``manip-offline``: run a scenario's closed loop without ROS and print the summary.
 
+The summary ends with the lesson (:func:`manip_control.simulation.lesson`): the late-window
+error beside that of a perfect nominal model (one extra run) and the ISS estimate.
+
 Same rates and zero-order-hold semantics as the ROS lockstep simulation. The loop runs in
 the compiled kernel when it supports the scenario (``--engine auto``), else in the Python
 reference loop; ``--engine python`` forces the latter. The reported wall time includes
@@ -32,8 +35,10 @@ import time
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.simulation import ENGINES
+from manip_control.simulation import format_lesson
 from manip_control.simulation import format_summary
 from manip_control.simulation import KernelUnsupported
+from manip_control.simulation import lesson
 from manip_control.simulation import PlantStateError
 from manip_control.simulation import run_closed_loop
 from manip_control.simulation import summarize
@@ -79,12 +84,21 @@ def main(argv=None) -> int:
     summary['engine'] = engine
     summary['wall_time_s'] = wall
     summary['real_time_factor'] = summary['duration_s'] / wall
+    try:
+        data = lesson(scenario, summary['max_error_rad'], summary['duration_s'], engine)
+    except PlantStateError as exc:      # the perfect-model run diverged
+        print(f'error: {exc}', file=sys.stderr)
+        return 2
     if args.json:
+        window = data.pop('window')
+        summary['lesson'] = dict(data, late_window_periods=window.periods,
+                                 reference_period_s=window.period)
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
         rtf = summary['real_time_factor']
         print(f'wall time {wall:.3f} s ({engine}), real-time factor {rtf:.1f}x')
+        print(format_lesson(data, scenario.joints))
     return 0
 
 

@@ -735,7 +735,7 @@ class Scenario:
     plant: PlantParameters = field(default_factory=PlantParameters)
     controller: ControllerParameters = field(default_factory=ControllerParameters)
     trajectory: dict = field(default_factory=lambda: {
-        'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5],
+        'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'omega': [0.5, 0.5],
         'offset': [0.0, 0.0]})
 
     def __post_init__(self):

@@ -34,13 +34,16 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import ThreadPoolExecutor
 import dataclasses
 from dataclasses import dataclass
+from fractions import Fraction
 import json
+import math
 import multiprocessing
 import os
 from typing import Callable, Sequence
 
 from manip_control import kernel
 from manip_control.control import Controller
+from manip_control.parameters import NominalModel
 from manip_control.parameters import Scenario
 from manip_control.plant import initial_state
 from manip_control.plant import Plant
@@ -242,15 +245,96 @@ def _result(scenario: Scenario, rec: np.ndarray, final_state: np.ndarray) -> Sim
         voltage=rec[:, 21:23], saturated=sat, final_state=final_state)
 
 
+def reference_period(trajectory: dict, max_ratio: int = 64) -> float | None:
+    """
+    Return the common period [s] of a periodic reference, or None (not periodic, constant).
+
+    Sinusoids (``omega``) and sums of sinusoids (``omegas``): the smallest ``P`` with every
+    non-zero ``omega P`` a multiple of ``2 pi`` (terms with zero amplitude do not count),
+    when the ratios of the omegas are fractions with denominators up to ``max_ratio``.
+    """
+    kind = trajectory.get('type')
+    if kind == 'sinusoid':
+        amp = np.broadcast_to(np.asarray(trajectory['amplitude'], float), (2,))
+        om = np.broadcast_to(np.asarray(trajectory['omega'], float), (2,))
+        omegas = [float(w) for a, w in zip(amp, om) if a != 0.0 and w != 0.0]
+    elif kind == 'sum_of_sinusoids':
+        omegas = [float(w) for ra, rw in zip(trajectory['amplitudes'], trajectory['omegas'])
+                  for a, w in zip(ra, rw) if a != 0.0 and w != 0.0]
+    else:
+        return None
+    if not omegas:
+        return None
+    base = min(omegas)
+    denominators = []
+    for w in omegas:
+        ratio = Fraction(w / base).limit_denominator(max_ratio)
+        if abs(float(ratio) - w / base) > 1e-5 * w / base:    # configs round to ~6 digits
+            return None
+        denominators.append(ratio)
+    # omega_i = base p_i / q_i: the fundamental is base gcd(p_i / q_i) = base gcd(p) / lcm(q)
+    num = math.gcd(*[r.numerator for r in denominators])
+    den = math.lcm(*[r.denominator for r in denominators])
+    return 2.0 * math.pi / (base * num / den)
+
+
+@dataclass(frozen=True)
+class LateWindow:
+    """
+    The late window ``[start, end]`` [s] of a run and how it relates to the reference.
+
+    ``periods`` whole periods of ``period`` [s] (0 and the configured start when the
+    reference is not periodic or no whole period fits after the configured start).
+    """
+
+    start: float
+    end: float
+    periods: int
+    period: float | None
+
+    def describe(self) -> str:
+        """Return e.g. ``t in [5, 10] s = 1 whole period (5 s) of the reference``."""
+        span = f't in [{self.start:.4g}, {self.end:.4g}] s'
+        if self.periods:
+            return (f'{span} = {self.periods} whole period{"s" if self.periods > 1 else ""} '
+                    f'({self.period:.4g} s) of the reference')
+        if self.period is None:
+            return f'{span} (the reference is not periodic)'
+        return f'{span} (shorter than one period of the reference, {self.period:.4g} s)'
+
+
+def late_window(scenario: Scenario, duration: float | None = None) -> LateWindow:
+    """
+    Late window of a run of ``scenario`` lasting ``duration`` s (default: the scenario's).
+
+    For a periodic reference (:func:`reference_period`) it is the largest whole number of
+    periods that ends with the run and starts at or after ``scenario.late_window_start``,
+    so that the figures do not depend on where in a cycle the window happens to start
+    (e.g. only while the arm is lowered); otherwise ``[late_window_start, duration]``.
+    """
+    end = scenario.duration if duration is None else float(duration)
+    start0 = scenario.late_window_start
+    period = reference_period(scenario.trajectory)
+    if period is not None and end > start0:
+        k = int(math.floor((end - start0) / period + 1e-9))
+        if k >= 1:
+            # round-off may put the start a hair before start0: never before it
+            return LateWindow(max(start0, end - k * period), end, k, period)
+    return LateWindow(start0, end, 0, period)
+
+
 def summarize(result: SimulationResult, late_window_start: float | None = None) -> dict:
     """
     Tracking and effort figures of a run, per joint (lists of 2), as plain data.
 
-    The "late window" is ``t >= late_window_start`` (default: the scenario's), after the
-    initial transient: RMS and max |e| there are the figures the lessons' bounds talk about.
+    The "late window" is ``t >= late_window_start``, after the initial transient: RMS and
+    max |e| there are the figures the lessons' bounds talk about. Default: the whole
+    periods of a periodic reference that end with the run and start at or after the
+    scenario's ``late_window_start`` (:func:`late_window`), else that start.
     """
     sc = result.scenario
-    start = sc.late_window_start if late_window_start is None else late_window_start
+    start = (late_window(sc, len(result.t) * sc.period).start if late_window_start is None
+             else late_window_start)
     late = result.t >= start
     if not np.any(late):
         late = np.ones_like(result.t, dtype=bool)
@@ -271,6 +355,119 @@ def summarize(result: SimulationResult, late_window_start: float | None = None) 
         'peak_voltage_V': np.abs(result.voltage).max(axis=0).tolist(),
         'saturation_time_s': (result.saturated.sum(axis=0) * period).tolist(),
     }
+
+
+def truth_nominal(scenario: Scenario) -> NominalModel:
+    """
+    Return the controller's nominal model with the plant's truth wherever the plant has it.
+
+    Arm, friction, reflected rotor inertia, rotor coupling and gear ratios are the plant's;
+    options of the nominal model the plant has no counterpart of stay as configured.
+    """
+    plant = scenario.plant
+    return dataclasses.replace(
+        scenario.controller.nominal, arm=plant.arm, friction=tuple(plant.friction),
+        rotor_inertia=tuple(plant.reflected_inertia),
+        rotor_coupling=bool(plant.rotor_inertia and plant.rotor_coupling),
+        gear_ratio=tuple(float(m.N) for m in plant.motors))
+
+
+def _mismatch_text(scenario: Scenario) -> str:
+    """Return e.g. ``m1 2.5 (true 3), m2 1.5 (true 2)``: how the nominal model is off."""
+    nm, truth = scenario.controller.nominal, truth_nominal(scenario)
+    parts = [f'{f.name} {getattr(nm.arm, f.name):g} (true {getattr(truth.arm, f.name):g})'
+             for f in dataclasses.fields(nm.arm)
+             if getattr(nm.arm, f.name) != getattr(truth.arm, f.name)]
+    for name in ('friction', 'rotor_inertia', 'rotor_coupling', 'gear_ratio'):
+        if getattr(nm, name) != getattr(truth, name) and (
+                name != 'friction' or scenario.controller.friction_compensation):
+            parts.append(name.replace('_', ' '))
+    return ', '.join(parts) if parts else 'none'
+
+
+def lesson(scenario: Scenario, late_max_error: Sequence[float],
+           duration: float | None = None, engine: str = 'auto') -> dict:
+    """
+    Explain a run's error: the figures beside it that say what it is and why.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The run's scenario.
+    late_max_error : sequence of 2 float
+        The run's max |e| over :func:`late_window` [rad].
+    duration : float, optional
+        The run's simulated time [s] (default: the scenario's).
+    engine : str
+        Engine of the extra offline run (see :func:`run_closed_loop`).
+
+    Returns
+    -------
+    dict
+        ``window`` (:class:`LateWindow`), ``error`` (the given figures), ``mismatch`` (text,
+        ``'none'`` for a perfect model: then no more), ``baseline``: late max |e| of one
+        extra offline run of the same scenario with the nominal model set to the plant's
+        truth (:func:`truth_nominal`): what the controller
+        leaves without model error (drives, the hold, the start); ``estimate``: the
+        first-order ISS estimate ``||h_j||_1 max |eta_j|`` of the rigid-body mismatch along
+        the reference over the window (:func:`manip_control.robustness.iss_estimate`;
+        ``None`` unless the law is computed torque); ``bound``: the proven bound of
+        :func:`manip_control.robustness.error_bound` (``inf`` when its small-gain condition
+        fails; ``None`` when the scenario is outside the proof, e.g. motor drives).
+
+    """
+    from manip_control.robustness import bound_assumptions
+    from manip_control.robustness import error_bound
+    from manip_control.robustness import iss_estimate
+
+    end = scenario.duration if duration is None else float(duration)
+    window = late_window(scenario, end)
+    ctrl = scenario.controller
+    mismatch = _mismatch_text(scenario)
+    out = {'window': window, 'error': [float(e) for e in late_max_error],
+           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None}
+    if mismatch == 'none':
+        return out
+    base_sc = dataclasses.replace(
+        scenario, controller=dataclasses.replace(ctrl, nominal=truth_nominal(scenario)))
+    out['baseline'] = summarize(run_closed_loop(base_sc, end, engine),
+                                window.start)['max_error_rad']
+    if ctrl.law == 'computed_torque':
+        traj = trajectory_from_config(dict(scenario.trajectory), 2)
+        ref = traj.sample_many(np.linspace(window.start, window.end, 2000))
+        out['estimate'] = iss_estimate(scenario, ctrl.nominal, ctrl.kp, ctrl.kd,
+                                       reference=ref).tolist()
+        if not bound_assumptions(scenario):
+            out['bound'] = error_bound(scenario, reference=ref).bound.tolist()
+    return out
+
+
+def format_lesson(data: dict, joints: Sequence[str]) -> str:
+    """Return the lesson's lines (see :func:`lesson`)."""
+    def row(label, values):
+        return f'  {label:<44}' + ''.join(f'{v:12.4g}' for v in values)
+
+    lines = [f'lesson: late window {data["window"].describe()}']
+    if data['baseline'] is None:
+        lines.append("  nominal model = the plant's truth: no model error to explain")
+        return '\n'.join(lines)
+    lines += [f'  nominal model vs the plant: {data["mismatch"]}',
+              f'  {"late-window max |e| [rad]":<44}' + ''.join(f'{j:>12}' for j in joints),
+              row('this run', data['error']),
+              row("perfect model (nominal = the plant's truth)", data['baseline'])]
+    if data['estimate'] is not None:
+        lines.append(row('ISS estimate of this mismatch (rigid body)', data['estimate']))
+    bound = data.get('bound')
+    if bound is not None and all(math.isfinite(b) for b in bound):
+        lines.append(row('proven bound of this mismatch', bound))
+    elif bound is not None:
+        lines.append('  proven bound: none for this mismatch (its small-gain condition fails)')
+    ratio = ' / '.join(f'{e / b:.3g}x' if b > 0 else 'inf' for e, b in
+                       zip(data['error'], data['baseline']))
+    lines.append(f'  the model error makes the error {ratio} that of the perfect model' + (
+        '' if data['estimate'] is None else
+        ';\n  the estimate is first order in e, not a strict bound (docs/identification.md)'))
+    return '\n'.join(lines)
 
 
 @dataclass
@@ -337,6 +534,14 @@ class BatchResult:
         }
 
 
+def _with_late_window(scenario: Scenario, duration: float) -> Scenario:
+    """``scenario`` with ``late_window_start`` at the start of :func:`late_window`."""
+    start = late_window(scenario, duration).start
+    if start == scenario.late_window_start:
+        return scenario
+    return dataclasses.replace(scenario, late_window_start=start)
+
+
 def _figures(result: SimulationResult) -> np.ndarray:
     """Compute the kernel's per-run figures (``kernel.ST_*``) from a run's records."""
     sc = result.scenario
@@ -386,7 +591,8 @@ def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
     Simulate many scenarios (parameter sets) at once, on ``jobs`` cores.
 
     Each run is the closed loop of :func:`run_closed_loop` for its scenario, and its
-    figures are exactly those :func:`summarize` computes from that run (the kernel
+    figures are exactly those :func:`summarize` computes from that run (late window of
+    :func:`late_window`; the returned scenarios carry its start; the kernel
     accumulates them tick by tick; sums may differ from numpy's in the last bits). Runs
     that share the trajectory, rate, duration and sensors share one precomputed reference
     and noise sequence; the kernel runs in threads that release the GIL. Scenarios the
@@ -417,6 +623,8 @@ def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
     stats = np.zeros((total, kernel.ST_SIZE))
     ticks = np.array([int(round((sc.duration if duration is None else duration) / sc.period))
                       for sc in scenarios], dtype=np.int64)
+    # the late window of summarize(): whole periods of the reference
+    scenarios = [_with_late_window(sc, int(n) * sc.period) for sc, n in zip(scenarios, ticks)]
     fast = [i for i, sc in enumerate(scenarios) if use_kernel(sc, engine)]
     slow = sorted(set(range(total)) - set(fast))
     done = 0

@@ -19,7 +19,7 @@ Every trajectory returns the desired joint position ``q_d`` [rad], velocity ``qd
 and acceleration ``qdd_d`` [rad/s^2] at time ``t`` [s], and the three are exact derivatives
 of each other (up to floating-point round-off):
 
-* :class:`Sinusoid` -- ``q_d = offset + amplitude * sin(frequency * t + phase)`` per joint;
+* :class:`Sinusoid` -- ``q_d = offset + amplitude * sin(omega * t + phase)`` per joint;
 * :class:`SumOfSinusoids` -- a sum of such terms per joint (excitation for identification);
 * :class:`Quintic` -- point-to-point quintic with zero boundary velocity and acceleration;
 * :class:`Waypoints` -- piecewise-quintic C2 path through timed waypoints;
@@ -37,7 +37,9 @@ Hold ~0.5 us, Quintic ~1.3 us (~0.6 us while holding), Sinusoid ~1.3 us, Waypoin
 per joint ~2.8 us; evaluating a ``scipy.interpolate.CubicSpline`` and its two derivatives
 costs ~12 us. ``sample_many`` is vectorised numpy (< 0.5 us per row).
 
-Frequencies are angular frequencies in rad/s (not Hz). Invalid data raise
+The sinusoids' ``omega`` / ``omegas`` are angular frequencies in rad/s (not Hz; the keys
+were called ``frequency`` / ``frequencies`` before, which read as Hz, and are refused with a
+message saying so: :data:`RENAMED_KEYS`). Invalid data raise
 :class:`TrajectoryError` (a ``ValueError``) whose message names the offending key, e.g.
 ``trajectory.times: must be strictly increasing (got 1.0 after 1.0)``.
 """
@@ -297,8 +299,9 @@ class Sinusoid(Trajectory):
     ----------
     amplitude : float or sequence of float
         :math:`A_j` [rad]; a scalar applies to every joint. Any sign.
-    frequency : float or sequence of float
-        Angular frequency :math:`\omega_j` [rad/s] (not Hz), ``>= 0``.
+    omega : float or sequence of float
+        Angular frequency :math:`\omega_j` [rad/s] (not Hz: the period is
+        :math:`2\pi/\omega_j`), ``>= 0``.
     offset : float or sequence of float, optional
         :math:`o_j` [rad], default 0.
     phase : float or sequence of float, optional
@@ -311,33 +314,33 @@ class Sinusoid(Trajectory):
 
     Attributes
     ----------
-    amplitude, frequency, offset, phase : np.ndarray
+    amplitude, omega, offset, phase : np.ndarray
         Read-only, shape ``(n_joints,)`` (scalars broadcast).
 
     Raises
     ------
     TrajectoryError
-        Non-numeric or non-finite values, inconsistent lengths, negative frequency.
+        Non-numeric or non-finite values, inconsistent lengths, negative omega.
 
     """
 
-    def __init__(self, amplitude: Any, frequency: Any, offset: Any = 0.0, phase: Any = 0.0,
+    def __init__(self, amplitude: Any, omega: Any, offset: Any = 0.0, phase: Any = 0.0,
                  *, n_joints: int | None = None, path: str = 'trajectory') -> None:
         n_joints = _check_n_joints(n_joints)
-        keys = ('amplitude', 'frequency', 'offset', 'phase')
+        keys = ('amplitude', 'omega', 'offset', 'phase')
         n, p = _broadcast_joint_params(
-            {f'{path}.{k}': v for k, v in zip(keys, (amplitude, frequency, offset, phase))},
+            {f'{path}.{k}': v for k, v in zip(keys, (amplitude, omega, offset, phase))},
             n_joints)
         a, w, o, ph = (p[f'{path}.{k}'] for k in keys)
         neg = np.flatnonzero(w < 0)
         if neg.size:
             raise TrajectoryError(
-                f'{path}.frequency: must be >= 0 rad/s (got {w[neg[0]]} for joint index '
+                f'{path}.omega: must be >= 0 rad/s (got {w[neg[0]]} for joint index '
                 f'{neg[0]})')
         self._n = n
         self._end_time = math.inf
         self.amplitude = _readonly(a)
-        self.frequency = _readonly(w)
+        self.omega = _readonly(w)
         self.offset = _readonly(o)
         self.phase = _readonly(ph)
         # Hot-path data: plain Python floats.
@@ -358,14 +361,14 @@ class Sinusoid(Trajectory):
 
     def sample_many(self, t: Any) -> Sample:
         t = _time_array(t)
-        x = np.multiply.outer(t, self.frequency) + self.phase
+        x = np.multiply.outer(t, self.omega) + self.phase
         s = np.sin(x)
-        aw = self.amplitude * self.frequency
-        return self.offset + self.amplitude * s, aw * np.cos(x), -(aw * self.frequency) * s
+        aw = self.amplitude * self.omega
+        return self.offset + self.amplitude * s, aw * np.cos(x), -(aw * self.omega) * s
 
     def bounds(self) -> TrajectoryBounds:
         a = np.abs(self.amplitude)
-        w = self.frequency
+        w = self.omega
         still = w == 0.0
         const = self.offset + self.amplitude * np.sin(self.phase)
         return TrajectoryBounds(
@@ -390,7 +393,7 @@ class SumOfSinusoids(Trajectory):
     amplitudes : sequence of sequence of float
         ``amplitudes[j]`` is the list of :math:`A_{jk}` [rad] of joint ``j``; joints may have
         different numbers of terms, an empty list keeps the joint at its offset.
-    frequencies : sequence of sequence of float
+    omegas : sequence of sequence of float
         Angular frequencies :math:`\omega_{jk}` [rad/s] (not Hz), ``>= 0``, same structure as
         ``amplitudes``.
     phases : sequence of sequence of float, optional
@@ -404,7 +407,7 @@ class SumOfSinusoids(Trajectory):
 
     Attributes
     ----------
-    amplitudes, frequencies, phases : tuple of np.ndarray
+    amplitudes, omegas, phases : tuple of np.ndarray
         Read-only per-joint term arrays.
     offset : np.ndarray
         Read-only, shape ``(n_joints,)``.
@@ -416,13 +419,13 @@ class SumOfSinusoids(Trajectory):
 
     """
 
-    def __init__(self, amplitudes: Any, frequencies: Any, phases: Any = None,
+    def __init__(self, amplitudes: Any, omegas: Any, phases: Any = None,
                  offset: Any = 0.0, *, n_joints: int | None = None,
                  path: str = 'trajectory') -> None:
         n_joints = _check_n_joints(n_joints)
-        names = {'amplitudes': f'{path}.amplitudes', 'frequencies': f'{path}.frequencies',
+        names = {'amplitudes': f'{path}.amplitudes', 'omegas': f'{path}.omegas',
                  'phases': f'{path}.phases'}
-        lists = {'amplitudes': amplitudes, 'frequencies': frequencies, 'phases': phases}
+        lists = {'amplitudes': amplitudes, 'omegas': omegas, 'phases': phases}
         if phases is None:
             lists.pop('phases')
         rows: dict[str, list[np.ndarray]] = {}
@@ -451,7 +454,7 @@ class SumOfSinusoids(Trajectory):
                     raise TrajectoryError(
                         f'{name}[{j}]: expected {rows["amplitudes"][j].size} values (as '
                         f'{names["amplitudes"]}[{j}]), got {arr.size}')
-                if key == 'frequencies' and np.any(arr < 0):
+                if key == 'omegas' and np.any(arr < 0):
                     k = int(np.flatnonzero(arr < 0)[0])
                     raise TrajectoryError(f'{name}[{j}][{k}]: must be >= 0 rad/s (got {arr[k]})')
                 parsed.append(arr)
@@ -464,7 +467,7 @@ class SumOfSinusoids(Trajectory):
         self._end_time = math.inf
         self.offset = _readonly(p[f'{path}.offset'])
         self.amplitudes = tuple(_readonly(a) for a in rows['amplitudes'])
-        self.frequencies = tuple(_readonly(w) for w in rows['frequencies'])
+        self.omegas = tuple(_readonly(w) for w in rows['omegas'])
         self.phases = tuple(_readonly(ph) for ph in rows['phases'])
         # Padded (n, m) matrices for the vectorised path (zero-amplitude padding terms).
         m = max(1, max(a.size for a in self.amplitudes))
@@ -474,13 +477,13 @@ class SumOfSinusoids(Trajectory):
         for j in range(n):
             k = self.amplitudes[j].size
             self._A[j, :k] = self.amplitudes[j]
-            self._W[j, :k] = self.frequencies[j]
+            self._W[j, :k] = self.omegas[j]
             self._P[j, :k] = self.phases[j]
         # Hot-path data: plain Python floats.
         self._joint_terms = [
             (float(self.offset[j]),
              [(float(a), float(w), float(ph), float(a * w), float(a * w * w))
-              for a, w, ph in zip(self.amplitudes[j], self.frequencies[j], self.phases[j])])
+              for a, w, ph in zip(self.amplitudes[j], self.omegas[j], self.phases[j])])
             for j in range(n)]
 
     def sample(self, t: float) -> Sample:
@@ -901,9 +904,9 @@ class Hold(Trajectory):
 # Presets and construction from plain dicts (YAML)
 # --------------------------------------------------------------------------------------------
 
-#: Seed-001 reference: amplitude (0.5, 0.3) rad, frequency 0.5 rad/s, offset 0.
+#: Seed-001 reference: amplitude (0.5, 0.3) rad, omega 0.5 rad/s (period 12.57 s), offset 0.
 SEED_001_SINUSOID: dict[str, Any] = {
-    'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5], 'offset': [0.0, 0.0],
+    'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'omega': [0.5, 0.5], 'offset': [0.0, 0.0],
 }
 
 
@@ -921,12 +924,12 @@ def _build_quintic(cfg: Mapping[str, Any], n: int, path: str) -> Trajectory:
 TRAJECTORY_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...],
                                   Callable[[Mapping[str, Any], int, str], Trajectory]]] = {
     'sinusoid': (
-        ('amplitude', 'frequency'), ('offset', 'phase'),
-        lambda c, n, p: Sinusoid(c['amplitude'], c['frequency'], c.get('offset', 0.0),
+        ('amplitude', 'omega'), ('offset', 'phase'),
+        lambda c, n, p: Sinusoid(c['amplitude'], c['omega'], c.get('offset', 0.0),
                                  c.get('phase', 0.0), n_joints=n, path=p)),
     'sum_of_sinusoids': (
-        ('amplitudes', 'frequencies'), ('phases', 'offset'),
-        lambda c, n, p: SumOfSinusoids(c['amplitudes'], c['frequencies'], c.get('phases'),
+        ('amplitudes', 'omegas'), ('phases', 'offset'),
+        lambda c, n, p: SumOfSinusoids(c['amplitudes'], c['omegas'], c.get('phases'),
                                        c.get('offset', 0.0), n_joints=n, path=p)),
     'quintic': (('start', 'goal', 'duration'), ('t_start',), _build_quintic),
     'waypoints': (
@@ -934,6 +937,15 @@ TRAJECTORY_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...],
         lambda c, n, p: Waypoints(c['times'], c['positions'], c.get('velocities'),
                                   n_joints=n, path=p)),
     'hold': (('position',), (), lambda c, n, p: Hold(c['position'], n_joints=n, path=p)),
+}
+
+
+#: ``(type, old key)`` -> the message refusing it: keys renamed because they misled.
+RENAMED_KEYS: dict[tuple[str, str], str] = {
+    ('sinusoid', 'frequency'): 'renamed to omega, the angular frequency in rad/s (same value; '
+                               'Hz = omega / (2 pi))',
+    ('sum_of_sinusoids', 'frequencies'): 'renamed to omegas, the angular frequencies in rad/s '
+                                         '(same values; Hz = omega / (2 pi))',
 }
 
 
@@ -947,9 +959,9 @@ def trajectory_from_config(cfg: Mapping[str, Any], n_joints: int, *,
     cfg : Mapping
         ``{'type': <type>, ...}`` with the keys of that type (units: rad, rad/s, s):
 
-        * ``sinusoid``: ``amplitude``, ``frequency`` [rad/s], optional ``offset``, ``phase``
+        * ``sinusoid``: ``amplitude``, ``omega`` [rad/s], optional ``offset``, ``phase``
           -- each a number (all joints) or a list with one number per joint;
-        * ``sum_of_sinusoids``: ``amplitudes``, ``frequencies``, optional ``phases`` (each a
+        * ``sum_of_sinusoids``: ``amplitudes``, ``omegas`` [rad/s], optional ``phases`` (each a
           list of per-joint lists), optional ``offset``;
         * ``quintic``: ``start``, ``goal`` (per-joint lists), ``duration`` [s] > 0, optional
           ``t_start`` [s];
@@ -989,6 +1001,8 @@ def trajectory_from_config(cfg: Mapping[str, Any], n_joints: int, *,
     required, optional, build = TRAJECTORY_TYPES[kind]
     allowed = ('type',) + required + optional
     for key in cfg:
+        if (kind, key) in RENAMED_KEYS:
+            raise TrajectoryError(f'{path}.{key}: {RENAMED_KEYS[(kind, key)]}')
         if key not in allowed:
             raise TrajectoryError(f'{path}.{key}: unknown key for type {kind!r} (allowed: '
                                   f'{", ".join(allowed)})')

@@ -314,7 +314,7 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
     # a reference that moves fast enough to see: 2 rad/s sinusoid
     traj = trajectory(procs, 'trajectory', '-p',
                       "trajectory:='{type: sinusoid, amplitude: [0.5, 0.3], "
-                      "frequency: [2.0, 2.0]}'")
+                      "omega: [2.0, 2.0]}'")
     wait_normal(probe)
     probe.wait_for(lambda: any(m.velocity[0] != 0.0 for _, m in probe.get('jcmds')[-10:]),
                    10.0, 'a moving reference')

@@ -115,7 +115,7 @@ def test_goal_overshoot_between_waypoints_counts():
 
 def test_node_follows_clock_rejects_bad_goals_and_accepts_good_ones(
         ros_context, executor, probe, spin):
-    cfg = {'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5]}
+    cfg = {'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'omega': [0.5, 0.5]}
     node = make_node(TrajectoryNode, ros_context, trajectory_specs(), {
         'trajectory': str(cfg).replace("'", ''), 'limits.position_lower': [-1.0, -2.0],
         'limits.position_upper': [1.0, 2.0], 'limits.velocity': [1.0, 1.0]})

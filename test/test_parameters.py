@@ -489,7 +489,7 @@ def test_scenario_file_with_unsigned_exponents_loads(tmp_path):
     path = tmp_path / 'e.yaml'
     path.write_text('scenario: {name: e, duration: 1.0e0, control_rate: 1.0e3}\n'
                     'trajectory: {type: sinusoid, amplitude: [5e-1, 3e-1], '
-                    'frequency: [5e-1, 5e-1]}\n')
+                    'omega: [5e-1, 5e-1]}\n')
     sc = load_scenario(path)
     assert sc.control_rate == 1000.0 and sc.trajectory['amplitude'] == [0.5, 0.3]
 

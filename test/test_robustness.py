@@ -20,8 +20,11 @@ import csv
 import io
 import math
 import sys
+import time
 
 from manip_control.parameters import load_scenario
+from manip_control.robustness import bound_assumptions
+from manip_control.robustness import error_bound
 from manip_control.robustness import gain_sets
 from manip_control.robustness import h_l1_norm
 from manip_control.robustness import main
@@ -88,7 +91,7 @@ def test_error_grows_with_mismatch_and_shrinks_with_gains(study):
     summary = {(s.gain_set, s.level): s for s in summarize(study)}
     for gs in ('A', 'B'):
         assert summary[(gs, 0.2)].max_error > summary[(gs, 0.05)].max_error
-        assert summary[(gs, 0.2)].max_predicted > summary[(gs, 0.05)].max_predicted
+        assert summary[(gs, 0.2)].max_estimate > summary[(gs, 0.05)].max_estimate
     by_draw = {}
     for r in study:
         by_draw.setdefault((r.spec.level, r.spec.index), {})[r.spec.gain_set] = r
@@ -96,16 +99,49 @@ def test_error_grows_with_mismatch_and_shrinks_with_gains(study):
         a, b = max(pair['A'].error), max(pair['B'].error)
         # wn doubled: the bound is divided by 4; the measured error follows it
         assert 2.5 < a / b < 6.0, (a, b)
-        pa, pb = max(pair['A'].predicted), max(pair['B'].predicted)
+        pa, pb = max(pair['A'].estimate), max(pair['B'].estimate)
         assert pa / pb == pytest.approx(4.0, rel=1e-9)
 
 
-def test_measured_error_within_iss_prediction(study):
+def test_measured_error_near_the_estimate(study):
+    # the estimate is first order: close to the runs, but not a bound (see the next test)
     for r in study:
-        for e, p in zip(r.error, r.predicted):
-            assert e <= 1.25 * p + 1e-4, (r.spec, r.error, r.predicted)
-        assert max(r.error) >= 0.5 * max(r.predicted)     # the bound is not vacuous
+        for e, p in zip(r.error, r.estimate):
+            assert e <= 1.25 * p + 1e-4, (r.spec, r.error, r.estimate)
+        assert max(r.error) >= 0.5 * max(r.estimate)
         assert not r.saturated
+
+
+def test_no_run_of_a_1000_run_study_exceeds_the_proven_bound(seed001):
+    # 500 draws at 5 % x gain sets A and B; the bound holds for every draw of a level
+    t0 = time.perf_counter()
+    results = run_study(seed001, levels=(0.05,), runs=500, seed=20, jobs=2)
+    elapsed = time.perf_counter() - t0
+    assert len(results) == 1000
+    worst = {}
+    for r in results:
+        assert all(math.isfinite(b) for b in r.bound), r.bound
+        for e, b in zip(r.error, r.bound):
+            assert e <= b, (r.spec, r.error, r.bound)
+        worst[r.spec.gain_set] = max(worst.get(r.spec.gain_set, 0.0), max(r.error))
+        assert not r.saturated
+    # and it is not vacuous: within 4x of the worst run (measured 2.0-3.0x)
+    for r in results[:2]:
+        assert max(r.bound) < 4.0 * worst[r.spec.gain_set]
+    # the estimate is exceeded by some runs: it is no bound
+    assert any(e > p for r in results for e, p in zip(r.error, r.estimate))
+    print(f'1000-run study with bounds: {elapsed:.1f} s')
+
+
+def test_the_bound_is_proven_or_none(seed001):
+    # seed001's own mismatch (-17 % / -25 % masses) is too large for the proof: inf, never
+    # a finite number that runs could exceed
+    b = error_bound(seed001)
+    assert b.proven is False and np.all(np.isinf(b.bound))
+    assert np.all(np.isfinite(b.estimate))
+    # outside the proof's assumptions (motor drives) the bound is not called proven
+    default = load_scenario('default')
+    assert 'motor drives' in bound_assumptions(default)
 
 
 def test_parallel_equals_serial(seed001):

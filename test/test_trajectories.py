@@ -395,10 +395,10 @@ def test_validate_limits_rejects_bad_limits(kwargs, match):
 
 def test_factory_builds_every_type():
     cfgs = {
-        Sinusoid: {'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5],
+        Sinusoid: {'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'omega': [0.5, 0.5],
                    'offset': [0, 0]},
         SumOfSinusoids: {'type': 'sum_of_sinusoids', 'amplitudes': [[0.1, 0.2], [0.3]],
-                         'frequencies': [[1, 2], [3]], 'phases': [[0, 1], [2]],
+                         'omegas': [[1, 2], [3]], 'phases': [[0, 1], [2]],
                          'offset': 0.1},
         Quintic: {'type': 'quintic', 'start': [0, 0], 'goal': [1, 1], 'duration': 2.0,
                   't_start': 1},
@@ -426,8 +426,8 @@ def test_factory_path_prefix():
                                 'duration': 0}, 2, path='scenario.reference')
 
 
-SIN = {'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5]}
-SOS = {'type': 'sum_of_sinusoids', 'amplitudes': [[0.1], [0.2]], 'frequencies': [[1], [2]]}
+SIN = {'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'omega': [0.5, 0.5]}
+SOS = {'type': 'sum_of_sinusoids', 'amplitudes': [[0.1], [0.2]], 'omegas': [[1], [2]]}
 QUI = {'type': 'quintic', 'start': [0, 0], 'goal': [1, 1], 'duration': 2.0}
 WPT = {'type': 'waypoints', 'times': [0, 1, 2], 'positions': [[0, 0], [1, 1], [0, 2]]}
 HLD = {'type': 'hold', 'position': [0, 0]}
@@ -453,27 +453,33 @@ INVALID = [
     (w(SIN, amp=[1, 1]), 'trajectory.amp', 'unknown key'),
     (w(QUI, duration_s=2.0), 'trajectory.duration_s', 'unknown key'),
     (w(HLD, times=[0, 1]), 'trajectory.times', 'unknown key'),
-    (w(SIN, frequency=None), 'trajectory.frequency', 'missing required key'),
+    (w(SIN, omega=None), 'trajectory.omega', 'missing required key'),
+    # the keys renamed because "frequency" reads as Hz: refused, saying what changed
+    ({'type': 'sinusoid', 'amplitude': [0.5, 0.3], 'frequency': [0.5, 0.5]},
+     'trajectory.frequency', 'renamed to omega, the angular frequency in rad/s'),
+    (w(SIN, frequency=[0.5, 0.5]), 'trajectory.frequency', 'renamed to omega'),
+    ({'type': 'sum_of_sinusoids', 'amplitudes': [[0.1], [0.2]], 'frequencies': [[1], [2]]},
+     'trajectory.frequencies', 'renamed to omegas, the angular frequencies in rad/s'),
     (w(SOS, amplitudes=None), 'trajectory.amplitudes', 'missing required key'),
     (w(QUI, goal=None), 'trajectory.goal', 'missing required key'),
     (w(WPT, positions=None), 'trajectory.positions', 'missing required key'),
     (w(HLD, position=None), 'trajectory.position', 'missing required key'),
     # sinusoid values
     (w(SIN, amplitude=[0.5, 0.3, 0.1]), 'trajectory.amplitude', 'expected 2 values'),
-    (w(SIN, frequency=[0.5]), 'trajectory.frequency', 'expected 2 values'),
+    (w(SIN, omega=[0.5]), 'trajectory.omega', 'expected 2 values'),
     (w(SIN, offset=[[0, 0]]), 'trajectory.offset', 'got shape (1, 2)'),
     (w(SIN, phase=[]), 'trajectory.phase', 'must not be empty'),
     (w(SIN, amplitude=[0.5, float('nan')]), 'trajectory.amplitude[1]', 'must be finite'),
-    (w(SIN, frequency=float('inf')), 'trajectory.frequency', 'must be finite'),
-    (w(SIN, frequency=[0.5, -0.5]), 'trajectory.frequency', 'must be >= 0'),
+    (w(SIN, omega=float('inf')), 'trajectory.omega', 'must be finite'),
+    (w(SIN, omega=[0.5, -0.5]), 'trajectory.omega', 'must be >= 0'),
     (w(SIN, amplitude='0.5'), 'trajectory.amplitude', 'must be a number'),
     (w(SIN, amplitude=[0.5, True]), 'trajectory.amplitude[1]', 'must be a number'),
     (w(SIN, offset=None) | {'offset': [0, None]}, 'trajectory.offset[1]', 'must be a number'),
     # sum of sinusoids values
     (w(SOS, amplitudes=[[0.1]]), 'trajectory.amplitudes', 'expected 2 lists'),
     (w(SOS, amplitudes=0.1), 'trajectory.amplitudes', 'one list of numbers per joint'),
-    (w(SOS, frequencies=[[1, 2], [2]]), 'trajectory.frequencies[0]', 'expected 1 values'),
-    (w(SOS, frequencies=[[1], [-2]]), 'trajectory.frequencies[1][0]', 'must be >= 0'),
+    (w(SOS, omegas=[[1, 2], [2]]), 'trajectory.omegas[0]', 'expected 1 values'),
+    (w(SOS, omegas=[[1], [-2]]), 'trajectory.omegas[1][0]', 'must be >= 0'),
     (w(SOS, phases=[[0]]), 'trajectory.phases', 'expected 2 lists'),
     (w(SOS, phases=[[0], [float('nan')]]), 'trajectory.phases[1][0]', 'must be finite'),
     (w(SOS, amplitudes=[[0.1], [[0.2]]]), 'trajectory.amplitudes[1]', 'must be a list'),

@@ -418,8 +418,8 @@ def trajectory_specs() -> list[ParamSpec]:
         ParamSpec('trajectory', flow_yaml(DEFAULT_TRAJECTORY),
                   'initial reference: a YAML/JSON flow mapping as the trajectory section of a '
                   'scenario file, e.g. {type: sinusoid, amplitude: [0.5, 0.3], '
-                  'frequency: [0.5, 0.5]} (types sinusoid, sum_of_sinusoids, quintic, '
-                  'waypoints, hold; frequencies in rad/s)', 'a mapping with a type key'),
+                  'omega: [0.5, 0.5]} (types sinusoid, sum_of_sinusoids, quintic, '
+                  'waypoints, hold; omega in rad/s)', 'a mapping with a type key'),
         ParamSpec('limits.position_lower', [-math.pi, -math.pi],
                   'lower position limit per joint [rad]; goals and the initial trajectory '
                   'beyond it are rejected', 'each < limits.position_upper'),

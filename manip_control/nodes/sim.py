@@ -109,6 +109,7 @@ def load_run_config(config: str | None, mode: str | None = None,
             raise ParameterError(f'params file {path}: unknown node section '
                                  f'{unknown_nodes[0]!r} (expected {", ".join(NODE_NAMES)})')
         values = {n: dict(values.get(n, {})) for n in NODE_NAMES}
+        _share_loop_keys(values)
         scenario = None
         name = path.stem
     else:
@@ -126,6 +127,25 @@ def load_run_config(config: str | None, mode: str | None = None,
             check_duration('--duration', duration, float(rate))
         values['plant']['duration'] = float(duration)
     return RunConfig(name, values, scenario, str(path))
+
+
+#: Parameters every node of the loop must agree on.
+LOOP_KEYS = ('joints', 'mode', 'control_rate')
+
+
+def _share_loop_keys(values: dict) -> None:
+    """
+    Give a node whose section leaves out a loop key the value the other sections agree on.
+
+    A params file written for the hardware (controller and trajectory in ``realtime``, no
+    plant section) then runs as shipped, with the simulated plant in the same mode.
+    Sections that disagree are left alone (:meth:`SimRunner._check_consistent` says how).
+    """
+    for key in LOOP_KEYS:
+        given = [v[key] for v in values.values() if key in v]
+        if given and all(repr(g) == repr(given[0]) for g in given):
+            for v in values.values():
+                v.setdefault(key, given[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,11 +266,13 @@ class SimRunner:
 
     def _check_consistent(self) -> None:
         nodes = (self.plant, self.controller, self.trajectory)
-        for key in ('joints', 'mode', 'control_rate'):
+        for key in LOOP_KEYS:
             vals = {n.get_name(): n.values[key] for n in nodes}
             if len({repr(x) for x in vals.values()}) > 1:
+                fix = ('add --mode lockstep or --mode realtime to set it for all three' if
+                       key == 'mode' else 'set it alike in every section of the params file')
                 raise ParameterError(f'parameter {key}: must be the same for plant, controller '
-                                     f'and trajectory (got {vals})')
+                                     f'and trajectory (got {vals}): {fix}')
 
     def _wait_ready(self) -> None:
         """Spin until every connection of the loop (and the recorder) is matched."""
@@ -565,9 +587,12 @@ def tracking_summary(out: SimOutcome) -> dict:
         source = 'measured q'
     if len(t) == 0:
         return {}
-    late = t >= sc.late_window_start
+    from manip_control.simulation import late_window
+    window = late_window(sc, out.simulated_time)
+    late = t >= window.start
     s = {
         'error_source': source,
+        'late_window': window,
         'rms': np.sqrt(np.mean(e ** 2, axis=0)),
         'max_abs': np.max(np.abs(e), axis=0),
         'late_max_abs': np.max(np.abs(e[late]), axis=0) if late.any() else None,
@@ -615,8 +640,9 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
     lines.append(row('RMS', s['rms']))
     lines.append(row('max |e|', s['max_abs']))
     if s['late_max_abs'] is not None:
-        lines.append(row(f'RMS for t >= {sc.late_window_start:g} s', s['late_rms']))
-        lines.append(row(f'max |e| for t >= {sc.late_window_start:g} s', s['late_max_abs']))
+        start = s['late_window'].start
+        lines.append(row(f'RMS for t >= {start:.4g} s', s['late_rms']))
+        lines.append(row(f'max |e| for t >= {start:.4g} s', s['late_max_abs']))
     lines.append(row('|e| at the end', s['final_abs']))
     lines.append(row('max |tau_cmd| [N m]', s['tau_max_abs'], '{:12.3f}'))
     lines.append(row('saturated [% of ticks]', s['saturated_pct'], '{:12.2f}'))
@@ -637,6 +663,23 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
         lines.append(f'bag: {total} messages: ' + ', '.join(
             f'{t} {n}' for t, n in out.recorded.items()))
     return '\n'.join(lines)
+
+
+def lesson_text(out: SimOutcome, s: dict, joints) -> str:
+    """
+    Return the lines that explain the run's late-window error.
+
+    The perfect-model baseline (one extra offline run) and the ISS estimate beside it
+    (:func:`manip_control.simulation.lesson`).
+    """
+    from manip_control.simulation import format_lesson
+    from manip_control.simulation import lesson
+    from manip_control.simulation import PlantStateError
+    try:
+        data = lesson(out.scenario, s['late_max_abs'], out.simulated_time)
+    except PlantStateError as exc:
+        return f'lesson: the perfect-model run failed ({exc})'
+    return format_lesson(data, joints)
 
 
 # --------------------------------------------------------------------------------------------
@@ -730,6 +773,8 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
             return error_exit(runner.plant.failure, runner.plant.exit_code), outcome
         summary = tracking_summary(outcome)
         print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
+        if summary.get('late_max_abs') is not None:
+            print(lesson_text(outcome, summary, runner.scenario.joints), flush=True)
         if args.bag is not None:
             print(f'bag written to {args.bag}', flush=True)
         return (130 if outcome.interrupted or stop_requested() else 0), outcome
