@@ -65,6 +65,11 @@ from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
 import numpy as np
 
+try:  # numba is a runtime dependency; without it the same function runs in Python
+    import numba
+except ImportError:  # pragma: no cover - exercised only where numba is absent
+    numba = None
+
 
 class ArmPlant:
     """
@@ -122,6 +127,14 @@ class ArmPlant:
         self._v_s = np.array([f.v_s for f in fr])
         self._eps = np.array([f.eps for f in fr])
         self._stribeck = bool(np.any(self._tau_s))
+        zeros = np.zeros(n)
+        self._ktn = self._i_max = self._v_max = self._kp_i = self._ki_i = zeros
+        self._r = self._inv_l = self._ken = self._g_sum = self._g_dif = zeros
+        # Pinocchio's ABA straight on the plant's own Data (no coupling term to add)
+        self._aba = None
+        if getattr(self.model, '_coupled', True) is False:
+            self._aba = self.model._pin.aba
+            self._pin_model, self._pin_data = self.model.pin_model, self.model._data
         if self.motors is not None:
             m = self.motors
             self._ktn = np.array([mo.N * mo.k_t for mo in m])
@@ -163,27 +176,16 @@ class ArmPlant:
     def rhs(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """``dx/dt`` at state ``x`` (shape (4n,)) under the held command ``u`` [N·m] (n,)."""
         n = self.n
-        q, qd = x[:n], x[n:2 * n]
-        s = np.tanh(qd / self._eps)
-        level = self._tau_c
-        if self._stribeck:
-            level = level + self._tau_s * np.exp(-(qd / self._v_s) ** 2)
-        f = self._b * qd + level * s
         out = np.empty(4 * n)
-        if self.motors is None:
-            tau_m = np.minimum(np.maximum(u, -self.torque_limit), self.torque_limit)
-            out[2 * n:] = 0.0
+        _actuators(x, u, n, self._b, self._tau_c, self._tau_s, self._v_s, self._eps,
+                   self._stribeck, self.motors is not None, self._ktn, self._i_max,
+                   self._v_max, self._kp_i, self._ki_i, self._r, self._inv_l, self._ken,
+                   self._g_sum, self._g_dif, self.torque_limit, out)
+        if self._aba is not None:
+            out[n:2 * n] = self._aba(self._pin_model, self._pin_data, x[:n], x[n:2 * n],
+                                     out[n:2 * n])
         else:
-            i, xi = x[2 * n:3 * n], x[3 * n:]
-            i_ref = np.minimum(np.maximum(u / self._ktn, -self._i_max), self._i_max)
-            err = i_ref - i
-            v_raw = self._kp_i * err + xi
-            v = np.minimum(np.maximum(v_raw, -self._v_max), self._v_max)
-            out[2 * n:3 * n] = (v - self._r * i - self._ken * qd) * self._inv_l
-            out[3 * n:] = np.where(np.abs(v_raw) > self._v_max, 0.0, self._ki_i * err)
-            tau_m = self._ktn * i - (self._g_sum * np.abs(i) * s + self._g_dif * i * s * s)
-        out[:n] = qd
-        out[n:2 * n] = self.model.forward_dynamics(q, qd, tau_m - f)
+            out[n:2 * n] = self.model.forward_dynamics(x[:n], x[n:2 * n], out[n:2 * n])
         return out
 
     def step(self, x: np.ndarray, u, period: float) -> np.ndarray:
@@ -198,6 +200,42 @@ class ArmPlant:
             k4 = rhs(x + h * k3, u)
             x = x + (h / 6.0) * (k1 + 2.0 * (k2 + k3) + k4)
         return x
+
+
+def _actuators_py(x, u, n, b, tau_c, tau_s, v_s, eps, stribeck, motor, ktn, i_max, v_max,
+                  kp_i, ki_i, r, inv_l, ken, g_sum, g_dif, limit, out):
+    """
+    Fill ``out`` with ``qd``, the net joint torque ``tau_m - f`` and the motor derivatives.
+
+    The equations of the module docstring, joint by joint on floats (compiled with numba
+    when it is importable, the same function run by Python otherwise). ``out[n:2n]`` holds
+    the net torque, which the caller replaces by the acceleration.
+    """
+    for j in range(n):
+        qd = x[n + j]
+        s = math.tanh(qd / eps[j])
+        level = tau_c[j]
+        if stribeck:
+            level += tau_s[j] * math.exp(-(qd / v_s[j]) ** 2)
+        f = b[j] * qd + level * s
+        if motor:
+            i = x[2 * n + j]
+            i_ref = min(max(u[j] / ktn[j], -i_max[j]), i_max[j])
+            err = i_ref - i
+            v_raw = kp_i[j] * err + x[3 * n + j]
+            v = min(max(v_raw, -v_max[j]), v_max[j])
+            out[2 * n + j] = (v - r[j] * i - ken[j] * qd) * inv_l[j]
+            out[3 * n + j] = 0.0 if abs(v_raw) > v_max[j] else ki_i[j] * err
+            tau = ktn[j] * i - (g_sum[j] * abs(i) * s + g_dif[j] * i * s * s)
+        else:
+            tau = min(max(u[j], -limit[j]), limit[j])
+            out[2 * n + j] = 0.0
+            out[3 * n + j] = 0.0
+        out[j] = qd
+        out[n + j] = tau - f
+
+
+_actuators = _actuators_py if numba is None else numba.njit(cache=True)(_actuators_py)
 
 
 def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) -> np.ndarray:
