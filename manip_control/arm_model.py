@@ -649,6 +649,7 @@ class UrdfArm(ArmModel):
         self.coupling_matrix = _readonly(_coupling_matrix(pin, model, names, arm, gear, coupling))
         self._coupled = bool(coupling.any())
         self._pin = pin
+        self._world = pin.Convention.WORLD      # ABA in the world frame: the faster variant
         self._data = model.createData()
         return self
 
@@ -696,7 +697,7 @@ class UrdfArm(ArmModel):
         q, qd, tau = self._vec('q', q), self._vec('qd', qd), self._vec('tau', tau)
         if self._coupled:
             return np.linalg.solve(self.mass_matrix(q), tau - self.bias(q, qd))
-        return self._pin.aba(self.pin_model, self._data, q, qd, tau).copy()
+        return self._pin.aba(self.pin_model, self._data, q, qd, tau, self._world).copy()
 
     def potential_energy(self, q) -> float:
         """``V = -sum_i m_i g . c_i(q)`` [J], ``c_i`` the body centres of mass."""

@@ -134,6 +134,7 @@ class ArmPlant:
         self._aba = None
         if getattr(self.model, '_coupled', True) is False:
             self._aba = self.model._pin.aba
+            self._world = self.model._pin.Convention.WORLD     # the faster variant of ABA
             self._pin_model, self._pin_data = self.model.pin_model, self.model._data
         if self.motors is not None:
             m = self.motors
@@ -149,6 +150,16 @@ class ArmPlant:
             kb = np.array([1.0 / mo.eta_back - 1.0 for mo in m])
             self._g_sum = 0.5 * (kf + kb) * self._ktn
             self._g_dif = 0.5 * (kf - kb) * self._ktn
+
+        self._params = np.ascontiguousarray(np.array(
+            [self._b, self._tau_c, self._tau_s, self._v_s, self._eps, self._ktn, self._i_max,
+             self._v_max, self._kp_i, self._ki_i, self._r, self._inv_l, self._ken,
+             self._g_sum, self._g_dif, self.torque_limit], dtype=float))
+        self._is_motor = self.motors is not None
+        # scratch of step(): the stage state and the four RK4 slopes (one plant per thread)
+        self._xs = np.empty(4 * n)
+        self._k = np.zeros((4, 4 * n))
+        self._zero = np.zeros(4 * n)
 
     @property
     def state_size(self) -> int:
@@ -177,40 +188,67 @@ class ArmPlant:
         """``dx/dt`` at state ``x`` (shape (4n,)) under the held command ``u`` [N·m] (n,)."""
         n = self.n
         out = np.empty(4 * n)
-        _actuators(x, u, n, self._b, self._tau_c, self._tau_s, self._v_s, self._eps,
-                   self._stribeck, self.motors is not None, self._ktn, self._i_max,
-                   self._v_max, self._kp_i, self._ki_i, self._r, self._inv_l, self._ken,
-                   self._g_sum, self._g_dif, self.torque_limit, out)
+        _actuators(np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(u, dtype=float),
+                   n, self._params, self._stribeck, self._is_motor, out)
         if self._aba is not None:
             out[n:2 * n] = self._aba(self._pin_model, self._pin_data, x[:n], x[n:2 * n],
-                                     out[n:2 * n])
+                                     out[n:2 * n], self._world)
         else:
             out[n:2 * n] = self.model.forward_dynamics(x[:n], x[n:2 * n], out[n:2 * n])
         return out
 
+    def _accel(self, xs: np.ndarray, k: np.ndarray) -> None:
+        """Replace the net torque in ``k[n:2n]`` by the acceleration at state ``xs``."""
+        n = self.n
+        if self._aba is not None:
+            k[n:2 * n] = self._aba(self._pin_model, self._pin_data, xs[:n], xs[n:2 * n],
+                                   k[n:2 * n], self._world)
+        else:
+            k[n:2 * n] = self.model.forward_dynamics(xs[:n], xs[n:2 * n], k[n:2 * n])
+
     def step(self, x: np.ndarray, u, period: float) -> np.ndarray:
-        """Integrate ``x`` over one control period with ``u`` held (RK4, ``substeps``)."""
-        u = np.asarray(u, dtype=float)
+        """
+        Integrate ``x`` over one control period with ``u`` held (RK4, ``substeps``).
+
+        The same arithmetic as RK4 on :meth:`rhs`, ``x + h/6 (k1 + 2 (k2 + k3) + k4)``, with
+        the stage states and the actuator terms computed in one compiled call per stage.
+        """
+        n = self.n
+        u = np.ascontiguousarray(u, dtype=float)
+        x = np.ascontiguousarray(x, dtype=float)
         h = period / self.substeps
-        rhs = self.rhs
+        hh = 0.5 * h
+        h6 = h / 6.0
+        xs, (k1, k2, k3, k4) = self._xs, self._k
+        p, st, mo = self._params, self._stribeck, self._is_motor
+        accel = self._accel
         for _ in range(self.substeps):
-            k1 = rhs(x, u)
-            k2 = rhs(x + 0.5 * h * k1, u)
-            k3 = rhs(x + 0.5 * h * k2, u)
-            k4 = rhs(x + h * k3, u)
-            x = x + (h / 6.0) * (k1 + 2.0 * (k2 + k3) + k4)
+            _stage(x, self._zero, 0.0, xs, u, n, p, st, mo, k1)
+            accel(xs, k1)
+            _stage(x, k1, hh, xs, u, n, p, st, mo, k2)
+            accel(xs, k2)
+            _stage(x, k2, hh, xs, u, n, p, st, mo, k3)
+            accel(xs, k3)
+            _stage(x, k3, h, xs, u, n, p, st, mo, k4)
+            accel(xs, k4)
+            new = np.empty(4 * n)
+            _combine(x, k1, k2, k3, k4, h6, new)
+            x = new
         return x
 
 
-def _actuators_py(x, u, n, b, tau_c, tau_s, v_s, eps, stribeck, motor, ktn, i_max, v_max,
-                  kp_i, ki_i, r, inv_l, ken, g_sum, g_dif, limit, out):
+def _actuators_py(x, u, n, p, stribeck, motor, out):
     """
     Fill ``out`` with ``qd``, the net joint torque ``tau_m - f`` and the motor derivatives.
 
     The equations of the module docstring, joint by joint on floats (compiled with numba
     when it is importable, the same function run by Python otherwise). ``out[n:2n]`` holds
-    the net torque, which the caller replaces by the acceleration.
+    the net torque, which the caller replaces by the acceleration. ``p`` holds one row per
+    parameter (:attr:`ArmPlant._params`).
     """
+    b, tau_c, tau_s, v_s, eps = p[0], p[1], p[2], p[3], p[4]
+    ktn, i_max, v_max, kp_i, ki_i = p[5], p[6], p[7], p[8], p[9]
+    r, inv_l, ken, g_sum, g_dif, limit = p[10], p[11], p[12], p[13], p[14], p[15]
     for j in range(n):
         qd = x[n + j]
         s = math.tanh(qd / eps[j])
@@ -235,7 +273,28 @@ def _actuators_py(x, u, n, b, tau_c, tau_s, v_s, eps, stribeck, motor, ktn, i_ma
         out[n + j] = tau - f
 
 
-_actuators = _actuators_py if numba is None else numba.njit(cache=True)(_actuators_py)
+def _jit(fn):
+    return fn if numba is None else numba.njit(cache=True)(fn)
+
+
+_actuators = _jit(_actuators_py)
+
+
+def _stage_py(x0, k, c, xs, u, n, p, stribeck, motor, out):
+    """RK4 stage: ``xs = x0 + c k``, then the actuator terms at ``xs`` into ``out``."""
+    for i in range(4 * n):
+        xs[i] = x0[i] + c * k[i]
+    _actuators(xs, u, n, p, stribeck, motor, out)
+
+
+def _combine_py(x0, k1, k2, k3, k4, h6, out):
+    """RK4 update ``out = x0 + h/6 (k1 + 2 (k2 + k3) + k4)``."""
+    for i in range(x0.shape[0]):
+        out[i] = x0[i] + h6 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i])
+
+
+_stage = _jit(_stage_py)
+_combine = _jit(_combine_py)
 
 
 def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) -> np.ndarray:
