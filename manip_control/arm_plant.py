@@ -160,6 +160,11 @@ class ArmPlant:
         self._xs = np.empty(4 * n)
         self._k = np.zeros((4, 4 * n))
         self._zero = np.zeros(4 * n)
+        # compile (or load from numba's cache) now, not on the first step of a loop
+        _stage(self._zero, self._zero, 0.0, self._xs, np.zeros(n), n, self._params,
+               self._stribeck, self._is_motor, self._k[0])
+        _combine(self._zero, *self._k, 0.0, self._k[1])
+        self._k[:] = 0.0
 
     @property
     def state_size(self) -> int:
