@@ -620,8 +620,11 @@ class UrdfArm(ArmModel):
         self.n = len(names)
         self.joint_names = names
         self.locked_joints = locked
-        g = _joint_vector('gravity', gravity, 3) if np.ndim(gravity) else None
-        if g is None or not np.all(np.isfinite(g)):
+        try:
+            g = np.array(gravity, dtype=float)
+        except (TypeError, ValueError):
+            g = np.zeros(0)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise ArmModelError(f'gravity: expected 3 finite numbers [m/s^2], got {gravity!r}')
         model.gravity.linear = g
         self.gravity_field = _readonly(g)
