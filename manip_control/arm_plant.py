@@ -160,6 +160,8 @@ class ArmPlant:
         self._xs = np.empty(4 * n)
         self._k = np.zeros((4, 4 * n))
         self._zero = np.zeros(4 * n)
+        self._xq, self._xv = self._xs[:n], self._xs[n:2 * n]
+        self._rows = tuple(self._k[s, n:2 * n] for s in range(4))
         # compile (or load from numba's cache) now, not on the first step of a loop
         _stage(self._zero, self._zero, 0.0, self._xs, np.zeros(n), n, self._params,
                self._stribeck, self._is_motor, self._k[0])
@@ -225,10 +227,27 @@ class ArmPlant:
         hh = 0.5 * h
         h6 = h / 6.0
         xs, (k1, k2, k3, k4) = self._xs, self._k
-        p, st, mo = self._params, self._stribeck, self._is_motor
+        p, st, mo, zero = self._params, self._stribeck, self._is_motor, self._zero
+        if self._aba is not None:
+            # ABA straight into the slopes' acceleration rows, on persistent views
+            aba, model, data, world = self._aba, self._pin_model, self._pin_data, self._world
+            xq, xv, (r1, r2, r3, r4) = self._xq, self._xv, self._rows
+            for _ in range(self.substeps):
+                _stage(x, zero, 0.0, xs, u, n, p, st, mo, k1)
+                r1[:] = aba(model, data, xq, xv, r1, world)
+                _stage(x, k1, hh, xs, u, n, p, st, mo, k2)
+                r2[:] = aba(model, data, xq, xv, r2, world)
+                _stage(x, k2, hh, xs, u, n, p, st, mo, k3)
+                r3[:] = aba(model, data, xq, xv, r3, world)
+                _stage(x, k3, h, xs, u, n, p, st, mo, k4)
+                r4[:] = aba(model, data, xq, xv, r4, world)
+                new = np.empty(4 * n)
+                _combine(x, k1, k2, k3, k4, h6, new)
+                x = new
+            return x
         accel = self._accel
         for _ in range(self.substeps):
-            _stage(x, self._zero, 0.0, xs, u, n, p, st, mo, k1)
+            _stage(x, zero, 0.0, xs, u, n, p, st, mo, k1)
             accel(xs, k1)
             _stage(x, k1, hh, xs, u, n, p, st, mo, k2)
             accel(xs, k2)
