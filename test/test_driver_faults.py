@@ -313,3 +313,36 @@ def test_first_control_tick_after_a_fresh_install_meets_the_period(ros_env, tmp_
           f'{len(os.listdir(env["NUMBA_CACHE_DIR"]))}')
     assert first_cpu <= 1.0, ticks[:5]
     assert r['modules'] == [] and os.listdir(env['NUMBA_CACHE_DIR']) == []
+
+
+@pytest.mark.parametrize('rate, timeout_ms', [(100.0, 50.0), (1000.0, 20.0)])
+def test_frozen_driver_is_still_caught_within_the_timeout_in_use(fi, tmp_path, rate, timeout_ms):
+    """
+    The timeout in periods of the measured rate keeps the frozen-driver guarantee.
+
+    Default settings (``state_timeout`` 20 ms, 5 periods): a driver that freezes (re-sends
+    its last state) puts the controller in safe mode within the timeout in use -- 50 ms at
+    100 Hz, 20 ms at 1 kHz -- plus one control period (and the scheduling tolerance of the
+    loaded machine); it never becomes normal on the re-sent states.
+    """
+    import re
+    from test_fault_injection import PERIOD
+    from test_fault_injection import SCHED_TOLERANCE
+    freeze = []
+
+    def inject(drv, t):
+        freeze.append(time.monotonic())
+        os.kill(drv.pid, signal.SIGUSR1)
+
+    f = _run_driver(fi, tmp_path, rate, '--rate', str(rate), window=1.0, during=inject)
+    safe = [(t, x) for t, x in f['diags'] if x.get('reason') == 'state_timeout']
+    assert safe, f['diag']
+    t_safe, d = safe[0]
+    age_ms = float(re.search(r'for ([0-9.]+) ms', d['detail']).group(1))
+    used = float(re.search(r'timeout ([0-9.]+) ms', d['detail']).group(1))
+    assert all(x.get('mode') != 'normal' for t, x in f['diags'] if t > t_safe)
+    print(f'\n[driver] frozen {rate:.0f} Hz driver: safe after {age_ms:.1f} ms without a fresh '
+          f'state (timeout in use {used:g} ms; controller), freeze -> safe diagnostics '
+          f'{(t_safe - freeze[0]) * 1e3:.1f} ms (probe); never normal again')
+    assert abs(used - timeout_ms) <= 0.1 * timeout_ms, d['detail']
+    assert age_ms <= used + (PERIOD + SCHED_TOLERANCE) * 1e3, d['detail']
