@@ -36,15 +36,16 @@ State timeout in periods of the measured state rate
 Clock steps (:meth:`StampGate.check`)
     Once states have been accepted, a step of the driver's clock is a jump of the offset
     ``o_k = stamp_k - t_wall,k`` between two consecutive states, ``|o_k - o_{k-1}| > T/4``,
-    arriving without a gap (``t_wall,k - t_wall,k-1 <= T``), followed by a run of
-    ``clock_step_states`` states whose stamps advance, are none of the last 65536 accepted
-    stamps (a replay), arrive without a gap, deviate from ``o`` by more than ``T/4`` in the
-    same direction, at most ``max_clock_step + T``, and agree with each other within ``T/2``.
+    arriving without a gap (``t_wall,k - t_wall,k-1 <= max(T, 0.1 s)``: a loaded host may
+    not run the controller for tens of ms), followed by a run of ``clock_step_states``
+    states whose stamps advance, are none of the last 65536 accepted stamps (a replay),
+    deviate from ``o`` by more than ``T/4`` in the same direction, at most
+    ``max_clock_step + T``, and agree with each other within ``T``.
     Then ``o`` is re-estimated as the run's largest ``o_k`` (the least delayed state), the
     step is counted once and the run's last state is fresh; the controller resumes through
     its resume hysteresis. A frozen stream (stamps not advancing), a replay (stamps already
-    accepted) and a stream that stopped for longer than ``T`` (a backlog delivered late)
-    never start a run, so they never count as fresh.
+    accepted) and a stream that stopped for longer than ``max(T, 0.1 s)`` (a backlog
+    delivered late) never start a run, so they never count as fresh.
 Resume hysteresis (:class:`ResumeGate`)
     After a fault, normal mode needs ``resume_states`` consecutive fresh, advancing,
     in-envelope states.
@@ -278,6 +279,8 @@ class StampGate:
     UNSTAMPED = 'unstamped'
     #: accepted stamps remembered to recognise a replay
     HISTORY = 65536
+    #: a clock step must show between two states arriving at most max(timeout, GAP) apart [s]
+    GAP = 0.1
 
     def __init__(self, timeout: float, clock_offset: float = 0.0,
                  max_clock_error: float = 0.05, periods: float = 5.0,
@@ -394,8 +397,7 @@ class StampGate:
         prev = self._prev
         if run is not None:
             if (cand and (dev > 0.0) == run[1] and stamp_ns > run[4]
-                    and wall - run[5] <= self.timeout
-                    and max(run[3], offset) - min(run[2], offset) <= 0.5 * self.timeout):
+                    and max(run[3], offset) - min(run[2], offset) <= self.timeout):
                 run[0] += 1
                 run[2] = min(run[2], offset)
                 run[3] = max(run[3], offset)
@@ -404,7 +406,7 @@ class StampGate:
             else:
                 run = self._run = None
         if run is None:
-            if (cand and prev is not None and wall - prev[0] <= self.timeout
+            if (cand and prev is not None and wall - prev[0] <= max(self.timeout, self.GAP)
                     and abs(offset - prev[1]) > thr):
                 self._run = [1, dev > 0.0, offset, offset, stamp_ns, wall]
             return False
