@@ -1045,6 +1045,15 @@ class SafetySupervisor:
         self._seen_inside = False
         self._timed_out = False
         self.source_fault = ''
+        #: the state timeout in use [s] when set (in periods of the measured state rate,
+        #: :class:`~manip_control.supervision.StampGate`); else ``params.state_timeout``
+        self.timeout_override: float | None = None
+
+    @property
+    def state_timeout(self) -> float:
+        """Return the state timeout in use [s]."""
+        t = self.timeout_override
+        return self.params.state_timeout if t is None else t
 
     # -- configuration ------------------------------------------------------------------------
     def set_params(self, params: SafetyParameters) -> None:
@@ -1232,10 +1241,11 @@ class SafetySupervisor:
         if self.last_state_time is None:
             return SafeReason.NO_STATE_YET, 'waiting for the first valid joint state'
         age = now - self.last_state_time
-        if age > self.params.state_timeout:
+        timeout = self.state_timeout
+        if age > timeout:
             return SafeReason.STATE_TIMEOUT, (
                 f'no valid joint state for {age * 1e3:.1f} ms '
-                f'(timeout {self.params.state_timeout * 1e3:.1f} ms)')
+                f'(timeout {timeout * 1e3:.1f} ms)')
         if self.source_fault:
             return SafeReason.SOURCE_CONFLICT, self.source_fault
         if self._pos_fault:

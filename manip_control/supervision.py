@@ -21,12 +21,31 @@ ROS-free (no rclpy) building blocks that the controller node's safety layer
 
 Fresh states (:class:`StampGate`)
     A joint state counts as fresh only if its stamp is later than the last accepted one and
-    its age ``a = t_wall - (stamp - clock_offset)`` satisfies
-    ``-max_clock_error <= a <= state_timeout``, at any age (there is no "implausible, so
-    count from the arrival" escape). ``clock_offset`` is the driver's stamp clock minus this
-    host's wall clock, a parameter; the offset measured at start-up is reported when states
-    are refused for their age, so a driver on an unsynchronized clock is refused with the
-    measured figure, never silently accepted.
+    its age ``a = t_wall - (stamp - o)`` satisfies ``-max_clock_error <= a <= T``, at any age
+    (there is no "implausible, so count from the arrival" escape). ``o`` is the driver's stamp
+    clock minus this host's wall clock: ``safety.clock_offset`` at start; the offset measured
+    at start-up is reported when states are refused for their age, so a driver on an
+    unsynchronized clock is refused with the measured figure, never silently accepted.
+State timeout in periods of the measured state rate
+    ``T = max(state_timeout, min(n P, state_timeout_max))`` with ``n`` =
+    ``state_timeout_periods`` and ``P`` the median stamp interval of the accepted states,
+    divided by the difference of their publication sequence numbers when known (the
+    driver's period even when the reader skipped or the link lost samples;
+    :class:`StatePeriod`, over windows of 8 then 64 intervals, so up to 50 % loss does not
+    move it); ``T`` changes only when the new value differs by more than 10 % (hysteresis).
+Clock steps (:meth:`StampGate.check`)
+    Once states have been accepted, a step of the driver's clock is a jump of the offset
+    ``o_k = stamp_k - t_wall,k`` between two consecutive states, ``|o_k - o_{k-1}| > T/4``,
+    arriving without a gap (``t_wall,k - t_wall,k-1 <= max(T, 0.1 s)``: a loaded host may
+    not run the controller for tens of ms), followed by a run of ``clock_step_states``
+    states whose stamps advance, are none of the last 65536 accepted stamps (a replay),
+    deviate from ``o`` by more than ``T/4`` in the same direction, at most
+    ``max_clock_step + T``, and agree with each other within ``T``.
+    Then ``o`` is re-estimated as the run's largest ``o_k`` (the least delayed state), the
+    step is counted once and the run's last state is fresh; the controller resumes through
+    its resume hysteresis. A frozen stream (stamps not advancing), a replay (stamps already
+    accepted) and a stream that stopped for longer than ``max(T, 0.1 s)`` (a backlog
+    delivered late) never start a run, so they never count as fresh.
 Resume hysteresis (:class:`ResumeGate`)
     After a fault, normal mode needs ``resume_states`` consecutive fresh, advancing,
     in-envelope states.
@@ -61,7 +80,8 @@ from manip_control.parameters import _positive
 from manip_control.parameters import _vector
 from manip_control.parameters import ParameterError
 
-__all__ = ['CommandSafetyParameters', 'command_safety_from_dict', 'StampGate', 'ResumeGate',
+__all__ = ['CommandSafetyParameters', 'command_safety_from_dict', 'StampGate', 'StatePeriod',
+           'ResumeGate',
            'quintic_blend', 'blend_duration', 'ReferenceBlend', 'TorqueRateLimiter',
            'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points', 'TrajectoryError',
            'clamp_acceleration']
@@ -113,6 +133,16 @@ class CommandSafetyParameters:
         Peak speed of a re-plan blend [rad/s], > 0 (default 0.5).
     replan_acceleration : float
         Peak acceleration of a re-plan blend [rad/s^2], > 0 (default 2).
+    state_timeout_periods : float
+        The state timeout in periods of the measured state rate, >= 1 (default 5):
+        ``T = max(state_timeout, min(n P, state_timeout_max))``.
+    state_timeout_max : float
+        Ceiling of the rate-derived part of the state timeout [s], > 0 (default 0.1).
+    clock_step_states : int
+        Consecutive consistent states that confirm a step of the driver's clock, after which
+        the clock offset is re-estimated; 0: never re-estimate (default 20).
+    max_clock_step : float
+        Largest clock step re-estimated [s], > 0 (default 1); larger ones stay refused.
 
     """
 
@@ -126,6 +156,10 @@ class CommandSafetyParameters:
     reference_step_limit: float = _opt(0.02)
     replan_velocity: float = _opt(0.5)
     replan_acceleration: float = _opt(2.0)
+    state_timeout_periods: float = _opt(5.0)
+    state_timeout_max: float = _opt(0.1)
+    clock_step_states: int = _opt(20)
+    max_clock_step: float = _opt(1.0)
 
     def __post_init__(self):
         _validate(self, 'safety')
@@ -140,8 +174,15 @@ def _validate(p: CommandSafetyParameters, path: str) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100000:
         raise ParameterError(f'{path}.resume_states: must be an integer in [1, 100000] '
                              f'(got {n!r})')
+    k = p.clock_step_states
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 100000:
+        raise ParameterError(f'{path}.clock_step_states: must be an integer in [0, 100000] '
+                             f'(got {k!r})')
+    periods = _finite(f'{path}.state_timeout_periods', p.state_timeout_periods)
+    if periods < 1.0:
+        raise ParameterError(f'{path}.state_timeout_periods: must be >= 1 (got {periods})')
     for name in ('hold_timeout', 'stop_time', 'reference_step_limit', 'replan_velocity',
-                 'replan_acceleration'):
+                 'replan_acceleration', 'state_timeout_max', 'max_clock_step'):
         _positive(f'{path}.{name}', getattr(p, name))
     _vector(f'{path}.torque_rate_limit', p.torque_rate_limit, check=_positive)
     _vector(f'{path}.reference_acceleration_limit', p.reference_acceleration_limit,
@@ -171,6 +212,41 @@ def command_safety_from_dict(data: Mapping[str, Any] | None,
 # fresh states
 
 
+class StatePeriod:
+    """
+    Period of the joint states from their stamps: the median interval of a window.
+
+    The first estimate after 8 intervals, then one per 64; a lost state doubles one interval,
+    so the median holds up to 50 % loss. Intervals are of consecutive accepted stamps [s].
+    """
+
+    FIRST = 8
+    WINDOW = 64
+
+    def __init__(self):
+        self.period: float | None = None
+        self._window: list[float] = []
+
+    def reset(self) -> None:
+        """Forget the estimate."""
+        self.period = None
+        self._window = []
+
+    def add(self, interval: float) -> bool:
+        """Add one stamp interval [s]; True when a new estimate is ready."""
+        if not interval > 0.0:
+            return False
+        w = self._window
+        w.append(interval)
+        if len(w) >= (self.FIRST if self.period is None else self.WINDOW):
+            w.sort()
+            n = len(w)
+            self.period = w[n // 2] if n % 2 else 0.5 * (w[n // 2 - 1] + w[n // 2])
+            self._window = []
+            return True
+        return False
+
+
 class StampGate:
     """
     Freshness of joint-state stamps: advancing and younger than the timeout, at any age.
@@ -178,11 +254,22 @@ class StampGate:
     Parameters
     ----------
     timeout : float
-        Largest age of a fresh state [s] (the state watchdog's ``state_timeout``).
+        Smallest state timeout [s] (``safety.state_timeout``); the timeout in use,
+        :attr:`timeout`, is ``max(timeout, min(periods P, timeout_max))`` with ``P`` the
+        measured state period.
     clock_offset : float
-        Driver stamp clock minus this host's wall clock [s].
+        Driver stamp clock minus this host's wall clock [s] (the start value of the estimate
+        :attr:`offset`).
     max_clock_error : float
         Largest tolerated negative age (a stamp from the future) [s].
+    periods : float
+        The state timeout in state periods (``safety.state_timeout_periods``).
+    timeout_max : float
+        Ceiling of the rate-derived timeout [s].
+    step_states : int
+        States confirming a clock step (0: no re-estimation).
+    max_step : float
+        Largest clock step re-estimated [s].
 
     """
 
@@ -190,13 +277,33 @@ class StampGate:
     TOO_OLD = 'too_old'
     FUTURE = 'future'
     UNSTAMPED = 'unstamped'
+    #: accepted stamps remembered to recognise a replay
+    HISTORY = 65536
+    #: a clock step must show between two states arriving at most max(timeout, GAP) apart [s]
+    GAP = 0.1
 
     def __init__(self, timeout: float, clock_offset: float = 0.0,
-                 max_clock_error: float = 0.05):
+                 max_clock_error: float = 0.05, periods: float = 5.0,
+                 timeout_max: float = 0.1, step_states: int = 0, max_step: float = 1.0):
+        self.base_timeout = float(timeout)
         self.timeout = float(timeout)
         self.clock_offset = float(clock_offset)
+        self.offset = float(clock_offset)
         self.max_clock_error = float(max_clock_error)
+        self.periods = float(periods)
+        self.timeout_max = float(timeout_max)
+        self.step_states = int(step_states)
+        self.max_step = float(max_step)
+        self.rate = StatePeriod()
         self.counts: dict[str, int] = {}
+        self.steps = 0
+        self.last_step: float | None = None
+        self.step_note = ''
+        from collections import deque
+        self._seen: set = set()
+        self._seen_order = deque()
+        self._prev: tuple | None = None       # (wall, offset) of the previous state
+        self._run: list | None = None         # [count, sign, min_o, max_o, last_stamp, wall]
         self.reset()
 
     def reset(self) -> None:
@@ -204,41 +311,118 @@ class StampGate:
         self.last_stamp: int | None = None
         self.accepted_since_reset = 0
         self.measured_offset: float | None = None
+        self._prev = None
+        self._run = None
+        self._last_seq: int | None = None
 
-    def check(self, stamp_ns: int, wall_now: float,
-              use_age: bool = True) -> tuple[str | None, float]:
+    def set_base_timeout(self, timeout: float) -> None:
+        """Set ``safety.state_timeout`` (runtime change) and the timeout in use."""
+        self.base_timeout = float(timeout)
+        self._update_timeout(force=True)
+
+    def _update_timeout(self, force: bool = False) -> None:
+        p = self.rate.period
+        t = self.base_timeout if p is None else max(
+            self.base_timeout, min(self.periods * p, self.timeout_max))
+        if force or abs(t - self.timeout) > 0.1 * self.timeout:
+            self.timeout = t
+
+    def check(self, stamp_ns: int, wall_now: float, use_age: bool = True,
+              seq: int | None = None) -> tuple[str | None, float]:
         """
         Check one stamp [ns] at ``wall_now`` [s] (this host's wall clock).
 
         Returns ``(why, age)``: ``why`` None for a fresh state (then recorded as the last
         stamp), or one of ``not_advancing``, ``too_old``, ``future``, ``unstamped``
-        (counted); ``age = wall_now - (stamp - clock_offset)`` [s]. With ``use_age`` false
+        (counted); ``age = wall_now - (stamp - offset)`` [s]. With ``use_age`` false
         only the advance of the stamp is checked (a driver whose clock cannot be related to
-        this host's) and the age returned is 0.
+        this host's) and the age returned is 0. A confirmed clock step re-estimates
+        :attr:`offset` (:attr:`steps`, :attr:`last_step`, :attr:`step_note`). ``seq`` is the
+        publisher's sequence number of the sample when known: the state period is then
+        ``(stamp - last stamp) / (seq - last seq)``, the driver's own period even when this
+        reader skipped samples (it keeps only the newest) or the link lost some.
         """
         if stamp_ns <= 0:
             return self._refuse(self.UNSTAMPED), math.inf
         offset = stamp_ns * 1e-9 - wall_now
-        age = -(offset - self.clock_offset)
-        if self.last_stamp is not None and stamp_ns <= self.last_stamp:
-            return self._refuse(self.NOT_ADVANCING), age
-        if not use_age:
-            self.last_stamp = stamp_ns
-            self.accepted_since_reset += 1
-            return None, 0.0
-        if age > self.timeout:
-            if self.accepted_since_reset == 0:
+        age = self.offset - offset
+        last = self.last_stamp
+        if last is not None and stamp_ns <= last:
+            why = self.NOT_ADVANCING
+        elif not use_age:
+            why = None
+        elif age > self.timeout:
+            why = self.TOO_OLD
+        elif age < -self.max_clock_error:
+            why = self.FUTURE
+        else:
+            why = None
+        stepped = False
+        if self.step_states and self.accepted_since_reset:
+            stepped = self._step(stamp_ns, wall_now, offset, age)
+            if stepped:
+                why = None                      # a confirmed step: this state is fresh
+                age = self.offset - offset
+        self._prev = (wall_now, offset)
+        if why is not None:
+            if why in (self.TOO_OLD, self.FUTURE) and self.accepted_since_reset == 0:
                 self.measured_offset = offset
-            return self._refuse(self.TOO_OLD), age
-        if age < -self.max_clock_error:
-            if self.accepted_since_reset == 0:
-                self.measured_offset = offset
-            return self._refuse(self.FUTURE), age
+            return self._refuse(why), age
+        if last is not None and self._run is None and stamp_ns > last and not stepped:
+            n = 1
+            if seq is not None and self._last_seq is not None and seq > self._last_seq:
+                n = seq - self._last_seq
+            if self.rate.add((stamp_ns - last) * 1e-9 / n):
+                self._update_timeout()
+        self._last_seq = seq
         self.last_stamp = stamp_ns
         self.accepted_since_reset += 1
         if self.accepted_since_reset == 1:
             self.measured_offset = offset
-        return None, age
+        seen = self._seen
+        seen.add(stamp_ns)
+        order = self._seen_order
+        order.append(stamp_ns)
+        if len(order) > self.HISTORY:
+            seen.discard(order.popleft())
+        return None, (age if use_age else 0.0)
+
+    def _step(self, stamp_ns: int, wall: float, offset: float, age: float) -> bool:
+        """Follow a possible clock step; True when this state confirms one."""
+        dev = -age                              # offset - self.offset
+        thr = 0.25 * self.timeout
+        cand = (thr < abs(dev) <= self.max_step + self.timeout
+                and stamp_ns not in self._seen)
+        run = self._run
+        prev = self._prev
+        if run is not None:
+            if (cand and (dev > 0.0) == run[1] and stamp_ns > run[4]
+                    and max(run[3], offset) - min(run[2], offset) <= self.timeout):
+                run[0] += 1
+                run[2] = min(run[2], offset)
+                run[3] = max(run[3], offset)
+                run[4] = stamp_ns
+                run[5] = wall
+            else:
+                run = self._run = None
+        if run is None:
+            if (cand and prev is not None and wall - prev[0] <= max(self.timeout, self.GAP)
+                    and abs(offset - prev[1]) > thr):
+                self._run = [1, dev > 0.0, offset, offset, stamp_ns, wall]
+            return False
+        if run[0] < self.step_states:
+            return False
+        new = run[3]
+        step = new - self.offset
+        self.offset = new
+        self.steps += 1
+        self.last_step = step
+        self.step_note = (f'driver clock step of {step:+.6f} s: offset re-estimated from '
+                          f'{run[0]} consistent states (now {new:+.6f} s)')
+        self._run = None
+        if self.last_stamp is not None and stamp_ns <= self.last_stamp:
+            self.last_stamp = None              # a backward step: the stamps advance from here
+        return True
 
     def _refuse(self, why: str) -> str:
         self.counts[why] = self.counts.get(why, 0) + 1
@@ -255,7 +439,7 @@ class StampGate:
             return ''
         off = self.measured_offset
         return (f'driver stamps are {abs(off):.3f} s {"behind" if off < 0 else "ahead of"} '
-                f"this host's wall clock; expected offset {self.clock_offset:g} s within "
+                f"this host's wall clock; expected offset {self.offset:g} s within "
                 f'-{self.timeout:g} / +{self.max_clock_error:g} s: synchronize the clocks or '
                 f'set safety.clock_offset')
 

@@ -23,7 +23,13 @@ first one). Faults on signals:
 
 * ``SIGUSR1``: freeze -- from now on re-send the last JointState unchanged (same stamp);
 * ``SIGUSR2``: one bad sample -- the next state carries ``q + --spike`` (the plant itself is
-  unchanged).
+  unchanged);
+* ``SIGHUP``: a step of the driver's clock -- from now on the stamps are ``--clock-step``
+  seconds later (negative: earlier), as when NTP steps the driver's clock.
+
+Above 500 Hz the states are published by a thread on an absolute schedule (an rclpy timer
+does not keep such rates). ``--loss p`` drops each state with probability ``p`` (seeded by
+``--seed``; the plant still steps: a lossy link, not a slow driver).
 
 Every received command and every published state is written to ``--log``
 (``cmd <monotonic s> <tau1> <tau2>`` / ``state <monotonic s> <q1> <q2> <qd1> <qd2>``).
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 import signal
 import sys
 import time
@@ -52,6 +59,11 @@ def main(argv=None) -> int:
     ap.add_argument('--spike', type=float, nargs=2, default=[4.0, 0.0])
     ap.add_argument('--brake', action='store_true',
                     help='the arm stays still (brakes on) until the first command arrives')
+    ap.add_argument('--loss', type=float, default=0.0,
+                    help='probability of dropping each state (a lossy link)')
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--clock-step', type=float, default=0.0,
+                    help='step of the stamp clock on SIGHUP [s]')
     ap.add_argument('--log', required=True)
     args = ap.parse_args(argv)
 
@@ -72,9 +84,26 @@ def main(argv=None) -> int:
                  initial_position=tuple(args.q0), initial_velocity=(0.0, 0.0),
                  torque_limit=(89.0, 25.0))
     plant = Plant(pp, 1.0 / args.rate)
-    log = open(args.log, 'w', buffering=1 << 16)
+    import threading
+    log_file = open(args.log, 'w', buffering=1 << 16)
+    log_lock = threading.Lock()
+
+    class _Log:
+        # one lock for both threads (a text file object is not thread-safe)
+        @staticmethod
+        def write(text):
+            with log_lock:
+                log_file.write(text)
+
+        @staticmethod
+        def close():
+            with log_lock:
+                log_file.close()
+
+    log = _Log()
     state = {'cmd': (0.0, 0.0), 'freeze': False, 'spike': False, 'last': None,
-             'brake': args.brake}
+             'brake': args.brake, 'offset': args.stamp_offset, 'step': False}
+    rng = random.Random(args.seed)
 
     def on_usr1(signum, frame):
         state['freeze'] = True
@@ -82,7 +111,11 @@ def main(argv=None) -> int:
     def on_usr2(signum, frame):
         state['spike'] = True
 
+    def on_hup(signum, frame):
+        state['step'] = True
+
     signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGHUP, on_hup)
     signal.signal(signal.SIGUSR2, on_usr2)
     rclpy.init()
     node = rclpy.create_node('fake_driver')
@@ -108,8 +141,15 @@ def main(argv=None) -> int:
         if not state['brake']:
             plant.step(*state['cmd'])
         q, qd = plant.position, plant.velocity
+        if state['step']:
+            state['step'] = False
+            state['offset'] += args.clock_step
+            log.write(f'step {time.monotonic():.6f} {args.clock_step:.9g}\n')
+        if args.loss > 0.0 and rng.random() < args.loss:
+            log.write(f'lost {time.monotonic():.6f}\n')
+            return
         m = JointState()
-        t = time.time() + args.stamp_offset
+        t = time.time() + state['offset']
         m.header.stamp.sec = int(t)
         m.header.stamp.nanosec = int((t - int(t)) * 1e9)
         m.name = names
@@ -125,9 +165,34 @@ def main(argv=None) -> int:
         log.write(f'state {time.monotonic():.6f} {pos[0]:.9g} {pos[1]:.9g} {qd[0]:.9g} '
                   f'{qd[1]:.9g}\n')
 
+    running = [True]
+
+    def loop():
+        # above 500 Hz an rclpy timer does not keep the rate: a thread on an absolute schedule
+        # (a late cycle is not made up with a burst, as a real driver's cycle)
+        dt = 1.0 / args.rate
+        due = time.monotonic()
+        while running[0] and rclpy.ok():
+            due += dt
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            elif now - due > 5 * dt:
+                due = now
+            try:
+                tick()
+            except Exception:  # noqa: BLE001 - shutdown race
+                if running[0] and rclpy.ok():
+                    raise
+
     from rclpy.clock import Clock
     from rclpy.clock import ClockType
-    node.create_timer(1.0 / args.rate, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+    thread = None
+    if args.rate > 500.0:
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+    else:
+        node.create_timer(1.0 / args.rate, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     try:
@@ -136,6 +201,9 @@ def main(argv=None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        running[0] = False
+        if thread is not None:
+            thread.join(1.0)
         log.close()
         node.destroy_node()
         rclpy.try_shutdown()

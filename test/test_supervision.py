@@ -241,3 +241,102 @@ def test_stamp_gate_without_the_age_still_needs_advancing_stamps():
     g = StampGate(0.02)
     assert g.check(ns(NOW - 3600.0), NOW, use_age=False) == (None, 0.0)
     assert g.check(ns(NOW - 3600.0), NOW, use_age=False)[0] == 'not_advancing'
+
+
+# --------------------------------------------------------------------------------------------
+# state timeout in periods of the measured rate; clock steps
+
+
+def _stream(gate, t0, n, rate, offset=0.0, delay=2e-4, jitter=0.0, seed=0, loss=0.0):
+    """
+    Feed ``n`` states of a driver at ``rate`` [Hz] from wall time ``t0``; the results.
+
+    The driver stamps each state with its clock when it publishes (a few us of jitter, as
+    a clock read in a real driver's loop); ``jitter`` is extra arrival delay.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    base = ns(t0)
+    for k in range(n):
+        rel = k / rate + 1e-5 * rng.random()           # [s] from t0 (exact in ns below)
+        if loss and rng.random() < loss:
+            continue
+        arrive = t0 + rel + delay + (jitter * rng.random() if jitter else 0.0)
+        out.append(gate.check(base + ns(rel + offset), arrive)[0])
+    return out
+
+
+@pytest.mark.parametrize('rate, expect', [(100.0, 0.05), (1000.0, 0.02), (2000.0, 0.02),
+                                          (4000.0, 0.02), (10.0, 0.1)])
+def test_state_timeout_in_periods_of_the_measured_rate(rate, expect):
+    # T = max(state_timeout, min(5 P, 0.1 s))
+    g = StampGate(0.02, periods=5.0, timeout_max=0.1)
+    assert g.timeout == 0.02
+    _stream(g, NOW, 200, rate, loss=0.2, seed=3)      # 20 % loss does not move the median
+    assert g.rate.period == pytest.approx(1.0 / rate, rel=0.01)    # (stamp jitter)
+    assert g.timeout == pytest.approx(expect, rel=1e-3)
+    g.set_base_timeout(0.5)                            # safety.state_timeout at runtime
+    assert g.timeout == 0.5
+
+
+def test_state_timeout_hysteresis():
+    g = StampGate(0.02, periods=5.0, timeout_max=0.1)
+    _stream(g, NOW, 100, 100.0)
+    assert g.timeout == pytest.approx(0.05, rel=1e-3)
+    # 95 Hz: 5 P = 52.6 ms, within 10 % of 50 ms: unchanged; 80 Hz: 62.5 ms: changed
+    _stream(g, NOW + 10.0, 200, 95.0)
+    assert g.timeout == pytest.approx(0.05, rel=1e-3)
+    _stream(g, NOW + 20.0, 200, 80.0)
+    assert g.timeout == pytest.approx(0.0625, rel=1e-3)
+
+
+@pytest.mark.parametrize('step', [0.5, -0.5, -0.01, 0.01])
+def test_clock_step_is_detected_once_and_the_offset_re_estimated(step):
+    g = StampGate(0.02, step_states=20, max_step=1.0)
+    assert set(_stream(g, NOW, 500, 1000.0, jitter=2e-3)) == {None}
+    # the driver's clock steps: its stamps jump by `step` while the states keep arriving
+    res = _stream(g, NOW + 0.5, 1000, 1000.0, offset=step, jitter=2e-3, seed=1)
+    assert g.steps == 1 and g.last_step == pytest.approx(step, abs=3e-3)
+    k = res.index(None)
+    assert all(r is None for r in res[k:]), res[k:]     # fresh again, for good
+    assert k <= 20 + 1
+    assert 'driver clock step' in g.step_note
+    # a frozen stream after the step is still never fresh
+    frozen = ns(NOW + 0.5 + 999 / 1000.0 + step)
+    assert g.check(frozen, NOW + 2.0)[0] == 'not_advancing'
+    assert all(g.check(frozen, NOW + 2.0 + k * 1e-3)[0] is not None for k in range(100))
+    assert g.steps == 1
+
+
+def test_replayed_or_late_streams_never_count_as_fresh():
+    g = StampGate(0.02, step_states=20, max_step=1.0)
+    _stream(g, NOW, 1000, 1000.0)
+    # the driver re-sends its last 0.5 s (stamps already accepted), without a gap
+    old = sorted(g._seen)[-500:]
+    replay = [g.check(s, NOW + 1.0 + k / 1000.0)[0] for k, s in enumerate(old)]
+    assert None not in replay and g.steps == 0
+    # a stream that stopped and comes back 0.3 s late (a backlog delivered at once)
+    g2 = StampGate(0.02, step_states=20, max_step=1.0)
+    _stream(g2, NOW, 1000, 1000.0)
+    late = _stream(g2, NOW + 1.0, 500, 1000.0, delay=0.3)
+    assert None not in late and g2.steps == 0
+    # a step larger than max_clock_step stays refused
+    g3 = StampGate(0.02, step_states=20, max_step=1.0)
+    _stream(g3, NOW, 500, 1000.0)
+    big = _stream(g3, NOW + 0.5, 500, 1000.0, offset=-2.0)
+    assert None not in big and g3.steps == 0
+    # without re-estimation (clock_step_states 0): the former behaviour
+    g4 = StampGate(0.02, step_states=0)
+    _stream(g4, NOW, 500, 1000.0)
+    assert None not in _stream(g4, NOW + 0.5, 500, 1000.0, offset=0.5)
+    # at start-up nothing is re-estimated: the clock-offset report stands
+    g5 = StampGate(0.02, step_states=20)
+    assert None not in _stream(g5, NOW, 100, 1000.0, offset=-3600.0)
+    assert 'behind' in g5.clock_problem() and g5.steps == 0
+
+
+def test_clock_step_under_load_jitter_has_no_false_steps():
+    # arrival jitter up to 8 ms (a loaded host) without a step: never a step, always fresh
+    g = StampGate(0.02, step_states=20, max_step=1.0)
+    res = _stream(g, NOW, 20000, 1000.0, jitter=8e-3, seed=5)
+    assert g.steps == 0 and set(res) == {None}

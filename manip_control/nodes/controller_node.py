@@ -33,7 +33,11 @@ When a tick runs
     again, so the plant's start-up re-sends are idempotent);
     realtime, ``trigger: timer``: a free-running wall timer at ``control_rate`` with the
     latest state and reference; ``trigger: state``: once per fresh joint state with the
-    latest reference (before the first reference: a hold of the first measured position).
+    latest reference (before the first reference: a hold of the first measured position),
+    at most about once per control period (a state sooner than one period minus half a
+    measured state period after the last tick is stored, not ticked). The real-time state
+    reader keeps only the newest state (keep last 1): a late controller never works
+    through a queue of old states.
 
 Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` and ``safety.*``
 (``ros2 param set``); an invalid value is refused with the reason in the SetParametersResult,
@@ -224,6 +228,7 @@ class ControllerNode(LifecycleNode):
         self._idle_q: list | None = None    # no reference yet: hold the first measured q
         self._last_stamp: int | None = None
         self._last_used_state: int | None = None
+        self._last_tick_time = -1.0
         self.ticks = 0
         self.published_commands = 0
         self.refused_states = 0
@@ -267,7 +272,9 @@ class ControllerNode(LifecycleNode):
         self._cmd_pub = self.create_publisher(JointState, 'joint_commands', qos)
         # real time: a best-effort reader takes joint states from reliable and best-effort
         # (sensor-data) driver publishers alike; lockstep keeps the reliable one (no loss)
-        state_qos = qos if self.lockstep else best_effort_qos()
+        # real time: keep only the newest state (a late reader skips the backlog, it never
+        # processes a queue of old states)
+        state_qos = qos if self.lockstep else best_effort_qos(1)
         self._subs = [
             self.create_subscription(JointState, 'joint_states',
                                      WithMessageInfo(self.on_joint_state), state_qos, raw=True),
@@ -362,6 +369,17 @@ class ControllerNode(LifecycleNode):
         safety = self.safety
         if safety is None:
             return
+        if self.lockstep:
+            self._on_joint_state(safety, raw, info)
+            return
+        # real time: transition logs and diagnostics after the command (first-tick latency)
+        safety.defer = True
+        try:
+            self._on_joint_state(safety, raw, info)
+        finally:
+            safety.flush()
+
+    def _on_joint_state(self, safety, raw: bytes, info) -> None:
         if not self._from_source('joint_states', info):
             self.refused_states += 1
             return
@@ -372,7 +390,8 @@ class ControllerNode(LifecycleNode):
         else:
             stamp, names, position, velocity, effort = msg
             sample = safety.accept_joint_state(stamp, names, position, velocity, effort,
-                                               wall_stamp=not self.lockstep)
+                                               wall_stamp=not self.lockstep,
+                                               seq=sequence_number(info))
         if sample is None:
             self.refused_states += 1
             self.last_refusal = 'joint state refused (see /controller/diagnostics)'
@@ -389,7 +408,13 @@ class ControllerNode(LifecycleNode):
                         and safety.held_reference() is not None):
                     self.tick()             # the reference is lost: answer with the hold
         elif self.config.trigger == 'state':
-            self.tick()
+            # one tick per fresh state, at most about one per control period: a driver faster
+            # than control_rate is sampled (its newest state), not queued
+            now = time.monotonic()
+            period = safety.stamps.rate.period
+            if period is None or now - self._last_tick_time >= self.period - 0.5 * period:
+                self._last_tick_time = now
+                self.tick()
 
     @guarded
     def on_reference(self, raw: bytes, info=None) -> None:
@@ -558,24 +583,52 @@ class ControllerNode(LifecycleNode):
 
     @guarded
     def _on_timer(self) -> None:
-        if self.state is not None:
-            self.tick()
+        safety = self.safety
+        if self.state is not None and safety is not None:
+            safety.defer = True
+            try:
+                self.tick()
+            finally:
+                safety.flush()
 
     def _before_watchdog(self, now: float) -> None:
         """
         Run the safety watchdog hook (every period).
 
-        Lockstep: a state the controller has not answered does not age, and it is answered
+        Real time: a joint state waiting in the reader is taken first
+        (:meth:`_take_pending_state`). Lockstep: a state the controller has not answered
+        does not age, and it is answered
         with the held reference once its reference is later than
         ``safety.reference_timeout``.
         """
+        if not self.lockstep:
+            self._take_pending_state()
+            return
         st = self.state
-        if (not self.lockstep or st is None or st.stamp_ns == self._last_stamp
-                or not self.safety.should_command):
+        if st is None or st.stamp_ns == self._last_stamp or not self.safety.should_command:
             return
         self.safety.touch()
         if self.reference is not None and self.safety.held_reference() is not None:
             self.tick()
+
+    def _take_pending_state(self) -> None:
+        """
+        Real time: take a joint state waiting in the reader before the watchdog judges.
+
+        After this process was not scheduled for a while, the watchdog timer may run before
+        the state callback although a fresh state is waiting: the state is taken first, so
+        the age judged is that of the newest state that arrived, not of the last processed.
+        """
+        if not self._subs:
+            return
+        sub = self._subs[0]
+        try:
+            with sub.handle:
+                got = sub.handle.take_message(sub.msg_type, sub.raw)
+        except Exception:  # noqa: BLE001 - destroyed or an rclpy without it: the callback
+            return
+        if got is not None:
+            self.on_joint_state(got[0], got[1] if len(got) > 1 else None)
 
     # -- the control step -------------------------------------------------------------------
     def tick(self) -> ControlOutput | None:

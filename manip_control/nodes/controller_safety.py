@@ -79,7 +79,11 @@ or ``<mode>: <reason> (<detail>)``, and the values mode, reason, detail, safe_mo
 hold_target, state_age_ms, safe_entries.<reason>, refused.<input>.<reason>, refused_total,
 reference_held, reference_age_at_hold_ms, non_finite_commands, safe_commands, hold_timeouts,
 resume_count, stale_states.<why>, reference_limited.<why>, reference_replans.<why>,
-torque_rate_limited, last_command.
+torque_rate_limited, last_command; in real time also state_period_ms (the measured period of
+the driver's states), state_timeout_effective_ms (the state timeout in use), clock_offset_s
+(the driver clock offset in use), clock_last_step_s and clock_steps (confirmed steps of the
+driver's clock), watchdog_late (watchdog runs more than the state timeout apart: this process
+was not scheduled, the host is overloaded).
 """
 
 from __future__ import annotations
@@ -177,6 +181,16 @@ _CMD_DOC = {
     'replan_velocity': ('peak speed of a re-plan blend [rad/s]', '> 0', (0.0, 100.0)),
     'replan_acceleration': ('peak acceleration of a re-plan blend [rad/s^2]', '> 0',
                             (0.0, 1000.0)),
+    'state_timeout_periods': ('real time: the state timeout in periods of the measured '
+                              'state rate: max(state_timeout, min(n P, state_timeout_max))',
+                              '>= 1', (1.0, 1000.0)),
+    'state_timeout_max': ('real time: ceiling of the rate-derived state timeout [s]', '> 0',
+                          (0.0, 10.0)),
+    'clock_step_states': ('real time: consecutive consistent joint states that confirm a '
+                          "step of the driver's clock (the offset is then re-estimated, "
+                          'reported once); 0: never re-estimate', '>= 0', (0, 100000)),
+    'max_clock_step': ('real time: largest driver clock step re-estimated [s]; larger ones '
+                       'stay refused', '> 0', (0.0, 10.0)),
 }
 
 
@@ -323,7 +337,10 @@ class ControllerSafety:
         self.references = ReferenceWatchdog(params.reference_timeout)
         self.refusals = RefusalCounter(throttle=1.0)
         cp = self.cmd
-        self.stamps = StampGate(params.state_timeout, cp.clock_offset, cp.max_clock_error)
+        self.stamps = StampGate(params.state_timeout, cp.clock_offset, cp.max_clock_error,
+                                cp.state_timeout_periods, cp.state_timeout_max,
+                                cp.clock_step_states if self.realtime else 0,
+                                cp.max_clock_step)
         self.resume = ResumeGate(cp.resume_states)
         self.limiter = TorqueRateLimiter(cp.torque_rate_limit)
         self.blend = ReferenceBlend(cp.replan_velocity, cp.replan_acceleration)
@@ -357,6 +374,11 @@ class ControllerSafety:
         self._timers: list = []
         self._last_nf_log = -math.inf
         self.extra_values: dict[str, str] = {}     # input sources (graph check)
+        #: set by the node during a control step: transition logs and diagnostics wait until
+        #: the command is out (:meth:`flush`), so a transition does not delay the command
+        self.defer = False
+        self._deferred: list = []
+        self._last_watchdog: float | None = None
 
     def _count(self, key: str) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -466,7 +488,9 @@ class ControllerSafety:
             self.params = self.params.replace(**changes)
             self.supervisor.set_params(self.params)
             self.references.timeout = self.params.reference_timeout
-            self.stamps.timeout = self.params.state_timeout
+            self.stamps.set_base_timeout(self.params.state_timeout)
+            if self.realtime:
+                self.supervisor.timeout_override = self.stamps.timeout
             self.node.get_logger().info(
                 'safety parameters: ' + ', '.join(f'{k} -> {v}' for k, v in changes.items()))
 
@@ -486,7 +510,7 @@ class ControllerSafety:
         self._refused(source, Refusal(reason, detail))
 
     def accept_joint_state(self, stamp, names, position, velocity, effort=(),
-                           wall_stamp: bool = False):
+                           wall_stamp: bool = False, seq: int | None = None):
         """
         Validate a joint state (decoded JointState fields) and feed the supervisor.
 
@@ -502,12 +526,17 @@ class ControllerSafety:
             return None
         age = 0.0
         if wall_stamp:
-            why, age = self.stamps.check(stamp, self.wall(), self.params.stamp_age)
+            stamps = self.stamps
+            steps = stamps.steps
+            why, age = stamps.check(stamp, self.wall(), self.params.stamp_age, seq)
+            if stamps.steps != steps:
+                self._clock_step()
             if why is not None:
                 self._count(f'stale_states.{why}')
                 self.resume.bad()
                 return None
             age = max(age, 0.0)
+            self.supervisor.timeout_override = stamps.timeout
         self.last_stamp = stamp
         sup = self.supervisor
         if self._inside(sample.position, sample.velocity):
@@ -525,6 +554,18 @@ class ControllerSafety:
             else:
                 self.resume.bad()
         return sample
+
+    def _clock_step(self) -> None:
+        """Report a confirmed step of the driver's clock (once per step)."""
+        self._count('clock_steps')
+        log, note = self.node.get_logger(), self.stamps.step_note
+        self._io(lambda: log.warning(f'controller: {note}'))
+        self._io(self.publish_diagnostics)
+
+    @property
+    def state_timeout(self) -> float:
+        """Return the state timeout in use [s] (in periods of the measured state rate)."""
+        return self.supervisor.state_timeout
 
     def _inside(self, q, qd) -> bool:
         p = self.params
@@ -564,10 +605,11 @@ class ControllerSafety:
         self._hold_since = None
         self.hold_q = None
         self._replan = 'resume'
-        self.node.get_logger().info(f'controller: normal commands again ({why})')
+        log = self.node.get_logger()
+        self._io(lambda: log.info(f'controller: normal commands again ({why})'))
         if self.on_resume is not None:
             self.on_resume(why)
-        self.publish_diagnostics()
+        self._io(self.publish_diagnostics)
 
     def accept_reference(self, names, positions, velocities=(), accelerations=()):
         """
@@ -627,9 +669,10 @@ class ControllerSafety:
                                          for a, b in zip(start, q_d)):
                 dur = self.blend.start(t, start, q_d)
                 self._count(f'reference_replans.{why}')
-                self.node.get_logger().info(
-                    f're-planning the reference ({why}) from '
-                    f'({", ".join(f"{v:.4g}" for v in start)}) over {dur:.3g} s')
+                log = self.node.get_logger()
+                text = (f're-planning the reference ({why}) from '
+                        f'({", ".join(f"{v:.4g}" for v in start)}) over {dur:.3g} s')
+                self._io(lambda: log.info(text))
             elif why in ('start', 'resume'):
                 self.blend.reset()
         q_d, qd_d, qdd_d = self.blend.apply(t, q_d, qd_d, qdd_d)
@@ -772,7 +815,7 @@ class ControllerSafety:
         lim = self.torque_limit()
         q = sup.last_q
         if (sup.reason is SafeReason.STATE_TIMEOUT
-                or sup.state_age(self.now()) > self.params.state_timeout):
+                or sup.state_age(self.now()) > self.state_timeout):
             # q and qd unknown: no feedback on a stale sample (a constant open-loop torque)
             return hold_torque(self.model, q, zero, q, zero, zero, lim)
         p = self.params
@@ -798,8 +841,14 @@ class ControllerSafety:
         the safe command while states are stale (if :attr:`command_on_timeout`), and the
         deactivation ramp.
         """
+        now = self.now()
+        last, self._last_watchdog = self._last_watchdog, now
+        if last is not None and now - last > self.state_timeout and self.realtime:
+            # this process was not scheduled for longer than the state timeout: a state
+            # timeout now is the host's overload, not the driver's (counted, diagnostics)
+            self._count('watchdog_late')
         if self.before_check is not None:
-            self.before_check(self.now())
+            self.before_check(now)
         self.check()
         if self._stop is not None:
             self._stop_tick()
@@ -814,7 +863,7 @@ class ControllerSafety:
         sup = self.supervisor
         lim = self.torque_limit()
         q = sup.last_q if sup.last_q is not None else q_hold
-        if sup.state_age(self.now()) <= self.params.state_timeout and sup.last_qd is not None:
+        if sup.state_age(self.now()) <= self.state_timeout and sup.last_qd is not None:
             p = self.params
             hold = hold_torque(self.model, q, sup.last_qd, q_hold, p.hold_kp, p.hold_kd, lim)
         else:
@@ -829,16 +878,31 @@ class ControllerSafety:
         self._emit(tau)
 
     # -- logging and diagnostics ---------------------------------------------------------
+    def _io(self, fn: Callable[[], None]) -> None:
+        """Log / publish diagnostics now, or after the command when :attr:`defer` is set."""
+        if self.defer:
+            self._deferred.append(fn)
+        else:
+            fn()
+
+    def flush(self) -> None:
+        """Do the logging and diagnostics deferred during a control step (:attr:`defer`)."""
+        self.defer = False
+        pending, self._deferred = self._deferred, []
+        for fn in pending:
+            fn()
+
     def _log(self, transition) -> None:
         if transition is None:
             return
         log = self.node.get_logger()
+        text = str(transition)
         if transition.mode is Mode.NORMAL:
-            log.info(str(transition))
+            self._io(lambda: log.info(text))
         elif transition.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET):
-            log.info(str(transition))
+            self._io(lambda: log.info(text))
         else:
-            log.error(str(transition))
+            self._io(lambda: log.error(text))
             if self.supervisor.active:
                 if transition.reason is SafeReason.STATE_TIMEOUT:
                     # contact lost: the hold is the first measured position when fresh states
@@ -849,7 +913,7 @@ class ControllerSafety:
                 self.resume.fault()
         if self.on_transition is not None:
             self.on_transition(transition)
-        self.publish_diagnostics()
+        self._io(self.publish_diagnostics)
 
     def report(self, key: str, level: int = 1, detail: str = '') -> None:
         """
@@ -914,6 +978,14 @@ class ControllerSafety:
                                  if holding else '')
         age = sup.state_age(self.now())
         values['state_age_ms'] = f'{age * 1e3:.3f}' if math.isfinite(age) else 'inf'
+        if self.realtime:
+            st = self.stamps
+            values['state_period_ms'] = ('' if st.rate.period is None
+                                         else f'{st.rate.period * 1e3:.4g}')
+            values['state_timeout_effective_ms'] = f'{self.state_timeout * 1e3:.4g}'
+            values['clock_offset_s'] = f'{st.offset:.6f}'
+            values['clock_last_step_s'] = ('' if st.last_step is None
+                                           else f'{st.last_step:+.6f}')
         for source, per in sorted(self.refusals.counts.items()):
             for why, n in sorted(per.items()):
                 values[f'refused.{source}.{why}'] = str(n)
