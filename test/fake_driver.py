@@ -25,6 +25,9 @@ first one). Faults on signals:
 * ``SIGUSR2``: one bad sample -- the next state carries ``q + --spike`` (the plant itself is
   unchanged).
 
+``--rogue`` makes it a rogue source instead: a constant state at ``--q0`` with fresh stamps,
+commands logged but never applied. ``--node-name`` names its node.
+
 Every received command and every published state is written to ``--log``
 (``cmd <monotonic s> <tau1> <tau2>`` / ``state <monotonic s> <q1> <q2> <qd1> <qd2>``).
 
@@ -52,6 +55,10 @@ def main(argv=None) -> int:
     ap.add_argument('--spike', type=float, nargs=2, default=[4.0, 0.0])
     ap.add_argument('--brake', action='store_true',
                     help='the arm stays still (brakes on) until the first command arrives')
+    ap.add_argument('--node-name', default='fake_driver')
+    ap.add_argument('--rogue', action='store_true',
+                    help='a rogue source: publish a constant fake state at q0 (fresh stamps), '
+                         'never apply a command')
     ap.add_argument('--log', required=True)
     args = ap.parse_args(argv)
 
@@ -85,7 +92,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGUSR1, on_usr1)
     signal.signal(signal.SIGUSR2, on_usr2)
     rclpy.init()
-    node = rclpy.create_node('fake_driver')
+    node = rclpy.create_node(args.node_name)
     rel = ReliabilityPolicy.BEST_EFFORT if args.best_effort else ReliabilityPolicy.RELIABLE
     pub = node.create_publisher(JointState, '/joint_states',
                                 QoSProfile(depth=10, reliability=rel))
@@ -105,7 +112,7 @@ def main(argv=None) -> int:
         if state['freeze'] and state['last'] is not None:
             pub.publish(state['last'])
             return
-        if not state['brake']:
+        if not state['brake'] and not args.rogue:
             plant.step(*state['cmd'])
         q, qd = plant.position, plant.velocity
         m = JointState()
