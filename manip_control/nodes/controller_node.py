@@ -435,10 +435,12 @@ class ControllerNode(LifecycleNode):
         Used on every way out (process exit, shutdown, cleanup): publishes at the control
         period (sleeping between commands; signals are only flagged meanwhile) until zero is
         reached, at most ``stop_time``; zero is the last command. Nothing when the last
-        published command is already zero or nothing was published.
+        published command is already zero or nothing was published, nor in lockstep (the
+        simulated plant takes one command per tick; the safety layer sends zero once).
         """
-        if self._cmd_pub is None or self._last_tau is None or not any(self._last_tau):
-            return
+        if (self._cmd_pub is None or self._last_tau is None or not any(self._last_tau)
+                or self.lockstep):
+            return                      # lockstep (simulation): zero once, as before
         self._stop_emergency()
         slope = self._exit_slope()
         t_end = time.monotonic() + self.command_params.stop_time
