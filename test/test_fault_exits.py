@@ -388,7 +388,7 @@ def test_rogue_before_the_driver_no_state_publisher(fi, tmp_path):
     peak_both, steps_both, n_both = figures(seq[k:])
     peak2, steps2, _ = figures(cmds, t_r2 - 0.2)
     z = [c[0] for c in cmds if c[0] > t_r2 and c[1:] == (0.0, 0.0)]
-    print(f'\n[exits] rogue before the driver, no state_publisher: the driver\'s first state '
+    print(f'\n[exits] rogue before the driver, no state_publisher: first state of the driver '
           f'-> safe diagnostics {(t_conf - t_first) * 1e3:.0f} ms (probe); ramp to zero in '
           f'{k} commands, max step {fmt(ramp_steps)}; while both published '
           f'({t_left - t_both:.1f} s): never normal, then {n_both} commands, max |tau| '
