@@ -16,7 +16,8 @@
 Controller and trajectory against a hardware driver: wall time, free-running 1 kHz timers.
 
     ros2 launch manip_control hardware.launch.py [joint_states_topic:=/arm/joint_states] \
-        [command_topic:=/arm/effort_controller/commands] [namespace:=arm] [headless:=false]
+        [command_topic:=/arm/effort_controller/commands] [namespace:=arm] [headless:=false] \
+        [state_publisher:=/arm/joint_state_broadcaster]
 
 The controller reads sensor_msgs/JointState from ``joint_states_topic`` (matched by joint
 name) and writes std_msgs/Float64MultiArray torque commands in ``joints`` order to
@@ -25,6 +26,8 @@ and the stamped sensor_msgs/JointState form to ``joint_commands_topic``. No /clo
 The topic arguments default to relative names, so ``namespace:=NS`` moves the nodes and
 their topics under ``/NS`` (an absolute topic argument stays where it is).
 headless:=false adds RViz (the driver is expected to run robot_state_publisher).
+Only ``state_publisher`` (default ``/joint_state_broadcaster``) may publish the joint states:
+the states of any other node are refused and counted (``''``: any single publisher).
 """
 
 from launch import LaunchDescription
@@ -75,6 +78,12 @@ def generate_launch_description():
             description='trajectory_msgs/JointTrajectory reference from trajectory to '
                         'controller'),
         DeclareLaunchArgument(
+            'state_publisher', default_value='/joint_state_broadcaster',
+            description='fully qualified node that publishes the joint states (the driver; '
+                        'ros2_control: /joint_state_broadcaster, /NS/joint_state_broadcaster '
+                        'under a namespace); states of any other node are refused; '
+                        "'' = any single publisher"),
+        DeclareLaunchArgument(
             'namespace', default_value='',
             description="namespace of the nodes and of the relative topic names; '' = none"),
         DeclareLaunchArgument(
@@ -96,7 +105,10 @@ def generate_launch_description():
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime',
                                        'autostart': ParameterValue(autostart,
-                                                                   value_type=bool)}],
+                                                                   value_type=bool),
+                                       'state_publisher': ParameterValue(
+                                           LaunchConfiguration('state_publisher'),
+                                           value_type=str)}],
              remappings=[('joint_states', joint_states_topic),
                          ('effort_controller/commands', command_topic),
                          ('joint_commands', joint_commands_topic),

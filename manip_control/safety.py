@@ -128,6 +128,7 @@ __all__ = [
     'hold_torque', 'clamp_torque', 'validate_parameter_updates',
     'RUNTIME_PARAMETERS', 'HardLimits', 'HARD_LIMIT_DOC', 'HARD_LIMIT_PREFIX',
     'GAIN_RANGE_FACTOR', 'hard_limit_defaults', 'hard_limits_from_values', 'RUNTIME_SAFETY',
+    'ramp_toward_zero', 'source_check', 'valid_node_name', 'AFTER_HOLD',
 ]
 
 
@@ -502,6 +503,13 @@ class SourceGuard:
         self.refused = 0
         self.locks = 0
         self._detail = ''
+        #: a new sequence may be locked (set from the graph by the node, :func:`source_check`)
+        self.may_lock = True
+        #: non-empty while the publishers of the input conflict (:func:`source_check`)
+        self.graph_conflict = ''
+        #: the node that must publish the input ('' any single one); with it, a refused
+        #: message is only counted (the locked source is the named node's)
+        self.expected = ''
 
     def reset(self) -> None:
         """Forget the locked publisher (activation): the next message locks."""
@@ -516,13 +524,20 @@ class SourceGuard:
         None (accepted) when it continues the locked sequence or locks a new one. ``seq``
         None (an RMW without sequence numbers) is accepted: only the graph check applies.
         """
+        if self.graph_conflict:
+            self.refused += 1
+            self.last_refused = now
+            self._detail = self.graph_conflict
+            return Refusal(RefusalReason.SECOND_SOURCE, self._detail)
         if seq is None:
-            return None
+            return None if self.may_lock else self._refuse_unlocked(now)
         last = self.last_seq
         if last is not None and last < seq <= last + self.max_gap:
             self.last_seq, self.last_time = seq, now
             return None
         if last is None or now - self.last_time > self.relock_after:
+            if not self.may_lock:
+                return self._refuse_unlocked(now)
             self.last_seq, self.last_time = seq, now
             self.locks += 1
             return None
@@ -534,9 +549,25 @@ class SourceGuard:
                            else '') + ')')
         return Refusal(RefusalReason.SECOND_SOURCE, self._detail)
 
+    def _refuse_unlocked(self, now: float) -> Refusal:
+        """Refuse a message that may not be locked (another node publishes too)."""
+        self.refused += 1
+        names = ', '.join(self.publisher_names) or 'not on the graph yet'
+        want = f'only {self.expected} may publish' if self.expected else 'no single publisher'
+        return Refusal(RefusalReason.SECOND_SOURCE,
+                       f'not taken: {want} ({self.publishers} publishers: {names})')
+
     def conflict(self, now: float) -> str:
-        """Return the conflict detail while another publisher's data arrive, else ``''``."""
-        if now - self.last_refused <= self.hold:
+        """
+        Return the conflict detail, else ``''``.
+
+        While the publishers conflict (:attr:`graph_conflict`), and until ``hold`` after the
+        last message of another publisher -- unless the input names its publisher
+        (:attr:`expected`): then the other messages are only refused and counted.
+        """
+        if self.graph_conflict:
+            return f'{self.name}: {self.graph_conflict}'
+        if not self.expected and now - self.last_refused <= self.hold:
             return f'{self.name}: {self._detail}'
         return ''
 
@@ -545,6 +576,10 @@ class SourceGuard:
 # parameters
 
 SAFE_MODES = ('hold', 'zero')
+#: What follows a hold longer than ``hold_timeout`` (``safety.after_hold``).
+AFTER_HOLD = ('zero', 'gravity')
+#: Longest ``safety.gravity_hold_timeout`` [s].
+MAX_GRAVITY_HOLD = 3600.0
 
 
 @dataclass(frozen=True)
@@ -579,6 +614,12 @@ class SafetyParameters:
         Real time: count a joint state's age from its header stamp (wall clock) when that is
         plausible (0 to 10 s old), not from its arrival, so a backlog of old states is not
         fresh (default true; false when the driver's clock is not synchronized).
+    after_hold : str
+        What follows a hold longer than ``hold_timeout``: ``'zero'`` (zero torque, latched
+        until re-activation; default) or ``'gravity'`` (the gravity torque ``g^(q_last)`` of
+        the last good pose, open loop, for at most ``gravity_hold_timeout``, then zero).
+    gravity_hold_timeout : float
+        Longest gravity hold after the hold timeout [s], in (0, 3600] (default 10 s).
 
     """
 
@@ -594,6 +635,8 @@ class SafetyParameters:
     hold_kd: tuple = _opt((40.0, 10.0))
     latch_limits: bool = _opt(False)
     stamp_age: bool = _opt(True)
+    after_hold: str = _opt('zero')
+    gravity_hold_timeout: float = _opt(10.0)
 
     def __post_init__(self):
         _validate_safety(self, 'safety')
@@ -624,6 +667,8 @@ def _validate_safety(sp: SafetyParameters, path: str) -> None:
                                  f'{vl[k]} (got {vm})')
     _vector(f'{path}.hold_kp', sp.hold_kp, check=_positive)
     _vector(f'{path}.hold_kd', sp.hold_kd, check=_positive)
+    _choice(f'{path}.after_hold', sp.after_hold, AFTER_HOLD)
+    _gravity_hold_check(f'{path}.gravity_hold_timeout', sp.gravity_hold_timeout)
     for name in ('latch_limits', 'stamp_age'):
         if not isinstance(getattr(sp, name), bool):
             raise ParameterError(f'{path}.{name}: must be true or false '
@@ -661,6 +706,13 @@ def _vec_check(check):
     return run
 
 
+def _gravity_hold_check(name, value):
+    v = _positive(name, value)
+    if v > MAX_GRAVITY_HOLD:
+        raise ParameterError(f'{name}: must be <= {MAX_GRAVITY_HOLD:g} s (got {v!r})')
+    return v
+
+
 def _safe_mode_check(name, value):
     return _choice(name, value, SAFE_MODES)
 
@@ -682,6 +734,7 @@ RUNTIME_PARAMETERS = {
     'velocity_limit': _vec_check(_positive),
     'latch_limits': _bool_check,
     'stamp_age': _bool_check,
+    'gravity_hold_timeout': _gravity_hold_check,
 }
 
 _SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
@@ -762,6 +815,8 @@ HARD_LIMIT_DOC = {
                  'each > 0, >= safety.velocity_limit'),
     'stamp_age': ('true: safety.stamp_age cannot be switched off at runtime (default: the '
                   'start safety.stamp_age)', ''),
+    'gravity_hold_timeout': ('largest safety.gravity_hold_timeout [s] (default: the start '
+                             'value)', '> 0, >= safety.gravity_hold_timeout'),
 }
 
 HARD_LIMIT_PREFIX = 'hard_limits.'
@@ -788,6 +843,8 @@ class HardLimits:
         The stamp-age check cannot be switched off.
     latch_limits : bool
         The start value of ``safety.latch_limits`` (true: it cannot be switched off).
+    gravity_hold_timeout : float
+        Largest ``safety.gravity_hold_timeout`` [s].
 
     """
 
@@ -804,6 +861,7 @@ class HardLimits:
     velocity: tuple
     stamp_age: bool
     latch_limits: bool = False
+    gravity_hold_timeout: float = MAX_GRAVITY_HOLD
 
     def check_update(self, name: str, value: Any) -> str:
         """
@@ -821,6 +879,11 @@ class HardLimits:
             bound = f'{hp}stamp_age' if key == 'stamp_age' else 'the start value'
             if on and value is False:
                 return f'{name}: cannot be switched off at runtime ({bound} is true; {fixed})'
+            return ''
+        if key == 'gravity_hold_timeout':
+            v, hi = float(value), self.gravity_hold_timeout
+            if v > hi:
+                return f'{name}: must be <= {hp}{key} = {hi:g} s ({fixed}; got {v:g})'
             return ''
         if key in ('state_timeout', 'reference_timeout'):
             lo, hi = getattr(self, key)
@@ -875,6 +938,7 @@ def hard_limit_defaults(kp, kd, ki, torque_limit, safety: SafetyParameters) -> d
         'position_upper': [float(v) for v in safety.position_upper],
         'velocity': [float(v) for v in safety.velocity_limit],
         'stamp_age': bool(safety.stamp_age),
+        'gravity_hold_timeout': float(safety.gravity_hold_timeout),
     }
 
 
@@ -918,10 +982,13 @@ def hard_limits_from_values(values: Mapping[str, Any], start: Mapping[str, Any],
     if not isinstance(values['stamp_age'], bool):
         raise ParameterError(f'{hp}stamp_age: must be true or false '
                              f'(got {values["stamp_age"]!r})')
+    ght = _gravity_hold_check(hp + 'gravity_hold_timeout',
+                              values.get('gravity_hold_timeout', MAX_GRAVITY_HOLD))
     limits = HardLimits(
         vec['torque'], vec['kp_min'], vec['kp_max'], vec['kd_min'], vec['kd_max'],
         vec['ki_max'], vec['state_timeout'], vec['reference_timeout'], vec['position_lower'],
-        vec['position_upper'], vec['velocity'], values['stamp_age'], bool(safety.latch_limits))
+        vec['position_upper'], vec['velocity'], values['stamp_age'], bool(safety.latch_limits),
+        ght)
     for name, value in (('torque_limit', start['torque_limit']), ('kp', start['kp']),
                         ('kd', start['kd']), ('ki', start['ki']),
                         ('safety.state_timeout', safety.state_timeout),
@@ -929,7 +996,8 @@ def hard_limits_from_values(values: Mapping[str, Any], start: Mapping[str, Any],
                         ('safety.position_lower', safety.position_lower),
                         ('safety.position_upper', safety.position_upper),
                         ('safety.velocity_limit', safety.velocity_limit),
-                        ('safety.stamp_age', safety.stamp_age)):
+                        ('safety.stamp_age', safety.stamp_age),
+                        ('safety.gravity_hold_timeout', safety.gravity_hold_timeout)):
         why = limits.check_update(name, value)
         if why:
             raise ParameterError(why.replace('read-only, fixed at start; ', ''))
@@ -938,6 +1006,72 @@ def hard_limits_from_values(values: Mapping[str, Any], start: Mapping[str, Any],
 
 # --------------------------------------------------------------------------------------------
 # torques
+
+
+def ramp_toward_zero(tau, slope, dt: float) -> tuple:
+    """
+    Return ``tau`` moved toward zero by at most ``slope * dt`` per joint [N·m].
+
+    ``tau_j' = sign(tau_j) max(|tau_j| - slope_j dt, 0)``: the exit ramp (process exit, an
+    unexpected error) never steps the torque by more than ``slope_j dt`` and ends at exactly
+    zero. A non-finite entry becomes zero.
+    """
+    out = []
+    for v, r in zip(tau, slope):
+        v = float(v)
+        if not math.isfinite(v):
+            out.append(0.0)
+            continue
+        m = max(abs(v) - float(r) * dt, 0.0)
+        out.append(m if v > 0.0 else -m)
+    return tuple(out)
+
+
+def valid_node_name(name: str) -> bool:
+    """Tell whether ``name`` is a fully qualified ROS node name (``/ns/node``)."""
+    import re
+    return bool(re.fullmatch(r'(/[A-Za-z_][A-Za-z0-9_]*)+', name))
+
+
+def source_check(expected: str, publishers: Sequence[str], matched: int) -> tuple[str, bool]:
+    """
+    Judge the publishers of an input: ``(conflict, may_lock)``.
+
+    Parameters
+    ----------
+    expected : str
+        Fully qualified node that must publish the input (``/joint_state_broadcaster``);
+        ``''``: any single publisher.
+    publishers : sequence of str
+        Fully qualified node names of the publishers on the ROS graph (``''`` or
+        ``'_NODE_NAME_UNKNOWN_'`` for a participant whose node is not known yet).
+    matched : int
+        Publishers matched with the reader (DDS matched status); more than the graph lists
+        count as unknown nodes.
+
+    Returns
+    -------
+    conflict : str
+        Non-empty (the detail) when nothing derived from the input may be commanded:
+        without ``expected``, more than one publisher is matched or on the graph.
+    may_lock : bool
+        Whether a new message sequence may be taken as the input's source now: without
+        ``expected``, exactly one publisher; with it, every publisher (matched and on the
+        graph) is the expected node (a restarted driver whose dead predecessor is still on
+        the graph has the same name).
+
+    """
+    names = list(publishers)
+    n = max(len(names), int(matched))
+    if not expected:
+        if n > 1:
+            return (f'{n} publishers ({", ".join(names) or "not on the graph yet"}): no '
+                    f'single source', False)
+        return '', n == 1
+    foreign = [p for p in names if p != expected]
+    unknown = max(int(matched) - len(names), 0)
+    own = len(names) - len(foreign)
+    return '', own >= 1 and not foreign and not unknown
 
 
 def clamp_torque(tau, limit) -> tuple[float, float]:

@@ -31,6 +31,9 @@ Above 500 Hz the states are published by a thread on an absolute schedule (an rc
 does not keep such rates). ``--loss p`` drops each state with probability ``p`` (seeded by
 ``--seed``; the plant still steps: a lossy link, not a slow driver).
 
+``--rogue`` makes it a rogue source instead: a constant state at ``--q0`` with fresh stamps,
+commands logged but never applied. ``--node-name`` names its node.
+
 Every received command and every published state is written to ``--log``
 (``cmd <monotonic s> <tau1> <tau2>`` / ``state <monotonic s> <q1> <q2> <qd1> <qd2>``).
 
@@ -64,6 +67,10 @@ def main(argv=None) -> int:
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--clock-step', type=float, default=0.0,
                     help='step of the stamp clock on SIGHUP [s]')
+    ap.add_argument('--node-name', default='fake_driver')
+    ap.add_argument('--rogue', action='store_true',
+                    help='a rogue source: publish a constant fake state at q0 (fresh stamps), '
+                         'never apply a command')
     ap.add_argument('--log', required=True)
     args = ap.parse_args(argv)
 
@@ -118,7 +125,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGHUP, on_hup)
     signal.signal(signal.SIGUSR2, on_usr2)
     rclpy.init()
-    node = rclpy.create_node('fake_driver')
+    node = rclpy.create_node(args.node_name)
     rel = ReliabilityPolicy.BEST_EFFORT if args.best_effort else ReliabilityPolicy.RELIABLE
     pub = node.create_publisher(JointState, '/joint_states',
                                 QoSProfile(depth=10, reliability=rel))
@@ -138,7 +145,7 @@ def main(argv=None) -> int:
         if state['freeze'] and state['last'] is not None:
             pub.publish(state['last'])
             return
-        if not state['brake']:
+        if not state['brake'] and not args.rogue:
             plant.step(*state['cmd'])
         q, qd = plant.position, plant.velocity
         if state['step']:

@@ -215,8 +215,11 @@ def test_kill_plant_safe_hold_then_resume(fi, trigger):
     pl = plant(procs)
     # a new plant takes 1-4 s to come up here: longer than the default hold_timeout (2 s),
     # after which the controller stays at zero torque until re-activated
+    # state_publisher: a new plant (the same node name) is taken while the killed one is
+    # still matched (until its DDS lease ends); without it that is two matched publishers, a
+    # source conflict (zero torque) until the lease ends
     ctrl = controller(procs, 'controller', '-p', f'trigger:={trigger}', '-p',
-                      'safety.hold_timeout:=30.0')
+                      'safety.hold_timeout:=30.0', '-p', 'state_publisher:=/plant')
     trajectory(procs)
     wait_normal(probe)
     time.sleep(0.5)

@@ -384,6 +384,7 @@ def test_hardware_launch_against_a_driver(namespace, ros2_ws, ros2_procs, probe,
     assert spin(executor, 60, until=lambda: diags), text_of(ros2_procs, driver)[-3000:]
     args = ([f'namespace:={namespace}'] if namespace else
             ['joint_states_topic:=/joint_states', 'command_topic:=/effort_controller/commands'])
+    args.append(f'state_publisher:={ns}/plant')     # the driver stand-in's node
     p = ros2_procs.start('hardware_launch', launch_args(ros2_ws, 'hardware.launch.py', *args))
     cmds = probe.msgs[f'{ns}/effort_controller/commands']
     assert spin(executor, 90, until=lambda: len(cmds) >= 300), text_of(ros2_procs, p)[-4000:]
@@ -422,7 +423,7 @@ def test_launch_arguments_are_described(ros2_ws, file):
                 'hardware.launch.py': {'params_file', 'joint_states_topic', 'command_topic',
                                        'joint_commands_topic', 'reference_topic', 'namespace',
                                        'headless', 'autostart', 'sigterm_timeout',
-                                       'log_level'},
+                                       'log_level', 'state_publisher'},
                 'display.launch.py': {'model', 'use_sim_time'}}[file]
     assert set(names) == expected, done.stdout
     assert 'no description given' not in done.stdout, done.stdout

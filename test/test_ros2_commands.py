@@ -255,8 +255,10 @@ def running_system(ros2_ws, tmp_path_factory):
             ros2_ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
             str(params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
             '-p', 'duration:=0.0'])
+        # the driver stand-in is the node /plant, not /joint_state_broadcaster
         launch = procs.start('hardware_launch', doc(
-            'ros2 launch manip_control hardware.launch.py autostart:=false'))
+            'ros2 launch manip_control hardware.launch.py autostart:=false')
+            + ['state_publisher:=/plant'])
         # the CLI commands of this class use a daemon (it caches discovery: no "Node not
         # found" while a command's own node is still discovering); stopped at the end
         ros2_ws.run([ros2_ws.ros2, 'daemon', 'start'], timeout=60)

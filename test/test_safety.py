@@ -38,6 +38,7 @@ from manip_control.safety import map_array_command
 from manip_control.safety import map_joint_state
 from manip_control.safety import map_reference
 from manip_control.safety import Mode
+from manip_control.safety import ramp_toward_zero
 from manip_control.safety import ReferenceSample
 from manip_control.safety import ReferenceWatchdog
 from manip_control.safety import Refusal
@@ -47,6 +48,7 @@ from manip_control.safety import SafeReason
 from manip_control.safety import safety_from_dict
 from manip_control.safety import SafetyParameters
 from manip_control.safety import SafetySupervisor
+from manip_control.safety import source_check
 from manip_control.safety import SourceGuard
 from manip_control.safety import validate_parameter_updates
 import numpy as np
@@ -706,3 +708,81 @@ def test_hard_limits_refuse_a_start_outside_them():
         _limits(state_timeout=[0.5, 0.1])
     with pytest.raises(ParameterError, match=r'hard_limits.velocity\[1\]: must be > 0'):
         _limits(velocity=[1.0, -1.0])
+
+
+# --------------------------------------------------------------------------------------------
+# ways out, named sources, gravity hold
+
+
+def test_exit_ramp_moves_toward_zero_by_at_most_slope_dt():
+    tau = (44.0, -9.8)
+    slope, dt = (2000.0, 1000.0), 1e-3
+    seen = [tau]
+    while any(tau):
+        tau = ramp_toward_zero(tau, slope, dt)
+        seen.append(tau)
+    # hand count: ceil(44 / 2) = 22 steps for joint 1, ceil(9.8 / 1) = 10 for joint 2
+    assert len(seen) - 1 == 22 and seen[-1] == (0.0, 0.0)
+    for a, b in zip(seen, seen[1:]):
+        assert abs(b[0] - a[0]) <= 2.0 + 1e-12 and abs(b[1] - a[1]) <= 1.0 + 1e-12
+        assert abs(b[0]) <= abs(a[0]) and abs(b[1]) <= abs(a[1])     # never away from zero
+    assert seen[10][1] == 0.0 and seen[9][1] == pytest.approx(-0.8)
+    assert ramp_toward_zero((math.nan, 1.0), slope, dt) == (0.0, 0.0)
+
+
+def test_source_check_named_publisher_and_single_source():
+    # no name: exactly one publisher may be locked; two (matched or on the graph) conflict
+    assert source_check('', ['/driver'], 1) == ('', True)
+    conflict, may_lock = source_check('', ['/driver', '/rogue'], 2)
+    assert conflict.startswith('2 publishers') and '/rogue' in conflict and not may_lock
+    assert source_check('', ['/driver'], 2)[0]              # matched before on the graph
+    assert source_check('', [], 0) == ('', False)
+    # a name: only that node (several of its publishers: a restarted driver) may be locked
+    assert source_check('/jsb', ['/jsb'], 1) == ('', True)
+    assert source_check('/jsb', ['/jsb', '/jsb'], 2) == ('', True)
+    assert source_check('/jsb', ['/jsb', '/rogue'], 2) == ('', False)
+    assert source_check('/jsb', ['/jsb'], 2) == ('', False)  # an unknown participant
+    assert source_check('/jsb', ['/rogue'], 1) == ('', False)
+
+
+def test_source_guard_with_a_named_publisher_refuses_without_conflict():
+    g = SourceGuard('joint_states')
+    g.expected, g.may_lock = '/jsb', False
+    r = g.check(5, 0.0)                                     # the rogue, alone
+    assert r is not None and r.reason is RefusalReason.SECOND_SOURCE
+    assert 'only /jsb may publish' in r.detail and g.conflict(0.0) == ''
+    g.may_lock = True                                       # the graph shows only /jsb
+    assert g.check(1, 0.1) is None and g.check(2, 0.11) is None
+    g.may_lock = False                                      # a rogue appears
+    assert g.check(5000, 0.12) is not None                  # refused, counted ...
+    assert g.conflict(0.12) == '' and g.check(3, 0.13) is None  # ... no conflict
+    assert g.check(4, 2.0) is None                          # the lock goes on after silence
+    g.last_time = -10.0
+    assert g.check(5001, 2.0) is not None                   # relock refused while not alone
+    g2 = SourceGuard('joint_states')
+    g2.graph_conflict = '2 publishers (/a, /b): no single source'
+    r = g2.check(1, 0.0)
+    assert r is not None and g2.conflict(0.0).endswith('no single source')
+
+
+def test_gravity_hold_timeout_is_validated_and_a_hard_limit():
+    sp = safety_from_dict({'after_hold': 'gravity', 'gravity_hold_timeout': 5.0})
+    assert sp.after_hold == 'gravity' and sp.gravity_hold_timeout == 5.0
+    for bad in ({'after_hold': 'hold'}, {'gravity_hold_timeout': 0.0},
+                {'gravity_hold_timeout': -1.0}, {'gravity_hold_timeout': 3601.0},
+                {'gravity_hold_timeout': math.nan}):
+        with pytest.raises(ParameterError, match=next(iter(bad))):
+            safety_from_dict(bad)
+    ok, why = validate_parameter_updates({'safety.gravity_hold_timeout': 2.0}, sp)
+    assert ok, why
+    ok, why = validate_parameter_updates({'safety.gravity_hold_timeout': -2.0}, sp)
+    assert not ok and 'gravity_hold_timeout' in why
+    ok, why = validate_parameter_updates({'safety.after_hold': 'zero'}, sp)
+    assert not ok and 'not a runtime-changeable' in why
+    d = hard_limit_defaults([25.0, 16.0], [10.0, 8.0], [0.0, 0.0], [89.0, 25.0], sp)
+    assert d['gravity_hold_timeout'] == 5.0
+    limits = hard_limits_from_values(d, {'kp': [25.0, 16.0], 'kd': [10.0, 8.0],
+                                         'ki': [0.0, 0.0], 'torque_limit': [89.0, 25.0]}, sp)
+    assert limits.check_update('safety.gravity_hold_timeout', 4.0) == ''
+    why = limits.check_update('safety.gravity_hold_timeout', 6.0)
+    assert 'hard_limits.gravity_hold_timeout = 5' in why

@@ -87,7 +87,16 @@ def spin_until(executor, future=None, context=None) -> None:
     _STOP['spinning'] = True
     try:
         while not wait.done() and rclpy.ok(context=context) and not _STOP['requested']:
-            executor.spin_until_future_complete(wait, timeout_sec=SPIN_SLICE)
+            try:
+                executor.spin_until_future_complete(wait, timeout_sec=SPIN_SLICE)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a callback's error must not end a node
+                from rclpy.executors import ExternalShutdownException
+                if isinstance(exc, ExternalShutdownException) or not rclpy.ok(context=context):
+                    raise
+                for node in nodes:
+                    callback_failed(node, 'executor', exc)
     finally:
         _STOP['spinning'] = False
         if timer is not None:
@@ -131,16 +140,75 @@ def guarded(method):
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a callback must never kill the node
-            self.callback_errors = getattr(self, 'callback_errors', 0) + 1
-            try:
-                self.get_logger().error(
-                    f'{method.__name__}: unexpected {type(exc).__name__}: {exc}\n'
-                    + ''.join(traceback.format_exc(limit=4)),
-                    throttle_duration_sec=1.0)
-            except Exception:  # noqa: BLE001 - logging during shutdown
-                pass
+            callback_failed(self, method.__name__, exc)
             return None
     return wrapper
+
+
+def callback_failed(node, where: str, exc: BaseException) -> None:
+    """
+    Count and log an unexpected exception of a callback; tell the node (``on_callback_error``).
+
+    The controller's hook ramps its torque to zero (an unexpected error means its state can
+    no longer be trusted); other nodes only count and log. Never raises.
+    """
+    node.callback_errors = getattr(node, 'callback_errors', 0) + 1
+    try:
+        node.get_logger().error(
+            f'{where}: unexpected {type(exc).__name__}: {exc}\n'
+            + ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=4)),
+            throttle_duration_sec=1.0)
+    except Exception:  # noqa: BLE001 - logging during shutdown
+        pass
+    hook = getattr(node, 'on_callback_error', None)
+    if hook is not None:
+        try:
+            hook(where, exc)
+        except Exception:  # noqa: BLE001 - the hook is the last line of defence itself
+            pass
+
+
+def _guard_service(node, srv) -> None:
+    """Wrap one service callback: an exception answers a default (``success: false``) reply."""
+    callback = srv.callback
+    if getattr(callback, '_manip_guarded', False):
+        return
+    name = srv.srv_name
+
+    def safe(request, response):
+        try:
+            return callback(request, response)
+        except Exception as exc:  # noqa: BLE001 - no request may end a node
+            node.service_errors = getattr(node, 'service_errors', 0) + 1
+            try:
+                node.get_logger().error(
+                    f'service {name}: request refused ({type(exc).__name__}: '
+                    f'{str(exc).strip().splitlines()[0] if str(exc).strip() else ""})',
+                    throttle_duration_sec=1.0)
+            except Exception:  # noqa: BLE001
+                pass
+            reply = srv.srv_type.Response()
+            if hasattr(reply, 'success'):
+                reply.success = False
+            return reply
+    safe._manip_guarded = True
+    srv.callback = safe
+
+
+def guard_services(node) -> int:
+    """
+    Make every service of ``node`` answer instead of raising; return how many were wrapped.
+
+    Covers the services rclpy creates itself (parameters, lifecycle ``change_state`` etc.):
+    rclpy 7.1 raises ``RCLError`` out of the executor for a lifecycle transition that is not
+    valid in the current state (e.g. ``configure`` while active), which ended the process.
+    Such a request is now answered ``success: false`` with one log line and changes nothing.
+    """
+    n = 0
+    for srv in list(node.services):
+        _guard_service(node, srv)
+        n += 1
+    return n
 
 
 def error_exit(message: str, code: int = 2) -> int:
@@ -356,6 +424,7 @@ def run_node(factory, args=None) -> int:
         except Exception as exc:  # noqa: BLE001 - rcl errors while creating the node
             return error_exit(_rcl_message(exc))
         log_transport_note(node)
+        guard_services(node)
         executor = make_executor()
         executor.add_node(node)
         spin_until(executor, getattr(node, 'done_future', None))

@@ -103,14 +103,19 @@ from manip_control.safety import HARD_LIMIT_DOC
 from manip_control.safety import HARD_LIMIT_PREFIX
 from manip_control.safety import hard_limits_from_values
 from manip_control.safety import map_reference
+from manip_control.safety import ramp_toward_zero
 from manip_control.safety import ReferenceSample as SafetyReference
 from manip_control.safety import Refusal
 from manip_control.safety import RefusalReason
+from manip_control.safety import source_check
 from manip_control.safety import SourceGuard
+from manip_control.safety import valid_node_name
 from manip_control.safety import validate_parameter_updates
 from manip_control.supervision import trajectory_from_points
 from manip_control.supervision import TrajectoryError
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.event_handler import PublisherEventCallbacks
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.lifecycle import LifecycleNode
 from rclpy.lifecycle import TransitionCallbackReturn
 from sensor_msgs.msg import JointState
@@ -208,8 +213,21 @@ class ControllerNode(LifecycleNode):
                 self.safety_params)
         except ParameterError as exc:
             raise ParameterError(f'parameter {exc} (node {self.get_name()})') from None
+        self.state_publisher = str(self.values['state_publisher'])
+        if self.state_publisher and not valid_node_name(self.state_publisher):
+            raise ParameterError(
+                f'parameter state_publisher (node {self.get_name()}): must be empty or a '
+                f'fully qualified node name such as /joint_state_broadcaster (got '
+                f'{self.state_publisher!r})')
         self._sources = {'joint_states': SourceGuard('joint_states'),
                          'reference': SourceGuard('reference')}
+        self._sources['joint_states'].expected = self.state_publisher
+        # with a named publisher nothing is locked before the graph showed only that node
+        self._sources['joint_states'].may_lock = not self.state_publisher
+        self._matched = {'joint_states': 0, 'reference': 0}
+        self._failed = ''               # an unexpected error: ramp to zero, then silent
+        self._emergency_timer = None
+        self._last_tau: tuple | None = None
         self._graph_timer = None
         self._graph_report: dict[str, str] = {}
         self.command_params = command_safety_from_values(self.values, self.get_name())
@@ -267,9 +285,15 @@ class ControllerNode(LifecycleNode):
         self.controller = Controller(cfg.controller, cfg.period)
         self._pending = {}
         qos = data_qos()
-        self._array_pub = self.create_publisher(Float64MultiArray, 'effort_controller/commands',
-                                                qos)
-        self._cmd_pub = self.create_publisher(JointState, 'joint_commands', qos)
+        self._readers = {'array': 0, 'joint': 0}
+        self._array_pub = self.create_publisher(
+            Float64MultiArray, 'effort_controller/commands', qos,
+            event_callbacks=PublisherEventCallbacks(
+                matched=lambda info: self._on_command_matched('array', info)))
+        self._cmd_pub = self.create_publisher(
+            JointState, 'joint_commands', qos,
+            event_callbacks=PublisherEventCallbacks(
+                matched=lambda info: self._on_command_matched('joint', info)))
         # real time: a best-effort reader takes joint states from reliable and best-effort
         # (sensor-data) driver publishers alike; lockstep keeps the reliable one (no loss)
         # real time: keep only the newest state (a late reader skips the backlog, it never
@@ -277,9 +301,11 @@ class ControllerNode(LifecycleNode):
         state_qos = qos if self.lockstep else best_effort_qos(1)
         self._subs = [
             self.create_subscription(JointState, 'joint_states',
-                                     WithMessageInfo(self.on_joint_state), state_qos, raw=True),
+                                     WithMessageInfo(self.on_joint_state), state_qos, raw=True,
+                                     event_callbacks=self._matched_events('joint_states')),
             self.create_subscription(JointTrajectory, 'reference',
-                                     WithMessageInfo(self.on_reference), qos, raw=True)]
+                                     WithMessageInfo(self.on_reference), qos, raw=True,
+                                     event_callbacks=self._matched_events('reference'))]
         self._graph_timer = self.create_timer(GRAPH_CHECK_PERIOD, self.check_graph,
                                               clock=steady_clock())
         if not self.lockstep and cfg.trigger == 'timer':
@@ -306,6 +332,8 @@ class ControllerNode(LifecycleNode):
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         """Arm: commands start with the first joint state received from now on."""
+        self._stop_emergency()
+        self._failed = ''
         self.state = None
         self.reference = None
         self.trajectory = None
@@ -328,18 +356,154 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state) -> TransitionCallbackReturn:
-        """Release everything (zero torque once if it was commanding)."""
+        """Release everything (a ramp to zero torque first if it was commanding)."""
         self._release()
         return TransitionCallbackReturn.SUCCESS
 
+    def on_error(self, state) -> TransitionCallbackReturn:
+        """Ramp to zero torque after a transition callback raised; the node ends finalized."""
+        self.fail('a lifecycle transition raised an exception')
+        return TransitionCallbackReturn.FAILURE
+
     def close(self) -> None:
-        """Process exit (Ctrl-C, end of manip-sim): as shutdown."""
+        """Process exit (Ctrl-C, SIGTERM, end of manip-sim): as shutdown."""
         self._release()
 
+    # -- ways out: every one ends with zero torque reached through the rate limit -----------
+    def on_callback_error(self, where: str, exc: BaseException) -> None:
+        """Handle an unexpected exception in a callback (``guarded``, executor): :meth:`fail`."""
+        self.fail(f'unexpected {type(exc).__name__} in {where}: {exc}')
+
+    def fail(self, detail: str) -> None:
+        """
+        Stop commanding after an unexpected error: ramp to zero torque, then stay silent.
+
+        Only the emergency ramp publishes from now on (every other command path is muted): the
+        last published torque moves to zero at the torque-rate limit (:meth:`_exit_slope`),
+        zero is published, and nothing more until a re-activation. Latched, reported as ERROR
+        ``callback_error``.
+        """
+        if self._failed:
+            return
+        self._failed = detail or 'unexpected error'
+        try:
+            self.get_logger().error(f'controller: {self._failed}: ramping to zero torque; '
+                                    f'deactivate and activate to command again')
+        except Exception:  # noqa: BLE001
+            pass
+        safety = self.safety
+        if safety is not None:
+            safety.final = f'{self._failed}: zero torque until re-activation'
+            safety.final_reason = 'callback_error'
+        if self._cmd_pub is not None and self._last_tau is not None:
+            self._emergency_timer = self.create_timer(self.period, self._emergency_tick,
+                                                      clock=steady_clock())
+            self._emergency_t = time.monotonic()
+        try:
+            if safety is not None:
+                safety.publish_diagnostics()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _exit_slope(self) -> tuple:
+        """
+        Per-joint slope of the exit ramp [N m/s].
+
+        ``torque_rate_limit``, raised where needed so that the ramp from the last command
+        ends within ``stop_time``: ``max(rate_j, |tau_j| / stop_time)``.
+        """
+        cp = self.command_params
+        tau = self._last_tau or (0.0,) * len(self.joints)
+        return tuple(max(r, abs(v) / cp.stop_time) for r, v in zip(cp.torque_rate_limit, tau))
+
+    def _emergency_tick(self) -> None:
+        """Emergency ramp (steady timer, one period): toward zero, then zero once, then stop."""
+        try:
+            now = time.monotonic()
+            dt = min(max(now - self._emergency_t, 0.0), 2.0 * self.period)
+            self._emergency_t = now
+            tau = ramp_toward_zero(self._last_tau or (0.0, 0.0), self._exit_slope(), dt)
+            self._publish_tau(tau)
+            if not any(tau):
+                self._stop_emergency()
+                self.get_logger().info('controller: zero torque reached after the error')
+        except Exception:  # noqa: BLE001 - nothing else can be done: stop trying
+            self._stop_emergency()
+
+    def _stop_emergency(self) -> None:
+        if self._emergency_timer is not None:
+            self.destroy_timer(self._emergency_timer)
+            self._emergency_timer = None
+
+    def _ramp_to_zero_now(self) -> None:
+        """
+        Blocking exit ramp: from the last published torque to zero at the rate limit.
+
+        Used on every way out (process exit, shutdown, cleanup): publishes at the control
+        period (sleeping between commands; signals are only flagged meanwhile) until zero is
+        reached, at most ``stop_time``; zero is the last command. Nothing when the last
+        published command is already zero or nothing was published, nor in lockstep (the
+        simulated plant takes one command per tick; the safety layer sends zero once).
+        """
+        if (self._cmd_pub is None or self._last_tau is None or not any(self._last_tau)
+                or self.lockstep):
+            return                      # lockstep (simulation): zero once, as before
+        self._stop_emergency()
+        slope = self._exit_slope()
+        t_end = time.monotonic() + self.command_params.stop_time
+        last = time.monotonic()
+        tau = self._last_tau
+        try:
+            while any(tau) and time.monotonic() < t_end:
+                time.sleep(self.period)
+                now = time.monotonic()
+                dt = min(now - last, 2.0 * self.period)
+                last = now
+                tau = ramp_toward_zero(tau, slope, dt)
+                self._publish_tau(tau)
+            if any(tau):
+                self._publish_tau((0.0,) * len(self.joints))
+        except Exception as exc:  # noqa: BLE001 - e.g. the context is already shut down
+            print(f'error: controller: the exit ramp could not publish: {exc}', file=sys.stderr)
+        self._wait_delivered()
+
+    def _wait_delivered(self, timeout: float = 0.5) -> None:
+        """
+        Wait (bounded) until the driver acknowledged the commands published so far.
+
+        A reliable writer that is destroyed (process exit) drops what its reader has not
+        acknowledged yet: a starved driver then never gets the final zero (measured under
+        load: the last command received was the ramp's 43 N m).
+        """
+        from rclpy.duration import Duration
+        for pub in (self._array_pub, self._cmd_pub):
+            if pub is None:
+                continue
+            try:
+                pub.wait_for_all_acked(Duration(seconds=timeout))
+            except Exception:  # noqa: BLE001 - context already gone
+                pass
+
+    def _publish_tau(self, tau) -> None:
+        """Publish an exit / emergency command (stamped with the last state, hold = last q)."""
+        safety = self.safety
+        stamp = safety.last_stamp if safety is not None and safety.last_stamp else 0
+        q = (safety.hold_target() if safety is not None
+             else (0.0,) * len(self.joints))
+        self.publish_command(stamp, ControlOutput(tau[0], tau[1], False, False),
+                             ReferenceSample(0, list(q), [0.0, 0.0], [0.0, 0.0]),
+                             emergency=True)
+        if safety is not None:
+            safety.last_command = tuple(tau)
+            safety.limiter.reset(tau)
+
     def _release(self) -> None:
+        self._ramp_to_zero_now()            # the torque reaches zero through the rate limit
+        self._stop_emergency()
         if self.safety is not None:
             self.safety.release()           # zero torque once if it was commanding
             self.safety = None
+            self._wait_delivered()
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
@@ -520,12 +684,65 @@ class ControllerNode(LifecycleNode):
         False (refused, counted, safe mode ``source_conflict``) when the message is not from
         the publisher the input is locked to (:class:`~manip_control.safety.SourceGuard`).
         """
-        refusal = self._sources[source].check(sequence_number(info), self.safety.now())
+        guard = self._sources[source]
+        now = self.safety.now()
+        refusal = guard.check(sequence_number(info), now)
         if refusal is None:
             return True
         self.safety.refuse(source, *refusal)
-        self.safety.set_source_fault(f'{source}: {refusal.detail}')
+        conflict = guard.conflict(now)
+        if conflict:        # with state_publisher, another node's states are only refused
+            self.safety.set_source_fault(conflict)
         return False
+
+    def _matched_events(self, source: str):
+        """Matched-event callbacks of an input: the graph check at once on a graph change."""
+        def on_matched(info):
+            self._on_matched(source, info)
+        return SubscriptionEventCallbacks(matched=on_matched)
+
+    @guarded
+    def _on_matched(self, source: str, info) -> None:
+        """
+        Judge the sources now: a publisher matched or left an input (DDS matched status).
+
+        Without ``state_publisher``, a second matched publisher ends normal commands here,
+        within the event's delivery, not at the next graph poll; the safety watchdog then
+        ramps to zero within one control period.
+        """
+        self._matched[source] = int(info.current_count)
+        self.check_graph()
+        safety = self.safety
+        if safety is not None and safety.supervisor.source_fault \
+                and safety.supervisor.should_command and not self.lockstep:
+            safety.watchdog_tick()      # the first command of the ramp to zero now
+
+    @guarded
+    def _on_command_matched(self, which: str, info) -> None:
+        """
+        Note a reader of the commands that matched or left (a driver started or stopped).
+
+        When the last reader of both command topics left (the driver is gone), the safe
+        command goes to zero through the rate limit (nobody holds it; a restarted driver
+        starts from zero torque); when a reader matches again, zero is sent for
+        :data:`RESTART_SETTLE` (the first samples to a new reader can be lost while it
+        matches) and the hold then ramps up from zero: no torque step at the new driver.
+        """
+        self._readers[which] = int(info.current_count)
+        safety = self.safety
+        if safety is None:
+            return
+        total = sum(self._readers.values())
+        if total == 0 and info.current_count_change < 0:
+            safety.driver_absent = True
+            self.get_logger().warning('no reader of the commands left (the driver is gone): '
+                                      'the safe command goes to zero torque')
+        elif total > 0 and safety.driver_absent:
+            safety.driver_absent = False
+            safety.settle_until = safety.now() + RESTART_SETTLE
+            self.get_logger().info('a reader of the commands again (a restarted driver): '
+                                   f'zero torque for {RESTART_SETTLE:g} s, then the hold '
+                                   'ramps up from zero')
 
     @guarded
     def check_graph(self) -> None:
@@ -545,11 +762,18 @@ class ControllerNode(LifecycleNode):
         inputs = dict(zip(('joint_states', 'reference'), (s.topic_name for s in self._subs)))
         for source, guard in self._sources.items():
             infos = publishers(self, inputs.get(source, source))
-            guard.publishers = len(infos)
+            guard.publishers = max(len(infos), self._matched[source])
             guard.publisher_names = tuple(describe(i) for i in infos)
-            report[f'sources.{source}.publishers'] = str(len(infos))
-            if len(infos) > 1:
+            report[f'sources.{source}.publishers'] = str(guard.publishers)
+            if guard.publishers > 1:
                 report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
+            nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
+            conflict, guard.may_lock = source_check(
+                guard.expected if not self.lockstep else '', nodes, self._matched[source])
+            if self.lockstep:
+                conflict = ''       # lockstep: the plant is the clock; the sequence guard
+                guard.may_lock = True
+            guard.graph_conflict = conflict
         ns = self.get_namespace().rstrip('/')
         others = set()
         for topic in (p.topic_name for p in (self._array_pub, self._cmd_pub) if p is not None):
@@ -702,11 +926,17 @@ class ControllerNode(LifecycleNode):
         return self.controller.update(q[0], q[1], qd[0], qd[1], ref.q_d[0], ref.q_d[1],
                                       ref.qd_d[0], ref.qd_d[1], ref.qdd_d[0], ref.qdd_d[1])
 
-    def publish_command(self, stamp: int, out: ControlOutput, ref: ReferenceSample) -> None:
-        """Publish the command on joint_commands (stamped) and effort_controller/commands."""
-        if self._cmd_pub is None:
+    def publish_command(self, stamp: int, out: ControlOutput, ref: ReferenceSample,
+                        emergency: bool = False) -> None:
+        """
+        Publish the command on joint_commands (stamped) and effort_controller/commands.
+
+        After an unexpected error (:meth:`fail`) only the emergency ramp publishes.
+        """
+        if self._cmd_pub is None or (self._failed and not emergency):
             return
         tau = (out.tau1, out.tau2)
+        self._last_tau = tau
         self._cmd_raw = self._cmd_enc.encode(stamp, ref.q_d, ref.qd_d, tau)
         self._array_raw = self._array_enc.encode(tau)
         self._cmd_pub.publish(self._cmd_raw)
@@ -720,7 +950,7 @@ class ControllerNode(LifecycleNode):
                              ReferenceSample(0, list(hold_q), [0.0, 0.0], [0.0, 0.0]))
 
     def _republish(self) -> None:
-        if self._cmd_pub is None or not self._cmd_raw:
+        if self._cmd_pub is None or not self._cmd_raw or self._failed:
             return
         self._cmd_pub.publish(self._cmd_raw)
         self._array_pub.publish(self._array_raw)
@@ -811,6 +1041,9 @@ class ControllerNode(LifecycleNode):
 
 #: Period of the graph check of the input and command topics [s] (steady clock).
 GRAPH_CHECK_PERIOD = 0.1
+#: Zero torque to a new reader of the commands after the driver was gone [s] (the first
+#: samples to a reader that is still matching can be lost: the first one it gets is zero).
+RESTART_SETTLE = 0.1
 
 
 def _plain(value):

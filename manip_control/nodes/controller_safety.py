@@ -155,7 +155,17 @@ _DOC = {
                   "(this host's wall clock with safety.clock_offset) is within state_timeout; "
                   'false: the age counts from the arrival (a driver whose clock cannot be '
                   "related to this host's; stamps must still advance)", ''),
+    'after_hold': ('what follows a hold longer than safety.hold_timeout: zero (zero torque '
+                   'through the torque-rate limit, latched until re-activation) or gravity '
+                   '(the gravity torque of the last good pose, open loop, for at most '
+                   'safety.gravity_hold_timeout, then zero; fresh states meanwhile resume '
+                   'through the resume path); read-only', 'zero or gravity'),
+    'gravity_hold_timeout': ('longest gravity hold after the hold timeout [s] (safety.'
+                             'after_hold: gravity); at most hard_limits.gravity_hold_timeout',
+                             '> 0, <= 3600'),
 }
+#: Declared ranges of ``safety.*`` fields (descriptor ranges; the core checks the open bounds).
+_RANGES = {'gravity_hold_timeout': (0.0, 3600.0)}
 #: Command-supervision parameters (read-only: fixed at start): description, rule, range.
 _CMD_DOC = {
     'clock_offset': ("driver stamp clock minus this host's wall clock [s] (0: synchronized "
@@ -214,7 +224,7 @@ def safety_specs() -> list:
         runtime = name in RUNTIME_SAFETY
         specs.append(ParamSpec(PREFIX + name, value,
                                desc + ('; changeable at runtime' if runtime else ''), cons,
-                               None, not runtime))
+                               _RANGES.get(name), not runtime))
     cmd_defaults = CommandSafetyParameters()
     for name in COMMAND_SAFETY_FIELDS:
         value = getattr(cmd_defaults, name)
@@ -225,6 +235,12 @@ def safety_specs() -> list:
     specs.append(ParamSpec('diagnostics_rate', 10.0,
                            'rate of the periodic /controller/diagnostics [Hz] (transitions '
                            'are published at once)', '> 0', (0.0, 1.0e4)))
+    specs.append(ParamSpec('state_publisher', '',
+                           'fully qualified node that must publish the joint states (e.g. '
+                           '/joint_state_broadcaster): states of any other publisher are '
+                           'refused and counted; empty: any single publisher (more than one '
+                           'matched: no command, ramp to zero torque); read-only',
+                           "'' or /node_name (/ns/node)"))
     specs.append(ParamSpec('autostart', True,
                            'configure and activate at start (lifecycle); false: wait for '
                            '`ros2 lifecycle set` (hardware bring-up by hand)', ''))
@@ -358,6 +374,13 @@ class ControllerSafety:
         self.conditions: dict[str, tuple[int, str]] = {}
         self.no_reference = False
         self.final = ''                 # hold timeout: zero torque until re-activation
+        self.final_reason = 'hold_timeout'
+        #: after_hold gravity: (since, pose) of the gravity hold after the hold timeout
+        self.gravity_hold: tuple | None = None
+        #: no reader of the commands (the driver is gone): the safe command is zero
+        self.driver_absent = False
+        #: a restarted driver: zero torque until then (steady time) [s]
+        self.settle_until = -math.inf
         self.hold_timeouts = 0
         self.hold_q: tuple | None = None
         self._inside_q: tuple | None = None     # last in-envelope measured position
@@ -410,6 +433,8 @@ class ControllerSafety:
         self.resume.reset()
         self.blend.reset()
         self.final = ''
+        self.final_reason = 'hold_timeout'
+        self.gravity_hold = None
         self.hold_q = None
         self._inside_q = None
         self._hold_since = None
@@ -603,6 +628,7 @@ class ControllerSafety:
     def _resumed(self, why: str) -> None:
         self._holding = False
         self._hold_since = None
+        self.gravity_hold = None
         self.hold_q = None
         self._replan = 'resume'
         log = self.node.get_logger()
@@ -736,14 +762,34 @@ class ControllerSafety:
             self._hold_since = now
         elif not holding:
             self._holding = False
-        if (self._holding and self._hold_since is not None
+        gh = self.gravity_hold
+        if gh is not None and not self.final and (
+                not holding or now - gh[0] > self.params.gravity_hold_timeout):
+            self.gravity_hold = None
+            if holding:
+                self.final = (f'gravity hold longer than gravity_hold_timeout '
+                              f'{self.params.gravity_hold_timeout:g} s: zero torque until '
+                              f're-activation')
+                self.node.get_logger().error(f'controller: {self.final}')
+                self.publish_diagnostics()
+            return
+        if (self._holding and self._hold_since is not None and gh is None
                 and now - self._hold_since > self.cmd.hold_timeout):
             self.hold_timeouts += 1
             why = sup.reason.value if sup.is_safe else 'resuming'
-            self.final = (f'safe hold ({why}) longer than hold_timeout '
-                          f'{self.cmd.hold_timeout:g} s: zero torque until re-activation')
             self._holding = False
-            self.node.get_logger().error(f'controller: {self.final}')
+            if self.params.after_hold == 'gravity' and sup.last_q is not None:
+                pose = self._inside_q if self._inside_q is not None else sup.last_q
+                self.gravity_hold = (now, tuple(pose))
+                self.node.get_logger().error(
+                    f'controller: safe hold ({why}) longer than hold_timeout '
+                    f'{self.cmd.hold_timeout:g} s: gravity torque at the last good pose '
+                    f'({", ".join(f"{v:.4g}" for v in pose)}) for at most '
+                    f'{self.params.gravity_hold_timeout:g} s, then zero torque')
+            else:
+                self.final = (f'safe hold ({why}) longer than hold_timeout '
+                              f'{self.cmd.hold_timeout:g} s: zero torque until re-activation')
+                self.node.get_logger().error(f'controller: {self.final}')
             self.publish_diagnostics()
 
     def touch(self) -> None:
@@ -810,7 +856,9 @@ class ControllerSafety:
         sup = self.supervisor
         zero = (0.0, 0.0)
         if (self.final or self.params.safe_mode == 'zero' or sup.last_q is None
+                or sup.source_fault or self.driver_absent or self.now() < self.settle_until
                 or sup.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)):
+            # a source conflict: nothing derived from either source (ramp to zero)
             return zero
         lim = self.torque_limit()
         q = sup.last_q
@@ -854,7 +902,13 @@ class ControllerSafety:
             self._stop_tick()
             return
         sup = self.supervisor
-        if sup.should_command and self.command_on_timeout and self.stale:
+        if sup.should_command and self.command_on_timeout and (
+                self.stale or sup.source_fault
+                or ((self.final or self.gravity_hold is not None)
+                    and self.now() - (self._last_command_time or -math.inf)
+                    >= 0.9 * self.period)):
+            # stale states, a source conflict (states refused), a hold timeout: the
+            # watchdog commands (a tick may not come)
             self.safe_commands += 1
             self._emit(self.safe_torque())
 
@@ -943,7 +997,11 @@ class ControllerSafety:
         if not sup.active:
             return 1, SafeReason.INACTIVE.value, sup.detail
         if self.final:
-            return 2, 'hold_timeout', self.final
+            return 2, self.final_reason, self.final
+        if self.gravity_hold is not None:
+            left = self.params.gravity_hold_timeout - (self.now() - self.gravity_hold[0])
+            return 2, 'gravity_hold', (f'hold longer than hold_timeout: gravity torque at the '
+                                       f'last good pose ({max(left, 0.0):.3f} s left)')
         if sup.reason is SafeReason.NO_STATE_YET:
             clock = self.stamps.clock_problem() if self.realtime else ''
             if clock:

@@ -52,6 +52,7 @@ import time
 from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
+from manip_control.nodes.common import guard_services
 from manip_control.nodes.common import init_keeping_context_on_signals
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
@@ -259,6 +260,7 @@ class SimRunner:
                 self.trajectory, [n for n in (self.controller, self.recorder) if n is not None])
             self.executor = make_executor(executor, context=context)
             for n in self.nodes:
+                guard_services(n)       # a bad request is answered, never raised
                 self.executor.add_node(n)
         except BaseException:
             self.destroy()

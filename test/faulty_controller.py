@@ -1,0 +1,51 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The controller node with an injectable bug (a test helper, not a test module).
+
+``python test/faulty_controller.py --ros-args ...`` runs
+:func:`manip_control.nodes.controller_node.main` unchanged, except that after ``SIGUSR1``
+every call of the feedback law (``ControllerNode.compute``) raises ``RuntimeError``: an
+unexpected exception inside a control callback of the running process, as a bug would raise
+it. The fault-injection tests check that it ends in a ramp to zero torque, not in a dead
+process holding the last torque.
+"""
+
+import signal
+import sys
+
+from manip_control.nodes import controller_node
+
+BROKEN = {'on': False}
+
+
+def _broken_compute(original):
+    def compute(self, st, ref):
+        if BROKEN['on']:
+            raise RuntimeError('injected fault in the feedback law')
+        return original(self, st, ref)
+    return compute
+
+
+def main() -> int:
+    """Run the controller; SIGUSR1 breaks its feedback law."""
+    signal.signal(signal.SIGUSR1, lambda signum, frame: BROKEN.update(on=True))
+    node_class = controller_node.ControllerNode
+    node_class.compute = _broken_compute(node_class.compute)
+    return controller_node.main(sys.argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
