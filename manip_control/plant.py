@@ -60,10 +60,11 @@ accelerations. For a given sign pattern ``sigma`` of the mesh torques the loss i
 (``sigma_j T_j >= 0`` for every joint whose loss depends on it, ``wa_j s_j != 0``). The
 patterns are tried in the order: the signs of ``n`` (almost always right: the rotor torque
 ``D qdd`` is a few per cent of ``n``), joint 1 flipped, joint 2 flipped, both flipped; the
-first consistent one is the solution. It is unique when every ``A`` is a P-matrix, which
-holds when the rotor inertias are small against the arm's, ``Jr_j max(k_f, k_b) < M_jj``
-(always for ``eta_back > 1/2``); were none consistent (a self-locking gear driving a much
-lighter link), the first pattern is used. Without rotor inertia ``T = n`` and the loss is
+first consistent one is the solution. For a single joint it is unique when
+``Jr_j max(k_f, k_b) < M_jj``, always true for ``eta_back > 1/2`` since ``M_jj >= Jr_j``
+(the left side is then strictly increasing in ``qdd_j``); for the coupled pair uniqueness is
+not proven, and were no pattern consistent (a self-locking gear driving a much lighter
+link), the first one is used. Without rotor inertia ``T = n`` and the loss is
 explicit.
 
 Initial state (:func:`initial_state`): ``q0``, ``qd0`` from the parameters; currents and
@@ -77,11 +78,18 @@ deterministic, and accurate for the current loop's time constants (about 0.5 ms 
 default drives) at the default 4 sub-steps of 0.25 ms (see test_plant.py, which compares a
 10 s run with a Radau solution at rtol 1e-10).
 
-Karnopp friction: stuck is exact (velocity held at exactly zero). The right-hand side is
+Karnopp friction: stuck is exact (velocity held at exactly zero). The stuck flag is that
+zero itself rather than an extra state: ``qd_j == 0.0`` exactly only happens at a stop (the
+RK4 stages of a held joint add exact zeros), so the state stays ``[q, qd, i, x_i]`` for the
+kernel, the ROS nodes and the records, and a state set from outside is classified the same
+way. The right-hand side is
 discontinuous where a joint's velocity reaches zero, so the integrator locates that event:
-after each RK4 sub-step, a joint whose velocity changed sign (or became exactly zero) has
-crossed zero; the sub-step is redone up to the crossing time ``theta h``,
-``theta = v0 / (v0 - v1)`` (the earliest joint's), and the crossing joint is stopped by a
+after each RK4 sub-step, a joint whose velocity changed sign (or became exactly zero), or
+whose initial acceleration brings it to zero within the sub-step (``-v0 / qdd0 < h``: the
+RK4 stages would straddle the discontinuity and can hide the crossing), has an event; the
+sub-step is redone up to the crossing time ``theta h`` (``theta = v0 / (v0 - v1)`` or
+``-v0 / (qdd0 h)``, the earliest joint's; one secant refinement if that overshoots), and
+the crossing joint is stopped by a
 stiction impulse at its joint, ``Delta qd = -qd_j M^-1 e_j / (M^-1)_jj`` (it removes the
 kinetic energy ``qd_j^2 / (2 (M^-1)_jj)`` and nothing else; when the other joint is stuck,
 only ``qd_j`` is set to zero), then the rest of the sub-step is integrated from there (at
@@ -97,6 +105,7 @@ friction dissipates energy at all times, up to the RK4 error of the smooth piece
 
 from __future__ import annotations
 
+import functools
 import math
 
 from manip_control.actuators import clamp
@@ -135,10 +144,12 @@ def rotor_matrix(params: PlantParameters) -> np.ndarray:
     return np.array([[jr1, 0.0], [params.rotor_coupling_terms[1], jr2]])
 
 
-def _sign_patterns(n) -> list[np.ndarray]:
-    """Return the mesh-torque sign patterns in the order they are tried (module docstring)."""
+def _sign_patterns(n):
+    """Yield the mesh-torque sign patterns in the order they are tried (module docstring)."""
     g = np.where(np.asarray(n) >= 0.0, 1.0, -1.0)
-    return [g, g * np.array([-1.0, 1.0]), g * np.array([1.0, -1.0]), -g]
+    yield g
+    for flip in ((-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)):
+        yield g * flip
 
 
 def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParameters) -> np.ndarray:
@@ -162,7 +173,7 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
         The true arm, rotors, friction and motors.
 
     """
-    model = plant_model(params)
+    model, rotors, wa, wb = _reference_constants(params)
     q, qd, cur, xi = x[0:2], x[2:4], x[4:6], x[6:8]
     dx = np.zeros(STATE_SIZE)
     inertia = model.inertia_matrix(q)
@@ -176,15 +187,11 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
             dx[4 + j] = (v - mo.R * cur[j] - mo.k_e * mo.N * qd[j]) / mo.L
             dx[6 + j] = 0.0 if saturated else mo.Ki_i * (i_ref - cur[j])
             n[j] = motor_torque(cur[j], mo)
-        rotors = rotor_matrix(params)
         s = np.array([math.tanh(v / fr.eps) for v, fr in zip(qd, params.friction)])
-        weights = [gear_loss_weights(mo) for mo in params.motors]
-        wa = np.array([w[0] for w in weights])
-        wb = np.array([w[1] for w in weights])
         first = None
         for sigma in _sign_patterns(n):
             kappa = (wa * sigma + wb * s) * s
-            qdd = _accelerations(qd, n - kappa * n - bias, inertia - np.diag(kappa) @ rotors,
+            qdd = _accelerations(qd, n - kappa * n - bias, inertia - kappa[:, None] * rotors,
                                  params)
             mesh = n - rotors @ qdd
             if first is None:
@@ -198,6 +205,14 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
         qdd = _accelerations(qd, tau_m - bias, inertia, params)
     dx[2:4] = qdd
     return dx
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_constants(params: PlantParameters):
+    """Model, rotor matrix and gear loss weights of :func:`plant_dynamics` (cached)."""
+    weights = [gear_loss_weights(mo) for mo in params.motors]
+    return (plant_model(params), rotor_matrix(params), np.array([w[0] for w in weights]),
+            np.array([w[1] for w in weights]))
 
 
 def _accelerations(qd, rest, matrix, params: PlantParameters) -> np.ndarray:
