@@ -188,11 +188,13 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
             dx[6 + j] = 0.0 if saturated else mo.Ki_i * (i_ref - cur[j])
             n[j] = motor_torque(cur[j], mo)
         s = np.array([math.tanh(v / fr.eps) for v, fr in zip(qd, params.friction)])
+        smooth = (None if params.friction_model == 'karnopp'
+                  else friction_torque(qd, params.friction))
         first = None
         for sigma in _sign_patterns(n):
             kappa = (wa * sigma + wb * s) * s
             qdd = _accelerations(qd, n - kappa * n - bias, inertia - kappa[:, None] * rotors,
-                                 params)
+                                 params, smooth)
             mesh = n - rotors @ qdd
             if first is None:
                 first = qdd
@@ -215,14 +217,23 @@ def _reference_constants(params: PlantParameters):
             np.array([w[1] for w in weights]))
 
 
-def _accelerations(qd, rest, matrix, params: PlantParameters) -> np.ndarray:
-    """Solve ``matrix qdd = rest - f`` with the configured friction (held joints: zero)."""
+def _accelerations(qd, rest, matrix, params: PlantParameters, smooth=None) -> np.ndarray:
+    """
+    Solve ``matrix qdd = rest - f`` with the configured friction (held joints: zero).
+
+    ``smooth``: the smooth friction torques when already computed.
+    """
     if params.friction_model == 'karnopp':
         fric, held = karnopp_friction(qd, rest, matrix, params.friction)
     else:
-        fric, held = friction_torque(qd, params.friction), [False, False]
-    qdd = np.linalg.solve(matrix, rest - fric)
-    qdd[held] = 0.0  # a joint held by stiction does not accelerate
+        fric = friction_torque(qd, params.friction) if smooth is None else smooth
+        held = None
+    b = rest - fric
+    (m00, m01), (m10, m11) = matrix.tolist()
+    det = m00 * m11 - m01 * m10
+    qdd = np.array([(m11 * b[0] - m01 * b[1]) / det, (m00 * b[1] - m10 * b[0]) / det])
+    if held is not None:
+        qdd[held] = 0.0  # a joint held by stiction does not accelerate
     return qdd
 
 
