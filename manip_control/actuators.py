@@ -21,27 +21,39 @@ Motor (per joint), with the drive's continuous-time PI current loop::
     V     = clamp(Kp_i (i_ref - i) + x_i, +-V_max)            [V]
     dx_i/dt = Ki_i (i_ref - i)   while V is not saturated     (conditional integration)
     L di/dt = V - R i - k_e N qd                              [V]
-    tau_m = N k_t i - tau_gear(i, qd)                         [N·m at the joint]
+    tau_m = N k_t i - tau_gear(T, qd)                         [N·m at the joint]
+    T     = N (k_t i - Jm ddtheta_m)                          (mesh torque, joint side)
 
-Gearbox with direction-dependent efficiency. The motor's electromagnetic power at the joint
-is ``P_m = N k_t i qd``. When the motor drives the load (``P_m > 0``) the gear passes
-``eta`` of it, ``tau_m = eta N k_t i``; when the load drives the motor (``P_m < 0``) the
-motor receives ``eta_back`` of the load's power, ``tau_m = N k_t i / eta_back``. The loss is
-a Coulomb friction proportional to the transmitted torque, smoothed like the joint's Coulomb
-friction (``s = tanh(qd / eps)``, ``eps`` of the joint's friction)::
+Gearbox with direction-dependent efficiency. The rotor sits upstream of the gear: of the
+motor's electromagnetic torque ``k_t i`` the part ``Jm ddtheta_m`` accelerates the rotor
+(``ddtheta_m`` its angular acceleration, ``N qdd`` for a rotor on the base) and the rest
+crosses the gear mesh, which therefore carries ``T = N (k_t i - Jm ddtheta_m)`` at the joint
+side. The loss is charged on that mesh torque. The mesh power is ``P = T qd``: when the
+motor drives the load (``P > 0``) the gear passes ``eta`` of it to the link, when the load
+drives the motor (``P < 0``) the motor side receives ``eta_back`` of the load's power, so
+the link feels ``T / eta_back``. The loss is a Coulomb friction proportional to the mesh
+torque, smoothed like the joint's Coulomb friction (``s = tanh(qd / eps)``, ``eps`` of the
+joint's friction)::
 
     k_f = 1 - eta,   k_b = 1 / eta_back - 1
-    tau_gear = N k_t (1/2 (k_f + k_b) |i| s + 1/2 (k_f - k_b) i s^2)
-             = N k_t |i| s (1/2 (k_f + k_b) + 1/2 (k_f - k_b) sign(i) s)
+    tau_gear = 1/2 (k_f + k_b) |T| s + 1/2 (k_f - k_b) T s^2
+             = |T| s (1/2 (k_f + k_b) + 1/2 (k_f - k_b) sign(T) s)
 
-The bracket is a weight between ``k_f`` (``sign(i) s -> 1``: motoring) and ``k_b``
+The bracket is a weight between ``k_f`` (``sign(T) s -> 1``: motoring) and ``k_b``
 (``-> -1``: back-driven), never negative, so the gear loss power ``tau_gear qd >= 0`` at
 every state: the gearbox never creates energy. The switch is smooth (C-infinity in qd,
-continuous in i with a kink at i = 0), so fixed-step RK4 keeps its order. At rest the loss
+continuous in T with a kink at T = 0), so fixed-step RK4 keeps its order. At rest the loss
 is zero (``s = 0``) as for the smoothed Coulomb friction: a continuous loss that is
 dissipative in both directions must vanish at ``qd = 0``. That is why the drive converts the
 torque command through the ideal transmission ``N k_t``: a command equal to the load holds
 the joint at rest, and moving, the gear loss acts on the arm as a load-dependent friction.
+
+Because ``ddtheta_m`` depends on the joint accelerations, which depend on the loss, the
+plant solves the equation of motion and the loss together (:mod:`manip_control.plant`):
+for a given sign of each mesh torque the loss is linear in ``T``, so the accelerations
+follow from one linear solve, and the sign is then checked. The rotor inertia itself is
+part of the arm's inertia matrix (:mod:`manip_control.dynamics`), so the torque the
+actuator applies to the arm-plus-rotors system is ``tau_m = N k_t i - tau_gear(T, qd)``.
 
 The ideal actuator applies ``tau_m = clamp(tau_cmd, +-torque_limit)`` directly, for when the
 current loop is much faster than the mechanics.
@@ -98,22 +110,23 @@ def motor_torque(i: float, motor: MotorParameters) -> float:
     return motor.torque_per_amp * i
 
 
-def gear_loss_torque(i: float, qd: float, motor: MotorParameters, eps: float) -> float:
+def gear_loss_torque(mesh: float, qd: float, motor: MotorParameters, eps: float) -> float:
     """
-    Gear loss torque ``tau_gear`` [N·m] at current ``i`` [A] and joint speed ``qd`` [rad/s].
+    Gear loss torque ``tau_gear`` [N·m] at mesh torque ``T`` [N·m] and joint speed ``qd``.
 
-    ``tau_gear = N k_t (1/2 (k_f + k_b) |i| s + 1/2 (k_f - k_b) i s^2)`` with
-    ``s = tanh(qd / eps)``, ``k_f = 1 - eta``, ``k_b = 1 / eta_back - 1``; it has the sign
-    of ``qd`` (or is zero), so its power ``tau_gear qd`` is never negative.
+    ``tau_gear = 1/2 (k_f + k_b) |T| s + 1/2 (k_f - k_b) T s^2`` with ``s = tanh(qd / eps)``,
+    ``k_f = 1 - eta``, ``k_b = 1 / eta_back - 1``; it has the sign of ``qd`` (or is zero),
+    so its power ``tau_gear qd`` is never negative.
 
     Parameters
     ----------
-    i : float
-        Armature current [A].
+    mesh : float
+        Torque carried by the gear mesh, referred to the joint,
+        ``T = N (k_t i - Jm ddtheta_m)`` [N·m].
     qd : float
         Joint velocity [rad/s].
     motor : MotorParameters
-        Gear ratio ``N``, torque constant ``k_t``, efficiencies ``eta``, ``eta_back``.
+        Efficiencies ``eta``, ``eta_back``.
     eps : float
         Smoothing velocity [rad/s] (the joint friction's ``eps``).
 
@@ -121,14 +134,30 @@ def gear_loss_torque(i: float, qd: float, motor: MotorParameters, eps: float) ->
     kf = 1.0 - motor.eta
     kb = 1.0 / motor.eta_back - 1.0
     s = math.tanh(qd / eps)
-    return motor.N * motor.k_t * (0.5 * (kf + kb) * abs(i) * s + 0.5 * (kf - kb) * i * s * s)
+    return (0.5 * (kf + kb) * abs(mesh) + 0.5 * (kf - kb) * mesh * s) * s
 
 
-def joint_torque(i: float, qd: float, motor: MotorParameters, eps: float) -> float:
+def joint_torque(i: float, qd: float, motor: MotorParameters, eps: float,
+                 rotor_torque: float = 0.0) -> float:
     """
-    Actuator torque at the joint after the gearbox ``N k_t i - tau_gear(i, qd)`` [N·m].
+    Actuator torque on the arm (with its rotors) ``N k_t i - tau_gear(T, qd)`` [N·m].
 
-    ``eta N k_t i`` when the motor drives the load fast (``i qd > 0``, ``|qd| >> eps``),
-    ``N k_t i / eta_back`` when the load drives the motor, ``N k_t i`` at rest.
+    ``T = N k_t i - rotor_torque`` is the mesh torque, ``rotor_torque = N Jm ddtheta_m``
+    [N·m] the part of the motor torque (referred to the joint) that accelerates the rotor.
+    Moving fast (``|qd| >> eps``) the link receives ``eta T`` when the motor drives it
+    (``T qd > 0``) and ``T / eta_back`` when it drives the motor; at rest ``N k_t i``.
     """
-    return motor_torque(i, motor) - gear_loss_torque(i, qd, motor, eps)
+    nk = motor_torque(i, motor)
+    return nk - gear_loss_torque(nk - rotor_torque, qd, motor, eps)
+
+
+def gear_loss_weights(motor: MotorParameters) -> tuple[float, float]:
+    """
+    Gear loss weights ``(wa, wb) = ((k_f + k_b) / 2, (k_f - k_b) / 2)`` (dimensionless).
+
+    ``tau_gear = (wa |T| + wb T s) s`` with ``k_f = 1 - eta``, ``k_b = 1 / eta_back - 1``;
+    ``wa >= |wb|``, and ``wa = 0`` only for a lossless gear.
+    """
+    kf = 1.0 - motor.eta
+    kb = 1.0 / motor.eta_back - 1.0
+    return 0.5 * (kf + kb), 0.5 * (kf - kb)

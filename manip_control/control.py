@@ -29,6 +29,34 @@ PD + gravity compensation (torque-unit gains)::
 
     tau = g^(q) - Kp e - Kd qd - Ki z [+ f^(qd)]
 
+Friction compensation (``friction_compensation``, default on) adds the nominal friction at
+the *reference* velocity, ``f^(qd_d)``, a feed-forward: it does not depend on the measured
+state, so an over-estimated friction is a bounded disturbance that the PD terms reject, never
+a negative damping. (Taken from the measured velocity, the Coulomb term ``tau_c tanh(qd /
+eps)`` has a slope ``tau_c / eps`` at rest -- 80 N·m·s/rad for 0.8 N·m over 0.01 rad/s --
+far above the damping gain, and an arm with less friction than the nominal model
+limit-cycles around its set point; test_control.py checks 0 % to 150 % of the nominal
+Coulomb friction.) The price: at rest, and where the arm lags the reference, the real
+friction is not cancelled, which the PD (and integral) terms take up.
+
+Drive inversion (nominal ``eta`` / ``eta_back`` below 1). The plant's actuator torque is
+``N k_t i - tau_gear(T)`` with the loss on the mesh torque ``T = N k_t i - D qdd`` (the rotors
+sit upstream of the gears, :mod:`manip_control.plant`), ``tau_gear = kappa(sign T) T``,
+``kappa(sigma) = (wa sigma + wb s) s``, ``s = tanh(qd / eps)``. For the law's torque
+``tau*`` (the computed torque above, with friction) and its commanded acceleration ``v``
+(zero for PD + gravity) the command ``n`` solves ``n - tau_gear(n - D^ v) = tau*``::
+
+    y = tau* - D^ v                     (torque the gear must deliver to the links)
+    T = y / (1 - kappa(sign y))         (exact: sign T = sign y since 1 - kappa > 0)
+    tau = T + D^ v,   D^ = [[Jr1, 0], [c12, Jr2]] of the nominal rotors
+
+so the gear passes ``eta`` when motoring (``T = y / eta`` at speed) and the link drives the
+motor with ``1 / eta_back`` when back-driven (``T = eta_back y``). ``s`` is taken from the
+reference velocity, ``tanh(qd_d / eps)`` with the nominal friction's ``eps``: a smooth
+switch between the two efficiencies near zero power, continuous in the state and in time,
+and not switched by velocity noise. The denominator is kept >= 0.05 (reached only for a
+nominal ``eta_back`` below 1/2 near zero speed).
+
 Both laws then saturate the command per joint to ``+-torque_limit`` and report which joints
 were saturated. The integral uses anti-windup: it is clamped to ``+-integral_limit`` and not
 advanced on a joint whose command is saturated in the direction of the error.
@@ -110,6 +138,7 @@ class Controller:
         self.model = TwoLinkModel(nm.arm, nm.rotor_inertia, nm.rotor_coupling_terms)
         self._friction = nm.friction
         self._ct = params.law == 'computed_torque'
+        self._gear = gear_inversion_constants(nm)
         self.set_gains(params.kp, params.kd, params.ki)
         self.set_torque_limit(params.torque_limit)
         self.integral_limit = tuple(float(v) for v in params.integral_limit)
@@ -151,12 +180,15 @@ class Controller:
             a2 = ra2 - kd2 * (v2 - rv2) - kp2 * e2 - ki2 * z2
             t1, t2 = m.inverse_dynamics_scalar(q1, q2, v1, v2, a1, a2)
         else:
+            a1 = a2 = 0.0
             c12 = math.cos(q1 + q2)
             t1 = m.g1 * math.cos(q1) + m.g2 * c12 - kp1 * e1 - kd1 * v1 - ki1 * z1
             t2 = m.g2 * c12 - kp2 * e2 - kd2 * v2 - ki2 * z2
         if self.friction_compensation:
-            t1 += friction_torque_scalar(v1, self._friction[0])
-            t2 += friction_torque_scalar(v2, self._friction[1])
+            t1 += friction_torque_scalar(rv1, self._friction[0])
+            t2 += friction_torque_scalar(rv2, self._friction[1])
+        if self._gear is not None:
+            t1, t2 = invert_gear(t1, t2, a1, a2, rv1, rv2, self._gear)
         l1, l2 = self.torque_limit
         s1 = t1 > l1 or t1 < -l1
         s2 = t2 > l2 or t2 < -l2
@@ -173,6 +205,62 @@ class Controller:
             zl = self.integral_limit[1]
             self._z2 = min(max(z2 + e2 * self.period, -zl), zl)
         return ControlOutput(t1, t2, s1, s2)
+
+
+#: Floor of the gear inversion's denominator ``1 - kappa``.
+GEAR_INVERSION_FLOOR = 0.05
+
+
+def gear_inversion_constants(nominal) -> tuple | None:
+    """
+    Constants of :func:`invert_gear` for a nominal model, or None when its gears are ideal.
+
+    Returns ``(wa1, wb1, wa2, wb2, jr1, jc2, jr2, 1/eps1, 1/eps2)``: loss weights
+    ``wa = (k_f + k_b) / 2``, ``wb = (k_f - k_b) / 2`` (``k_f = 1 - eta``,
+    ``k_b = 1 / eta_back - 1``), the nominal rotor matrix ``D^ = [[jr1, 0], [jc2, jr2]]``
+    [kg·m^2] and the inverse smoothing velocities of the nominal friction [s/rad].
+    """
+    w = []
+    for eta, eta_back in zip(nominal.eta, nominal.eta_back):
+        kf = 1.0 - float(eta)
+        kb = 1.0 / float(eta_back) - 1.0
+        w += [0.5 * (kf + kb), 0.5 * (kf - kb)]
+    if w[0] == 0.0 and w[2] == 0.0:
+        return None
+    jr1, jr2 = (float(v) for v in nominal.rotor_inertia)
+    jc2 = nominal.rotor_coupling_terms[1]
+    return (w[0], w[1], w[2], w[3], jr1, jc2, jr2, 1.0 / nominal.friction[0].eps,
+            1.0 / nominal.friction[1].eps)
+
+
+def invert_gear(t1: float, t2: float, a1: float, a2: float, rv1: float, rv2: float,
+                gear: tuple) -> tuple[float, float]:
+    """
+    Command ``n`` [N·m] whose gear output is ``tau*`` at acceleration ``v`` (module docstring).
+
+    Parameters
+    ----------
+    t1, t2 : float
+        The law's joint torque ``tau*`` [N·m] (on the arm with its rotors).
+    a1, a2 : float
+        The law's commanded acceleration ``v`` [rad/s^2] (zero for PD + gravity).
+    rv1, rv2 : float
+        Reference velocity [rad/s]: ``s = tanh(qd_d / eps)``.
+    gear : tuple
+        :func:`gear_inversion_constants`.
+
+    """
+    wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2 = gear
+    ro1 = jr1 * a1
+    ro2 = jc2 * a1 + jr2 * a2
+    s1 = math.tanh(rv1 * ie1)
+    s2 = math.tanh(rv2 * ie2)
+    y1 = t1 - ro1
+    y2 = t2 - ro2
+    k1 = 1.0 - (wa1 * (1.0 if y1 >= 0.0 else -1.0) + wb1 * s1) * s1
+    k2 = 1.0 - (wa2 * (1.0 if y2 >= 0.0 else -1.0) + wb2 * s2) * s2
+    return (y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1,
+            y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2)
 
 
 def check_gain_update(name: str, value) -> tuple[float, float]:

@@ -24,25 +24,26 @@ integrators see no discontinuity at zero velocity; the price is that no torque i
 rest: any net torque makes the joint creep at a speed of the order of ``eps``.
 
 ``karnopp`` (stiction with breakaway; D. Karnopp, "Computer simulation of stick-slip friction
-in mechanical dynamic systems", J. Dyn. Sys. Meas. Control 107, 1985). A joint whose speed is
-outside the stick band, ``|qd| >= v_stick``, slides::
+in mechanical dynamic systems", J. Dyn. Sys. Meas. Control 107, 1985). A moving joint
+(``qd != 0``) slides::
 
     f(qd) = b qd + (tau_c + tau_s exp(-(qd / v_s)^2)) sign(qd)
 
-Inside the band it is stuck: its friction takes the value that keeps its acceleration at
-zero, as long as that value does not exceed the breakaway torque ``F_s = tau_c + tau_s``;
-above it the joint breaks away with ``f = F_s sign(force)``. For the coupled arm the stuck
-joints' friction solves ``(M^-1 (r - f))_j = 0`` for every stuck joint j, with
-``r = tau_m - c - g`` the net torque without friction (:func:`karnopp_friction`).
+A joint at rest (``qd == 0`` exactly) is stuck: its friction takes the value that keeps its
+acceleration at zero, as long as that value does not exceed the breakaway torque
+``F_s = tau_c + tau_s``; above it the joint breaks away with ``f = F_s sign(force)``. For the
+coupled arm the stuck joints' friction solves ``(A^-1 (r - f))_j = 0`` for every stuck
+joint j, with ``r`` the net torque without friction and ``A`` the matrix of the equation of
+motion ``A qdd = r - f`` (:func:`karnopp_friction`).
 
-Integration caveat (fixed-step RK4): the Karnopp right-hand side is discontinuous at the
-band edges and at breakaway, so each stick or slip transition costs the integrator its
-order for that step (local error O(h), not O(h^5)). The band must be wider than the speed
-change of one sub-step, ``v_stick > |qdd| h``, or a joint decelerating through zero can jump
-over the band and never stick; inside the band the speed is frozen, not zeroed, so a joint
-that sticks at speed v drifts by at most ``v_stick`` per second. Choose ``v_stick`` small
-against the motion's speeds and large against ``|qdd| h`` (defaults: 1e-3 rad/s, h = 0.25
-ms). The tight-tolerance comparisons with scipy hold for the smooth model only.
+Stuck is exact: the integrator (:mod:`manip_control.plant`) brings a joint to exactly zero
+velocity where its velocity crosses zero (the event is located within the RK4 sub-step and
+the joint is stopped by a stiction impulse, which only removes kinetic energy) and keeps it
+there while the torque needed to hold it is inside the breakaway band: no drift, and a stuck
+joint's friction does no work. The stick band ``v_stick`` [rad/s] is where a joint that comes
+to rest without its velocity crossing zero within a sub-step is stopped, if its friction can
+hold it. Release is exact at breakaway, up to the RK4 stage at which the breakaway torque is
+first exceeded (a quarter of a sub-step at most).
 """
 
 from __future__ import annotations
@@ -76,19 +77,20 @@ def karnopp_friction(qd, rest, inertia, friction) -> tuple[np.ndarray, list[bool
     """
     Return the Karnopp friction torques [N·m] of the coupled joints and which are held.
 
-    Joints with ``|qd_j| < v_stick`` are stuck: their friction makes their acceleration zero,
-    ``(M^-1 (r - f))_j = 0``, unless it would exceed ``F_s = tau_c + tau_s``; such a joint
-    breaks away with ``f_j = F_s sign(f_j)`` and the others are solved again. Joints outside
-    the band slide (:func:`sliding_friction_scalar`).
+    Joints with ``qd_j == 0`` are stuck: their friction makes their acceleration zero,
+    ``(A^-1 (r - f))_j = 0``, unless it would exceed ``F_s = tau_c + tau_s``; such a joint
+    breaks away with ``f_j = F_s sign(f_j)`` and the others are solved again. Moving joints
+    slide (:func:`sliding_friction_scalar`).
 
     Parameters
     ----------
     qd : array_like, shape (n,)
         Joint velocities [rad/s].
     rest : array_like, shape (n,)
-        Net joint torque without friction ``r = tau_m - c - g`` [N·m].
+        Net joint torque without friction ``r`` [N·m] (``tau_m - c - g`` without gear loss).
     inertia : array_like, shape (n, n)
-        Inertia matrix M(q) [kg·m^2].
+        Matrix ``A`` of ``A qdd = r - f`` [kg·m^2]: the inertia matrix M(q), or with the
+        gear loss on the mesh torque ``M - kappa D`` (not symmetric).
     friction : sequence of n FrictionParameters
         Per-joint friction parameters.
 
@@ -105,7 +107,7 @@ def karnopp_friction(qd, rest, inertia, friction) -> tuple[np.ndarray, list[bool
     m = np.asarray(inertia, dtype=float)
     n = len(friction)
     f = np.array([sliding_friction_scalar(v, fr) for v, fr in zip(qd, friction)])
-    stuck = [j for j in range(n) if abs(qd[j]) < friction[j].v_stick]
+    stuck = [j for j in range(n) if qd[j] == 0.0]
     while stuck:
         free = [k for k in range(n) if k not in stuck]
         # the free joints' accelerations with the stuck ones held: M_ff qdd_f = (r - f)_f

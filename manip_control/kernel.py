@@ -21,12 +21,16 @@ controller computes ``u_k`` from ``y_k`` and the reference ``r_k``, and the plan
 ``[t_k, t_k + T]`` with ``u_k`` held, by classical RK4 with ``substeps`` steps. Every equation
 is the one of the Python modules, written on scalars in the same order of operations:
 
-* plant right-hand side -- :func:`manip_control.plant._make_rhs` (rigid body
+* plant right-hand side -- :func:`manip_control.plant._make_rhs` (rigid body with rotors
   ``M(q) qdd + c + g + f(qd) = tau_m``, DC motor ``L di/dt = V - R i - k_e N qd``, PI drive
-  with a clamped terminal voltage and conditional integration, ``tau_m = eta N k_t i``, or
-  the clamped ideal torque);
+  with a clamped terminal voltage and conditional integration, actuator torque
+  ``tau_m = N k_t i - tau_gear(T, qd)`` with the gear loss charged on the mesh torque
+  ``T = N k_t i - D qdd`` and solved with the accelerations, or the clamped ideal torque;
+  Karnopp friction with exact sticking: zero-velocity events located in each RK4 sub-step,
+  :func:`manip_control.plant._karnopp_substep`);
 * controller -- :class:`manip_control.control.Controller` (computed torque or PD + gravity,
-  friction compensation, integral with anti-windup, torque limits);
+  friction feed-forward at the reference velocity, inversion of the nominal gear, integral
+  with anti-windup, torque limits);
 * sensors -- :class:`manip_control.sensors.JointSensors` (noise, quantization
   ``round(q / res) res``, filtered backward-difference velocity).
 
@@ -56,6 +60,12 @@ try:  # numba is a runtime dependency; the Python path is the fallback without i
 except ImportError:  # pragma: no cover - exercised only where numba is absent
     numba = None
 
+#: Floor of the gear inversion's denominator (as ``control.GEAR_INVERSION_FLOOR``).
+GEAR_INVERSION_FLOOR = 0.05
+
+#: At most this many zero-velocity events per RK4 sub-step (as ``plant.MAX_EVENTS``).
+MAX_EVENTS = 4
+
 #: Whether the compiled kernel is available in this interpreter.
 AVAILABLE = numba is not None
 
@@ -78,12 +88,12 @@ P_FR1 = 9           # friction row of joint 1 (F_* offsets); joint 2 at P_FR1 + 
 F_B, F_TC, F_EPS, F_TS, F_VS, F_VSTICK, F_FS = range(7)
 FR_SIZE = 7
 P_MO1 = P_FR1 + 2 * FR_SIZE   # motor row of joint 1 (M_* offsets); joint 2 at + MO_SIZE
-(M_R, M_IL, M_KEN, M_KP, M_KI, M_VMAX, M_KT, M_IMAX, M_GA, M_GB, M_NK, M_WA,
- M_WB) = range(13)
-MO_SIZE = 13
+M_R, M_IL, M_KEN, M_KP, M_KI, M_VMAX, M_KT, M_IMAX, M_WA, M_WB = range(10)
+MO_SIZE = 10
 P_LIM1 = P_MO1 + 2 * MO_SIZE
 P_LIM2, P_SUBSTEPS, P_H = P_LIM1 + 1, P_LIM1 + 2, P_LIM1 + 3
-P_SIZE = P_LIM1 + 4
+P_JR1, P_JC2, P_JR2 = P_LIM1 + 4, P_LIM1 + 5, P_LIM1 + 6   # rotor matrix D (mesh torque)
+P_SIZE = P_LIM1 + 7
 
 # controller: law, nominal model, nominal friction (b, tau_c, eps, tau_s, v_s), gains, limits
 (C_CT, C_A, C_B, C_D12, C_D22, C_G1, C_G2, C_FCOMP) = range(8)
@@ -91,7 +101,9 @@ C_FR1 = 8           # nominal friction of joint 1 (F_B..F_VS offsets); joint 2 a
 CF_SIZE = 5
 (C_KP1, C_KP2, C_KD1, C_KD2, C_KI1, C_KI2, C_ZL1, C_ZL2, C_TL1, C_TL2,
  C_PERIOD) = range(C_FR1 + 2 * CF_SIZE, C_FR1 + 2 * CF_SIZE + 11)
-C_SIZE = C_PERIOD + 1
+C_GEAR = C_PERIOD + 1   # 1: invert the nominal gear (constants at C_GW, see control.py)
+C_GW = C_GEAR + 1       # wa1, wb1, wa2, wb2, jr1, jc2, jr2, 1/eps1, 1/eps2
+C_SIZE = C_GW + 9
 
 # sensors
 S_IDEAL, S_RES, S_FILTERED, S_ALPHA, S_PERIOD, S_POS_NOISE, S_VEL_NOISE = range(7)
@@ -120,6 +132,7 @@ def pack_plant(params, period: float) -> np.ndarray:
         Control period [s]; the RK4 step is ``period / substeps``.
 
     """
+    from manip_control.actuators import gear_loss_weights
     from manip_control.plant import plant_model
 
     model = plant_model(params)
@@ -135,22 +148,21 @@ def pack_plant(params, period: float) -> np.ndarray:
                             fr.v_stick, fr.tau_c + fr.tau_s)
     for j, mo in enumerate(params.motors):
         o = P_MO1 + j * MO_SIZE
-        kt = mo.torque_per_amp
-        # gear loss tau_gear = (ga |i| + gb i s) s = N k_t (wa |i| s + wb i s^2)
-        kf, kb = 1.0 - mo.eta, 1.0 / mo.eta_back - 1.0
-        wa, wb = 0.5 * (kf + kb), 0.5 * (kf - kb)
-        ga, gb = wa * kt, wb * kt
+        # gear loss tau_gear = (wa |T| + wb T s) s on the mesh torque T = N k_t i - D qdd
+        wa, wb = gear_loss_weights(mo)
         p[o:o + MO_SIZE] = (mo.R, 1.0 / mo.L, mo.k_e * mo.N, mo.Kp_i, mo.Ki_i, mo.V_max,
-                            kt, mo.i_max, ga, gb, mo.N * mo.k_t, wa, wb)
+                            mo.torque_per_amp, mo.i_max, wa, wb)
     p[P_LIM1], p[P_LIM2] = params.torque_limit
     p[P_SUBSTEPS] = int(params.substeps)
     p[P_H] = float(period) / int(params.substeps)
+    (p[P_JR1], p[P_JR2]), p[P_JC2] = params.reflected_inertia, params.rotor_coupling_terms[1]
     return p
 
 
 def pack_controller(params, period: float) -> np.ndarray:
     """Pack the controller parameters into the kernel's flat vector (layout ``C_*``)."""
     from manip_control.control import Controller
+    from manip_control.control import gear_inversion_constants
 
     ctrl = Controller(params, period)
     model = ctrl.model
@@ -167,6 +179,10 @@ def pack_controller(params, period: float) -> np.ndarray:
     c[C_ZL1:C_ZL2 + 1] = ctrl.integral_limit
     c[C_TL1:C_TL2 + 1] = ctrl.torque_limit
     c[C_PERIOD] = float(ctrl.period)
+    gear = gear_inversion_constants(params.nominal)
+    if gear is not None:
+        c[C_GEAR] = 1.0
+        c[C_GW:C_GW + 9] = gear
     return c
 
 
@@ -236,7 +252,8 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     g = P_FR1 + FR_SIZE
     sg1 = math.tanh(v1 / p[f + F_EPS])
     sg2 = math.tanh(v2 / p[g + F_EPS])
-    if p[P_MOTOR] != 0.0:
+    motor = p[P_MOTOR] != 0.0
+    if motor:
         o = P_MO1
         e = u1 - i1
         vt = p[o + M_KP] * e + s1
@@ -247,7 +264,7 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
         else:
             dx1 = p[o + M_KI] * e
         di1 = (vt - p[o + M_R] * i1 - p[o + M_KEN] * v1) * p[o + M_IL]
-        t1 = p[o + M_KT] * i1 - (p[o + M_GA] * abs(i1) + p[o + M_GB] * i1 * sg1) * sg1
+        n1 = p[o + M_KT] * i1
         o = P_MO1 + MO_SIZE
         e = u2 - i2
         vt = p[o + M_KP] * e + s2
@@ -258,10 +275,10 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
         else:
             dx2 = p[o + M_KI] * e
         di2 = (vt - p[o + M_R] * i2 - p[o + M_KEN] * v2) * p[o + M_IL]
-        t2 = p[o + M_KT] * i2 - (p[o + M_GA] * abs(i2) + p[o + M_GB] * i2 * sg2) * sg2
+        n2 = p[o + M_KT] * i2
     else:
         di1 = di2 = dx1 = dx2 = 0.0
-        t1, t2 = u1, u2
+        n1, n2 = u1, u2
     b = p[P_B]
     c2 = math.cos(x1)
     bc2 = b * c2
@@ -270,13 +287,19 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     d22 = p[P_D22]
     h = -b * math.sin(x1)
     g12 = p[P_G2] * math.cos(x0 + x1)
-    r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - p[P_G1] * math.cos(x0) - g12
-    r2 = t2 + h * v1 * v1 - g12
-    held1 = held2 = False
-    if p[P_KARNOPP] != 0.0:
-        fr1, fr2, held1, held2 = _karnopp(v1, v2, r1, r2, m11, m12, d22, p)
-        if held1 and held2:
-            return v1, v2, 0.0, 0.0, di1, di2, dx1, dx2
+    w11 = h * (2.0 * v1 * v2 + v2 * v2)
+    w12 = p[P_G1] * math.cos(x0)
+    w21 = h * v1 * v1
+    karnopp = p[P_KARNOPP] != 0.0
+    if karnopp:
+        fr1 = 0.0
+        fr2 = 0.0
+        if v1 != 0.0:
+            fr1 = p[f + F_B] * v1 + math.copysign(
+                p[f + F_TC] + p[f + F_TS] * math.exp(-(v1 / p[f + F_VS]) ** 2), v1)
+        if v2 != 0.0:
+            fr2 = p[g + F_B] * v2 + math.copysign(
+                p[g + F_TC] + p[g + F_TS] * math.exp(-(v2 / p[g + F_VS]) ** 2), v2)
     elif p[P_STRIBECK] != 0.0:
         fr1 = p[f + F_B] * v1 + (p[f + F_TC] + p[f + F_TS] * math.exp(
             -(v1 / p[f + F_VS]) ** 2)) * sg1
@@ -285,64 +308,91 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     else:
         fr1 = p[f + F_B] * v1 + p[f + F_TC] * sg1
         fr2 = p[g + F_B] * v2 + p[g + F_TC] * sg2
-    r1 -= fr1
-    r2 -= fr2
-    idet = 1.0 / (m11 * d22 - m12 * m12)
-    return (v1, v2, 0.0 if held1 else (d22 * r1 - m12 * r2) * idet,
-            0.0 if held2 else (m11 * r2 - m12 * r1) * idet, di1, di2, dx1, dx2)
+    fs1 = p[f + F_FS]
+    fs2 = p[g + F_FS]
+    wa1 = p[P_MO1 + M_WA]
+    wb1 = p[P_MO1 + M_WB]
+    wa2 = p[P_MO1 + MO_SIZE + M_WA]
+    wb2 = p[P_MO1 + MO_SIZE + M_WB]
+    la1 = wa1 * sg1
+    la2 = wa2 * sg2
+    if motor and (la1 != 0.0 or la2 != 0.0):
+        jr1 = p[P_JR1]
+        jc2 = p[P_JC2]
+        jr2 = p[P_JR2]
+        g1 = 1.0 if n1 >= 0.0 else -1.0
+        g2 = 1.0 if n2 >= 0.0 else -1.0
+        first1 = first2 = 0.0
+        found = False
+        for k in range(4):
+            sn1 = -g1 if k == 1 or k == 3 else g1
+            sn2 = -g2 if k >= 2 else g2
+            k1 = (wa1 * sn1 + wb1 * sg1) * sg1
+            k2 = (wa2 * sn2 + wb2 * sg2) * sg2
+            qa1, qa2 = _mechanics(v1, v2, n1 - k1 * n1, n2 - k2 * n2, w11, w12, g12, w21,
+                                  fr1, fr2, m11 - k1 * jr1, m12, m12 - k2 * jc2,
+                                  d22 - k2 * jr2, karnopp, fs1, fs2)
+            if k == 0:
+                first1, first2 = qa1, qa2
+            if (((n1 - jr1 * qa1) * sn1 >= 0.0 or la1 == 0.0)
+                    and ((n2 - jc2 * qa1 - jr2 * qa2) * sn2 >= 0.0 or la2 == 0.0)):
+                found = True
+                break
+        if not found:
+            qa1, qa2 = first1, first2
+    else:
+        qa1, qa2 = _mechanics(v1, v2, n1, n2, w11, w12, g12, w21, fr1, fr2, m11, m12, m12,
+                              d22, karnopp, fs1, fs2)
+    return v1, v2, qa1, qa2, di1, di2, dx1, dx2
 
 
 @_jit()
-def _karnopp(v1, v2, r1, r2, m11, m12, d22, p):
+def _mechanics(v1, v2, t1, t2, w11, w12, g12, w21, fr1, fr2, a11, a12, a21, a22, karnopp,
+               fs1, fs2):
     """
-    Return the Karnopp friction torques and whether each joint is held (stuck).
+    Joint accelerations from ``A qdd = r - f`` (:func:`manip_control.plant._mechanics`).
 
-    Sliding joints: ``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)``; joints in the stick
-    band (``|qd| < v_stick``): the torque that keeps their acceleration zero, unless it
-    exceeds the breakaway level ``F_s = tau_c + tau_s`` (then ``F_s sign`` and the joint
-    slides). ``r`` is the net torque without friction. A held joint's acceleration is zero.
+    Sliding joints: ``fr`` (``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)`` or the
+    smooth friction); Karnopp joints at exactly zero velocity: the torque that keeps their
+    acceleration zero, unless it exceeds the breakaway level ``F_s = tau_c + tau_s`` (then
+    ``F_s sign`` and the joint slides).
     """
-    f = P_FR1
-    g = P_FR1 + FR_SIZE
-    fr1 = 0.0
-    fr2 = 0.0
-    if v1 != 0.0:
-        fr1 = p[f + F_B] * v1 + math.copysign(
-            p[f + F_TC] + p[f + F_TS] * math.exp(-(v1 / p[f + F_VS]) ** 2), v1)
-    if v2 != 0.0:
-        fr2 = p[g + F_B] * v2 + math.copysign(
-            p[g + F_TC] + p[g + F_TS] * math.exp(-(v2 / p[g + F_VS]) ** 2), v2)
-    st1 = p[f + F_VSTICK]
-    st2 = p[g + F_VSTICK]
-    fs1 = p[f + F_FS]
-    fs2 = p[g + F_FS]
-    held1 = -st1 < v1 < st1
-    held2 = -st2 < v2 < st2
-    if held1 and held2:
-        fr1, fr2 = r1, r2
-        if abs(fr1) > fs1:
-            fr1, held1 = math.copysign(fs1, fr1), False
-        if abs(fr2) > fs2:
-            fr2, held2 = math.copysign(fs2, fr2), False
+    r1 = t1 - w11 - w12 - g12
+    r2 = t2 + w21 - g12
+    held1 = False
+    held2 = False
+    if karnopp:
+        held1 = v1 == 0.0
+        held2 = v2 == 0.0
         if held1 and held2:
-            return fr1, fr2, True, True
-        if held1:  # joint 2 broke away: joint 1 alone is stuck
-            fr1 = r1 - m12 * ((r2 - fr2) / d22)
+            fr1, fr2 = r1, r2
+            if abs(fr1) > fs1:
+                fr1, held1 = math.copysign(fs1, fr1), False
+            if abs(fr2) > fs2:
+                fr2, held2 = math.copysign(fs2, fr2), False
+            if held1 and held2:
+                return 0.0, 0.0
+            if held1:  # joint 2 broke away: joint 1 alone is stuck
+                fr1 = r1 - a12 * ((r2 - fr2) / a22)
+                if abs(fr1) > fs1:
+                    fr1, held1 = math.copysign(fs1, fr1), False
+            elif held2:
+                fr2 = r2 - a21 * ((r1 - fr1) / a11)
+                if abs(fr2) > fs2:
+                    fr2, held2 = math.copysign(fs2, fr2), False
+        elif held1:
+            fr1 = r1 - a12 * ((r2 - fr2) / a22)
             if abs(fr1) > fs1:
                 fr1, held1 = math.copysign(fs1, fr1), False
         elif held2:
-            fr2 = r2 - m12 * ((r1 - fr1) / m11)
+            fr2 = r2 - a21 * ((r1 - fr1) / a11)
             if abs(fr2) > fs2:
                 fr2, held2 = math.copysign(fs2, fr2), False
-    elif held1:
-        fr1 = r1 - m12 * ((r2 - fr2) / d22)
-        if abs(fr1) > fs1:
-            fr1, held1 = math.copysign(fs1, fr1), False
-    elif held2:
-        fr2 = r2 - m12 * ((r1 - fr1) / m11)
-        if abs(fr2) > fs2:
-            fr2, held2 = math.copysign(fs2, fr2), False
-    return fr1, fr2, held1, held2
+    r1 -= fr1
+    r2 -= fr2
+    idet = 1.0 / (a11 * a22 - a12 * a21)
+    return (0.0 if held1 else (a22 * r1 - a12 * r2) * idet,
+            0.0 if held2 else (a11 * r2 - a21 * r1) * idet)
 
 
 @_jit()
@@ -364,14 +414,139 @@ def _input(tau1, tau2, p):
 
 
 @_jit()
-def _period_step(x, u1, u2, p):
-    """Advance ``x`` (8-tuple) over one control period with ``u`` held: RK4, sub-steps."""
-    h = p[P_H]
+def _rk4(x, h, u1, u2, p):
+    """One classical RK4 step of length ``h`` from the 8-tuple ``x``; new state, ``k1`` qdd."""
     h2 = 0.5 * h
     h6 = h / 6.0
     x0, x1, x2, x3, x4, x5, x6, x7 = x
-    for _ in range(int(p[P_SUBSTEPS])):
+    k1 = _rhs(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2, p)
+    k2 = _rhs(x0 + h2 * k1[0], x1 + h2 * k1[1], x2 + h2 * k1[2], x3 + h2 * k1[3],
+              x4 + h2 * k1[4], x5 + h2 * k1[5], x6 + h2 * k1[6], x7 + h2 * k1[7], u1, u2, p)
+    k3 = _rhs(x0 + h2 * k2[0], x1 + h2 * k2[1], x2 + h2 * k2[2], x3 + h2 * k2[3],
+              x4 + h2 * k2[4], x5 + h2 * k2[5], x6 + h2 * k2[6], x7 + h2 * k2[7], u1, u2, p)
+    k4 = _rhs(x0 + h * k3[0], x1 + h * k3[1], x2 + h * k3[2], x3 + h * k3[3],
+              x4 + h * k3[4], x5 + h * k3[5], x6 + h * k3[6], x7 + h * k3[7], u1, u2, p)
+    return ((x0 + h6 * (k1[0] + 2.0 * (k2[0] + k3[0]) + k4[0]),
+             x1 + h6 * (k1[1] + 2.0 * (k2[1] + k3[1]) + k4[1]),
+             x2 + h6 * (k1[2] + 2.0 * (k2[2] + k3[2]) + k4[2]),
+             x3 + h6 * (k1[3] + 2.0 * (k2[3] + k3[3]) + k4[3]),
+             x4 + h6 * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
+             x5 + h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
+             x6 + h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
+             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), k1[2], k1[3])
+
+
+@_jit()
+def _stop(x, j, p):
+    """Stop joint ``j`` by a stiction impulse (:func:`manip_control.plant._stop`)."""
+    x0, x1, v1, v2, x4, x5, x6, x7 = x
+    b = p[P_B]
+    bc2 = b * math.cos(x1)
+    if j == 0:
+        v2 = v2 + v1 * ((p[P_D12] + bc2) / p[P_D22]) if v2 != 0.0 else 0.0
+        v1 = 0.0
+    else:
+        v1 = v1 + v2 * ((p[P_D12] + bc2) / (p[P_A] + 2.0 * bc2)) if v1 != 0.0 else 0.0
+        v2 = 0.0
+    return (x0, x1, v1, v2, x4, x5, x6, x7)
+
+
+@_jit()
+def _karnopp_substep(x, h, u1, u2, p):
+    """
+    One RK4 sub-step with zero-velocity events (:func:`manip_control.plant._karnopp_substep`).
+
+    Returns the new state and the first stage's accelerations (at ``x``).
+    """
+    rest = h
+    events = 0
+    a1 = a2 = 0.0
+    while True:
+        y, q1, q2 = _rk4(x, rest, u1, u2, p)
+        if events == 0:
+            a1 = q1
+            a2 = q2
+        th = 2.0
+        jc = -1
+        v0 = x[2]
+        if v0 != 0.0:
+            ve = y[2]
+            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
+                th = v0 / (v0 - ve)
+                jc = 0
+            if v0 * q1 < 0.0:
+                te = -v0 / q1 / rest
+                if te < 1.0 and te < th:
+                    th = te
+                    jc = 0
+        v0 = x[3]
+        if v0 != 0.0:
+            ve = y[3]
+            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
+                te = v0 / (v0 - ve)
+                if te < th:
+                    th = te
+                    jc = 1
+            if v0 * q2 < 0.0:
+                te = -v0 / q2 / rest
+                if te < 1.0 and te < th:
+                    th = te
+                    jc = 1
+        if jc < 0 or events == MAX_EVENTS:
+            x = y
+            break
+        events += 1
+        if th < 1.0:
+            hs = th * rest
+            y = _rk4(x, hs, u1, u2, p)[0]
+            v0 = x[2 + jc]
+            ve = y[2 + jc]
+            if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):
+                hs = hs * (v0 / (v0 - ve))
+                y = _rk4(x, hs, u1, u2, p)[0]
+        else:
+            hs = rest
+        x = _stop(y, jc, p)
+        rest = rest - hs
+        if not rest > 0.0:
+            break
+    v = x[2]
+    st = p[P_FR1 + F_VSTICK]
+    if v != 0.0 and -st < v < st:
+        y = _stop(x, 0, p)
+        if _rhs(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2, p)[2] == 0.0:
+            x = y
+    v = x[3]
+    st = p[P_FR1 + FR_SIZE + F_VSTICK]
+    if v != 0.0 and -st < v < st:
+        y = _stop(x, 1, p)
+        if _rhs(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2, p)[3] == 0.0:
+            x = y
+    return x, a1, a2
+
+
+@_jit()
+def _period_step(x, u1, u2, p):
+    """
+    Advance ``x`` (8-tuple) over one control period with ``u`` held: RK4, sub-steps.
+
+    Returns the new state and the accelerations ``qdd`` at ``x`` (the first RK4 stage).
+    """
+    h = p[P_H]
+    if p[P_KARNOPP] != 0.0:
+        x, a1, a2 = _karnopp_substep(x, h, u1, u2, p)
+        for _ in range(int(p[P_SUBSTEPS]) - 1):
+            x = _karnopp_substep(x, h, u1, u2, p)[0]
+        return x, a1, a2
+    h2 = 0.5 * h
+    h6 = h / 6.0
+    x0, x1, x2, x3, x4, x5, x6, x7 = x
+    a1 = a2 = 0.0
+    for m in range(int(p[P_SUBSTEPS])):
         k1 = _rhs(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2, p)
+        if m == 0:
+            a1 = k1[2]
+            a2 = k1[3]
         k2 = _rhs(x0 + h2 * k1[0], x1 + h2 * k1[1], x2 + h2 * k1[2], x3 + h2 * k1[3],
                   x4 + h2 * k1[4], x5 + h2 * k1[5], x6 + h2 * k1[6], x7 + h2 * k1[7], u1, u2,
                   p)
@@ -388,7 +563,7 @@ def _period_step(x, u1, u2, p):
         x5 += h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5])
         x6 += h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6])
         x7 += h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])
-    return x0, x1, x2, x3, x4, x5, x6, x7
+    return (x0, x1, x2, x3, x4, x5, x6, x7), a1, a2
 
 
 @_jit()
@@ -401,6 +576,22 @@ def _friction(v, c, o):
 
 
 @_jit()
+def _invert_gear(t1, t2, a1, a2, rv1, rv2, c):
+    """Command through the inverted nominal gear (:func:`manip_control.control.invert_gear`)."""
+    o = C_GW
+    ro1 = c[o + 4] * a1
+    ro2 = c[o + 5] * a1 + c[o + 6] * a2
+    s1 = math.tanh(rv1 * c[o + 7])
+    s2 = math.tanh(rv2 * c[o + 8])
+    y1 = t1 - ro1
+    y2 = t2 - ro2
+    k1 = 1.0 - (c[o] * (1.0 if y1 >= 0.0 else -1.0) + c[o + 1] * s1) * s1
+    k2 = 1.0 - (c[o + 2] * (1.0 if y2 >= 0.0 else -1.0) + c[o + 3] * s2) * s2
+    return (y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1,
+            y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2)
+
+
+@_jit()
 def _drive_voltage(i_ref, i, xi, p, o):
     """Return the PI drive terminal voltage after the clamp [V] (motor row at ``p[o:]``)."""
     v = p[o + M_KP] * (i_ref - i) + xi
@@ -409,10 +600,16 @@ def _drive_voltage(i_ref, i, xi, p, o):
 
 
 @_jit()
-def _joint_torque(i, v, p, o, eps):
-    """Return the actuator torque after the gearbox ``N k_t i - tau_gear(i, qd)`` [N·m]."""
+def _joint_torque(i, v, p, o, eps, rotor):
+    """
+    Return the actuator torque ``N k_t i - tau_gear(T, qd)`` [N·m], ``T = N k_t i - rotor``.
+
+    ``rotor`` is the rotor torque ``(D qdd)_j`` [N·m] (motor row at ``p[o:]``).
+    """
+    nk = p[o + M_KT] * i
+    mesh = nk - rotor
     s = math.tanh(v / eps)
-    return p[o + M_KT] * i - p[o + M_NK] * (p[o + M_WA] * abs(i) * s + p[o + M_WB] * i * s * s)
+    return nk - (p[o + M_WA] * abs(mesh) + p[o + M_WB] * mesh * s) * s
 
 
 @_jit(nogil=True)
@@ -432,6 +629,7 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
     ct = c[C_CT] != 0.0
     ca, cb, cd, cd22, cg1, cg2 = c[C_A], c[C_B], c[C_D12], c[C_D22], c[C_G1], c[C_G2]
     fcomp = c[C_FCOMP] != 0.0
+    gear = c[C_GEAR] != 0.0
     kp1, kp2, kd1, kd2 = c[C_KP1], c[C_KP2], c[C_KD1], c[C_KD2]
     ki1, ki2, zl1, zl2 = c[C_KI1], c[C_KI2], c[C_ZL1], c[C_ZL2]
     tl1, tl2, period = c[C_TL1], c[C_TL2], c[C_PERIOD]
@@ -494,12 +692,15 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
                   + cg1 * math.cos(y1) + g12)
             t2 = m12 * a1 + cd22 * a2 - hh * w1 * w1 + g12
         else:
+            a1 = a2 = 0.0
             c12 = math.cos(y1 + y2)
             t1 = cg1 * math.cos(y1) + cg2 * c12 - kp1 * e1 - kd1 * w1 - ki1 * z1
             t2 = cg2 * c12 - kp2 * e2 - kd2 * w2 - ki2 * z2
         if fcomp:
-            t1 += _friction(w1, c, C_FR1)
-            t2 += _friction(w2, c, C_FR1 + CF_SIZE)
+            t1 += _friction(rv1, c, C_FR1)
+            t2 += _friction(rv2, c, C_FR1 + CF_SIZE)
+        if gear:
+            t1, t2 = _invert_gear(t1, t2, a1, a2, rv1, rv2, c)
         sat1 = t1 > tl1 or t1 < -tl1
         sat2 = t2 > tl2 or t2 < -tl2
         if sat1:
@@ -513,11 +714,12 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
         # 4. plant over [t_k, t_k + T] with u_k held
         u1, u2 = _input(t1, t2, p)
         xk = x
-        x = _period_step(x, u1, u2, p)
+        x, qa1, qa2 = _period_step(x, u1, u2, p)
         # telemetry at t_k+ (new command applied), figures
         if motor:
-            tj1 = _joint_torque(xk[4], xk[2], p, P_MO1, p[P_FR1 + F_EPS])
-            tj2 = _joint_torque(xk[5], xk[3], p, P_MO1 + MO_SIZE, p[P_FR1 + FR_SIZE + F_EPS])
+            tj1 = _joint_torque(xk[4], xk[2], p, P_MO1, p[P_FR1 + F_EPS], p[P_JR1] * qa1)
+            tj2 = _joint_torque(xk[5], xk[3], p, P_MO1 + MO_SIZE, p[P_FR1 + FR_SIZE + F_EPS],
+                                p[P_JC2] * qa1 + p[P_JR2] * qa2)
             vv1 = _drive_voltage(u1, xk[4], xk[6], p, P_MO1)
             vv2 = _drive_voltage(u2, xk[5], xk[7], p, P_MO1 + MO_SIZE)
         else:
@@ -581,7 +783,7 @@ def _rhs_vec(x, tau, p):
 def _step_vec(x, tau1, tau2, p):
     """One control period from ``x`` (8,) with the torque command held; new state (8,)."""
     u1, u2 = _input(tau1, tau2, p)
-    y = _period_step((x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]), u1, u2, p)
+    y = _period_step((x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]), u1, u2, p)[0]
     out = np.empty(8)
     for i in range(8):
         out[i] = y[i]
@@ -591,7 +793,7 @@ def _step_vec(x, tau1, tau2, p):
 @_jit()
 def _step_held(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2, p):
     """One control period from the state floats with the held input ``u``; an 8-tuple."""
-    return _period_step((x0, x1, x2, x3, x4, x5, x6, x7), u1, u2, p)
+    return _period_step((x0, x1, x2, x3, x4, x5, x6, x7), u1, u2, p)[0]
 
 
 # --------------------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
 * ``controller``: kp (0, 1e6] (1/s^2 or N m/rad); kd (0, 20000] (1/s or N m s/rad);
   ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; torque_limit
   [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10]; nominal.rotor_inertia [0, 10000]
-  kg m^2; nominal.gear_ratio [1, 1000] (and the nominal arm and friction as above).
+  kg m^2; nominal.gear_ratio [1, 1000]; nominal.eta, nominal.eta_back [0.05, 1] (and the
+  nominal arm and friction as above).
 * trajectory node: position limits [-100, 100] rad; velocity limits (0, 100] rad/s.
 
 Defaults
@@ -148,7 +149,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
     'controller': {'kp': (0.0, 1e6, ''), 'kd': (0.0, 2e4, ''), 'ki': (0.0, 1e7, ''),
                    'integral_limit': (0.0, 100.0, 'rad s'), 'torque_limit': (1e-3, 1e4, 'N m'),
                    'wn': (0.0, 1000.0, 'rad/s'), 'zeta': (0.0, 10.0, '')},
-    'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, '')},
+    'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, ''),
+                'eta': (0.05, 1.0, ''), 'eta_back': (0.05, 1.0, '')},
     'trajectory': {'position_limit': (-100.0, 100.0, 'rad'),
                    'velocity_limit': (0.0, 100.0, 'rad/s')},
 }
@@ -600,6 +602,15 @@ class NominalModel:
     gear_ratio : tuple of 2 float
         Gear ratios ``N`` per joint, >= 1, used by ``rotor_coupling`` (optional, default
         100 / 100, the default motors').
+    eta, eta_back : tuple of 2 float
+        Gear efficiencies per joint in (0, 1], forward (motor drives the load) and backward
+        (load drives the motor), as the plant's motors (optional, default 1 / 1: an ideal
+        gear, nothing inverted). Below 1 the computed-torque command inverts the gear loss
+        on the mesh torque (:mod:`manip_control.control`).
+
+    The parts of the nominal model are switchable: ``rotor_inertia`` zeros (no rotors),
+    ``rotor_coupling`` false, ``eta``/``eta_back`` ones (no gear inversion), and the
+    controller's ``friction_compensation`` false (no friction feed-forward).
 
     """
 
@@ -608,6 +619,8 @@ class NominalModel:
     rotor_inertia: tuple = _opt((0.0, 0.0))
     rotor_coupling: bool = _opt(False)
     gear_ratio: tuple = _opt((100.0, 100.0))
+    eta: tuple = _opt((1.0, 1.0))
+    eta_back: tuple = _opt((1.0, 1.0))
 
     def __post_init__(self):
         _validate_nominal(self, 'nominal')
@@ -631,6 +644,10 @@ def _validate_nominal(nm: NominalModel, path: str) -> None:
     for k, n in enumerate(_vector(f'{path}.gear_ratio', nm.gear_ratio)):
         if n < 1.0:
             raise ParameterError(f'{path}.gear_ratio[{k}]: must be >= 1 (got {n})')
+    for name in ('eta', 'eta_back'):
+        for k, e in enumerate(_vector(f'{path}.{name}', getattr(nm, name))):
+            if not 0.0 < e <= 1.0:
+                raise ParameterError(f'{path}.{name}[{k}]: must be in (0, 1] (got {e})')
 
 
 @dataclass(frozen=True)

@@ -35,15 +35,37 @@ any compiled kernel implement exactly these equations)::
       V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)
       dx_i/dt = Ki_i (i_ref - i) if |Kp_i (i_ref - i) + x_i| <= V_max else 0
       di/dt = (V - R i - k_e N qd) / L
+      n = N k_t i                                     (motor torque referred to the joint)
+    gear loss on the mesh torque (the rotors sit upstream of the gears):
+      T = n - D qdd,  D = [[Jr1, 0], [c12, Jr2]]      (T_j = N_j (k_t i_j - Jm_j ddtheta_mj))
       s = tanh(qd / eps),  k_f = 1 - eta,  k_b = 1 / eta_back - 1
-      tau_m = N k_t i - N k_t (1/2 (k_f + k_b) |i| s + 1/2 (k_f - k_b) i s^2)
-    ideal mode: tau_m = clamp(tau_cmd, +-torque_limit), di/dt = dx_i/dt = 0
+      wa = (k_f + k_b) / 2,  wb = (k_f - k_b) / 2
+      tau_gear = (wa |T| + wb T s) s = kappa(sigma) T,  kappa(sigma) = (wa sigma + wb s) s,
+          sigma = sign(T)
+      tau_m = n - tau_gear
+    ideal mode: tau_m = clamp(tau_cmd, +-torque_limit) (no gear loss), di/dt = dx_i/dt = 0
     friction (manip_control.friction), per joint:
       smooth:  f = b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) s
-      karnopp: |qd| >= v_stick: f = b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd);
-               stuck joints: f solves (M^-1 (r - f))_j = 0, clamped to +-(tau_c + tau_s)
-               (breakaway), r = tau_m - c - g
-    qdd = M^-1 (tau_m - c - g - f)
+      karnopp: qd != 0: f = b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd);
+               stuck joints (qd == 0 exactly): f solves (A^-1 (r - f))_j = 0, unless
+               |f_j| would exceed the breakaway torque F_s = tau_c + tau_s: then
+               f_j = F_s sign(f_j) and the joint slides (release exactly at breakaway)
+    equation of motion, solved with the loss (kappa = diag(kappa_j)):
+      (M - kappa D) qdd = (n - kappa n) - c - g - f =: r - f,   A = M - kappa D
+      held joints: qdd_j = 0
+
+The loss makes the equation implicit: ``T`` depends on ``qdd`` through the rotor
+accelerations. For a given sign pattern ``sigma`` of the mesh torques the loss is linear in
+``T``, so ``qdd`` follows from one 2x2 solve with ``A``; the pattern is then checked
+(``sigma_j T_j >= 0`` for every joint whose loss depends on it, ``wa_j s_j != 0``). The
+patterns are tried in the order: the signs of ``n`` (almost always right: the rotor torque
+``D qdd`` is a few per cent of ``n``), joint 1 flipped, joint 2 flipped, both flipped; the
+first consistent one is the solution. For a single joint it is unique when
+``Jr_j max(k_f, k_b) < M_jj``, always true for ``eta_back > 1/2`` since ``M_jj >= Jr_j``
+(the left side is then strictly increasing in ``qdd_j``); for the coupled pair uniqueness is
+not proven, and were no pattern consistent (a self-locking gear driving a much lighter
+link), the first one is used. Without rotor inertia ``T = n`` and the loss is
+explicit.
 
 Initial state (:func:`initial_state`): ``q0``, ``qd0`` from the parameters; currents and
 integrators zero, or, with ``start_in_equilibrium`` (default) in motor mode, the values that
@@ -54,30 +76,80 @@ friction vanish at rest, so ``qdd = 0`` when ``qd0 = 0``).
 Integration is fixed-step classical Runge-Kutta 4 with ``substeps`` steps per control period:
 deterministic, and accurate for the current loop's time constants (about 0.5 ms for the
 default drives) at the default 4 sub-steps of 0.25 ms (see test_plant.py, which compares a
-10 s run with a Radau solution at rtol 1e-10). The Karnopp friction is discontinuous: see
-:mod:`manip_control.friction` for what that costs a fixed-step integrator.
+10 s run with a Radau solution at rtol 1e-10).
+
+Karnopp friction: stuck is exact (velocity held at exactly zero). The stuck flag is that
+zero itself rather than an extra state: ``qd_j == 0.0`` exactly only happens at a stop (the
+RK4 stages of a held joint add exact zeros), so the state stays ``[q, qd, i, x_i]`` for the
+kernel, the ROS nodes and the records, and a state set from outside is classified the same
+way. The right-hand side is
+discontinuous where a joint's velocity reaches zero, so the integrator locates that event:
+after each RK4 sub-step, a joint whose velocity changed sign (or became exactly zero), or
+whose initial acceleration brings it to zero within the sub-step (``-v0 / qdd0 < h``: the
+RK4 stages would straddle the discontinuity and can hide the crossing), has an event; the
+sub-step is redone up to the crossing time ``theta h`` (``theta = v0 / (v0 - v1)`` or
+``-v0 / (qdd0 h)``, the earliest joint's; one secant refinement if that overshoots), and
+the crossing joint is stopped by a
+stiction impulse at its joint, ``Delta qd = -qd_j M^-1 e_j / (M^-1)_jj`` (it removes the
+kinetic energy ``qd_j^2 / (2 (M^-1)_jj)`` and nothing else; when the other joint is stuck,
+only ``qd_j`` is set to zero), then the rest of the sub-step is integrated from there (at
+most four events per sub-step). A stopped joint stays at zero velocity exactly (its
+acceleration is zero in every RK4 stage) until the torque needed to hold it exceeds the
+breakaway torque at a right-hand-side evaluation. The stick band ``v_stick`` catches a
+joint that comes to rest without crossing zero within a sub-step: at each sub-step end a
+joint with ``0 < |qd_j| < v_stick`` is stopped by the same impulse if its friction can hold
+it there (the right-hand side at the stopped state holds it). Every velocity jump removes
+kinetic energy, and a stuck joint's friction does no work (its velocity is zero), so the
+friction dissipates energy at all times, up to the RK4 error of the smooth pieces.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from manip_control.actuators import clamp
 from manip_control.actuators import current_reference
 from manip_control.actuators import drive_voltage
+from manip_control.actuators import gear_loss_weights
 from manip_control.actuators import joint_torque
+from manip_control.actuators import motor_torque
 from manip_control.dynamics import TwoLinkModel
 from manip_control.friction import friction_torque
 from manip_control.friction import karnopp_friction
 from manip_control.parameters import PlantParameters
 import numpy as np
 
+
 STATE_SIZE = 8
+
+#: At most this many zero-velocity events are located per RK4 sub-step (Karnopp friction).
+MAX_EVENTS = 4
 
 
 def plant_model(params: PlantParameters) -> TwoLinkModel:
     """Return the plant's rigid-body model: the arm with its rotors as configured."""
     return TwoLinkModel(params.arm, params.reflected_inertia, params.rotor_coupling_terms)
+
+
+def rotor_matrix(params: PlantParameters) -> np.ndarray:
+    """
+    Rotor torque matrix ``D`` [kg·m^2]: ``D qdd`` is the motor torque that accelerates rotors.
+
+    ``D = [[Jr1, 0], [c12, Jr2]]`` with ``Jr = Jm N^2`` and ``c12 = Jm2 N2`` (rotor 2 turns
+    at ``qd1 + N2 qd2``), zeros where the plant leaves the rotors out; the mesh torque
+    referred to the joint is ``T = N k_t i - D qdd``.
+    """
+    jr1, jr2 = params.reflected_inertia
+    return np.array([[jr1, 0.0], [params.rotor_coupling_terms[1], jr2]])
+
+
+def _sign_patterns(n):
+    """Yield the mesh-torque sign patterns in the order they are tried (module docstring)."""
+    g = np.where(np.asarray(n) >= 0.0, 1.0, -1.0)
+    yield g
+    for flip in ((-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)):
+        yield g * flip
 
 
 def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParameters) -> np.ndarray:
@@ -101,30 +173,68 @@ def plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, params: PlantParamete
         The true arm, rotors, friction and motors.
 
     """
-    model = plant_model(params)
+    model, rotors, wa, wb = _reference_constants(params)
     q, qd, cur, xi = x[0:2], x[2:4], x[4:6], x[6:8]
     dx = np.zeros(STATE_SIZE)
+    inertia = model.inertia_matrix(q)
+    bias = model.coriolis_vector(q, qd) + model.gravity_vector(q)
+    dx[0:2] = qd
     if params.actuator == 'motor':
-        tau_m = np.zeros(2)
+        n = np.zeros(2)
         for j, mo in enumerate(params.motors):
             i_ref = current_reference(u[j], mo)
             v, saturated = drive_voltage(i_ref, cur[j], xi[j], mo)
             dx[4 + j] = (v - mo.R * cur[j] - mo.k_e * mo.N * qd[j]) / mo.L
             dx[6 + j] = 0.0 if saturated else mo.Ki_i * (i_ref - cur[j])
-            tau_m[j] = joint_torque(cur[j], qd[j], mo, params.friction[j].eps)
+            n[j] = motor_torque(cur[j], mo)
+        s = np.array([math.tanh(v / fr.eps) for v, fr in zip(qd, params.friction)])
+        smooth = (None if params.friction_model == 'karnopp'
+                  else friction_torque(qd, params.friction))
+        first = None
+        for sigma in _sign_patterns(n):
+            kappa = (wa * sigma + wb * s) * s
+            qdd = _accelerations(qd, n - kappa * n - bias, inertia - kappa[:, None] * rotors,
+                                 params, smooth)
+            mesh = n - rotors @ qdd
+            if first is None:
+                first = qdd
+            if all(sigma[j] * mesh[j] >= 0.0 or wa[j] * s[j] == 0.0 for j in range(2)):
+                break
+        else:  # no consistent pattern (ill-posed, see the module docstring): the first one
+            qdd = first
     else:
         tau_m = np.clip(u, -np.asarray(params.torque_limit), np.asarray(params.torque_limit))
-    rest = tau_m - model.coriolis_vector(q, qd) - model.gravity_vector(q)
-    inertia = model.inertia_matrix(q)
-    held = [False, False]
-    if params.friction_model == 'karnopp':
-        fric, held = karnopp_friction(qd, rest, inertia, params.friction)
-    else:
-        fric = friction_torque(qd, params.friction)
-    dx[0:2] = qd
-    dx[2:4] = np.linalg.solve(inertia, rest - fric)
-    dx[2:4][held] = 0.0  # a joint held by stiction does not accelerate
+        qdd = _accelerations(qd, tau_m - bias, inertia, params)
+    dx[2:4] = qdd
     return dx
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_constants(params: PlantParameters):
+    """Model, rotor matrix and gear loss weights of :func:`plant_dynamics` (cached)."""
+    weights = [gear_loss_weights(mo) for mo in params.motors]
+    return (plant_model(params), rotor_matrix(params), np.array([w[0] for w in weights]),
+            np.array([w[1] for w in weights]))
+
+
+def _accelerations(qd, rest, matrix, params: PlantParameters, smooth=None) -> np.ndarray:
+    """
+    Solve ``matrix qdd = rest - f`` with the configured friction (held joints: zero).
+
+    ``smooth``: the smooth friction torques when already computed.
+    """
+    if params.friction_model == 'karnopp':
+        fric, held = karnopp_friction(qd, rest, matrix, params.friction)
+    else:
+        fric = friction_torque(qd, params.friction) if smooth is None else smooth
+        held = None
+    b = rest - fric
+    (m00, m01), (m10, m11) = matrix.tolist()
+    det = m00 * m11 - m01 * m10
+    qdd = np.array([(m11 * b[0] - m01 * b[1]) / det, (m00 * b[1] - m10 * b[0]) / det])
+    if held is not None:
+        qdd[held] = 0.0  # a joint held by stiction does not accelerate
+    return qdd
 
 
 def initial_state(params: PlantParameters, q=None, qd=None) -> np.ndarray:
@@ -147,6 +257,52 @@ def initial_state(params: PlantParameters, q=None, qd=None) -> np.ndarray:
     return x
 
 
+def _mechanics(v1, v2, t1, t2, w1, w2, fr1, fr2, a11, a12, a21, a22, karnopp, fs1, fs2):
+    """
+    Joint accelerations from ``A qdd = r - f`` (the scalar fast path, kernel's twin).
+
+    ``r_j = t_j + w_j`` is computed as ``t1 - w1[0] - w1[1] - w1[2]`` and
+    ``t2 + w2[0] - w2[1]`` to keep the order of operations of the equations; ``fr`` the
+    sliding friction; with ``karnopp`` a joint at exactly zero velocity is held unless the
+    torque needed exceeds ``fs`` (breakaway).
+    """
+    r1 = t1 - w1[0] - w1[1] - w1[2]
+    r2 = t2 + w2[0] - w2[1]
+    held1 = held2 = False
+    if karnopp:
+        held1 = v1 == 0.0
+        held2 = v2 == 0.0
+        if held1 and held2:
+            fr1, fr2 = r1, r2
+            if abs(fr1) > fs1:
+                fr1, held1 = math.copysign(fs1, fr1), False
+            if abs(fr2) > fs2:
+                fr2, held2 = math.copysign(fs2, fr2), False
+            if held1 and held2:
+                return 0.0, 0.0
+            if held1:  # joint 2 broke away: joint 1 alone is stuck
+                fr1 = r1 - a12 * ((r2 - fr2) / a22)
+                if abs(fr1) > fs1:
+                    fr1, held1 = math.copysign(fs1, fr1), False
+            elif held2:
+                fr2 = r2 - a21 * ((r1 - fr1) / a11)
+                if abs(fr2) > fs2:
+                    fr2, held2 = math.copysign(fs2, fr2), False
+        elif held1:
+            fr1 = r1 - a12 * ((r2 - fr2) / a22)
+            if abs(fr1) > fs1:
+                fr1, held1 = math.copysign(fs1, fr1), False
+        elif held2:
+            fr2 = r2 - a21 * ((r1 - fr1) / a11)
+            if abs(fr2) > fs2:
+                fr2, held2 = math.copysign(fs2, fr2), False
+    r1 -= fr1
+    r2 -= fr2
+    idet = 1.0 / (a11 * a22 - a12 * a21)
+    return (0.0 if held1 else (a22 * r1 - a12 * r2) * idet,
+            0.0 if held2 else (a11 * r2 - a21 * r1) * idet)
+
+
 def _make_rhs(params: PlantParameters):
     """Build the inlined scalar right-hand side used by :class:`Plant` (the hot path)."""
     model = plant_model(params)
@@ -154,7 +310,6 @@ def _make_rhs(params: PlantParameters):
     f1, f2 = params.friction
     b1, tc1, e1, ts1, vs1 = f1.b, f1.tau_c, f1.eps, f1.tau_s, f1.v_s
     b2, tc2, e2, ts2, vs2 = f2.b, f2.tau_c, f2.eps, f2.tau_s, f2.v_s
-    st1, st2 = f1.v_stick, f2.v_stick
     fs1, fs2 = tc1 + ts1, tc2 + ts2
     stribeck = bool(ts1 or ts2)
     karnopp = params.friction_model == 'karnopp'
@@ -163,13 +318,14 @@ def _make_rhs(params: PlantParameters):
                                         m1.V_max, m1.torque_per_amp)
     R2, iL2, kn2, kp2, ki2, vm2, kt2 = (m2.R, 1.0 / m2.L, m2.k_e * m2.N, m2.Kp_i, m2.Ki_i,
                                         m2.V_max, m2.torque_per_amp)
-    # gear loss weights: tau_gear = (ga |i| + gb i s) s, s = tanh(qd / eps)
-    kf1, kb1 = 1.0 - m1.eta, 1.0 / m1.eta_back - 1.0
-    kf2, kb2 = 1.0 - m2.eta, 1.0 / m2.eta_back - 1.0
-    ga1, gb1 = 0.5 * (kf1 + kb1) * kt1, 0.5 * (kf1 - kb1) * kt1
-    ga2, gb2 = 0.5 * (kf2 + kb2) * kt2, 0.5 * (kf2 - kb2) * kt2
+    # gear loss tau_gear = kappa T, kappa = (wa sigma + wb s) s, T = n - D qdd
+    wa1, wb1 = gear_loss_weights(m1)
+    wa2, wb2 = gear_loss_weights(m2)
+    jr1, jr2 = params.reflected_inertia
+    jc2 = params.rotor_coupling_terms[1]
     cos, sin, tanh, exp, copysign = math.cos, math.sin, math.tanh, math.exp, math.copysign
     motor = params.actuator == 'motor'
+    mech = _mechanics
 
     def rhs(q1, q2, v1, v2, i1, i2, x1, x2, u1, u2):
         # u is the current reference [A] in motor mode, the clamped torque [N·m] in ideal mode.
@@ -194,68 +350,159 @@ def _make_rhs(params: PlantParameters):
             else:
                 dx2 = ki2 * e
             di2 = (vt - R2 * i2 - kn2 * v2) * iL2
-            t1 = kt1 * i1 - (ga1 * abs(i1) + gb1 * i1 * s1) * s1
-            t2 = kt2 * i2 - (ga2 * abs(i2) + gb2 * i2 * s2) * s2
+            n1 = kt1 * i1
+            n2 = kt2 * i2
         else:
             di1 = di2 = dx1 = dx2 = 0.0
-            t1, t2 = u1, u2
+            n1, n2 = u1, u2
         c2 = cos(q2)
         bc2 = b * c2
         m11 = a + 2.0 * bc2
         m12 = d12 + bc2
         h = -b * sin(q2)
         g12 = G2 * cos(q1 + q2)
-        r1 = t1 - h * (2.0 * v1 * v2 + v2 * v2) - G1 * cos(q1) - g12
-        r2 = t2 + h * v1 * v1 - g12
+        w1 = (h * (2.0 * v1 * v2 + v2 * v2), G1 * cos(q1), g12)
+        w2 = (h * v1 * v1, g12)
         if karnopp:
             fr1 = (b1 * v1 + copysign(tc1 + ts1 * exp(-(v1 / vs1) ** 2), v1)
                    if v1 != 0.0 else 0.0)
             fr2 = (b2 * v2 + copysign(tc2 + ts2 * exp(-(v2 / vs2) ** 2), v2)
                    if v2 != 0.0 else 0.0)
-            held1 = -st1 < v1 < st1
-            held2 = -st2 < v2 < st2
-            if held1 and held2:
-                fr1, fr2 = r1, r2
-                if abs(fr1) > fs1:
-                    fr1, held1 = copysign(fs1, fr1), False
-                if abs(fr2) > fs2:
-                    fr2, held2 = copysign(fs2, fr2), False
-                if held1 and held2:
-                    return v1, v2, 0.0, 0.0, di1, di2, dx1, dx2
-                if held1:  # joint 2 broke away: joint 1 alone is stuck
-                    fr1 = r1 - m12 * ((r2 - fr2) / d22)
-                    if abs(fr1) > fs1:
-                        fr1, held1 = copysign(fs1, fr1), False
-                elif held2:
-                    fr2 = r2 - m12 * ((r1 - fr1) / m11)
-                    if abs(fr2) > fs2:
-                        fr2, held2 = copysign(fs2, fr2), False
-            elif held1:
-                fr1 = r1 - m12 * ((r2 - fr2) / d22)
-                if abs(fr1) > fs1:
-                    fr1, held1 = copysign(fs1, fr1), False
-            elif held2:
-                fr2 = r2 - m12 * ((r1 - fr1) / m11)
-                if abs(fr2) > fs2:
-                    fr2, held2 = copysign(fs2, fr2), False
-            r1 -= fr1
-            r2 -= fr2
-            idet = 1.0 / (m11 * d22 - m12 * m12)
-            return (v1, v2, 0.0 if held1 else (d22 * r1 - m12 * r2) * idet,
-                    0.0 if held2 else (m11 * r2 - m12 * r1) * idet, di1, di2, dx1, dx2)
         elif stribeck:
             fr1 = b1 * v1 + (tc1 + ts1 * exp(-(v1 / vs1) ** 2)) * s1
             fr2 = b2 * v2 + (tc2 + ts2 * exp(-(v2 / vs2) ** 2)) * s2
         else:
             fr1 = b1 * v1 + tc1 * s1
             fr2 = b2 * v2 + tc2 * s2
-        r1 -= fr1
-        r2 -= fr2
-        idet = 1.0 / (m11 * d22 - m12 * m12)
-        return (v1, v2, (d22 * r1 - m12 * r2) * idet, (m11 * r2 - m12 * r1) * idet,
-                di1, di2, dx1, dx2)
+        la1 = wa1 * s1
+        la2 = wa2 * s2
+        if motor and (la1 != 0.0 or la2 != 0.0):
+            g1 = 1.0 if n1 >= 0.0 else -1.0
+            g2 = 1.0 if n2 >= 0.0 else -1.0
+            for k in range(4):
+                sg1 = -g1 if k == 1 or k == 3 else g1
+                sg2 = -g2 if k >= 2 else g2
+                k1 = (wa1 * sg1 + wb1 * s1) * s1
+                k2 = (wa2 * sg2 + wb2 * s2) * s2
+                qa1, qa2 = mech(v1, v2, n1 - k1 * n1, n2 - k2 * n2, w1, w2, fr1, fr2,
+                                m11 - k1 * jr1, m12, m12 - k2 * jc2, d22 - k2 * jr2,
+                                karnopp, fs1, fs2)
+                if k == 0:
+                    first1, first2 = qa1, qa2
+                if (((n1 - jr1 * qa1) * sg1 >= 0.0 or la1 == 0.0)
+                        and ((n2 - jc2 * qa1 - jr2 * qa2) * sg2 >= 0.0 or la2 == 0.0)):
+                    break
+            else:
+                qa1, qa2 = first1, first2
+        else:
+            qa1, qa2 = mech(v1, v2, n1, n2, w1, w2, fr1, fr2, m11, m12, m12, d22,
+                            karnopp, fs1, fs2)
+        return v1, v2, qa1, qa2, di1, di2, dx1, dx2
 
     return rhs
+
+
+def _rk4(f, x, h, u1, u2):
+    """One classical RK4 step of length ``h`` from the 8-tuple ``x``; new state, ``k1`` qdd."""
+    h2 = 0.5 * h
+    h6 = h / 6.0
+    x0, x1, x2, x3, x4, x5, x6, x7 = x
+    k1 = f(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2)
+    k2 = f(x0 + h2 * k1[0], x1 + h2 * k1[1], x2 + h2 * k1[2], x3 + h2 * k1[3],
+           x4 + h2 * k1[4], x5 + h2 * k1[5], x6 + h2 * k1[6], x7 + h2 * k1[7], u1, u2)
+    k3 = f(x0 + h2 * k2[0], x1 + h2 * k2[1], x2 + h2 * k2[2], x3 + h2 * k2[3],
+           x4 + h2 * k2[4], x5 + h2 * k2[5], x6 + h2 * k2[6], x7 + h2 * k2[7], u1, u2)
+    k4 = f(x0 + h * k3[0], x1 + h * k3[1], x2 + h * k3[2], x3 + h * k3[3],
+           x4 + h * k3[4], x5 + h * k3[5], x6 + h * k3[6], x7 + h * k3[7], u1, u2)
+    return ((x0 + h6 * (k1[0] + 2.0 * (k2[0] + k3[0]) + k4[0]),
+             x1 + h6 * (k1[1] + 2.0 * (k2[1] + k3[1]) + k4[1]),
+             x2 + h6 * (k1[2] + 2.0 * (k2[2] + k3[2]) + k4[2]),
+             x3 + h6 * (k1[3] + 2.0 * (k2[3] + k3[3]) + k4[3]),
+             x4 + h6 * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
+             x5 + h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
+             x6 + h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
+             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), k1[2], k1[3])
+
+
+def _stop(x, j, a, b, d12, d22):
+    """
+    Stop joint ``j`` by a stiction impulse at that joint: ``qd += -qd_j M^-1 e_j / M^-1_jj``.
+
+    When the other joint is at rest (stuck) only ``qd_j`` is set to zero.
+    """
+    x0, x1, v1, v2, x4, x5, x6, x7 = x
+    bc2 = b * math.cos(x1)
+    if j == 0:
+        v2 = v2 + v1 * ((d12 + bc2) / d22) if v2 != 0.0 else 0.0
+        v1 = 0.0
+    else:
+        v1 = v1 + v2 * ((d12 + bc2) / (a + 2.0 * bc2)) if v1 != 0.0 else 0.0
+        v2 = 0.0
+    return (x0, x1, v1, v2, x4, x5, x6, x7)
+
+
+def _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2):
+    """One RK4 sub-step with the zero-velocity events located (see the module docstring)."""
+    rest = h
+    events = 0
+    while True:
+        y, q1, q2 = _rk4(f, x, rest, u1, u2)
+        th = 2.0
+        jc = -1
+        v0 = x[2]
+        if v0 != 0.0:
+            ve = y[2]
+            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
+                th = v0 / (v0 - ve)
+                jc = 0
+            if v0 * q1 < 0.0:  # heading for zero: crossing time by the initial slope
+                te = -v0 / q1 / rest
+                if te < 1.0 and te < th:
+                    th = te
+                    jc = 0
+        v0 = x[3]
+        if v0 != 0.0:
+            ve = y[3]
+            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
+                te = v0 / (v0 - ve)
+                if te < th:
+                    th = te
+                    jc = 1
+            if v0 * q2 < 0.0:
+                te = -v0 / q2 / rest
+                if te < 1.0 and te < th:
+                    th = te
+                    jc = 1
+        if jc < 0 or events == MAX_EVENTS:
+            x = y
+            break
+        events += 1
+        if th < 1.0:
+            hs = th * rest
+            y = _rk4(f, x, hs, u1, u2)[0]
+            v0 = x[2 + jc]
+            ve = y[2 + jc]
+            if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):  # overshot: one secant refinement
+                hs = hs * (v0 / (v0 - ve))
+                y = _rk4(f, x, hs, u1, u2)[0]
+        else:
+            hs = rest
+        x = _stop(y, jc, a, b, d12, d22)
+        rest = rest - hs
+        if not rest > 0.0:
+            break
+    # stick band: a joint slower than v_stick that its friction can hold is stopped
+    v = x[2]
+    if v != 0.0 and -st1 < v < st1:
+        y = _stop(x, 0, a, b, d12, d22)
+        if f(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2)[2] == 0.0:
+            x = y
+    v = x[3]
+    if v != 0.0 and -st2 < v < st2:
+        y = _stop(x, 1, a, b, d12, d22)
+        if f(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2)[3] == 0.0:
+            x = y
+    return x
 
 
 def _compiled_stepper(params: PlantParameters, period: float):
@@ -293,6 +540,11 @@ class Plant:
         self._motors = params.motors
         self._limits = tuple(float(v) for v in params.torque_limit)
         self._compiled_step = _compiled_stepper(params, self.period) if compiled else None
+        self._karnopp = params.friction_model == 'karnopp'
+        model = plant_model(params)
+        self._impulse = (model.a, model.b, model.d12, model.d22,
+                         params.friction[0].v_stick, params.friction[1].v_stick)
+        self._rotors = (params.reflected_inertia, params.rotor_coupling_terms[1])
         self.reset()
 
     def reset(self, q=None, qd=None) -> None:
@@ -349,11 +601,20 @@ class Plant:
         return self.joint_torque_at(self._x)
 
     def joint_torque_at(self, x) -> tuple[float, float]:
-        """Return the actuator torque [N·m] at state ``x`` (after the gearbox) or the held one."""
+        """
+        Return the actuator torque [N·m] on the arm at state ``x`` or the held one (ideal).
+
+        Motor mode: ``N k_t i - tau_gear(T, qd)`` with the mesh torque ``T = N k_t i - D qdd``
+        at the accelerations ``qdd`` of state ``x`` (module docstring).
+        """
         if self._motor:
             m1, m2 = self._motors
             f1, f2 = self.params.friction
-            return (joint_torque(x[4], x[2], m1, f1.eps), joint_torque(x[5], x[3], m2, f2.eps))
+            d = self._rhs(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], self._u[0],
+                          self._u[1])
+            (jr1, jr2), jc2 = self._rotors
+            return (joint_torque(x[4], x[2], m1, f1.eps, jr1 * d[2]),
+                    joint_torque(x[5], x[3], m2, f2.eps, jc2 * d[2] + jr2 * d[3]))
         return self._u
 
     def drive_voltage(self) -> tuple[float, float]:
@@ -383,6 +644,15 @@ class Plant:
             return
         f = self._rhs
         h = self._h
+        if self._karnopp:
+            a, b, d12, d22, st1, st2 = self._impulse
+            x = tuple(self._x)
+            for _ in range(self.substeps):
+                x = _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2)
+            self._x = list(x)
+            self.steps += 1
+            self.time = self.steps * self.period
+            return
         h2 = 0.5 * h
         h6 = h / 6.0
         x0, x1, x2, x3, x4, x5, x6, x7 = self._x

@@ -94,7 +94,9 @@ class SimulationResult:
 
         What ``/joint_states`` effort carries at ``t_k``: the torque before the command of
         tick k is applied (the state is published before that command exists). Motor:
-        ``eta N k_t i_k``, equal to ``tau_joint`` (the current is continuous at ``t_k``);
+        ``N k_t i_k - tau_gear(T_k, qd_k)``, the gear loss on the mesh torque
+        ``T = N k_t i - D qdd`` (:mod:`manip_control.plant`), equal to ``tau_joint`` (the
+        current, hence the accelerations, are continuous at ``t_k``);
         ideal actuator: the clamped command held over the previous period, i.e.
         ``tau_joint`` of tick k - 1, and zero at tick 0 (the plant starts with a zero input).
         """

@@ -140,10 +140,23 @@ def test_gear_loss_power_is_never_negative():
     eps = 0.01
     for i in np.linspace(-5.0, 5.0, 41):
         for qd in np.linspace(-0.1, 0.1, 81):
-            loss = gear_loss_torque(i, qd, GEAR, eps) * qd
+            loss = gear_loss_torque(motor_torque(i, GEAR), qd, GEAR, eps) * qd
             assert loss >= 0.0
             # equivalently: joint power <= motor power (motoring), >= (back-driven)
             assert joint_torque(i, qd, GEAR, eps) * qd <= motor_torque(i, GEAR) * qd + 1e-15
+
+
+@pytest.mark.parametrize('i, rotor', [(2.0, 3.0), (-3.0, 4.0), (2.0, -1.0)])
+def test_gear_loss_is_charged_on_the_mesh_torque(i, rotor):
+    """The rotor's share of the motor torque never crosses the mesh (hand derivation)."""
+    eps = 0.01
+    nk = 50.0 * 0.1 * i
+    mesh = nk - rotor
+    for qd in (0.5, -0.5):
+        tau = joint_torque(i, qd, GEAR, eps, rotor)
+        # what reaches the link: eta T when the mesh power T qd is positive, T / eta_back else
+        link = 0.8 * mesh if mesh * qd > 0.0 else mesh / 0.6
+        assert tau - rotor == pytest.approx(link, rel=1e-12)
 
 
 def test_gear_is_lossless_with_unit_efficiencies():

@@ -15,6 +15,7 @@
 """Tests of manip_control.friction: viscous + smoothed Coulomb (+ Stribeck), Karnopp stiction."""
 
 import dataclasses
+import math
 
 from manip_control.dynamics import TwoLinkModel
 from manip_control.friction import breakaway_torque
@@ -135,7 +136,7 @@ M = np.array([[4.0, 1.5], [1.5, 1.0]])
 
 def test_karnopp_both_stuck_hold_any_torque_below_breakaway():
     r = np.array([2.9, -1.4])  # breakaway levels 3.0 and 1.5
-    f, held = karnopp_friction([0.0, 5e-4], r, M, STICK)
+    f, held = karnopp_friction([0.0, 0.0], r, M, STICK)
     np.testing.assert_array_equal(f, r)
     assert held == [True, True]
     assert breakaway_torque(STICK[0]) == 3.0
@@ -205,3 +206,170 @@ def test_karnopp_option_is_validated():
     with pytest.raises(ValueError, match='v_stick'):
         FrictionParameters(v_stick=0.0)
     assert dataclasses.replace(_flat_plant('karnopp'), friction_model='smooth')
+
+
+# --------------------------------------------------------------------------------------------
+# Karnopp stiction against an independent event-driven reference
+
+# joint 1 commands above and below its breakaway (3 N·m), joint 2 (1.5 N·m) driven mostly
+# through the coupling; each held 0.25 s (horizontal plane: no gravity, W_in = u . dq exactly)
+SCHEDULE = [(4.0, 0.0), (-1.0, 0.6), (3.5, -0.5), (-4.5, 1.7), (0.5, -1.0), (-3.2, 0.0),
+            (0.0, 2.0), (2.0, -0.3)]
+HOLD = 0.25
+
+
+def _stick_plant():
+    return PlantParameters(arm=ArmParameters(plane='horizontal'), actuator='ideal',
+                           rotor_inertia=False, friction=STICK, friction_model='karnopp',
+                           torque_limit=(50.0, 50.0))
+
+
+def _event_reference(arm, schedule, hold, t_out):
+    """
+    Event-driven Karnopp/Coulomb reference: scipy solve_ivp (rtol 1e-11) between events.
+
+    Written from the textbook 2R equations, independently of manip_control. Modes: a joint
+    is stuck (velocity exactly 0, friction whatever holds it, up to F_s) or slides in a
+    fixed direction d (friction b v + (tau_c + tau_s exp(-(v/v_s)^2)) d); events end a
+    slide when its velocity reaches zero and a stick when the holding friction reaches F_s.
+    """
+    from scipy.integrate import solve_ivp
+
+    m1, m2, l1, lc1, lc2, i1, i2 = arm.m1, arm.m2, arm.l1, arm.lc1, arm.lc2, arm.I1, arm.I2
+    fs = [fr.tau_c + fr.tau_s for fr in STICK]
+
+    def mass(q2):
+        c = math.cos(q2)
+        m12 = i2 + m2 * (lc2 ** 2 + l1 * lc2 * c)
+        return np.array([[i1 + i2 + m1 * lc1 ** 2 + m2 * (l1 ** 2 + lc2 ** 2 + 2 * l1 * lc2 * c),
+                          m12], [m12, i2 + m2 * lc2 ** 2]])
+
+    def solve(x, u, mode):
+        """Accelerations and the stuck joints' holding friction for a mode (d or 0)."""
+        mm = mass(x[1])
+        hs = m2 * l1 * lc2 * math.sin(x[1])
+        r = np.array([u[0] + hs * (2 * x[2] * x[3] + x[3] ** 2), u[1] - hs * x[2] ** 2])
+        f = np.zeros(2)
+        for j, fr in enumerate(STICK):
+            if mode[j]:
+                v = x[2 + j]
+                f[j] = fr.b * v + (fr.tau_c + fr.tau_s * math.exp(-(v / fr.v_s) ** 2)) * mode[j]
+        free = [j for j in range(2) if mode[j]]
+        qdd = np.zeros(2)
+        if free:
+            qdd[free] = np.linalg.solve(mm[np.ix_(free, free)], (r - f)[free])
+        hold = r - mm @ qdd  # the friction the stuck joints need
+        return qdd, hold
+
+    def settle(x, u, mode):
+        """Mode at a point where the joints with mode 0 are at rest (Karnopp's rule)."""
+        mode = list(mode)
+        while True:
+            _, hold = solve(x, u, mode)
+            broke = [j for j in range(2) if mode[j] == 0 and abs(hold[j]) > fs[j]]
+            if not broke:
+                return mode
+            j = max(broke, key=lambda k: abs(hold[k]) - fs[k])
+            mode[j] = 1.0 if hold[j] > 0 else -1.0
+
+    x = np.zeros(4)
+    mode = [0.0, 0.0]
+    out = []
+    t_out = list(t_out)
+    for k, u in enumerate(schedule):
+        t0, t1 = k * hold, (k + 1) * hold
+        mode = settle(x, u, mode)
+        t = t0
+        while t < t1:
+            evs = []
+            for j in range(2):
+                if mode[j]:
+                    ev = (lambda jj, dj: lambda _t, y: y[2 + jj] * dj)(j, mode[j])
+                else:
+                    ev = (lambda jj: lambda _t, y: abs(solve(y, u, mode)[1][jj]) - fs[jj])(j)
+                ev.terminal = True
+                ev.direction = -1.0 if mode[j] else 1.0
+                evs.append(ev)
+            mask = [0.0 if m == 0 else 1.0 for m in mode]
+            sol = solve_ivp(lambda _t, y: np.concatenate([y[2:] * mask,
+                                                          solve(y, u, mode)[0]]),
+                            (t, t1), x, method='DOP853', rtol=1e-11, atol=1e-13,
+                            events=evs, dense_output=True)
+            assert sol.success
+            while t_out and t_out[0] <= sol.t[-1] + 1e-15:
+                out.append(sol.sol(t_out.pop(0)))
+            x = sol.y[:, -1].copy()
+            t = sol.t[-1]
+            if sol.status == 1:  # an event: stop the sliding joint or release the stuck one
+                for j in range(2):
+                    if len(sol.t_events[j]):
+                        if mode[j]:
+                            x[2 + j] = 0.0
+                            mode[j] = 0.0
+                mode = settle(x, u, mode)
+    return np.array(out)
+
+
+def _run_schedule(pl, period):
+    plant = Plant(pl, period, compiled=False)
+    n_hold = int(round(HOLD / period))
+    xs = [plant.state]
+    us = []
+    for u in SCHEDULE:
+        for _ in range(n_hold):
+            plant.step(*u)
+            xs.append(plant.state)
+            us.append(u)
+    return np.array(xs), np.array(us)
+
+
+@pytest.mark.parametrize('v_stick', [1e-3, 1e-6])
+def test_karnopp_stuck_joints_do_not_drift_and_friction_never_gives_energy(v_stick):
+    pl = _stick_plant()
+    pl = dataclasses.replace(pl, friction=tuple(dataclasses.replace(f, v_stick=v_stick)
+                                                for f in pl.friction))
+    period = 1e-3
+    xs, us = _run_schedule(pl, period)
+    model = TwoLinkModel(pl.arm)
+    # 1. stuck joints do not drift at all (velocity exactly zero, position constant)
+    stuck_ticks = 0
+    worst_drift = 0.0
+    for j in range(2):
+        still = (xs[:-1, 2 + j] == 0.0) & (xs[1:, 2 + j] == 0.0)
+        stuck_ticks += int(still.sum())
+        drift = np.abs(np.diff(xs[:, j]))[still] / period
+        worst_drift = max(worst_drift, drift.max(initial=0.0))
+    assert stuck_ticks > 1000            # both joints really stick, for long
+    assert worst_drift <= 1e-9
+    # 2. the friction's dissipated energy W_in - dT never decreases (W_in = u . dq exactly)
+    kinetic = np.array([model.kinetic_energy(x[0:2], x[2:4]) for x in xs])
+    work = np.concatenate([[0.0], np.cumsum(np.sum(us * np.diff(xs[:, 0:2], axis=0), axis=1))])
+    dissipated = work - (kinetic - kinetic[0])
+    steps = np.diff(dissipated)
+    print(f'v_stick {v_stick:g}: stuck ticks {stuck_ticks}, drift {worst_drift:.1e} rad/s, '
+          f'min dissipation step {steps.min():.1e} J, dissipated {dissipated[-1]:.3f} J')
+    assert steps.min() >= -1e-12, f'dissipated energy decreased by {-steps.min():.3g} J'
+    assert dissipated[-1] > 0.5
+
+
+def test_karnopp_agrees_with_an_event_driven_reference():
+    """With a narrow stick band the stick/slip motion is the exact (event-driven) one."""
+    pl = _stick_plant()
+    pl = dataclasses.replace(pl, friction=tuple(dataclasses.replace(f, v_stick=1e-6)
+                                                for f in pl.friction))
+    period = 1e-3
+    xs, _ = _run_schedule(pl, period)
+    t = np.arange(len(xs)) * period
+    ref = _event_reference(pl.arm, SCHEDULE, HOLD, t)
+    pos_err = np.abs(ref[:, 0:2] - xs[:, 0:2]).max()
+    vel_err = np.abs(ref[:, 2:4] - xs[:, 2:4]).max()
+    stuck_ref = np.abs(ref[:, 2:4]) < 1e-9
+    stuck_sim = xs[:, 2:4] == 0.0
+    mismatch = int((stuck_ref != stuck_sim).sum())
+    print(f'karnopp vs event reference: max |dq| {pos_err:.2e} rad, max |dqd| {vel_err:.2e} '
+          f'rad/s, stuck-flag mismatches {mismatch} of {stuck_ref.size} samples, '
+          f'{int(stuck_ref.sum())} stuck')
+    assert stuck_ref.sum() > 1000
+    assert pos_err < 1e-6
+    assert vel_err < 1e-5
+    assert mismatch == 0

@@ -18,6 +18,7 @@ import dataclasses
 import math
 
 from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import ArmParameters
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import PlantParameters
@@ -27,6 +28,7 @@ from manip_control.plant import plant_dynamics
 from manip_control.simulation import ClosedLoop
 import numpy as np
 import pytest
+from scipy.integrate import simpson
 from scipy.integrate import solve_ivp
 
 NO_FRICTION = (FrictionParameters(b=0.0, tau_c=0.0), FrictionParameters(b=0.0, tau_c=0.0))
@@ -267,8 +269,12 @@ def _power_rhs(pl, u):
             p_cu += mo.R * i * i
             s = math.tanh(v / fr.eps)
             kf, kb = 1.0 - mo.eta, 1.0 / mo.eta_back - 1.0
-            weight = 0.5 * (kf + kb) + 0.5 * (kf - kb) * math.copysign(1.0, i) * s
-            p_gear += mo.N * mo.k_t * abs(i) * s * v * weight
+            # the gear mesh carries the motor torque less what accelerates the rotor
+            # (rotor 1 turns at N1 qd1, rotor 2 at qd1 + N2 qd2 with the coupling)
+            rotor_acc = mo.N * dx[2 + j] + (dx[2] if j == 1 and pl.rotor_coupling else 0.0)
+            mesh = mo.N * (mo.k_t * i - (mo.Jm * rotor_acc if pl.rotor_inertia else 0.0))
+            weight = 0.5 * (kf + kb) + 0.5 * (kf - kb) * math.copysign(1.0, mesh) * s
+            p_gear += abs(mesh) * s * v * weight
             p_fr += (fr.b * v + fr.tau_c * s) * v
         return np.concatenate([dx, [p_el, p_cu, p_gear, p_fr]])
     return rhs
@@ -379,3 +385,60 @@ def test_plant_rejects_bad_period_and_state():
     plant = Plant(PlantParameters(), 1e-3)
     with pytest.raises(ValueError, match='state'):
         plant.state = [math.nan] * 8
+
+
+def test_gear_loss_is_charged_on_the_mesh_torque_in_a_fast_move():
+    """
+    Hand-derived energy balance of a hard acceleration (no friction, no gravity).
+
+    The rotor sits upstream of the gear: of the motor's work ``E_j = int N k_t i_j qd_j dt``
+    the rotor stores ``dR_j = 1/2 Jm_j N_j^2 (qd_j^2 |_end - qd_j^2 |_0)`` and the mesh
+    carries the rest, of which a motoring gear hands the links ``eta_j``. So the arm's own
+    kinetic energy rises by ``sum eta_j (E_j - dR_j)``; charging the loss on ``N k_t i``
+    instead would give ``sum (eta_j E_j - dR_j)``, ``(1 - eta) dR`` more.
+    """
+    fr = tuple(FrictionParameters(b=0.0, tau_c=0.0, eps=0.01) for _ in range(2))
+    motors = tuple(dataclasses.replace(m, eta=0.8, eta_back=0.7, Jm=m.Jm * 4.0)
+                   for m in PlantParameters().motors)
+    pl = PlantParameters(arm=ArmParameters(plane='horizontal'), friction=fr, motors=motors,
+                         rotor_coupling=False, start_in_equilibrium=False,
+                         initial_velocity=(1.0, 1.0))
+    period = 1e-4
+    plant = Plant(pl, period, compiled=False)
+    tau = (60.0, 20.0)
+    x0 = plant.state   # the drives already at their current (a smooth power to integrate)
+    for j, mo in enumerate(pl.motors):
+        x0[4 + j] = tau[j] / (mo.N * mo.k_t)
+        x0[6 + j] = mo.R * x0[4 + j] + mo.k_e * mo.N * x0[2 + j]
+    plant.state = x0
+    xs = [plant.state]
+    for _ in range(2000):   # 0.2 s
+        plant.step(*tau)
+        xs.append(plant.state)
+    xs = np.array(xs)
+    arm = pl.arm
+    qd, q = xs[:, 2:4], xs[:, 0:2]
+    # textbook 2R arm without rotors
+    c2 = np.cos(q[:, 1])
+    m11 = arm.I1 + arm.I2 + arm.m1 * arm.lc1 ** 2 + arm.m2 * (
+        arm.l1 ** 2 + arm.lc2 ** 2 + 2 * arm.l1 * arm.lc2 * c2)
+    m12 = arm.I2 + arm.m2 * (arm.lc2 ** 2 + arm.l1 * arm.lc2 * c2)
+    m22 = arm.I2 + arm.m2 * arm.lc2 ** 2
+    t_arm = 0.5 * (m11 * qd[:, 0] ** 2 + 2 * m12 * qd[:, 0] * qd[:, 1] + m22 * qd[:, 1] ** 2)
+    correct = wrong = 0.0
+    rotor_total = 0.0
+    for j, mo in enumerate(pl.motors):
+        power = mo.N * mo.k_t * xs[:, 4 + j] * qd[:, j]
+        work = simpson(power, dx=period)
+        d_rotor = 0.5 * mo.Jm * mo.N ** 2 * (qd[-1, j] ** 2 - qd[0, j] ** 2)
+        correct += mo.eta * (work - d_rotor)
+        wrong += mo.eta * work - d_rotor
+        rotor_total += (1.0 - mo.eta) * d_rotor
+        # motoring at speed throughout: s = tanh(qd / eps) = 1, mesh torque > 0
+        assert qd[:, j].min() > 50 * pl.friction[j].eps
+    gained = t_arm[-1] - t_arm[0]
+    print(f'fast move: arm energy +{gained:.6f} J; mesh-torque balance {correct:.6f} J, '
+          f'motor-torque balance {wrong:.6f} J; rotor share (1 - eta) dR {rotor_total:.4f} J')
+    assert rotor_total > 0.01 * gained          # the rotors matter in this move
+    assert abs(gained - correct) < 1e-3 * rotor_total
+    assert abs(gained - wrong) > 0.5 * rotor_total

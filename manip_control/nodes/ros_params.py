@@ -390,6 +390,15 @@ def controller_specs() -> list[ParamSpec]:
                                'nominal model: gear ratio per joint (for nominal.rotor_coupling)',
                                _bounded('nominal', 'gear_ratio', 'each >= 1', None)[0], None,
                                True, 'nominal.gear_ratio'))
+    for name, what in (('eta', 'forward (motor drives the load)'),
+                       ('eta_back', 'backward (load drives the motor)')):
+        if hasattr(co.nominal, name):
+            value = [float(v) for v in getattr(co.nominal, name)]
+            specs.append(ParamSpec(f'nominal.{name}', value,
+                                   f'nominal model: gear efficiency {what} per joint, '
+                                   'inverted by the command (1 = ideal gear)',
+                                   _bounded('nominal', name, 'each in (0, 1]', None)[0], None,
+                                   True, f'nominal.{name}'))
     return specs
 
 
