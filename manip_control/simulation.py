@@ -363,15 +363,19 @@ def truth_nominal(scenario: Scenario) -> NominalModel:
     """
     Return the controller's nominal model with the plant's truth wherever the plant has it.
 
-    Arm, friction, reflected rotor inertia, rotor coupling and gear ratios are the plant's;
-    options of the nominal model the plant has no counterpart of stay as configured.
+    Arm, friction, reflected rotor inertia, rotor coupling, gear ratios and gear efficiencies
+    (ideal gears for the ideal actuator, which has no gear loss) are the plant's; options of
+    the nominal model the plant has no counterpart of stay as configured.
     """
     plant = scenario.plant
+    motor = plant.actuator == 'motor'
     return dataclasses.replace(
         scenario.controller.nominal, arm=plant.arm, friction=tuple(plant.friction),
         rotor_inertia=tuple(plant.reflected_inertia),
         rotor_coupling=bool(plant.rotor_inertia and plant.rotor_coupling),
-        gear_ratio=tuple(float(m.N) for m in plant.motors))
+        gear_ratio=tuple(float(m.N) for m in plant.motors),
+        eta=tuple(float(m.eta) if motor else 1.0 for m in plant.motors),
+        eta_back=tuple(float(m.eta_back) if motor else 1.0 for m in plant.motors))
 
 
 def _mismatch_text(scenario: Scenario) -> str:
@@ -380,7 +384,8 @@ def _mismatch_text(scenario: Scenario) -> str:
     parts = [f'{f.name} {getattr(nm.arm, f.name):g} (true {getattr(truth.arm, f.name):g})'
              for f in dataclasses.fields(nm.arm)
              if getattr(nm.arm, f.name) != getattr(truth.arm, f.name)]
-    for name in ('friction', 'rotor_inertia', 'rotor_coupling', 'gear_ratio'):
+    for name in ('friction', 'rotor_inertia', 'rotor_coupling', 'gear_ratio', 'eta',
+                 'eta_back'):
         if getattr(nm, name) != getattr(truth, name) and (
                 name != 'friction' or scenario.controller.friction_compensation):
             parts.append(name.replace('_', ' '))
