@@ -224,7 +224,7 @@ class ComposedRunner(SimRunner):
 
     @staticmethod
     def _recorder_bag(rec_args, kw) -> str:
-        """The recorder's ``bag`` as rcl resolves it for a node named recorder ('' = none)."""
+        """Return the recorder's ``bag`` as rcl resolves it ('' = no recorder)."""
         from rclpy.node import Node
         probe = Node('recorder', cli_args=rec_args, start_parameter_services=False,
                      enable_rosout=False, **kw)
@@ -261,6 +261,18 @@ class ComposedRunner(SimRunner):
                 spin_once(self.executor, 0.01)
                 published = {t for t, _ in self.recorder.get_topic_names_and_types()}
         super()._wait_ready()
+
+    def _drain(self, published: dict) -> None:
+        """
+        Stop the loop, then let the recorder take what was published (``published``).
+
+        Only the recorder spins from here on: after Ctrl-C the plant would otherwise go on
+        ticking while the recorder drains its queues, publishing what the bag may miss.
+        """
+        for node in self.nodes:
+            if node is not self.recorder:
+                self.executor.remove_node(node)
+        super()._drain(published)
 
     def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
         window = (self.plant.first_tick_ns, self.plant.tick_stamp_ns) \
@@ -323,8 +335,8 @@ def main(args=None) -> int:
                 runner.bag if runner.recorder is not None else None))
     except KeyboardInterrupt:           # stopped before the run started
         code = 0
-    except RuntimeError as exc:         # discovery, the recorder's subscriptions
-        code = error_exit(str(exc), 1)
+    except Exception as exc:  # noqa: BLE001 - discovery, the recorder's bag (write errors)
+        code = error_exit(f'{type(exc).__name__}: {exc}', 1)
     finally:
         defer_signals()                 # a signal now must not interrupt close()
         if runner is not None:
