@@ -375,8 +375,12 @@ def test_composed_launch_records_every_tick(composed_run):
             assert counts[topic] == published, (topic, counts[topic], published)
     stamps = [s for s, _ in stamped_efforts(composed_run['bag'], '/joint_commands')]
     assert sorted(set(stamps)) == [k * 1_000_000 for k in range(TICKS)]
+    # the resolved parameters beside the bag: the launch's values reached their nodes
     params = yaml.safe_load((composed_run['bag'] / 'ros_params.yaml').read_text())
-    assert params['controller']['ros__parameters']['safety.state_timeout'] == 5.0, params
+    plant = params['plant']['ros__parameters']
+    assert plant['duration'] == DURATION and plant['wait_for_subscribers'] == 2, plant
+    assert params['controller']['ros__parameters']['mode'] == 'lockstep', params
+    assert 'state timeout 5000 ms' in composed_run['text']     # the file's controller section
 
 
 def test_composed_launch_equals_manip_offline(composed_run):

@@ -266,13 +266,23 @@ class ComposedRunner(SimRunner):
         """
         Stop the loop, then let the recorder take what was published (``published``).
 
-        Only the recorder spins from here on: after Ctrl-C the plant would otherwise go on
-        ticking while the recorder drains its queues, publishing what the bag may miss.
+        Only the recorder is left on the executor: after Ctrl-C the plant would otherwise go
+        on ticking while the recorder drains its queues, publishing what the bag may miss.
+        Events already queued for the other nodes may still run (measured: one more command
+        or state), so ``published`` is brought up to date in place (the outcome reports it)
+        until a drain ends with nothing new published. Then the recorder takes whatever else
+        already arrived (the plant's last diagnostics).
         """
         for node in self.nodes:
             if node is not self.recorder:
                 self.executor.remove_node(node)
-        super()._drain(published)
+        for _ in range(10):
+            super()._drain(published)
+            now = self._published()
+            if now == published:
+                break
+            published.update(now)
+        self.recorder.drain(self.executor)
 
     def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
         window = (self.plant.first_tick_ns, self.plant.tick_stamp_ns) \
