@@ -200,10 +200,10 @@ class ComposedRunner(SimRunner):
             from manip_control.nodes.ros_params import scenario_from_ros
             self.scenario = scenario_from_ros(self.resolved, name='composed')
             rec_args = node_args.get('recorder')
-            bag = self._recorder_bag(rec_args, kw)
-            if bag:
+            rec_values = self._recorder_values(rec_args, kw)
+            if rec_values.get('bag'):
                 from manip_control.nodes.recorder_node import RecorderNode
-                if not any(r.startswith('topics:=') for r in (rec_args or [])):
+                if 'topics' not in rec_values:
                     rec_args = list(rec_args or ['--ros-args']) + [
                         '-p', 'topics:=' + repr(self.recorded_topics())]
                 self.recorder = RecorderNode(cli_args=rec_args, **kw)
@@ -223,14 +223,18 @@ class ComposedRunner(SimRunner):
             raise
 
     @staticmethod
-    def _recorder_bag(rec_args, kw) -> str:
-        """Return the recorder's ``bag`` as rcl resolves it ('' = no recorder)."""
+    def _recorder_values(rec_args, kw) -> dict:
+        """
+        Return the values given to the recorder, as rcl resolves them for it.
+
+        From a node of the recorder's name, namespace and arguments that is destroyed at once:
+        whether to record at all (``bag``) is known before the recorder opens its bag.
+        """
         from rclpy.node import Node
         probe = Node('recorder', cli_args=rec_args, start_parameter_services=False,
                      enable_rosout=False, **kw)
         try:
-            param = probe._parameter_overrides.get('bag')
-            return str(param.value) if param is not None and param.value else ''
+            return {name: p.value for name, p in probe._parameter_overrides.items()}
         finally:
             probe.destroy_node()
 
