@@ -46,8 +46,9 @@ Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
    periods (caught up by integrating them).
 
 Targets: lockstep RTF >= 4x for manip-sim with the recorder and for ``sim.launch.py
-composed:=true`` with the recorder, >= 3x for the separate processes with the recorder; real time >= 99 % of the controller ticks and p99 latency
-<= 1 ms. Each run uses its own ROS domain.
+composed:=true`` with the recorder, >= 3x for the separate processes with the recorder; real
+time >= 99 % of the controller ticks and p99 latency <= 1 ms. Each run uses its own ROS
+domain.
 """
 
 from __future__ import annotations

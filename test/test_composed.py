@@ -26,10 +26,9 @@ from pathlib import Path
 import sys
 
 from conftest import PYTHON, ROOT, run_all
-import pytest
-
 from manip_control.nodes.composed import split_node_arguments
 from manip_control.parameters import ParameterError
+import pytest
 
 PARAMS = str(ROOT / 'config' / 'sim_params.yaml')
 MODULE = [PYTHON, '-m', 'manip_control.nodes.composed']

@@ -323,7 +323,7 @@ def composed_summary(text: str) -> dict[str, tuple[int, int]]:
 
 
 def assert_every_tick_recorded(counts: Counter, diag: dict, ns: str = '') -> None:
-    """A finished lockstep run: every topic holds exactly one message per tick."""
+    """Check that a finished lockstep run holds exactly one message per tick per topic."""
     ticks, resends = int(diag['ticks']), int(diag['resends'])
     assert ticks == TICKS
     assert counts[f'{ns}/joint_states'] == ticks + resends, counts
