@@ -47,6 +47,7 @@ setup(
             'trajectory = manip_control.nodes.trajectory_node:main',
             'recorder = manip_control.nodes.recorder_node:main',
             'sim = manip_control.nodes.sim:main',
+            'composed = manip_control.nodes.composed:main',
             # command-line tools
             'manip-sim = manip_control.nodes.sim:main',
             'manip-offline = manip_control.offline:main',

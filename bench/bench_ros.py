@@ -23,9 +23,12 @@ Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
    processes (what launch/sim.launch.py starts), each without and with the bag recorder
    (one more node in manip-sim, a fourth process beside the separate ones). Separate
    processes run with the nodes' default transport (UDPv4) and with Fast DDS's shared
-   memory (``MANIP_PREFER_UDP=0``). Real-time factor = simulated / wall time; CPU time per
-   tick of every process (all its threads, DDS included), which tells where the time goes
-   on a machine shared with other jobs.
+   memory (``MANIP_PREFER_UDP=0``). And as a user starts them: ``ros2 launch manip_control
+   sim.launch.py`` in a colcon workspace of this tree (built once, in a temporary
+   directory), with ``composed:=true`` (the nodes in one process, the ``composed``
+   executable) and without (one process per node), with the recorder. Real-time factor =
+   simulated / wall time; CPU time per tick of every process (all its threads, DDS
+   included), which tells where the time goes on a machine shared with other jobs.
 2. The single-threaded executor in one process (``--executor single``), for comparison.
 3. Where the time goes, per message: a ping-pong of serialized JointState messages between
    two processes (EventsExecutor, ``raw=True`` as the nodes use them): round trip and CPU per
@@ -42,9 +45,10 @@ Benchmark of the ROS 2 loop (prints measured figures; not a timed test).
    with normal scheduling and with ``--rt-priority 20`` (SCHED_FIFO); late plant timer
    periods (caught up by integrating them).
 
-Targets: lockstep RTF >= 4x for manip-sim with the recorder and >= 3x for the separate
-processes with the recorder; real time >= 99 % of the controller ticks and p99 latency
-<= 1 ms. Each run uses its own ROS domain.
+Targets: lockstep RTF >= 4x for manip-sim with the recorder and for ``sim.launch.py
+composed:=true`` with the recorder, >= 3x for the separate processes with the recorder; real
+time >= 99 % of the controller ticks and p99 latency <= 1 ms. Each run uses its own ROS
+domain.
 """
 
 from __future__ import annotations
@@ -193,9 +197,115 @@ def separate_processes(duration: float, bag: bool, transport: str) -> dict:
             + (f'; {udp:.1f} UDP datagrams per tick' if transport == 'udp' else '')}
 
 
+#: The colcon workspace of the launched variants (built once per benchmark run).
+_WORKSPACE: dict = {}
+
+
+def _workspace() -> dict | None:
+    """
+    Environment of ``source install/setup.bash`` in a colcon workspace of this tree.
+
+    Built once (``colcon build --symlink-install``, as the README's ROS route) in a temporary
+    directory removed at exit; None (with the reason in ``_WORKSPACE['error']``) where colcon
+    or the ``ros2`` tools are missing or the build fails.
+    """
+    if _WORKSPACE:
+        return _WORKSPACE.get('env')
+    import atexit
+    import shutil
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])
+    if not (shutil.which('colcon', path=path) and shutil.which('ros2', path=path)):
+        _WORKSPACE['error'] = 'colcon or ros2 not installed'
+        return None
+    tmp = tempfile.TemporaryDirectory(prefix='bench_ros_ws_')
+    atexit.register(tmp.cleanup)
+    ws = Path(tmp.name)
+    (ws / 'src').mkdir()
+    (ws / 'src' / 'manip_control').symlink_to(ROOT, target_is_directory=True)
+    env = dict(os.environ, PATH=path, ROS_LOG_DIR=str(ws / 'ros_log'))
+    done = subprocess.run(['bash', '-c', 'colcon build --symlink-install --event-handlers '
+                           'console_direct- > build.log 2>&1 && source install/setup.bash '
+                           '&& env -0'], cwd=ws, env=env, capture_output=True, timeout=900)
+    if done.returncode != 0:
+        _WORKSPACE['error'] = f'colcon build failed: {(ws / "build.log").read_text()[-500:]}'
+        return None
+    sourced = dict(item.split('=', 1) for item in done.stdout.decode().split('\0')
+                   if '=' in item)
+    _WORKSPACE.update(env=sourced, path=ws)
+    return sourced
+
+
+def launched(duration: float, bag: bool, composed: bool) -> dict:
+    """
+    ``ros2 launch manip_control sim.launch.py [composed:=true] duration:=D [bag:=DIR]``.
+
+    In the colcon workspace of :func:`_workspace`, with the transport the nodes choose when
+    nothing is set (as :func:`separate_processes`). RTF is the plant's (first tick to the
+    end, its ``run finished`` line); CPU per tick of every process launch started, and of
+    ``ros2 launch`` itself, between the plant's start line and its end line.
+    """
+    sourced = _workspace()
+    if sourced is None:
+        return {'error': _WORKSPACE['error']}
+    env = {k: v for k, v in sourced.items() if k not in TRANSPORT_VARS}
+    env.update(PYTHONUNBUFFERED='1', ROS_DOMAIN_ID=_domain(5),
+               ROS_AUTOMATIC_DISCOVERY_RANGE='SUBNET', RCUTILS_COLORIZED_OUTPUT='0')
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ['ros2', 'launch', 'manip_control', 'sim.launch.py', f'duration:={duration}',
+                f'composed:={str(composed).lower()}'] + ([f'bag:={tmp}/bag'] if bag else [])
+        log_path = Path(tmp) / 'launch.log'
+        t0 = time.perf_counter()
+        with open(log_path, 'w') as log:
+            p = subprocess.Popen(args, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+            c0 = c1 = None
+            pids: dict = {}
+            deadline = time.monotonic() + 600
+            try:
+                while p.poll() is None and time.monotonic() < deadline:
+                    text = log_path.read_text()
+                    pids = {m.group(1): int(m.group(2)) for m in re.finditer(
+                        r'\[INFO\] \[([\w-]+)-\d+\]: process started with pid \[(\d+)\]',
+                        text)}
+                    pids['launch'] = p.pid
+                    if c0 is None and 'lockstep at' in text:
+                        c0 = {n: _cpu_of(q) for n, q in pids.items()}
+                    if c0 is not None and 'run finished' in text:
+                        c1 = {n: _cpu_of(q) for n, q in pids.items()
+                              if n in c0 and Path(f'/proc/{q}').exists()}
+                        break
+                    time.sleep(0.02)
+                p.wait(120)
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, 2)
+                    p.wait(30)
+        total = time.perf_counter() - t0
+        text = log_path.read_text()
+    m = re.search(r'run finished: (\d+) ticks, (\d+) command timeouts.*?([\d.]+) s wall, '
+                  r'real-time factor ([\d.]+)x', text)
+    if not m or c0 is None or c1 is None or p.returncode != 0:
+        return {'error': f'exit code {p.returncode}: {text[-1500:]}'}
+    ticks = int(m.group(1))
+    rec = re.search(r'recorded/published into \S+: (.*)', text)
+    if rec:
+        pairs = re.findall(r'(\d+)/(\d+)', rec.group(1))
+        recorded = (f'{sum(int(a) for a, _ in pairs)}/{sum(int(b) for _, b in pairs)}'
+                    if pairs else '')
+    else:
+        bag_m = re.search(r'bag \S+: (\d+) messages', text)
+        recorded = f'{bag_m.group(1)} in the bag' if bag_m else ''
+    return {'rtf': float(m.group(4)), 'ticks': ticks, 'timeouts': int(m.group(2)),
+            'cpu_us': {n: 1e6 * (c1[n] - c0[n]) / max(ticks, 1) for n in c1},
+            'recorded': recorded + f'; launch to exit {total:.1f} s'}
+
+
 VARIANTS = [
     ('one process (manip-sim)', lambda d: one_process(d, False)),
     ('one process + recorder', lambda d: one_process(d, True)),
+    ('launch composed:=true + recorder', lambda d: launched(d, True, True)),
+    ('launch composed:=true', lambda d: launched(d, False, True)),
+    ('launch, separate processes + recorder', lambda d: launched(d, True, False)),
     ('one process + recorder, /clock per node', lambda d: one_process(d, True,
                                                                       share_sim_time=False)),
     ('3 processes, UDPv4', lambda d: separate_processes(d, False, 'udp')),
@@ -207,7 +317,8 @@ VARIANTS = [
 
 def lockstep_side_by_side(duration: float, repeat: int, only: str = '') -> list[str]:
     """Every variant ``repeat`` times, interleaved (the machine's load changes meanwhile)."""
-    variants = [(name, fn) for name, fn in VARIANTS if only in name]
+    variants = [(name, fn) for name, fn in VARIANTS
+                if any(part in name for part in only.split('|'))]
     results: dict[str, list] = {name: [] for name, _ in variants}
     one_process(0.2, True)          # warm-up: imports, compiled kernels, first discovery
     for _ in range(repeat):
@@ -460,7 +571,8 @@ def main() -> None:
     ap.add_argument('--quick', action='store_true', help='2 s runs, 1 repeat')
     ap.add_argument('--no-realtime', action='store_true', help='skip the real-time runs')
     ap.add_argument('--only', default='', metavar='TEXT',
-                    help='only the lockstep variants whose name contains TEXT (section 1 only)')
+                    help='only the lockstep variants whose name contains TEXT (or one of '
+                         'TEXT1|TEXT2|...; section 1 only)')
     args = ap.parse_args()
     d = 2.0 if args.quick else args.duration
     repeat = 1 if args.quick else max(1, args.repeat)

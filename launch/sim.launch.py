@@ -16,7 +16,7 @@
 Simulation: plant, controller and trajectory as separate processes on sim time (lockstep).
 
     ros2 launch manip_control sim.launch.py [duration:=10.0] [bag:=runs/r1] [namespace:=arm]
-        [headless:=false]
+        [headless:=false] [composed:=true]
 
 The plant owns /clock and steps one control period only after the command of the tick has
 arrived (deterministic, as fast as the loop allows). When the plant has simulated ``duration``
@@ -26,7 +26,10 @@ cleanly; the recorder closes its bag). With ``duration:=0`` it runs until Ctrl-C
 topic it records (and the plant's own recorded publishers have matched the recorder) before
 its first tick, so the bag holds every topic from tick 0. ``namespace:=NS`` puts every
 node and topic under ``/NS`` (/clock stays global). ``headless:=false`` adds
-robot_state_publisher and RViz showing the arm.
+robot_state_publisher and RViz showing the arm. ``composed:=true`` runs the same nodes with the
+same parameters, remappings and namespace in one process on one executor (the ``composed``
+executable, rclpy's stand-in for a component container): no message crosses a process
+boundary, so the loop runs several times faster (docs/ros.md).
 """
 
 from typing import List
@@ -60,6 +63,7 @@ def generate_launch_description():
     log_level = LaunchConfiguration('log_level')
     autostart = LaunchConfiguration('autostart')
     namespace = LaunchConfiguration('namespace')
+    composed = LaunchConfiguration('composed')
     urdf = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf', 'manip_2r.urdf'])
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
@@ -71,19 +75,34 @@ def generate_launch_description():
     # the recorder takes absolute topic names: /NS/<topic>, or /<topic> without a namespace
     recorded = PythonExpression(["[('/' + '", namespace, "'.strip('/') + '/' + t)"
                                  ".replace('//', '/') for t in ", repr(RECORDED), ']'])
+    # the controller, + the recorder's subscription when recording
+    wait_for_subscribers = PythonExpression(['2 if ', recording, ' else 1'])
     plant = Node(
         package='manip_control', executable='plant', name='plant', namespace=namespace,
         output='screen',
         parameters=[params_file, {
             'use_sim_time': True, 'mode': 'lockstep',
             'duration': ParameterValue(duration, value_type=float),
-            # the controller, + the recorder's subscription when recording
-            'wait_for_subscribers': ParameterValue(
-                PythonExpression(['2 if ', recording, ' else 1']), value_type=int),
+            'wait_for_subscribers': ParameterValue(wait_for_subscribers, value_type=int),
             # and for the recorder to match every recorded topic (relative: any namespace)
             'wait_for_recorder': PythonExpression(
                 ['"recorder/ready" if ', recording, ' else ""'])}],
-        arguments=ros_args, additional_env=stop_with_parent, sigterm_timeout=sigterm_timeout)
+        arguments=ros_args, additional_env=stop_with_parent, sigterm_timeout=sigterm_timeout,
+        condition=UnlessCondition(composed))
+    # composed:=true: the same nodes in one process. The parameters every node gets above are
+    # given to all; a node's own ones as NODE:NAME:=VALUE, which `composed` hands to that node
+    # only (under any namespace); params_file sections apply by node name as for a process.
+    one_process = Node(
+        package='manip_control', executable='composed', namespace=namespace, output='screen',
+        parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
+        ros_arguments=['--log-level', log_level,
+                       '-p', ['plant:duration:=', duration],
+                       '-p', ['plant:wait_for_subscribers:=', wait_for_subscribers],
+                       '-p', ['controller:autostart:=', autostart],
+                       '-p', ["recorder:bag:='", bag, "'"],
+                       '-p', ['recorder:topics:=', recorded]],
+        additional_env=stop_with_parent, sigterm_timeout=sigterm_timeout,
+        condition=IfCondition(composed))
     return LaunchDescription([
         DeclareLaunchArgument(
             'params_file',
@@ -118,10 +137,19 @@ def generate_launch_description():
         DeclareLaunchArgument(
             'log_level', default_value='info',
             description='log level of the manip_control nodes (debug, info, warn, error)'),
+        DeclareLaunchArgument(
+            'composed', default_value='false',
+            description='true: the same nodes, parameters, remappings and namespace in one '
+                        'process on one executor (the composed executable; several times '
+                        'faster in lockstep); false: one process per node'),
         plant,
         # the plant exits when it has simulated `duration`: end the whole launch
         RegisterEventHandler(OnProcessExit(
             target_action=plant,
+            on_exit=[EmitEvent(event=Shutdown(reason='the plant finished the run'))])),
+        one_process,
+        RegisterEventHandler(OnProcessExit(
+            target_action=one_process,
             on_exit=[EmitEvent(event=Shutdown(reason='the plant finished the run'))])),
         Node(package='manip_control', executable='controller', name='controller',
              namespace=namespace, output='screen',
@@ -129,19 +157,20 @@ def generate_launch_description():
                                        'autostart': ParameterValue(autostart,
                                                                    value_type=bool)}],
              arguments=ros_args, additional_env=stop_with_parent,
-             sigterm_timeout=sigterm_timeout),
+             sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
              arguments=ros_args, additional_env=stop_with_parent,
-             sigterm_timeout=sigterm_timeout),
+             sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='recorder', name='recorder',
              namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True, 'bag': bag,
                           'topics': ParameterValue(recorded, value_type=List[str])}],
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout,
-             condition=IfCondition(recording)),
+             condition=IfCondition(PythonExpression(
+                 [recording, " and '", composed, "'.lower() not in ('true', '1')"]))),
         Node(package='robot_state_publisher', executable='robot_state_publisher',
              name='robot_state_publisher', namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True,

@@ -199,10 +199,58 @@ def _params_files(launch_file) -> list[Path]:
     return out
 
 
+def _composed_parameters(call: ast.Call) -> dict[str, set[str]]:
+    """Per node, the names given to it as ``-p NODE:NAME:=...`` in ``ros_arguments``."""
+    out: dict[str, set[str]] = {}
+    items = getattr(_kw(call, 'ros_arguments'), 'elts', [])
+    for flag, item in zip(items, items[1:]):
+        if _const(flag) != '-p':
+            continue
+        text = _const(item.elts[0]) if isinstance(item, ast.List) else _const(item)
+        node, _, rest = text.partition(':')
+        out.setdefault(node, set()).add(rest.partition(':=')[0])
+    return out
+
+
+def _inline_keys(call: ast.Call) -> set[str]:
+    return {_const(k) for item in getattr(_kw(call, 'parameters'), 'elts', [])
+            if isinstance(item, ast.Dict) for k in item.keys}
+
+
+def test_composed_node_gets_every_parameter_of_the_separate_nodes(launch_file):
+    """composed:=true: the one process gets what each separate node gets, node by node."""
+    elements = [e for e in _ld_elements(launch_file) if _call_name(e) == 'Node'
+                and _const(_kw(e, 'package')) == 'manip_control']
+    composed = [e for e in elements if _const(_kw(e, 'executable')) == 'composed']
+    if not composed:
+        pytest.skip(f'{launch_file.name} has no composed variant')
+    (call,) = composed
+    assert _kw(call, 'name') is None, 'a node name would rename every node of the process'
+    shared = _inline_keys(call)
+    own = _composed_parameters(call)
+    for node in own:
+        assert node in ('plant', 'controller', 'trajectory', 'recorder'), node
+        assert own[node] <= _node_parameter_names(node), (node, own[node])
+    for key in shared:
+        assert any(key in _node_parameter_names(n) for n in ('plant', 'controller',
+                                                             'trajectory')), key
+    separate = {_const(_kw(e, 'name')): e for e in elements if e is not call}
+    assert set(separate) == {'plant', 'controller', 'trajectory', 'recorder'}
+    for name, e in separate.items():
+        missing = _inline_keys(e) - shared - own.get(name, set())
+        assert not missing, f'composed: {name} does not get {missing}'
+        # the same params file, namespace and ROS arguments
+        files = [ast.dump(x) for x in getattr(_kw(e, 'parameters'), 'elts', [])
+                 if isinstance(x, ast.Name)]
+        assert all(f in [ast.dump(x) for x in _kw(call, 'parameters').elts] for f in files)
+        assert ast.dump(_kw(e, 'namespace')) == ast.dump(_kw(call, 'namespace'))
+
+
 def test_params_files_match_the_nodes(launch_file):
     nodes = {}
     for e in _ld_elements(launch_file):
-        if _call_name(e) == 'Node' and _const(_kw(e, 'package')) == 'manip_control':
+        if _call_name(e) == 'Node' and _const(_kw(e, 'package')) == 'manip_control' and \
+                _const(_kw(e, 'executable')) != 'composed':
             nodes[_const(_kw(e, 'name'))] = e
     files = _params_files(launch_file)
     assert len(files) == 1

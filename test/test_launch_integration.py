@@ -345,6 +345,165 @@ def test_namespaced_launch_records_every_topic_from_the_first_tick(ros2_ws, ros2
 
 
 # --------------------------------------------------------------------------------------------
+# sim.launch.py composed:=true: the same nodes in one process
+
+
+def composed_summary(text: str) -> dict[str, tuple[int, int]]:
+    """``{topic: (recorded, published)}`` from the summary line of the composed process."""
+    m = re.search(r'\[composed\]: plant, controller, trajectory, recorder in one process: '
+                  r'(\d+) ticks.*?recorded/published into \S+: (.*)', text)
+    assert m, text[-5000:]
+    return {t: (int(a), int(b)) for t, a, b in re.findall(r'(/\S+) (\d+)/(\d+)', m.group(2))}
+
+
+def assert_every_tick_recorded(counts: Counter, diag: dict, ns: str = '') -> None:
+    """Check that a finished lockstep run holds exactly one message per tick per topic."""
+    ticks, resends = int(diag['ticks']), int(diag['resends'])
+    assert ticks == TICKS
+    assert counts[f'{ns}/joint_states'] == ticks + resends, counts
+    assert counts[f'{ns}/motor_states'] == ticks, counts
+    assert ticks <= counts[f'{ns}/reference'] <= ticks + resends, counts
+    for topic in ('/joint_commands', '/effort_controller/commands'):
+        # + at most the controller's zero-torque command at shutdown
+        assert ticks <= counts[f'{ns}{topic}'] <= ticks + resends + 1, counts
+    assert counts[f'{ns}/controller/diagnostics'] > 0 and counts[f'{ns}/plant/diagnostics'] > 0
+
+
+@pytest.fixture(scope='module')
+def composed_run(ros2_ws, tmp_path_factory):
+    """``ros2 launch manip_control sim.launch.py composed:=true duration:=3.0 bag:=runs/c1``."""
+    tmp = tmp_path_factory.mktemp('composed_launch')
+    bag = ros2_ws.path / 'runs' / 'c1'
+    assert not bag.exists()
+    procs = Processes(ros2_ws.env, tmp)
+    try:
+        cmd = (f'source install/setup.bash && ros2 launch manip_control sim.launch.py '
+               f'composed:=true duration:={DURATION} bag:=runs/c1')
+        p = procs.start('composed_launch', ['bash', '-c', cmd], cwd=str(ros2_ws.path))
+        rc = procs.wait(p, 180)
+        yield {'rc': rc, 'text': text_of(procs, p), 'bag': bag}
+    finally:
+        procs.stop_all()
+
+
+def test_composed_launch_ends_by_itself_in_one_process(composed_run):
+    text = composed_run['text']
+    assert composed_run['rc'] == 0, text[-5000:]
+    assert f'run finished: {TICKS} ticks, 0 command timeouts, 0 refused commands' in text, text
+    # one process: launch started the composed executable and nothing else
+    assert set(_node_pids(text)) == {'composed'}, text[-5000:]
+    finished_cleanly(text, ('composed',))
+    assert_clean(text)
+    # the four nodes, under their own names, in it
+    for node in ('plant', 'controller', 'trajectory', 'recorder'):
+        assert f'] [{node}]: ' in text, node
+
+
+def test_composed_launch_records_every_tick(composed_run):
+    counts, diag = read_bag(composed_run['bag'])
+    assert_every_tick_recorded(counts, diag)
+    # what the process published, topic by topic, is what the bag holds
+    for topic, (recorded, published) in composed_summary(composed_run['text']).items():
+        assert recorded == published, (topic, recorded, published)
+        if topic not in ('/joint_commands', '/effort_controller/commands'):
+            assert counts[topic] == published, (topic, counts[topic], published)
+    stamps = [s for s, _ in stamped_efforts(composed_run['bag'], '/joint_commands')]
+    assert sorted(set(stamps)) == [k * 1_000_000 for k in range(TICKS)]
+    # the resolved parameters beside the bag: the launch's values reached their nodes
+    params = yaml.safe_load((composed_run['bag'] / 'ros_params.yaml').read_text())
+    plant = params['plant']['ros__parameters']
+    assert plant['duration'] == DURATION and plant['wait_for_subscribers'] == 2, plant
+    assert params['controller']['ros__parameters']['mode'] == 'lockstep', params
+    assert 'state timeout 5000 ms' in composed_run['text']     # the file's controller section
+
+
+def test_composed_launch_equals_manip_offline(composed_run):
+    """The same nodes and parameters in one process: the offline loop, bit for bit."""
+    off = subprocess.run([which('manip-offline'), '--config', 'default', '--duration',
+                          str(DURATION), '--json'], capture_output=True, text=True,
+                         timeout=120, check=True)
+    offline = json.loads(off.stdout)
+    got = bag_tracking(composed_run['bag'])
+    assert got['samples'] == offline['ticks'] == TICKS
+    for j in range(2):
+        assert math.isclose(got['rms'][j], offline['rms_error_rad'][j], rel_tol=0,
+                            abs_tol=1e-9), (got, offline)
+        assert math.isclose(got['max'][j], offline['max_error_whole_run_rad'][j], rel_tol=0,
+                            abs_tol=1e-9), (got, offline)
+        assert math.isclose(got['peak_tau'][j], offline['peak_torque_cmd_Nm'][j], rel_tol=0,
+                            abs_tol=1e-9), (got, offline)
+
+
+@pytest.mark.parametrize('how', ['ctrl-c', 'sigterm'])
+def test_composed_launch_until_stopped_ends_cleanly(how, ros2_ws, ros2_procs, tmp_path, probe,
+                                                    spin, executor):
+    """
+    ``composed:=true duration:=0`` until stopped: the process ends cleanly, the bag is closed.
+
+    As for the separate processes: Ctrl-C to the process group of ``ros2 launch``, or SIGTERM
+    to ``ros2 launch`` alone (the process gets SIGTERM from the kernel when launch is gone).
+    Everything published before the stop is in the bag.
+    """
+    from rosgraph_msgs.msg import Clock
+    bag = tmp_path / 'bag'
+    probe.sub(Clock, '/clock')
+    executor.add_node(probe.node)
+    p = ros2_procs.start('composed_launch', launch_args(
+        ros2_ws, 'sim.launch.py', 'composed:=true', 'duration:=0', f'bag:={bag}'))
+    clocks = probe.msgs['/clock']
+    assert spin(executor, 90, until=lambda: any(c.clock.sec >= 1 for c in clocks)), \
+        text_of(ros2_procs, p)[-4000:]
+    pids = _node_pids(text_of(ros2_procs, p))
+    assert set(pids) == {'composed'}, pids
+    if how == 'ctrl-c':
+        os.killpg(p.pid, signal.SIGINT)
+        rc = ros2_procs.wait(p, 60)
+        text = text_of(ros2_procs, p)
+        assert rc == 0, text[-5000:]
+        finished_cleanly(text, pids)
+        assert_clean(text)
+    else:
+        os.kill(p.pid, signal.SIGTERM)
+        ros2_procs.wait(p, 60)
+        deadline = time.monotonic() + 30
+        while _alive(pids['composed']) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pids['composed']), 'the composed process was left running'
+        # launch is gone: the process's own log file tells how it ended
+        text = ''.join(f.read_text(errors='replace')
+                       for f in Path(ros2_ws.env['ROS_LOG_DIR']).glob('*.log')
+                       if f'_{pids["composed"]}_' in f.name)
+        assert_clean(text)
+    assert 'bag ' in text and ' messages' in text, text[-3000:]   # the recorder closed it
+    counts, _ = read_bag(bag)
+    assert counts['/joint_states'] >= 1000, counts
+    # one process: what was published before the stop was taken from the queues
+    for topic, (recorded, published) in composed_summary(text).items():
+        assert recorded == published == counts[topic], (topic, recorded, published, counts)
+
+
+def test_composed_launch_under_a_namespace(ros2_ws, ros2_procs, tmp_path):
+    """``composed:=true namespace:=arm``: every node and topic under /arm, the file applies."""
+    bag = tmp_path / 'bag'
+    p = ros2_procs.start('composed_launch', launch_args(
+        ros2_ws, 'sim.launch.py', 'composed:=true', 'namespace:=arm', f'duration:={DURATION}',
+        f'bag:={bag}'))
+    rc = ros2_procs.wait(p, 180)
+    text = text_of(ros2_procs, p)
+    assert rc == 0, text[-5000:]
+    assert 'commands from /arm/joint_commands' in text, text
+    assert f'run finished: {TICKS} ticks, 0 command timeouts' in text, text
+    assert 'state timeout 5000 ms' in text, text      # the file's /**/controller section
+    for node in ('plant', 'controller', 'trajectory', 'recorder'):
+        assert f'] [arm.{node}]: ' in text, node
+    finished_cleanly(text, ('composed',))
+    assert_clean(text)
+    counts, diag = read_bag(bag)
+    assert all(t.startswith('/arm/') for t in counts), counts
+    assert_every_tick_recorded(counts, diag, ns='/arm')
+
+
+# --------------------------------------------------------------------------------------------
 # hardware.launch.py against a driver-like process
 
 
@@ -419,7 +578,7 @@ def test_launch_arguments_are_described(ros2_ws, file):
     assert done.returncode == 0, done.stderr
     names = re.findall(r"^    '(\w+)':$", done.stdout, re.M)
     expected = {'sim.launch.py': {'params_file', 'duration', 'namespace', 'headless', 'bag',
-                                  'autostart', 'sigterm_timeout', 'log_level'},
+                                  'autostart', 'sigterm_timeout', 'log_level', 'composed'},
                 'hardware.launch.py': {'params_file', 'joint_states_topic', 'command_topic',
                                        'joint_commands_topic', 'reference_topic', 'namespace',
                                        'headless', 'autostart', 'sigterm_timeout',

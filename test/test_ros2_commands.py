@@ -51,11 +51,18 @@ COVERED = {
         f'{INTEGRATION}::test_sim_launch_bag_holds_every_published_message',
         f'{INTEGRATION}::test_sim_launch_equals_manip_offline'],
     'ros2 launch manip_control sim.launch.py [duration:=S] [bag:=DIR] [namespace:=NS] '
-    '[headless:=false]': [
+    '[headless:=false] [composed:=true]': [
         f'{INTEGRATION}::test_sim_launch_ends_by_itself_with_every_process_clean',
         f'{INTEGRATION}::test_sim_launch_until_stopped_ends_cleanly',
         f'{INTEGRATION}::test_sim_launch_under_a_namespace',
-        f'{INTEGRATION}::test_display_launch'],
+        f'{INTEGRATION}::test_display_launch',
+        f'{INTEGRATION}::test_composed_launch_ends_by_itself_in_one_process',
+        f'{INTEGRATION}::test_composed_launch_until_stopped_ends_cleanly',
+        f'{INTEGRATION}::test_composed_launch_under_a_namespace'],
+    'ros2 launch manip_control sim.launch.py composed:=true duration:=3.0 bag:=runs/c1': [
+        f'{INTEGRATION}::test_composed_launch_ends_by_itself_in_one_process',
+        f'{INTEGRATION}::test_composed_launch_records_every_tick',
+        f'{INTEGRATION}::test_composed_launch_equals_manip_offline'],
     'ros2 launch manip_control sim.launch.py namespace:=arm duration:=3.0': [
         f'{INTEGRATION}::test_sim_launch_under_a_namespace'],
     'ros2 launch manip_control sim.launch.py --show-args': [
@@ -101,6 +108,8 @@ COVERED = {
     '[-p use_sim_time:=true]': ['test_each_node_alone'],
     'ros2 run manip_control plant --ros-args -p mode:=realtime -r joint_states:=/arm/joint_states '
     '-r __node:=arm_plant': ['test_plant_alone_renamed'],
+    'ros2 run manip_control composed --ros-args --params-file config/sim_params.yaml '
+    '-p use_sim_time:=true -p plant:duration:=2.0 -r __ns:=/arm': ['test_ros2_run_composed'],
 }
 
 #: verbs that take --no-daemon (the tests add it; the daemon is never needed)
@@ -395,6 +404,19 @@ def test_ros2_run_sim(ros2_ws):
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'manip-sim: seed001 | lockstep | 1.000 s simulated (1000 ticks' in done.stdout, \
         done.stdout
+
+
+def test_ros2_run_composed(ros2_ws):
+    """The nodes of the launch in one process, each with its own parameters, under /arm."""
+    done = ros2_ws.run(doc('ros2 run manip_control composed --ros-args --params-file '
+                           'config/sim_params.yaml -p use_sim_time:=true '
+                           '-p plant:duration:=2.0 -r __ns:=/arm'), timeout=180)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-4000:]
+    assert 'run finished: 2000 ticks, 0 command timeouts' in text, text
+    assert '[arm.plant]' in text and '[arm.controller]' in text, text
+    assert 'plant, controller, trajectory in one process: 2000 ticks' in text, text
+    assert_clean(text)
 
 
 def test_plant_alone_renamed(ros2_ws, ros2_procs):

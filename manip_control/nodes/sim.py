@@ -350,11 +350,13 @@ class SimRunner:
         return self._outcome(wall, published, recorded, interrupted)
 
     def _published(self) -> dict:
-        p = self.plant.published
-        return {'/joint_states': p['joint_states'], '/motor_states': p['motor_states'],
-                '/reference': self.trajectory.published,
-                '/joint_commands': self.controller.published_commands,
-                '/effort_controller/commands': self.controller.published_commands}
+        """Messages published per topic, keyed by the resolved name (namespace, remapping)."""
+        p, c = self.plant.published, self.controller.published_commands
+        return {self.plant._state_pub.topic_name: p['joint_states'],
+                self.plant._motor_pub.topic_name: p['motor_states'],
+                self.trajectory._ref_pub.topic_name: self.trajectory.published,
+                self.controller._cmd_pub.topic_name: c,
+                self.controller._array_pub.topic_name: c}
 
     def _drain(self, published: dict) -> None:
         deadline = time.monotonic() + DRAIN_TIMEOUT
