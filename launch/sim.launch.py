@@ -29,7 +29,7 @@ node and topic under ``/NS`` (/clock stays global). ``headless:=false`` adds
 robot_state_publisher and RViz showing the arm. ``composed:=true`` runs the same nodes with the
 same parameters, remappings and namespace in one process on one executor (the ``composed``
 executable, rclpy's stand-in for a component container): no message crosses a process
-boundary, so the loop runs several times faster (docs/ros.md).
+boundary, so a tick costs far less CPU and the loop runs faster (docs/ros.md).
 """
 
 from typing import List
@@ -140,7 +140,7 @@ def generate_launch_description():
         DeclareLaunchArgument(
             'composed', default_value='false',
             description='true: the same nodes, parameters, remappings and namespace in one '
-                        'process on one executor (the composed executable; several times '
+                        'process on one executor (the composed executable; less CPU per tick, '
                         'faster in lockstep); false: one process per node'),
         plant,
         # the plant exits when it has simulated `duration`: end the whole launch
