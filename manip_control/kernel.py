@@ -346,7 +346,7 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
     return v1, v2, qa1, qa2, di1, di2, dx1, dx2
 
 
-@_jit()
+@_jit(inline='always')
 def _mechanics(v1, v2, t1, t2, w11, w12, g12, w21, fr1, fr2, a11, a12, a21, a22, karnopp,
                fs1, fs2):
     """

@@ -254,7 +254,10 @@ def test_horizontal_plane_drops_gravity(tmp_path):
     true = _true_theta(scenario)
     keep = [k for k, n in enumerate(BASE_NAMES) if n not in ('G1', 'G2')]
     err = _relative_errors(res.theta[keep], true[keep])
-    assert np.all(np.abs(err) < 0.01), err
+    # 1.5 %: with the friction fed forward at the reference velocity (robust to an
+    # over-estimated friction) the run tracks the excitation a little less closely at the
+    # reversals, and bv1 comes out 1.04 % off (0.89 % with the measured-velocity feed-forward)
+    assert np.all(np.abs(err) < 0.015), err
     nominal = nominal_from_estimate(res.physical.estimate, scenario.controller.nominal)
     _check_same_dynamics(nominal, scenario.plant, 0.01)
 

@@ -335,9 +335,13 @@ def test_back_driven_gear_never_creates_energy():
         y = sol.y[:, -1]
         x = y[:8]
         plant = Plant(pl, 1e-3)
+        qdd = plant_dynamics(0.0, x, u, pl)[2:4]
+        m1, m2 = pl.motors   # rotor torques by hand: rotor 1 turns at N1 qd1, 2 at qd1 + N2 qd2
+        rotor = (m1.Jm * m1.N ** 2 * qdd[0], m2.Jm * m2.N * (qdd[0] + m2.N * qdd[1]))
         for j, mo in enumerate(pl.motors):
-            p_motor = mo.N * mo.k_t * x[4 + j] * x[2 + j]   # power the gear gives the motor: -p
-            p_load = plant.joint_torque_at(x)[j] * x[2 + j]  # power the joint gets: -p_load
+            # mesh power (motor side of the gear) and the power the links exchange with the gear
+            p_motor = (mo.N * mo.k_t * x[4 + j] - rotor[j]) * x[2 + j]
+            p_load = (plant.joint_torque_at(x)[j] - rotor[j]) * x[2 + j]
             assert p_motor < 0.0                             # back-driven throughout
             assert -p_motor <= -p_load + 1e-12
             if abs(x[2 + j]) > 10 * pl.friction[j].eps:
