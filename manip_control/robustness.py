@@ -109,15 +109,13 @@ def perturbed_nominal(scenario: Scenario, delta: Sequence[float]) -> NominalMode
     """
     Return the plant's true model with ``m1, m2, I1, I2`` scaled by ``1 + delta``.
 
-    Lengths, CoM distances, friction, rotor inertia and rotor coupling are the plant's.
+    Everything else (lengths, CoM distances, friction, rotor inertia and coupling, gear
+    ratios and efficiencies) is the plant's (:func:`manip_control.simulation.truth_nominal`).
     """
-    plant = scenario.plant
-    arm = plant.arm
-    values = {name: getattr(arm, name) * (1.0 + d) for name, d in zip(PERTURBED, delta)}
-    return NominalModel(arm=dataclasses.replace(arm, **values), friction=plant.friction,
-                        rotor_inertia=plant.reflected_inertia,
-                        rotor_coupling=bool(plant.rotor_inertia and plant.rotor_coupling),
-                        gear_ratio=tuple(float(m.N) for m in plant.motors))
+    from manip_control.simulation import truth_nominal
+    truth = truth_nominal(scenario)
+    values = {name: getattr(truth.arm, name) * (1.0 + d) for name, d in zip(PERTURBED, delta)}
+    return dataclasses.replace(truth, arm=dataclasses.replace(truth.arm, **values))
 
 
 @functools.lru_cache(maxsize=64)
