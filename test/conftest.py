@@ -475,3 +475,20 @@ def ros2_procs(ros2_ws, tmp_path):
         yield manager
     finally:
         manager.stop_all()
+
+
+@pytest.fixture
+def fi(procs, ros_domain_id):
+    """``procs, make_probe`` for the fault tests: the process manager and a probe factory."""
+    from test_fault_injection import Probe
+    probes = []
+
+    def make(topics=('diag', 'cmds')):
+        probes.append(Probe(ros_domain_id, topics))
+        return probes[-1]
+
+    try:
+        yield procs, make
+    finally:
+        for p in probes:
+            p.close()

@@ -43,7 +43,6 @@ from test_fault_injection import HOLD_ZERO  # noqa: E402
 from test_fault_injection import MAX_STEP  # noqa: E402
 from test_fault_injection import max_steps  # noqa: E402
 from test_fault_injection import no_traceback  # noqa: E402
-from test_fault_injection import Probe  # noqa: E402
 from test_fault_injection import read_log  # noqa: E402
 from test_fault_injection import stop_driver  # noqa: E402
 from test_fault_injection import trajectory  # noqa: E402
@@ -52,22 +51,6 @@ from test_fault_injection import wait_normal  # noqa: E402
 HARDWARE_PARAMS = str(Path(__file__).resolve().parents[1] / 'config' / 'hardware_params.yaml')
 #: measurement window of the rate / loss runs [s]
 WINDOW = 6.0
-
-
-@pytest.fixture
-def fi(procs, ros_domain_id):
-    """``procs, make_probe`` (as in test_fault_injection.py)."""
-    probes = []
-
-    def make(topics=('diag',)):
-        probes.append(Probe(ros_domain_id, topics))
-        return probes[-1]
-
-    try:
-        yield procs, make
-    finally:
-        for p in probes:
-            p.close()
 
 
 def _entries(d: dict) -> int:

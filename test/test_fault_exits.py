@@ -55,7 +55,6 @@ from test_fault_injection import HARDWARE  # noqa: E402
 from test_fault_injection import HOLD_ZERO  # noqa: E402
 from test_fault_injection import MAX_STEP  # noqa: E402
 from test_fault_injection import no_traceback  # noqa: E402
-from test_fault_injection import Probe  # noqa: E402
 from test_fault_injection import read_log  # noqa: E402
 from test_fault_injection import stop_driver  # noqa: E402
 from test_fault_injection import trajectory  # noqa: E402
@@ -68,22 +67,6 @@ SCHED = 0.3
 # the fake driver logs a command when its (Python, starved) executor takes it: at load 10 on
 # 2 cores that came up to about 1 s after the controller published it
 DRIVER_LAG = 1.5
-
-
-@pytest.fixture
-def fi(procs, ros_domain_id):
-    """``procs, make_probe``: conftest's process manager and a probe factory."""
-    probes = []
-
-    def make(topics=('diag', 'cmds')):
-        probes.append(Probe(ros_domain_id, topics))
-        return probes[-1]
-
-    try:
-        yield procs, make
-    finally:
-        for p in probes:
-            p.close()
 
 
 def driver(procs, name, log, *extra):

@@ -134,22 +134,6 @@ def diag_dict(msg) -> dict:
     return d
 
 
-@pytest.fixture
-def fi(procs, ros_domain_id):
-    """``procs, make_probe``: conftest's process manager and a probe factory."""
-    probes = []
-
-    def make(topics=('diag', 'cmds')):
-        probes.append(Probe(ros_domain_id, topics))
-        return probes[-1]
-
-    try:
-        yield procs, make
-    finally:
-        for p in probes:
-            p.close()
-
-
 def plant(procs, name='plant', *extra):
     return procs.node(name, 'plant_node', *REALTIME, '-p', 'actuator:=ideal', *extra)
 
