@@ -52,6 +52,7 @@ IMPORT_TO_KEY = {
     'sensor_msgs': 'sensor_msgs',
     'std_msgs': 'std_msgs',
     'trajectory_msgs': 'trajectory_msgs',
+    'xacro': 'xacro',
     # System / pip dependencies (rosdep keys).
     'PIL': 'python3-pil',
     'apsw': 'python3-rosbags-pip',  # rosbags' sqlite3 driver, installed with it
@@ -63,6 +64,7 @@ IMPORT_TO_KEY = {
     'zstandard': 'mcap-ros2-support',
     'numba': 'python3-numba',
     'numpy': 'python3-numpy',
+    'pinocchio': 'pinocchio',  # the pin wheels on PyPI
     'psutil': 'python3-psutil',
     'pytest': 'python3-pytest',
     'rosbags': 'python3-rosbags-pip',
@@ -77,6 +79,7 @@ KEY_TO_PYPI = {
     'python3-matplotlib': 'matplotlib',
     'python3-numba': 'numba',
     'python3-numpy': 'numpy',
+    'pinocchio': 'pin',
     'python3-pil': 'pillow',
     'python3-psutil': 'psutil',
     'python3-rosbags-pip': 'rosbags',

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Benchmark: URDF arms (Panda fixture) on the n-joint plant, against MuJoCo on the same URDF.
+
+Printed, one run each, with ``uptime`` (the load) beside the figures:
+
+* ``closed loop, motors``: :func:`manip_control.arm_plant.run_arm_closed_loop` on the
+  7-joint Panda (fingers locked) with DC motors, PI current drives and gear losses per joint
+  (sized in this script: peak torque 1.2x the URDF effort), smooth friction, RK4 with 4
+  sub-steps at 1 kHz control, computed torque from a perfect model (one RNEA per tick);
+  real-time factor = simulated s / wall s (target >= 10x).
+* ``ideal torque``: the same URDF with all 9 joints (fingers free, as MuJoCo models them),
+  ideal actuators, no friction, one RK4 step of 1 ms per tick (4 ABA calls), a held torque
+  per tick; against MuJoCo (``mujoco`` from requirements-bench.txt) loading the same URDF
+  (visual and collision geometry removed, contacts and joint limits disabled, RK4, 1 ms),
+  stepped from Python with the same torques in ``qfrc_applied``. Target: ours >= 0.5x
+  MuJoCo's rate. The two trajectories are compared (max |q| difference after the run).
+* ``computed-torque tick``: ``inverse_dynamics(q, qd, qdd_d - Kd e_dot - Kp e)`` and the
+  torque clamp for 7 joints, 20,000 ticks timed one by one; p50 / p99 / max in us
+  (target p99 <= 100 us).
+
+    .venv/bin/python bench/bench_arm.py [--duration 5] [--urdf ../shared/fixtures/urdf/...]
+"""
+
+import argparse
+import os
+from pathlib import Path
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from manip_control.arm_model import UrdfArm  # noqa: E402
+from manip_control.arm_plant import ArmPlant  # noqa: E402
+from manip_control.arm_plant import run_arm_closed_loop  # noqa: E402
+from manip_control.parameters import FrictionParameters  # noqa: E402
+from manip_control.parameters import MotorParameters  # noqa: E402
+from manip_control.trajectories import Sinusoid  # noqa: E402
+import numpy as np  # noqa: E402
+
+PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+Q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])
+
+
+def motors_for(arm: UrdfArm) -> list:
+    """Geared DC motors, peak torque ``eta N k_t i_max`` = 1.2x each joint's URDF effort."""
+    out = []
+    for effort in arm.limits.effort:
+        k_t = 1.2 * effort / (0.9 * 100.0 * 10.0)
+        out.append(MotorParameters(R=0.5, L=0.4e-3, k_t=k_t, k_e=k_t, N=100.0, eta=0.9,
+                                   Jm=2e-5, i_max=10.0, V_max=48.0, Kp_i=0.754, Ki_i=942.5,
+                                   eta_back=0.9))
+    return out
+
+
+def load() -> str:
+    """Return the load average line of ``uptime``."""
+    try:
+        return subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return 'load %.2f %.2f %.2f' % os.getloadavg()
+
+
+def bench_closed_loop(urdf: Path, duration: float) -> None:
+    arm = UrdfArm.from_file(urdf, armature=0.04)
+    plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n,
+                     motors_for(arm), substeps=4)
+    traj = Sinusoid(0.2, 1.5, offset=Q0[:arm.n], phase=np.arange(arm.n) * 0.5)
+    wn = 20.0
+    t0 = time.perf_counter()
+    run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
+                              np.full(arm.n, 2 * wn), duration)
+    wall = time.perf_counter() - t0
+    late = np.abs(run.error[run.t >= duration / 2]).max()
+    print(f'closed loop, motors ({arm.n} joints, 1 kHz, RK4 x4): {duration:.1f} s simulated '
+          f'in {wall:.2f} s wall = {duration / wall:.2f}x real time (target >= 10x); '
+          f'late max |e| {late:.2e} rad')
+
+
+def mujoco_urdf(urdf: Path) -> str:
+    """Return the URDF text without visual/collision geometry (MuJoCo cannot load meshes)."""
+    root = ET.fromstring(urdf.read_text())
+    for link in root.findall('link'):
+        for tag in ('visual', 'collision'):
+            for elem in link.findall(tag):
+                link.remove(elem)
+    ext = ET.SubElement(root, 'mujoco')
+    ET.SubElement(ext, 'compiler', {'discardvisual': 'true', 'fusestatic': 'false'})
+    return ET.tostring(root, encoding='unicode')
+
+
+def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
+    try:
+        import mujoco
+    except ImportError:
+        print('ideal torque vs MuJoCo: skipped (pip install -r requirements-bench.txt)')
+        return
+    full = UrdfArm.from_file(urdf)                   # trunk: fingers locked
+    names = full.joint_names + tuple(full.locked_joints)
+    arm = UrdfArm.from_file(urdf, names)             # every movable joint, as MuJoCo has
+    plant = ArmPlant(arm, torque_limit=np.full(arm.n, 1e9), substeps=1)
+    m = mujoco.MjModel.from_xml_string(mujoco_urdf(urdf))
+    m.opt.timestep = 1e-3
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    off = mujoco.mjtDisableBit
+    m.opt.disableflags |= int(off.mjDSBL_CONTACT) | int(off.mjDSBL_CONSTRAINT)
+    m.dof_damping[:] = 0.0
+    m.dof_frictionloss[:] = 0.0
+    m.dof_armature[:] = 0.0
+    d = mujoco.MjData(m)
+    assert m.nv == arm.n, (m.nv, arm.n)
+    mj_names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(m.njnt)]
+    perm = [mj_names.index(j) for j in arm.joint_names]   # our order -> MuJoCo's dof index
+    q0 = np.concatenate((Q0, [0.02, 0.02]))[:arm.n]
+    ticks = int(round(duration * 1000))
+    g0 = arm.gravity(q0)
+    taus = [g0 + 2.0 * np.sin(0.003 * k + np.arange(arm.n)) for k in range(ticks)]
+    x = np.concatenate((q0, np.zeros(arm.n), np.zeros(2 * arm.n)))
+    t0 = time.perf_counter()
+    for u in taus:
+        x = plant.step(x, u, 1e-3)
+    ours = time.perf_counter() - t0
+    d.qpos[perm] = q0
+    d.qvel[:] = 0.0
+    t0 = time.perf_counter()
+    for u in taus:
+        d.qfrc_applied[perm] = u
+        mujoco.mj_step(m, d)
+    theirs = time.perf_counter() - t0
+    # untimed cross-check over the first second (the free 9-joint arm is chaotic: over
+    # longer runs the two integrations part as any two round-off paths would)
+    x = np.concatenate((q0, np.zeros(arm.n), np.zeros(2 * arm.n)))
+    mujoco.mj_resetData(m, d)
+    d.qpos[perm] = q0
+    diff = 0.0
+    for u in taus[:1000]:
+        x = plant.step(x, u, 1e-3)
+        d.qfrc_applied[perm] = u
+        mujoco.mj_step(m, d)
+        diff = max(diff, np.abs(x[:arm.n] - d.qpos[perm]).max())
+    print(f'ideal torque ({arm.n} joints, 1 kHz RK4, {duration:.1f} s): ours '
+          f'{duration / ours:.1f}x real time, MuJoCo stepped from Python '
+          f'{duration / theirs:.1f}x; ours / MuJoCo = {theirs / ours:.2f} (target >= 0.5); '
+          f'max |q_ours - q_mujoco| over the first 1 s {diff:.2e} rad')
+
+
+def bench_tick(urdf: Path, ticks: int = 20000) -> None:
+    arm = UrdfArm.from_file(urdf, armature=0.04)
+    ctrl = arm.workspace()
+    n = arm.n
+    kp, kd = np.full(n, 400.0), np.full(n, 40.0)
+    lim = arm.limits.effort
+    traj = Sinusoid(0.2, 1.5, offset=Q0[:n], phase=np.arange(n) * 0.5)
+    rng = np.random.default_rng(0)
+    samples = [traj.sample(k * 1e-3) for k in range(ticks)]
+    states = [(s[0] + rng.normal(0, 1e-3, n), s[1] + rng.normal(0, 1e-2, n)) for s in samples]
+    inverse = ctrl.inverse_dynamics
+    clock = time.perf_counter_ns
+    out = np.empty(ticks)
+    for k in range(ticks):
+        (r, rv, ra), (q, qd) = samples[k], states[k]
+        t0 = clock()
+        tau = inverse(q, qd, ra - kd * (qd - rv) - kp * (q - r))
+        tau = np.minimum(np.maximum(tau, -lim), lim)
+        out[k] = clock() - t0
+    us = out / 1e3
+    print(f'computed-torque tick ({n} joints, RNEA + clamp, {ticks} ticks): p50 '
+          f'{np.percentile(us, 50):.1f} us, p99 {np.percentile(us, 99):.1f} us, max '
+          f'{us.max():.1f} us (target p99 <= 100 us)')
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--urdf', type=Path, default=PANDA)
+    p.add_argument('--duration', type=float, default=5.0, help='simulated seconds per run')
+    args = p.parse_args()
+    if not args.urdf.is_file():
+        print(f'error: {args.urdf}: no such file', file=sys.stderr)
+        return 2
+    print(f'{args.urdf.name}; before: {load()}')
+    bench_closed_loop(args.urdf, args.duration)
+    bench_ideal_vs_mujoco(args.urdf, args.duration)
+    bench_tick(args.urdf)
+    print(f'after: {load()}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,358 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The simulated arm with n joints, and an offline closed loop for it.
+
+The plant is any :class:`~manip_control.arm_model.ArmModel` with per-joint DC motors, PI
+current drives and gearboxes, and smooth friction.
+
+State ``x = [q, qd, i, x_i]`` of length ``4 n`` (rad, rad/s, A, V), the layout of the 2R
+plant's 8-vector generalised. The equations are those of :mod:`manip_control.plant`, joint by
+joint (the motor of joint j drives joint j); the rigid body is the arm model, which carries
+the rotor armature ``Jm N^2`` (build it with ``armature=`` and, where it applies,
+``rotor_coupling=``)::
+
+    i_ref = clamp(u / (N k_t), +-i_max)                        (u held over the period)
+    V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)
+    dx_i/dt = Ki_i (i_ref - i) if |Kp_i (i_ref - i) + x_i| <= V_max else 0
+    di/dt = (V - R i - k_e N qd) / L
+    s = tanh(qd / eps),  k_f = 1 - eta,  k_b = 1 / eta_back - 1
+    tau_m = N k_t i - N k_t (1/2 (k_f + k_b) |i| s + 1/2 (k_f - k_b) i s^2)
+    ideal actuator: tau_m = clamp(u, +-torque_limit), di/dt = dx_i/dt = 0
+    f = b qd + (tau_c + tau_s exp(-(qd / v_s)^2)) s                (smooth friction)
+    qdd = forward_dynamics(q, qd, tau_m - f) = M^-1 (tau_m - f - C qd - g)
+
+:func:`arm_plant_dynamics` is the reference right-hand side, written with the per-joint
+functions of :mod:`manip_control.actuators` and :mod:`manip_control.friction`;
+:meth:`ArmPlant.rhs` is the same arithmetic vectorised over the joints (numpy), checked
+against it. Only the smooth friction model is implemented here (Karnopp stiction for n
+joints is not). Integration: fixed-step classical RK4, ``substeps`` per control period, the
+command held (zero-order hold), as in :mod:`manip_control.plant`.
+
+:func:`run_arm_closed_loop` is the offline closed loop with the semantics of
+:func:`manip_control.simulation.run_closed_loop` (sample the state at ``t_k``, reference,
+command after the limit, integrate over the period) for ideal sensors and the
+computed-torque law ``tau = M^(q) (qdd_d - Kd e_dot - Kp e) + b^(q, qd)`` evaluated in one
+RNEA call as ``inverse_dynamics^(q, qd, v)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import math
+from typing import Sequence
+
+from manip_control.actuators import current_reference
+from manip_control.actuators import drive_voltage
+from manip_control.actuators import joint_torque
+from manip_control.arm_model import ArmModel
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import ArmShapeError
+from manip_control.friction import friction_torque_scalar
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import MotorParameters
+import numpy as np
+
+try:  # numba is a runtime dependency; without it the same function runs in Python
+    import numba
+except ImportError:  # pragma: no cover - exercised only where numba is absent
+    numba = None
+
+
+class ArmPlant:
+    """
+    An n-joint plant: arm model + motors (or ideal actuators) + smooth friction.
+
+    Parameters
+    ----------
+    model : ArmModel
+        The true rigid body (with its armature). The plant takes its own workspace.
+    friction : sequence of n FrictionParameters, optional
+        Per joint (default: none).
+    motors : sequence of n MotorParameters, optional
+        Per joint; ``None`` selects ideal actuators.
+    torque_limit : sequence of n float, optional
+        Ideal-actuator clamp [N·m] (default: the model's effort limits).
+    substeps : int
+        RK4 steps per control period, >= 1.
+
+    Raises
+    ------
+    ArmModelError
+        Lists of the wrong length, non-positive limits or substeps.
+
+    """
+
+    def __init__(self, model: ArmModel, friction: Sequence[FrictionParameters] | None = None,
+                 motors: Sequence[MotorParameters] | None = None,
+                 torque_limit: Sequence[float] | None = None, substeps: int = 4):
+        n = model.n
+        self.model = model.workspace()
+        self.n = n
+        friction = tuple(friction) if friction is not None else (FrictionParameters(),) * n
+        if len(friction) != n:
+            raise ArmShapeError(f'friction: expected {n} entries (one per joint), got '
+                                f'{len(friction)}')
+        self.friction = friction
+        self.motors = None if motors is None else tuple(motors)
+        if self.motors is not None and len(self.motors) != n:
+            raise ArmShapeError(f'motors: expected {n} entries (one per joint), got '
+                                f'{len(self.motors)}')
+        lim = model.limits.effort if torque_limit is None else torque_limit
+        self.torque_limit = np.array(lim, dtype=float)
+        if self.torque_limit.shape != (n,):
+            raise ArmShapeError(f'torque_limit: expected {n} values, got shape '
+                                f'{self.torque_limit.shape}')
+        if not np.all(self.torque_limit > 0.0):
+            raise ArmModelError(f'torque_limit: must be > 0 (got {self.torque_limit.tolist()})')
+        if int(substeps) != substeps or substeps < 1:
+            raise ArmModelError(f'substeps: must be an integer >= 1 (got {substeps})')
+        self.substeps = int(substeps)
+        fr = friction
+        self._b = np.array([f.b for f in fr])
+        self._tau_c = np.array([f.tau_c for f in fr])
+        self._tau_s = np.array([f.tau_s for f in fr])
+        self._v_s = np.array([f.v_s for f in fr])
+        self._eps = np.array([f.eps for f in fr])
+        self._stribeck = bool(np.any(self._tau_s))
+        zeros = np.zeros(n)
+        self._ktn = self._i_max = self._v_max = self._kp_i = self._ki_i = zeros
+        self._r = self._inv_l = self._ken = self._g_sum = self._g_dif = zeros
+        # Pinocchio's ABA straight on the plant's own Data (no coupling term to add)
+        self._aba = None
+        if getattr(self.model, '_coupled', True) is False:
+            self._aba = self.model._pin.aba
+            self._pin_model, self._pin_data = self.model.pin_model, self.model._data
+        if self.motors is not None:
+            m = self.motors
+            self._ktn = np.array([mo.N * mo.k_t for mo in m])
+            self._i_max = np.array([mo.i_max for mo in m])
+            self._v_max = np.array([mo.V_max for mo in m])
+            self._kp_i = np.array([mo.Kp_i for mo in m])
+            self._ki_i = np.array([mo.Ki_i for mo in m])
+            self._r = np.array([mo.R for mo in m])
+            self._inv_l = np.array([1.0 / mo.L for mo in m])
+            self._ken = np.array([mo.k_e * mo.N for mo in m])
+            kf = np.array([1.0 - mo.eta for mo in m])
+            kb = np.array([1.0 / mo.eta_back - 1.0 for mo in m])
+            self._g_sum = 0.5 * (kf + kb) * self._ktn
+            self._g_dif = 0.5 * (kf - kb) * self._ktn
+
+    @property
+    def state_size(self) -> int:
+        """``4 n``: ``[q, qd, i, x_i]``."""
+        return 4 * self.n
+
+    def initial_state(self, q0, qd0=None, start_in_equilibrium: bool = True) -> np.ndarray:
+        """
+        State at rest (or moving at ``qd0``) with the drives holding ``q0`` against gravity.
+
+        ``i = clamp(g_j(q0) / (N k_t), +-i_max)``, ``x_i = R i + k_e N qd0`` with
+        ``start_in_equilibrium`` (motors only), else zero currents and integrators.
+        """
+        n = self.n
+        q0 = self.model._vec('q0', q0)
+        qd0 = np.zeros(n) if qd0 is None else self.model._vec('qd0', qd0)
+        x = np.zeros(4 * n)
+        x[:n], x[n:2 * n] = q0, qd0
+        if self.motors is not None and start_in_equilibrium:
+            i = np.clip(self.model.gravity(q0) / self._ktn, -self._i_max, self._i_max)
+            x[2 * n:3 * n] = i
+            x[3 * n:] = self._r * i + self._ken * qd0
+        return x
+
+    def rhs(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``dx/dt`` at state ``x`` (shape (4n,)) under the held command ``u`` [N·m] (n,)."""
+        n = self.n
+        out = np.empty(4 * n)
+        _actuators(x, u, n, self._b, self._tau_c, self._tau_s, self._v_s, self._eps,
+                   self._stribeck, self.motors is not None, self._ktn, self._i_max,
+                   self._v_max, self._kp_i, self._ki_i, self._r, self._inv_l, self._ken,
+                   self._g_sum, self._g_dif, self.torque_limit, out)
+        if self._aba is not None:
+            out[n:2 * n] = self._aba(self._pin_model, self._pin_data, x[:n], x[n:2 * n],
+                                     out[n:2 * n])
+        else:
+            out[n:2 * n] = self.model.forward_dynamics(x[:n], x[n:2 * n], out[n:2 * n])
+        return out
+
+    def step(self, x: np.ndarray, u, period: float) -> np.ndarray:
+        """Integrate ``x`` over one control period with ``u`` held (RK4, ``substeps``)."""
+        u = np.asarray(u, dtype=float)
+        h = period / self.substeps
+        rhs = self.rhs
+        for _ in range(self.substeps):
+            k1 = rhs(x, u)
+            k2 = rhs(x + 0.5 * h * k1, u)
+            k3 = rhs(x + 0.5 * h * k2, u)
+            k4 = rhs(x + h * k3, u)
+            x = x + (h / 6.0) * (k1 + 2.0 * (k2 + k3) + k4)
+        return x
+
+
+def _actuators_py(x, u, n, b, tau_c, tau_s, v_s, eps, stribeck, motor, ktn, i_max, v_max,
+                  kp_i, ki_i, r, inv_l, ken, g_sum, g_dif, limit, out):
+    """
+    Fill ``out`` with ``qd``, the net joint torque ``tau_m - f`` and the motor derivatives.
+
+    The equations of the module docstring, joint by joint on floats (compiled with numba
+    when it is importable, the same function run by Python otherwise). ``out[n:2n]`` holds
+    the net torque, which the caller replaces by the acceleration.
+    """
+    for j in range(n):
+        qd = x[n + j]
+        s = math.tanh(qd / eps[j])
+        level = tau_c[j]
+        if stribeck:
+            level += tau_s[j] * math.exp(-(qd / v_s[j]) ** 2)
+        f = b[j] * qd + level * s
+        if motor:
+            i = x[2 * n + j]
+            i_ref = min(max(u[j] / ktn[j], -i_max[j]), i_max[j])
+            err = i_ref - i
+            v_raw = kp_i[j] * err + x[3 * n + j]
+            v = min(max(v_raw, -v_max[j]), v_max[j])
+            out[2 * n + j] = (v - r[j] * i - ken[j] * qd) * inv_l[j]
+            out[3 * n + j] = 0.0 if abs(v_raw) > v_max[j] else ki_i[j] * err
+            tau = ktn[j] * i - (g_sum[j] * abs(i) * s + g_dif[j] * i * s * s)
+        else:
+            tau = min(max(u[j], -limit[j]), limit[j])
+            out[2 * n + j] = 0.0
+            out[3 * n + j] = 0.0
+        out[j] = qd
+        out[n + j] = tau - f
+
+
+_actuators = _actuators_py if numba is None else numba.njit(cache=True)(_actuators_py)
+
+
+def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) -> np.ndarray:
+    """
+    Return the reference ``dx/dt = f(t, x, u, params)``, joint by joint.
+
+    Written with the per-joint functions of :mod:`manip_control.actuators` and
+    :mod:`manip_control.friction`.
+
+    Parameters
+    ----------
+    t : float
+        Time [s] (unused: the plant is time-invariant).
+    x : ndarray, shape (4 n,)
+        ``[q, qd, i, x_i]``.
+    u : ndarray, shape (n,)
+        Joint torque command [N·m].
+    plant : ArmPlant
+        Model, motors, friction, limits.
+
+    """
+    n = plant.n
+    q, qd = x[:n], x[n:2 * n]
+    dx = np.zeros(4 * n)
+    tau = np.zeros(n)
+    for j in range(n):
+        fr = plant.friction[j]
+        if plant.motors is None:
+            tau[j] = min(max(u[j], -plant.torque_limit[j]), plant.torque_limit[j])
+        else:
+            mo = plant.motors[j]
+            i, xi = x[2 * n + j], x[3 * n + j]
+            i_ref = current_reference(u[j], mo)
+            v, saturated = drive_voltage(i_ref, i, xi, mo)
+            dx[2 * n + j] = (v - mo.R * i - mo.k_e * mo.N * qd[j]) / mo.L
+            dx[3 * n + j] = 0.0 if saturated else mo.Ki_i * (i_ref - i)
+            tau[j] = joint_torque(i, qd[j], mo, fr.eps)
+        tau[j] -= friction_torque_scalar(qd[j], fr)
+    dx[:n] = qd
+    dx[n:2 * n] = plant.model.forward_dynamics(q, qd, tau)
+    return dx
+
+
+@dataclass
+class ArmRun:
+    """Samples of an offline run at the control ticks ``t_k`` (arrays, one row per tick)."""
+
+    t: np.ndarray
+    """Tick times [s], shape (K,)."""
+    q: np.ndarray
+    """Joint positions at ``t_k`` [rad], shape (K, n)."""
+    qd: np.ndarray
+    """Joint velocities at ``t_k`` [rad/s], shape (K, n)."""
+    q_d: np.ndarray
+    """Reference positions [rad], shape (K, n)."""
+    tau: np.ndarray
+    """Commands after the limit [N·m], shape (K, n)."""
+
+    @property
+    def error(self) -> np.ndarray:
+        """Tracking error ``q - q_d`` [rad], shape (K, n)."""
+        return self.q - self.q_d
+
+
+def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
+                        duration: float, control_rate: float = 1000.0,
+                        x0: np.ndarray | None = None) -> ArmRun:
+    """
+    Run computed torque on an n-joint plant, offline (ideal sensors, zero-order hold).
+
+    At tick ``k``: ``x_k`` sampled; ``(q_d, qd_d, qdd_d) = trajectory.sample(t_k)``;
+    ``tau = clamp(inverse_dynamics^(q, qd, qdd_d - Kd (qd - qd_d) - Kp (q - q_d)),
+    +-torque_limit)``; the plant integrates over ``[t_k, t_k + T]`` with ``tau`` held.
+
+    Parameters
+    ----------
+    plant : ArmPlant
+        The simulated arm.
+    nominal : ArmModel
+        The controller's model (may differ from the plant's); its own workspace is used.
+    trajectory : Trajectory
+        Reference with ``n`` joints (:mod:`manip_control.trajectories`).
+    kp, kd : sequence of n float
+        Gains [1/s^2], [1/s].
+    duration : float
+        Simulated time [s]; ``round(duration * control_rate)`` ticks.
+    control_rate : float
+        Control rate [Hz].
+    x0 : ndarray, optional
+        Initial state (default: at rest on the reference's start, drives holding it).
+
+    """
+    n = plant.n
+    if nominal.n != n or trajectory.n_joints != n:
+        raise ArmShapeError(f'nominal model has {nominal.n} joints and the trajectory '
+                            f'{trajectory.n_joints}; the plant has {n}')
+    ctrl = nominal.workspace()
+    kp = ctrl._vec('kp', kp)
+    kd = ctrl._vec('kd', kd)
+    if not (control_rate > 0.0 and math.isfinite(control_rate)):
+        raise ArmModelError(f'control_rate: must be > 0 Hz (got {control_rate})')
+    period = 1.0 / control_rate
+    ticks = int(round(duration * control_rate))
+    if x0 is None:
+        x0 = plant.initial_state(trajectory.sample(0.0)[0])
+    x = np.array(x0, dtype=float)
+    lim = plant.torque_limit
+    ts = np.arange(ticks) * period
+    qs, qds, refs, taus = (np.empty((ticks, n)) for _ in range(4))
+    sample = trajectory.sample
+    inverse = ctrl.inverse_dynamics
+    step = plant.step
+    for k in range(ticks):
+        q, qd = x[:n], x[n:2 * n]
+        r, rv, ra = sample(ts[k])
+        tau = inverse(q, qd, ra - kd * (qd - rv) - kp * (q - r))
+        tau = np.minimum(np.maximum(tau, -lim), lim)
+        qs[k], qds[k], refs[k], taus[k] = q, qd, r, tau
+        x = step(x, tau, period)
+    return ArmRun(ts, qs, qds, refs, taus)

@@ -1,0 +1,178 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The n-joint plant and offline loop against the 2R plant, per-joint functions and scipy.
+
+References: :func:`manip_control.plant.plant_dynamics` (the 2R plant, tested on its own in
+test_plant.py), the per-joint reference right-hand side :func:`arm_plant_dynamics`, and
+scipy's DOP853 at rtol 1e-11 for the fixed-step integration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import ArmShapeError
+from manip_control.arm_model import TwoLinkArm
+from manip_control.arm_model import UrdfArm
+from manip_control.arm_plant import arm_plant_dynamics
+from manip_control.arm_plant import ArmPlant
+from manip_control.arm_plant import run_arm_closed_loop
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
+from manip_control.parameters import MotorParameters
+from manip_control.plant import plant_dynamics
+from manip_control.trajectories import Sinusoid
+from manip_control.urdf import urdf_from_scenario
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+pytest.importorskip('pinocchio')
+
+PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+
+
+def _panda(**kwargs) -> UrdfArm:
+    if not PANDA.is_file():
+        pytest.skip(f'fixture {PANDA} absent (shared/ must sit beside the project)')
+    return UrdfArm.from_file(PANDA, **kwargs)
+
+
+def _panda_motors(arm, eta=0.9, eta_back=0.8):
+    """Motors sized so that the peak torque eta N k_t i_max is 1.2x the URDF effort limit."""
+    out = []
+    for effort in arm.limits.effort:
+        k_t = 1.2 * effort / (eta * 100.0 * 10.0)
+        out.append(MotorParameters(R=0.5, L=0.4e-3, k_t=k_t, k_e=k_t, N=100.0, eta=eta,
+                                   Jm=2e-5, i_max=10.0, V_max=48.0, Kp_i=0.4 * 1885.0e-3,
+                                   Ki_i=0.5 * 1885.0, eta_back=eta_back))
+    return out
+
+
+def _rel(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a) - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+def test_two_link_plant_equals_the_2r_plant():
+    """Check ArmPlant on the 2R (closed form, generated URDF) against plant_dynamics."""
+    sc = load_scenario('default')
+    p = sc.plant
+    closed = ArmPlant(TwoLinkArm.from_plant(p), p.friction, p.motors)
+    urdf = ArmPlant(UrdfArm.from_string(urdf_from_scenario(sc), armature=p.reflected_inertia,
+                                        rotor_coupling=True), p.friction, p.motors)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        x = np.concatenate((rng.uniform(-3, 3, 2), rng.uniform(-2, 2, 2),
+                            rng.uniform(-8, 8, 2), rng.uniform(-40, 40, 2)))
+        u = rng.uniform(-100, 100, 2)
+        ref = plant_dynamics(0.0, x, u, p)
+        assert _rel(closed.rhs(x, u), ref) <= 1e-12
+        assert _rel(arm_plant_dynamics(0.0, x, u, closed), ref) <= 1e-12
+        assert _rel(urdf.rhs(x, u), ref) <= 1e-10
+
+
+def test_vectorised_rhs_equals_the_per_joint_reference():
+    arm = _panda(armature=0.05)
+    fr = [FrictionParameters(b=0.3, tau_c=0.5, eps=0.02, tau_s=0.2, v_s=0.05)] * 7
+    rng = np.random.default_rng(2)
+    for motors in (_panda_motors(arm), None):
+        plant = ArmPlant(arm, fr, motors)
+        for _ in range(20):
+            x = np.concatenate((rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7),
+                                rng.uniform(-12, 12, 7), rng.uniform(-60, 60, 7)))
+            u = rng.uniform(-120, 120, 7)
+            assert _rel(plant.rhs(x, u), arm_plant_dynamics(0.0, x, u, plant)) <= 1e-12
+
+
+def test_rk4_step_against_scipy():
+    """
+    Fixed-step RK4 with the command held, against DOP853 at rtol 1e-11: fourth order.
+
+    Lossless gears: the gear loss has a kink at i = 0 (actuators.py) that costs RK4 its order
+    at each current reversal.
+    """
+    arm = _panda(armature=0.05)
+    q0 = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.5, 0.7])
+    period, ticks = 1e-3, 200
+    commands = [5.0 * np.sin(3e-3 * k + np.arange(7)) + arm.gravity(q0) for k in range(ticks)]
+    errors = []
+    for substeps in (4, 8):
+        plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.05)] * 7,
+                         _panda_motors(arm, 1.0, 1.0), substeps=substeps)
+        x = ref = plant.initial_state(q0)
+        for k, u in enumerate(commands):
+            x = plant.step(x, u, period)
+            ref = solve_ivp(lambda _t, y: plant.rhs(y, u), (k * period, (k + 1) * period), ref,
+                            method='DOP853', rtol=1e-11, atol=1e-11).y[:, -1]
+        errors.append(np.abs(x - ref).reshape(4, 7).max(axis=1))
+    assert errors[0][:2].max() <= 1e-6        # q [rad], qd [rad/s] at h = 0.25 ms
+    assert np.all(errors[1] < errors[0] / 10.0), errors     # 2^4 = 16 for fourth order
+
+
+def test_2r_closed_loop_same_through_closed_form_and_urdf():
+    """
+    The offline loop on the 2R: closed-form and URDF models equal within 1e-9 rad.
+
+    3 s of the default scenario's full motor plant (10 s pass too, at about 40x the time).
+    """
+    sc = load_scenario('default')
+    p, nm = sc.plant, sc.controller.nominal
+    traj = Sinusoid([0.5, 0.3], [0.5, 0.5])
+    runs = []
+    for kind in ('closed', 'urdf'):
+        if kind == 'closed':
+            true, nominal = TwoLinkArm.from_plant(p), TwoLinkArm.from_nominal(nm)
+        else:
+            true = UrdfArm.from_string(urdf_from_scenario(sc), armature=p.reflected_inertia,
+                                       rotor_coupling=True)
+            nominal = UrdfArm.from_string(urdf_from_scenario(sc, 'nominal'),
+                                          armature=nm.rotor_inertia,
+                                          gear_ratio=nm.gear_ratio, rotor_coupling=True)
+        plant = ArmPlant(true, p.friction, p.motors)
+        runs.append(run_arm_closed_loop(plant, nominal, traj, sc.controller.kp,
+                                        sc.controller.kd, 3.0))
+    assert np.abs(runs[0].q - runs[1].q).max() <= 1e-9
+    assert np.abs(runs[0].error).max() > 1e-3        # the mass mismatch shows
+
+
+def test_panda_with_motors_tracks_and_converges_with_a_perfect_model():
+    arm = _panda(armature=0.04)
+    # lossless gears: the motor lag and the zero-order hold are all that the model misses
+    plant = ArmPlant(arm, [FrictionParameters()] * 7, _panda_motors(arm, 1.0, 1.0))
+    q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])
+    traj = Sinusoid(0.2, 1.5, offset=q0, phase=np.arange(7) * 0.5)
+    wn = 20.0
+    run = run_arm_closed_loop(plant, arm, traj, np.full(7, wn * wn), np.full(7, 2 * wn), 1.0)
+    assert np.all(np.isfinite(run.q))
+    late = np.abs(run.error[run.t >= 0.5]).max()
+    assert late <= 1e-3, late
+    assert np.all(np.abs(run.tau) <= arm.limits.effort + 1e-12)
+
+
+def test_plant_refusals_are_one_line():
+    arm = _panda()
+    with pytest.raises(ArmShapeError, match=r'^friction: expected 7 entries'):
+        ArmPlant(arm, [FrictionParameters()] * 2)
+    with pytest.raises(ArmShapeError, match=r'^motors: expected 7 entries'):
+        ArmPlant(arm, motors=[MotorParameters()])
+    with pytest.raises(ArmModelError, match=r'^substeps: must be an integer >= 1'):
+        ArmPlant(arm, substeps=0)
+    plant = ArmPlant(arm)
+    with pytest.raises(ArmShapeError, match=r'^kp: expected 7 values'):
+        run_arm_closed_loop(plant, arm, Sinusoid(0.1, 1.0, n_joints=7), [1.0], [1.0], 0.1)
+    with pytest.raises(ArmShapeError, match='trajectory 2; the plant has 7'):
+        run_arm_closed_loop(plant, arm, Sinusoid([0.1, 0.1], 1.0), [1.0] * 7, [1.0] * 7, 0.1)
