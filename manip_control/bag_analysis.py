@@ -1072,10 +1072,12 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
         'friction': (friction.source if friction is not None and friction.nonzero else 'none'),
         'definition': 'tau_model = M(q) qdd + C(q, qd) qd + g(q) + f(qd) from the filtered '
                       'positions; residual = F(effort) - tau_model [N·m]',
-        'filter': {'kind': f'zero-phase Butterworth low-pass, order {motion._sos.shape[0] * 2}'
-                           ' per pass, forward-backward (sosfiltfilt): no delay',
+        'filter': {'kind': 'zero-phase Gaussian low-pass FIR (symmetric kernel, sigma '
+                           f'{motion.sigma * 1e3:.3g} ms, -3 dB at the cutoff): no delay',
                    'cutoff_hz': cutoff, 'derivatives': 'central differences of the filtered '
-                   'position (numpy.gradient)', 'sample_period_s': motion.period,
+                   'position (numpy.gradient)',
+                   'joint_state_period_s': motion.period / motion.step,
+                   'figures_every_s': motion.period,
                    'resampled': motion.resampled, 'transient_left_out_s': motion.trim_s},
         'samples': int(keep.sum()),
     }
@@ -1185,6 +1187,9 @@ class _Sub:
 
     def smooth(self, t, values):
         return self._motion.smooth(t, values)
+
+    def smooth_of_velocity(self, func):
+        return self._motion.smooth_of_velocity(func)
 
 
 def _latency(run: RunData) -> dict:

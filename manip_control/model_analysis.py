@@ -24,21 +24,25 @@ inverse-dynamics torque::
 ``<dynamics damping friction>`` when asked for, else none) is compared per joint with the
 measured effort and, when recorded, the commanded effort held between commands.
 
-Differentiation (no delay). The samples are put on a uniform grid (kept as recorded when the
-period jitter is below 1 %; otherwise linearly interpolated onto the median period). With
-``F`` a zero-phase Butterworth low-pass of order 4 run forward and backward
-(``scipy.signal.sosfiltfilt``, padded at both ends by an odd extension as long as the
-trimmed transient: magnitude ``|H(f)|^2`` of an 8th-order filter, phase exactly zero, so no
-delay to compensate) and ``D`` the second-order central difference
-(``numpy.gradient``)::
+Differentiation (no delay). The samples are put on a uniform grid of period ``h`` (kept as
+recorded when the period jitter is below 1 %; otherwise linearly interpolated onto the median
+period). ``F`` is a zero-phase Gaussian low-pass: the symmetric FIR kernel
+``w_i = exp(-(i h)^2 / (2 sigma^2))`` (normalised to unit sum, ``|i h| <= 4 sigma``) with
+``sigma = sqrt(ln 2) / (2 pi fc)``, so that its gain ``exp(-(2 pi f sigma)^2 / 2)`` is
+``1/sqrt(2)`` at the cutoff ``fc``. A symmetric kernel has zero phase at every frequency: no
+delay, nothing to compensate (a causal filter of the same bandwidth would lag by about
+``sigma``). The convolution runs through numpy's FFT, the ends are padded by an odd
+extension. ``D`` is the second-order central difference (``numpy.gradient``)::
 
     q_f = F q,   qd_f = D q_f,   qdd_f = D qd_f
 
 and every torque it is compared with gets the same filter, ``F tau``, so both sides have the
-same bandwidth: for the linear part of the dynamics ``ID(F q) = F ID(q)`` exactly, the
+same bandwidth and the same gain (the Gaussian's passband droop, 1.3 % at ``fc / 5``, cancels):
+for the linear part of the dynamics ``ID(F q) = F ID(q)`` up to the difference error, the
 nonlinear terms agree to second order in what the filter removes. The Coulomb term, sharp at
-velocity reversals, is filtered too: ``F f(qd_f)``. The first and last ``3 / fc`` seconds
-(filter and difference transients) are left out of every figure.
+velocity reversals, is filtered too: ``F f(qd_f)``. The first and last ``4 sigma + 2 h``
+(where the padding reaches) are left out of every figure. The filter needs numpy only (no
+import of ``scipy.signal``, which alone costs more than the whole analysis).
 
 Figures per joint: ``residual = F tau - tau_model``, its RMS and max |.| [N·m] and its RMS
 as a fraction of the RMS of ``F tau``; the same against the held command when there is one.
@@ -67,9 +71,10 @@ from manip_control.arm_model import UrdfArm
 import numpy as np
 
 DEFAULT_CUTOFF_HZ = 10.0
-FILTER_ORDER = 4
-#: Transient left out at each end, in periods of the cutoff (``TRIM_PERIODS / fc`` seconds).
-TRIM_PERIODS = 3.0
+#: Gaussian kernel half-width in standard deviations.
+KERNEL_SIGMAS = 4.0
+#: Figures are taken at >= this many samples per second per Hz of cutoff (decimation).
+DECIMATED_RATE = 20.0
 #: Sampling is "uniform" when every period is within this fraction of the median.
 UNIFORM_TOLERANCE = 0.01
 
@@ -120,19 +125,25 @@ class Motion:
     Attributes
     ----------
     t : ndarray, shape (N,)
-        Grid times [s] (all samples, transients included; see :attr:`keep`).
+        Times [s] of the figures: every :attr:`step`-th sample of the uniform grid
+        (transients included; see :attr:`keep`).
     q, qd, qdd : ndarray, shape (N, n)
-        ``F q`` [rad], ``D F q`` [rad/s], ``D D F q`` [rad/s^2].
+        ``F q`` [rad], ``D F q`` [rad/s], ``D D F q`` [rad/s^2] (computed at the full rate).
     period : float
-        Grid period [s].
+        Period of :attr:`t` [s] (``step`` times the grid period).
     cutoff_hz : float
-        Butterworth cutoff [Hz].
+        Cutoff (-3 dB) of the Gaussian low-pass [Hz].
+    sigma : float
+        Its standard deviation in time [s].
     resampled : bool
         True if the recorded samples were interpolated onto the grid (jitter > 1 %).
     keep : slice
         The samples outside the transients.
     trim_s : float
         Time left out at each end [s].
+    step : int
+        Decimation of the figures: ``fs / step >= 20 fc``; the filtered signals have no
+        content left near the decimated Nyquist frequency (gain < 1e-30 at ``10 fc``).
 
     """
 
@@ -142,37 +153,69 @@ class Motion:
     qdd: np.ndarray
     period: float
     cutoff_hz: float
+    sigma: float
     resampled: bool
     keep: slice
     trim_s: float
-    _sos: Any = None
+    _kernel: Any = None
     _src_t: np.ndarray | None = None
+    _full_t: np.ndarray | None = None
+    _full_qd: np.ndarray | None = None
+    step: int = 1
 
     def smooth(self, t: np.ndarray, values: np.ndarray) -> np.ndarray:
         """
-        Put ``values`` sampled at ``t`` on the grid and apply the same zero-phase filter.
+        Put ``values`` sampled at ``t`` on the grid and apply the same zero-phase filter ``F``.
 
-        NaN samples are filled by linear interpolation in time first (a column with no finite
-        value stays NaN).
+        Returns the filtered values at the (decimated) grid times :attr:`t`. NaN samples are
+        filled by linear interpolation in time first (a column with no finite value stays
+        NaN).
         """
-        from scipy.signal import sosfiltfilt
+        return self._smooth_full(t, values)[::self.step]
+
+    def _smooth_full(self, t: np.ndarray, values: np.ndarray) -> np.ndarray:
         values = np.asarray(values, dtype=float)
-        same = (not self.resampled and t.shape == self.t.shape and np.array_equal(t, self._src_t))
-        out = np.empty((self.t.size, values.shape[1]))
+        grid = self._full_t
+        same = (not self.resampled and t.shape == grid.shape and np.array_equal(t, self._src_t))
+        out = np.empty((grid.size, values.shape[1]))
+        finite = np.isfinite(values)
         for j in range(values.shape[1]):
-            col = values[:, j]
-            ok = np.isfinite(col)
-            if not ok.any():
+            ok = finite[:, j]
+            if same and ok.all():
+                out[:, j] = values[:, j]
+            elif not ok.any():
                 out[:, j] = np.nan
-            elif same and ok.all():
-                out[:, j] = col
             else:
-                out[:, j] = np.interp(self.t, t[ok], col[ok])
+                out[:, j] = np.interp(grid, t[ok], values[ok, j])
         good = np.isfinite(out).all(axis=0)
+        if good.all():
+            return _convolve(out, self._kernel)
         if good.any():
-            pad = min(self.t.size - 1, self.keep.start)
-            out[:, good] = sosfiltfilt(self._sos, out[:, good], axis=0, padlen=pad)
+            out[:, good] = _convolve(out[:, good], self._kernel)
         return out
+
+    def smooth_of_velocity(self, func) -> np.ndarray:
+        """Return ``F func(qd_f)`` at the times :attr:`t` (computed and filtered at full rate)."""
+        return _convolve(func(self._full_qd), self._kernel)[::self.step]
+
+
+def _convolve(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Zero-phase FIR filter of the columns of ``x`` (odd extension at both ends; FFT)."""
+    half = kernel.size // 2
+    n = x.shape[0]
+    pad = min(half, n - 1)
+    head = 2.0 * x[:1] - x[pad:0:-1]
+    tail = 2.0 * x[-1:] - x[-2:-pad - 2:-1]
+    ext = np.concatenate([head, x, tail]) if pad else x
+    if pad < half:                       # a very short series: pad with its end values
+        ext = np.concatenate([np.repeat(ext[:1], half - pad, axis=0), ext,
+                              np.repeat(ext[-1:], half - pad, axis=0)])
+    size = ext.shape[0] + kernel.size - 1
+    nfft = 1 << (size - 1).bit_length()
+    cols = np.ascontiguousarray(ext.T)          # one contiguous row per signal
+    spec = np.fft.rfft(cols, nfft, axis=1) * np.fft.rfft(kernel, nfft)
+    full = np.fft.irfft(spec, nfft, axis=1)
+    return full[:, 2 * half:2 * half + n].T
 
 
 def _grid(t: np.ndarray) -> tuple[np.ndarray, float, bool]:
@@ -187,8 +230,8 @@ def _grid(t: np.ndarray) -> tuple[np.ndarray, float, bool]:
     return t[0] + h * np.arange(n), h, True
 
 
-def filter_motion(t: Sequence[float], q: np.ndarray, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
-                  order: int = FILTER_ORDER) -> Motion:
+def filter_motion(t: Sequence[float], q: np.ndarray, *,
+                  cutoff_hz: float = DEFAULT_CUTOFF_HZ) -> Motion:
     """
     Zero-phase filtered position and its first two derivatives (module docstring).
 
@@ -199,9 +242,7 @@ def filter_motion(t: Sequence[float], q: np.ndarray, *, cutoff_hz: float = DEFAU
     q : array_like, shape (N, n)
         Joint positions [rad or m]; NaN samples are interpolated.
     cutoff_hz : float
-        Butterworth cutoff [Hz], below the Nyquist frequency of the samples.
-    order : int
-        Butterworth order of one pass (the forward-backward pass squares the magnitude).
+        Cutoff (-3 dB) of the Gaussian low-pass [Hz], below the Nyquist frequency.
 
     Raises
     ------
@@ -209,7 +250,6 @@ def filter_motion(t: Sequence[float], q: np.ndarray, *, cutoff_hz: float = DEFAU
         Times not increasing, cutoff out of range, or too few samples after the transients.
 
     """
-    from scipy.signal import butter
     t = np.asarray(t, dtype=float)
     q = np.asarray(q, dtype=float)
     if not (math.isfinite(cutoff_hz) and cutoff_hz > 0.0):
@@ -219,21 +259,32 @@ def filter_motion(t: Sequence[float], q: np.ndarray, *, cutoff_hz: float = DEFAU
     if not cutoff_hz < 0.5 * fs:
         raise ModelAnalysisError(f'--cutoff: {cutoff_hz:g} Hz must be below the Nyquist '
                                  f'frequency {0.5 * fs:g} Hz of the {fs:g} Hz joint states')
-    trim_s = TRIM_PERIODS / cutoff_hz
-    trim = int(math.ceil(trim_s / h))
+    sigma = math.sqrt(math.log(2.0)) / (2.0 * math.pi * cutoff_hz)
+    half = max(1, int(math.ceil(KERNEL_SIGMAS * sigma / h)))
+    kernel = np.exp(-0.5 * (np.arange(-half, half + 1) * h / sigma) ** 2)
+    kernel /= kernel.sum()
+    trim = half + 2
     if grid.size - 2 * trim < 10:
         raise ModelAnalysisError(
             f'model analysis: the run ({t[-1] - t[0]:.3g} s) is too short for a {cutoff_hz:g} '
-            f'Hz filter ({trim_s:.3g} s of transient at each end); raise --cutoff')
-    sos = butter(order, cutoff_hz, fs=fs, output='sos')
-    motion = Motion(grid, q, q, q, h, float(cutoff_hz), resampled,
-                    slice(trim, grid.size - trim), trim_s, sos, t)
-    q_f = motion.smooth(t, q)
+            f'Hz filter ({trim * h:.3g} s of transient at each end); raise --cutoff')
+    # the filtered signals hold nothing above ~4 fc (gain exp(-(2 pi 4 fc sigma)^2 / 2)
+    # = 2e-5 there): every figure is taken on every step-th sample, >= DECIMATED_RATE fc
+    # samples per second (the gain at that Nyquist frequency, 10 fc, is below 1e-30)
+    step = max(1, int(fs / (DECIMATED_RATE * cutoff_hz) + 1e-6))
+    motion = Motion(grid, q, q, q, h, float(cutoff_hz), sigma, resampled,
+                    slice(-(-trim // step), (grid.size - trim - 1) // step + 1), trim * h,
+                    kernel, t, grid, None, step)
+    q_f = motion._smooth_full(t, q)
     if not np.isfinite(q_f).all():
         raise ModelAnalysisError('model analysis: a joint has no position sample')
-    motion.q = q_f
-    motion.qd = np.gradient(q_f, h, axis=0)
-    motion.qdd = np.gradient(motion.qd, h, axis=0)
+    qd = np.gradient(q_f, h, axis=0)
+    motion._full_qd = qd
+    motion.t = grid[::step]
+    motion.q = q_f[::step]
+    motion.qd = qd[::step]
+    motion.qdd = np.gradient(qd, h, axis=0)[::step]
+    motion.period = h * step
     return motion
 
 
@@ -377,7 +428,7 @@ def model_torque(model: ArmModel, motion: Motion,
     """
     tau = batch_inverse_dynamics(model, motion.q, motion.qd, motion.qdd)
     if friction is not None and friction.nonzero:
-        tau += motion.smooth(motion.t, friction.torque(motion.qd))
+        tau += motion.smooth_of_velocity(friction.torque)
     return tau
 
 
@@ -430,7 +481,7 @@ def fit_gravity(model: ArmModel, motion: Motion, effort_f: np.ndarray,
     no_g = full - np.einsum('kji,i->kj', basis, g_model)
     rhs = effort_f[idx] - no_g
     if friction is not None and friction.nonzero:
-        rhs -= motion.smooth(motion.t, friction.torque(motion.qd))[idx]
+        rhs -= motion.smooth_of_velocity(friction.torque)[idx]
     a = basis[:, cols, :].reshape(-1, 3)
     b = rhs[:, cols].reshape(-1)
     use = [1] if isinstance(model, TwoLinkArm) else [0, 1, 2]

@@ -153,9 +153,13 @@ def test_two_link_model_torque_matches_closed_form(two_link_bag):
     model, _, friction, _ = _choose_model(run, None, None)
     assert isinstance(model, TwoLinkArm)
     motion = ma.filter_motion(res.t, res.q_meas)
-    tau_rb, fric = closed_form_2r(params['plant']['arm'], params['plant']['motors'],
-                                  params['plant']['friction'], motion.q, motion.qd, motion.qdd)
-    expected = tau_rb + motion.smooth(motion.t, fric)
+    tau_rb, _ = closed_form_2r(params['plant']['arm'], params['plant']['motors'],
+                               params['plant']['friction'], motion.q, motion.qd, motion.qdd)
+
+    def fric(v):            # the smooth friction law, at the full rate, then filtered
+        return closed_form_2r(params['plant']['arm'], params['plant']['motors'],
+                              params['plant']['friction'], v, v, v)[1]
+    expected = tau_rb + motion.smooth_of_velocity(fric)
     got = ma.model_torque(model, motion, friction)
     assert np.max(np.abs(got - expected)) <= 1e-9 * np.max(np.abs(expected))
     # and the residual against the applied torque, computed here, is what the report says
@@ -289,15 +293,26 @@ def test_missing_joint_and_bad_urdf_are_one_line_errors(tmp_path, capsys):
     assert err.count('\n') == 0 and '--gravity' in err
 
 
-def test_filter_has_no_delay():
-    """A sinusoid's filtered derivatives match the exact ones (no phase lag) inside the band."""
+@pytest.mark.parametrize('f', [0.5, 1.0, 3.0])
+def test_filter_has_no_delay(f):
+    """
+    Filtered sinusoid and derivatives: in phase with the exact ones, with the stated gain.
+
+    Gain of the Gaussian low-pass ``exp(-(2 pi f sigma)^2 / 2)``, ``sigma = sqrt(ln 2) /
+    (2 pi fc)``: 1/sqrt(2) at the cutoff; a delay of even one sample (1 ms) would give an
+    error of ``w * 1e-3`` relative, far above the bound.
+    """
     t = np.arange(0, 4.0, 1e-3)
-    q = np.sin(2 * np.pi * 1.0 * t)[:, None]
-    m = ma.filter_motion(t, q, cutoff_hz=10.0)
+    w = 2 * np.pi * f
+    m = ma.filter_motion(t, np.sin(w * t)[:, None], cutoff_hz=10.0)
+    sigma = math.sqrt(math.log(2.0)) / (2 * math.pi * 10.0)
+    gain = math.exp(-0.5 * (w * sigma) ** 2)
     k = m.keep
-    w = 2 * np.pi
-    assert np.max(np.abs(m.qd[k, 0] - w * np.cos(w * t[k]))) < 1e-3 * w
-    assert np.max(np.abs(m.qdd[k, 0] + w ** 2 * np.sin(w * t[k]))) < 1e-3 * w ** 2
+    tk = m.t[k]
+    assert np.max(np.abs(m.q[k, 0] - gain * np.sin(w * tk))) < 2e-4
+    assert np.max(np.abs(m.qd[k, 0] - gain * w * np.cos(w * tk))) < 2e-4 * w
+    assert np.max(np.abs(m.qdd[k, 0] + gain * w ** 2 * np.sin(w * tk))) < 2e-4 * w ** 2
+    assert math.exp(-0.5 * (2 * math.pi * 10.0 * sigma) ** 2) == pytest.approx(0.5 ** 0.5)
 
 
 # ------------------------------------------------------------------------------------------
