@@ -40,7 +40,13 @@ Figures (all SI; times in s relative to the first joint state):
 * timing: rates, period jitter |T_k - T_nom| (p50 / p99 / max), gaps (T_k > 1.5 T_nom) and
   dropped ticks (sum of round(T_k / T_nom) - 1 over gaps), state-to-command latency;
 * power ``P = sum_j tau_j qd_j`` [W] and actuator work ``W = int P dt`` [J]; mechanical energy
-  ``T + V`` [J] of the 2R arm when params.yaml has the model (``plant.arm``).
+  ``T + V`` [J] of the 2R arm when params.yaml has the model (``plant.arm``);
+* model (``--urdf FILE``, else the URDF on ``/robot_description``, else the 2R plant of
+  params.yaml; ``--gravity``, ``--cutoff``, ``--no-model``): per joint the inverse-dynamics
+  torque of the zero-phase filtered motion against the filtered measured and held commanded
+  effort (residual RMS, max, fraction of the effort RMS), the gravity field and joint friction
+  that best explain the residual, joints at their velocity limits; computed by
+  :mod:`manip_control.model_analysis`.
 """
 
 from __future__ import annotations
