@@ -177,6 +177,115 @@ def rms_plain(bag: Path) -> float:
     return math.sqrt(sum(x * x for x in e) / len(e))
 
 
+PANDA = ROOT / '..' / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+
+MODEL_STAGES = r"""
+import sys, time, json
+from manip_control import bag_analysis as ba
+run = ba.load_run(sys.argv[1], read_description=False)
+report = ba.analyze_run(run, model={'enabled': False})
+c = time.perf_counter
+t0 = c()
+mo = ba.model_section(run, report, urdf=sys.argv[2])
+t1 = c()
+print(json.dumps({'model_section_s': t1 - t0, 'samples': mo['samples']}))
+"""
+
+
+def write_model_bag(bag: Path, seconds: float, rate: float = 1000.0) -> None:
+    """
+    Write a 7-joint Panda run: sinusoids inside the limits, effort = RNEA + URDF damping.
+
+    Written with ``BagWriter`` (MCAP): ``/joint_states`` only, header stamp = receive time.
+    """
+    import numpy as np
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    from manip_control.arm_model import UrdfArm
+    from manip_control.bag_io import BagWriter
+    from manip_control.model_analysis import batch_inverse_dynamics
+    from manip_control.model_analysis import urdf_friction
+    arm = UrdfArm.from_file(PANDA)
+    lo, hi = np.asarray(arm.limits.lower), np.asarray(arm.limits.upper)
+    mid, amp = 0.5 * (lo + hi), 0.2 * (hi - lo)
+    w = 1.0 + 0.3 * np.arange(arm.n)
+    t = np.arange(int(seconds * rate)) / rate
+    ph = np.outer(t, w)
+    q = mid + amp * np.sin(ph)
+    qd = amp * w * np.cos(ph)
+    qdd = -amp * w ** 2 * np.sin(ph)
+    tau = batch_inverse_dynamics(arm, q, qd, qdd)
+    tau += urdf_friction(PANDA.read_text(), arm.joint_names).torque(qd)   # its <dynamics>
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    T = ts.types
+    js = 'sensor_msgs/msg/JointState'
+    names = list(arm.joint_names)
+    with BagWriter(bag) as w_:
+        w_.add_topic('/joint_states', js)
+        for k in range(t.size):
+            ns = 10**9 + k * int(round(1e9 / rate))
+            msg = T[js](header=T['std_msgs/msg/Header'](
+                stamp=T['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+                frame_id=''), name=names, position=q[k].copy(), velocity=qd[k].copy(),
+                effort=tau[k].copy())
+            w_.write('/joint_states', ns, bytes(ts.serialize_cdr(msg, js)))
+
+
+def model_bench(args) -> int:
+    """Time the model section on a 120 s, 1 kHz, 7-joint bag: with and without it."""
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix='bench_model_'))
+    base.mkdir(parents=True, exist_ok=True)
+    bag = base / f'panda_{args.seconds:g}s_1khz'
+    if (bag / 'metadata.yaml').is_file():
+        print(f'reusing {bag}')
+    else:
+        if bag.exists():
+            shutil.rmtree(bag)
+        t0 = time.perf_counter()
+        write_model_bag(bag, args.seconds)
+        print(f'wrote {bag} ({args.seconds:g} s at 1 kHz, 7 joints) in '
+              f'{time.perf_counter() - t0:.1f} s')
+    py = sys.executable
+    runs = {
+        'manip-analyze --no-plots --no-model':
+            [py, '-m', 'manip_control.bag_analysis', str(bag), '--out', str(base / 'r0'),
+             '--quiet', '--no-plots', '--no-model'],
+        'manip-analyze --no-plots --urdf panda.urdf':
+            [py, '-m', 'manip_control.bag_analysis', str(bag), '--out', str(base / 'r1'),
+             '--quiet', '--no-plots', '--urdf', str(PANDA)],
+        'manip-analyze --urdf panda.urdf (all plots)':
+            [py, '-m', 'manip_control.bag_analysis', str(bag), '--out', str(base / 'r2'),
+             '--quiet', '--urdf', str(PANDA)],
+    }
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    loads = []
+    CPU.clear()
+    for _ in range(args.repeat):
+        for name, cmd in runs.items():
+            times[name].append(timed(cmd, name)[0])
+        loads.append(os.getloadavg()[0])
+    for title, data in (('wall time', times), ('CPU time (user + sys)', CPU)):
+        med = {k: statistics.median(v) for k, v in data.items()}
+        print(f'  {title}:')
+        for name, v in data.items():
+            print(f'    {name:50s} median {med[name]:6.3f} s  (min {min(v):.3f}, '
+                  f'max {max(v):.3f}, n={len(v)})')
+        names = list(runs)
+        print(f'    the model section adds {med[names[1]] - med[names[0]]:.3f} s '
+              f'({title}, medians; target <= 1 s)')
+    stage = json.loads(timed([py, '-c', MODEL_STAGES, str(bag), str(PANDA)])[1])
+    print(f'  in-process: model_section {stage["model_section_s"]:.3f} s for '
+          f'{stage["samples"]} samples')
+    rep = json.loads((base / 'r1' / 'report.json').read_text())
+    worst = max(e['measured']['residual_fraction'] for e in rep['model']['per_joint'].values())
+    print(f'  exact-torque bag: worst residual RMS / effort RMS {100 * worst:.3g} %')
+    print(f'  load average (1 min) during the runs: {min(loads):.2f} .. {max(loads):.2f} on '
+          f'{os.cpu_count()} cores')
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[1])
     ap.add_argument('--seconds', type=float, default=120.0)
@@ -185,7 +294,12 @@ def main() -> int:
     ap.add_argument('--keep', metavar='DIR',
                     help='keep the bags in DIR and reuse them when recorded with the same '
                          '--seconds')
+    ap.add_argument('--model', action='store_true',
+                    help='instead: time the model section (--urdf) on a synthetic 7-joint '
+                         'Panda bag at 1 kHz against the same analysis without it')
     args = ap.parse_args()
+    if args.model:
+        return model_bench(args)
     storages = ['mcap', 'sqlite3'] if args.storage == 'both' else [args.storage]
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix='bench_analyze_'))
     base.mkdir(parents=True, exist_ok=True)

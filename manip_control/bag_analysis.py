@@ -40,7 +40,13 @@ Figures (all SI; times in s relative to the first joint state):
 * timing: rates, period jitter |T_k - T_nom| (p50 / p99 / max), gaps (T_k > 1.5 T_nom) and
   dropped ticks (sum of round(T_k / T_nom) - 1 over gaps), state-to-command latency;
 * power ``P = sum_j tau_j qd_j`` [W] and actuator work ``W = int P dt`` [J]; mechanical energy
-  ``T + V`` [J] of the 2R arm when params.yaml has the model (``plant.arm``).
+  ``T + V`` [J] of the 2R arm when params.yaml has the model (``plant.arm``);
+* model (``--urdf FILE``, else the URDF on ``/robot_description``, else the 2R plant of
+  params.yaml; ``--gravity``, ``--cutoff``, ``--no-model``): per joint the inverse-dynamics
+  torque of the zero-phase filtered motion against the filtered measured and held commanded
+  effort (residual RMS, max, fraction of the effort RMS), the gravity field and joint friction
+  that best explain the residual, joints at their velocity limits; computed by
+  :mod:`manip_control.model_analysis`.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ from manip_control.bag_io import TopicInfo
 from manip_control.bag_io import TrajectorySeries
 import numpy as np
 
+STRING = 'std_msgs/msg/String'
+
 __all__ = ['AnalysisError', 'select_topics', 'load_run', 'analyze_run', 'analyze',
            'write_report', 'write_csv', 'render_markdown', 'render_summary',
            'mechanical_energy', 'main']
@@ -81,6 +89,8 @@ PROGRESS_MIN_MESSAGES = 100_000
 ABSURD = 1e6
 #: Work on the header and on the receive clock "disagree" beyond this fraction.
 CLOCK_WORK_TOLERANCE = 0.05
+#: A joint is "at its velocity limit" within this fraction of the limit.
+VELOCITY_LIMIT_TOL = 0.005
 ZERO_EFFORT_NOTE = 'effort is zero throughout — the driver does not report torque'
 
 
@@ -288,10 +298,13 @@ class RunData:
     motor: JointStateSeries | None = None
     motor_t: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    robot_description: str | None = None           # last message on /robot_description
+    robot_description_topic: str | None = None
     # filled by the analysis
     q_d: np.ndarray | None = None                  # reference aligned to the states
     qd_d: np.ndarray | None = None
     error: np.ndarray | None = None
+    model_series: dict | None = None               # model section arrays (for the plot)
 
     def rel(self, t_ns: np.ndarray) -> np.ndarray:
         """Seconds since the first joint state."""
@@ -365,13 +378,23 @@ def _screen(series, problems: list[dict]) -> None:
                              'messages': int(rows.size), 'first_receive_ns': first})
 
 
+def _description_topic(topics: dict[str, TopicInfo]) -> str | None:
+    """Return the ``std_msgs/String`` topic named like ``robot_description`` (or None)."""
+    cands = [n for n, i in topics.items() if i.decodable and i.msgtype == STRING
+             and i.count > 0 and n.lower().rstrip('/').endswith('robot_description')]
+    return sorted(cands, key=len)[0] if cands else None
+
+
 def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
-             progress=None, skip_corrupt: bool = False) -> RunData:
+             progress=None, skip_corrupt: bool = False, read_description: bool = True
+             ) -> RunData:
     """
     Open ``bag``, pick topics and decode them onto one time base.
 
     ``skip_corrupt``: MCAP chunks failing their CRC are left out (listed in
     ``bag_info['corrupt']`` and in the notes) instead of stopping with :class:`BagError`.
+    ``read_description``: also read the URDF recorded on ``/robot_description``
+    (``std_msgs/String``, the last message) into :attr:`RunData.robot_description`.
     """
     if time_base not in ('header', 'receive'):
         raise AnalysisError(f'--time: expected header or receive, got {time_base!r}')
@@ -402,7 +425,16 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
                 f'joint_states with messages) found; JointState topics: {js or "none"}; '
                 'choose one with --joint-states')
         wanted = [getattr(sel, r) for r in ROLES if getattr(sel, r)]
+        desc_topic = _description_topic(reader.topics) if read_description else None
+        if desc_topic is not None:
+            wanted.append(desc_topic)
         series = reader.read_series(wanted, progress)
+        description = None
+        if desc_topic is not None:
+            msgs = series.pop(desc_topic)
+            texts = [getattr(m, 'data', None) for _, m in msgs]
+            texts = [x for x in texts if isinstance(x, str) and x.strip()]
+            description = texts[-1] if texts else None
         params = reader.params
         decode_errors = dict(reader.decode_errors)
         file_notes = list(reader.notes)
@@ -446,7 +478,8 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
             '(sqlite3 files carry no checksums)'))
     notes.extend(file_notes)
     run = RunData(str(bag), base, sel, info, params, joints, int(state_t[0]), state, state_t,
-                  notes=notes)
+                  notes=notes, robot_description=description,
+                  robot_description_topic=desc_topic if description else None)
     if info['recovered']:
         end_rel = (int(state_t[-1]) - int(state_t[0])) / 1e9
         notes.insert(0, f'recovered bag: {info["recovered_reason"]}; the data read ends at '
@@ -702,8 +735,13 @@ def _point_to_point(t: np.ndarray, qd_ref: np.ndarray, q: np.ndarray, valid: np.
 
 def analyze_run(run: RunData, *, transient: float | None = None,
                 torque_limit: str | float | list | None = None,
-                rate: float | None = None) -> dict:
-    """All report figures of a loaded run (a JSON-ready dict). Fills ``run.q_d/error``."""
+                rate: float | None = None, model: dict | None = None) -> dict:
+    """
+    All report figures of a loaded run (a JSON-ready dict). Fills ``run.q_d/error``.
+
+    ``model``: options of the model section (:func:`model_section`: ``urdf``, ``gravity``,
+    ``cutoff_hz``, ``enabled``); default: the model the bag itself describes.
+    """
     joints = run.joints
     nj = len(joints)
     st = run.state
@@ -892,7 +930,272 @@ def analyze_run(run: RunData, *, transient: float | None = None,
     report['power'] = _power(run, t)
     if report['power'].get('clock_note'):
         report['notes'].append(report['power']['clock_note'])
+
+    # ---- model
+    report['model'] = model_section(run, report, **(model or {}))
+    if report['model'].get('note'):
+        report['notes'].append(report['model']['note'])
     return report
+
+
+def _choose_model(run: RunData, urdf: str | None, gravity) -> tuple:
+    """
+    Choose the arm model of the analysis: ``(model, source, friction, gravity_source)``.
+
+    ``--urdf FILE`` first, else the URDF recorded on ``/robot_description``, else the 2R
+    closed form of the plant in ``params.yaml`` (this package's own runs). Returns
+    ``(None, reason, None, None)`` when there is none. Raises AnalysisError for a model
+    asked for that cannot be built.
+    """
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import DEFAULT_GRAVITY
+    from manip_control.arm_model import read_urdf_file
+    from manip_control.arm_model import TwoLinkArm
+    from manip_control.arm_model import UrdfArm
+    from manip_control.model_analysis import JointFriction
+    from manip_control.model_analysis import ModelAnalysisError
+    from manip_control.model_analysis import urdf_friction
+    g = DEFAULT_GRAVITY if gravity is None else tuple(float(x) for x in gravity)
+    g_src = 'default (0, 0, -9.81) m/s^2' if gravity is None else '--gravity'
+    if gravity is not None and (len(g) != 3 or not all(math.isfinite(x) for x in g)):
+        raise AnalysisError(f'--gravity: expected 3 finite numbers [m/s^2], got {gravity}')
+    text, source = None, None
+    if urdf is not None:
+        try:
+            text = read_urdf_file(urdf)
+        except ArmModelError as exc:
+            raise AnalysisError(f'--urdf: {exc}') from None
+        source = f'--urdf {urdf}'
+    elif run.robot_description:
+        text, source = run.robot_description, \
+            f'URDF recorded on {run.robot_description_topic} in the bag'
+    if text is not None:
+        name = urdf if urdf is not None else run.robot_description_topic
+        try:
+            model = UrdfArm.from_string(text, gravity=g, source=str(name))
+        except ArmModelError as exc:
+            raise AnalysisError(f'model ({source}): {exc}') from None
+        try:
+            friction = urdf_friction(text, model.joint_names)
+        except ModelAnalysisError as exc:
+            raise AnalysisError(f'model ({source}): {exc}') from None
+        return model, source, friction, g_src
+    plant = _lookup(run.params, 'plant')
+    if isinstance(plant, dict) and isinstance(plant.get('arm'), dict):
+        from manip_control.parameters import ParameterError
+        from manip_control.parameters import plant_from_dict
+        if gravity is not None:
+            raise AnalysisError('--gravity: the 2R closed form takes its gravity from '
+                                'params.yaml (plant.arm.g0, plane); pass --urdf to use another')
+        try:
+            pl = plant_from_dict(plant)
+        except ParameterError as exc:
+            raise AnalysisError(f'params.yaml: {exc}') from None
+        names = _lookup(run.params, 'joints')
+        names = tuple(names) if isinstance(names, list) and len(names) == 2 else \
+            ('joint1', 'joint2')
+        model = TwoLinkArm.from_plant(pl, names)
+        fr = pl.friction
+        friction = JointFriction(np.array([f.b for f in fr]), np.array([f.tau_c for f in fr]),
+                                 np.array([f.eps for f in fr]),
+                                 'params.yaml plant.friction (smooth law)',
+                                 np.array([f.tau_s for f in fr]), np.array([f.v_s for f in fr]))
+        src = ('2R closed form of the plant in params.yaml (rigid body'
+               + (', rotor inertia' if pl.rotor_inertia else '')
+               + (' and coupling' if pl.rotor_inertia and pl.rotor_coupling else '')
+               + ', friction)')
+        return model, src, friction, 'params.yaml (vertical plane)' \
+            if pl.arm.plane == 'vertical' else 'params.yaml (horizontal plane: none)'
+    return None, ('no model: pass --urdf FILE (the bag has no /robot_description and no 2R '
+                  'plant in params.yaml)'), None, None
+
+
+def _friction_fit(residual: np.ndarray, qd: np.ndarray, eps: float = 0.01) -> list[dict]:
+    """Per joint: viscous ``b`` and Coulomb ``tau_c`` fitted to a residual (least squares)."""
+    out = []
+    for j in range(residual.shape[1]):
+        r, v = residual[:, j], qd[:, j]
+        if not np.isfinite(r).all() or not np.any(np.abs(v) > eps):
+            out.append(None)
+            continue
+        a = np.column_stack([v, np.tanh(v / eps)])
+        (b, tc), *_ = np.linalg.lstsq(a, r, rcond=None)
+        left = r - a @ np.array([b, tc])
+        out.append({'b': float(b), 'tau_c': float(tc),
+                    'residual_rms_after': float(np.sqrt(np.mean(left ** 2)))})
+    return out
+
+
+def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravity=None,
+                  cutoff_hz: float | None = None, enabled: bool = True) -> dict:
+    """
+    Inverse-dynamics torque of the recorded motion against the measured / commanded effort.
+
+    The computation is :mod:`manip_control.model_analysis` (filter, batch inverse dynamics,
+    residuals, gravity fit); this function chooses the model and the data and fills
+    ``run.model_series`` for the plot.
+    """
+    from manip_control.model_analysis import compare
+    from manip_control.model_analysis import DEFAULT_CUTOFF_HZ
+    from manip_control.model_analysis import filter_motion
+    from manip_control.model_analysis import fit_gravity
+    from manip_control.model_analysis import model_torque
+    from manip_control.model_analysis import ModelAnalysisError
+    if not enabled:
+        return {'available': False, 'reason': 'disabled (--no-model)'}
+    try:
+        model, source, friction, g_src = _choose_model(run, urdf, gravity)
+        if model is None:
+            return {'available': False, 'reason': source}
+        missing = [j for j in model.joint_names if j not in run.joints]
+        if missing:
+            raise AnalysisError(f'model ({source}): joint(s) {", ".join(missing)} of the model '
+                                f'not in {run.state.topic} (its joints: '
+                                f'{", ".join(run.joints)})')
+    except AnalysisError as exc:
+        if urdf is not None or gravity is not None:
+            raise                   # asked for on the command line: an error
+        # the bag's own description is unusable: the rest of the report stands
+        return {'available': False, 'reason': str(exc),
+                'note': f'no model section: {exc}'}
+    idx = [run.joints.index(j) for j in model.joint_names]
+    st = run.state
+    t = run.rel(run.state_t)
+    cutoff = DEFAULT_CUTOFF_HZ if cutoff_hz is None else float(cutoff_hz)
+    q = st.position[:, idx]
+    rows = np.isfinite(q).any(axis=1)
+    try:
+        motion = filter_motion(t[rows], q[rows], cutoff_hz=cutoff)
+    except ModelAnalysisError as exc:
+        raise AnalysisError(str(exc)) from None
+    tau_model = model_torque(model, motion, friction)
+    grid = motion.t
+    keep = np.zeros(grid.size, bool)
+    keep[motion.keep] = True
+    out: dict[str, Any] = {
+        'available': True, 'source': source, 'joints': list(model.joint_names),
+        'gravity': [float(x) for x in model.gravity_field], 'gravity_source': g_src,
+        'friction': (friction.source if friction is not None and friction.nonzero else 'none'),
+        'definition': 'tau_model = M(q) qdd + C(q, qd) qd + g(q) + f(qd) from the filtered '
+                      'positions; residual = F(effort) - tau_model [N·m]',
+        'filter': {'kind': 'zero-phase Gaussian low-pass FIR (symmetric kernel, sigma '
+                           f'{motion.sigma * 1e3:.3g} ms, -3 dB at the cutoff): no delay',
+                   'cutoff_hz': cutoff, 'derivatives': 'central differences of the filtered '
+                   'position (numpy.gradient)',
+                   'joint_state_period_s': motion.period / motion.step,
+                   'figures_every_s': motion.period,
+                   'resampled': motion.resampled, 'transient_left_out_s': motion.trim_s},
+        'samples': int(keep.sum()),
+    }
+    series: dict[str, Any] = {'t': grid, 'model': tau_model, 'keep': keep,
+                              'joints': list(model.joint_names)}
+    # samples where a joint sits at its velocity limit (a simulator clamps the speed there,
+    # so the torque does not produce the model's acceleration): flagged, and left out of a
+    # second set of figures and of the fits, with the filter's reach (1 / fc) around them
+    vel = st.velocity[rows][:, idx]
+    vlim = np.asarray(model.limits.velocity, float)
+    clamped = np.zeros(grid.size, bool)
+    at_limit: dict[str, float] = {}
+    if np.isfinite(vel).any() and np.isfinite(vlim).any():
+        tv = t[rows]
+        for j, name in enumerate(model.joint_names):
+            ok = np.isfinite(vel[:, j])
+            if not np.isfinite(vlim[j]) or not ok.any():
+                continue
+            hit = np.abs(vel[:, j]) >= (1.0 - VELOCITY_LIMIT_TOL) * vlim[j]
+            if hit.any():
+                at_limit[name] = float(hit.mean())
+                near = np.interp(grid, tv[ok], hit[ok].astype(float)) > 0.0
+                clamped |= near
+        if clamped.any():
+            reach = int(math.ceil(1.0 / (cutoff * motion.period)))
+            clamped = np.convolve(clamped, np.ones(2 * reach + 1), mode='same') > 0.0
+    free = keep & ~clamped
+    if at_limit:
+        out['velocity_limit'] = {
+            'share_of_samples_at_limit': at_limit,
+            'definition': f'|recorded velocity| >= {1 - VELOCITY_LIMIT_TOL:g} x the '
+                          'URDF velocity limit; figures "away from limits" leave out those '
+                          'samples and 1 / fc around them',
+            'samples_away_from_limits': int(free.sum())}
+    # the effort the model is compared with: measured, and the held command
+    meas = st.effort[rows][:, idx]
+    have_meas = np.isfinite(meas).any() and not report['measured_effort'].get('all_zero')
+    per: dict[str, Any] = {name: {} for name in model.joint_names}
+    if have_meas:
+        eff_f = motion.smooth(t[rows], meas)
+        series['measured'] = eff_f
+        for name, fig in zip(model.joint_names, compare(eff_f, tau_model, keep)):
+            per[name]['measured'] = fig
+        if at_limit and free.sum() >= 2:
+            for name, fig in zip(model.joint_names, compare(eff_f, tau_model, free)):
+                per[name]['measured_away_from_limits'] = fig
+    else:
+        out['measured_note'] = ('the joint states carry no effort' if not
+                                np.isfinite(meas).any() else ZERO_EFFORT_NOTE)
+    cmd_f = None
+    if run.command_u is not None and len(run.command_u):
+        order = np.argsort(run.command_t, kind='stable')
+        held = _zoh(run.command_t[order], run.command_u[order], run.state_t[rows])[:, idx]
+        started = np.isfinite(held).all(axis=1)
+        if started.any():
+            cmd_f = motion.smooth(t[rows], held)
+            t_first = float(t[rows][started][0])
+            ckeep = keep & (grid >= t_first + motion.trim_s)
+            series['command'] = cmd_f
+            series['command_keep'] = ckeep
+            out['command'] = {'source': run.selection.commands,
+                              'alignment': 'held from its stamp until the next command '
+                                           '(zero-order hold), then filtered like the effort',
+                              'from_s': t_first + motion.trim_s,
+                              'samples': int(ckeep.sum())}
+            if ckeep.sum() >= 2:
+                for name, fig in zip(model.joint_names, compare(cmd_f, tau_model, ckeep)):
+                    per[name]['command'] = fig
+            if at_limit and (ckeep & free).sum() >= 2:
+                for name, fig in zip(model.joint_names,
+                                     compare(cmd_f, tau_model, ckeep & free)):
+                    per[name]['command_away_from_limits'] = fig
+    # velocity check: D F q against F qd of the recorded velocity
+    if np.isfinite(vel).any():
+        vel_f = motion.smooth(t[rows], vel)
+        dv = (motion.qd - vel_f)[keep]
+        for j, name in enumerate(model.joint_names):
+            if np.isfinite(dv[:, j]).all():
+                per[name]['velocity_check_rms'] = float(np.sqrt(np.mean(dv[:, j] ** 2)))
+    out['per_joint'] = per
+    # what explains the residual: gravity fit and friction fit on the best effort signal
+    target, tkeep, tname = (series.get('measured'), keep, 'measured effort') if have_meas \
+        else (cmd_f, series.get('command_keep'), 'commanded effort')
+    if tkeep is not None and at_limit:
+        tkeep = tkeep & free
+        tname += ' away from velocity limits'
+    if target is not None and tkeep is not None and tkeep.sum() >= 20:
+        sub = _Sub(motion, tkeep)
+        gfit = fit_gravity(model, sub, target, friction)
+        if gfit is not None:
+            gfit['effort'] = tname
+            out['gravity_fit'] = gfit
+        res = (target - tau_model)[tkeep]
+        fits = _friction_fit(res, motion.qd[tkeep])
+        out['friction_fit'] = {'effort': tname, 'per_joint': dict(zip(model.joint_names, fits))}
+    run.model_series = series
+    return out
+
+
+class _Sub:
+    """A motion restricted to a boolean mask of its grid (for :func:`fit_gravity`)."""
+
+    def __init__(self, motion, mask: np.ndarray) -> None:
+        self.t, self.q, self.qd, self.qdd = motion.t, motion.q, motion.qd, motion.qdd
+        self.keep = np.flatnonzero(mask)
+        self._motion = motion
+
+    def smooth(self, t, values):
+        return self._motion.smooth(t, values)
+
+    def smooth_of_velocity(self, func):
+        return self._motion.smooth_of_velocity(func)
 
 
 def _latency(run: RunData) -> dict:
@@ -992,11 +1295,14 @@ def _power(run: RunData, t: np.ndarray) -> dict:
 
 def analyze(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
             transient: float | None = None, torque_limit=None, rate: float | None = None,
-            progress=None, skip_corrupt: bool = False) -> tuple[dict, RunData]:
-    """Load and analyse a bag: returns (report dict, RunData)."""
+            progress=None, skip_corrupt: bool = False,
+            model: dict | None = None) -> tuple[dict, RunData]:
+    """Load and analyse a bag: returns (report dict, RunData). ``model``: see model_section."""
+    enabled = (model or {}).get('enabled', True)
     run = load_run(bag, overrides=overrides, time_base=time_base, progress=progress,
-                   skip_corrupt=skip_corrupt)
-    return analyze_run(run, transient=transient, torque_limit=torque_limit, rate=rate), run
+                   skip_corrupt=skip_corrupt, read_description=enabled)
+    return analyze_run(run, transient=transient, torque_limit=torque_limit, rate=rate,
+                       model=model), run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1142,9 +1448,70 @@ def render_markdown(report: dict, plots: list[str] | None = None) -> str:
             lines.append('Mechanical energy: no model in params.yaml.')
     else:
         lines.append('Not available (no effort and velocity).')
+    lines += _model_markdown(report.get('model') or {'available': False})
     if plots:
         lines += ['', '## Plots', ''] + [f'![{Path(p).stem}]({Path(p).name})' for p in plots]
     return '\n'.join(lines) + '\n'
+
+
+def _pct(x: Any) -> str:
+    return 'n/a' if x is None else f'{100 * x:.3g} %'
+
+
+def _model_markdown(mo: dict) -> list[str]:
+    lines = ['', '## Model', '']
+    if not mo.get('available'):
+        return lines + [f'Not available: {mo.get("reason", "no model")}.']
+    fi = mo['filter']
+    g = mo['gravity']
+    lines += [f'Model: {mo["source"]}; gravity ({g[0]:g}, {g[1]:g}, {g[2]:g}) m/s^2 '
+              f'({mo["gravity_source"]}); friction: {mo["friction"]}.',
+              f'Velocity and acceleration: {fi["kind"]}, cutoff {fi["cutoff_hz"]:g} Hz, '
+              f'{fi["derivatives"]}; the same filter F on every effort; '
+              f'{fi["transient_left_out_s"]:.3g} s left out at each end'
+              + (' (samples interpolated onto a uniform grid)' if fi['resampled'] else '')
+              + f'. Residual = F(effort) − τ_model over {mo["samples"]} samples.', '',
+              '| joint | vs | effort RMS [N·m] | residual RMS [N·m] | max abs [N·m] | '
+              'RMS / effort RMS |', '|---|---|---|---|---|---|']
+    kinds = {'measured': 'measured', 'command': 'command',
+             'measured_away_from_limits': 'measured, away from velocity limits',
+             'command_away_from_limits': 'command, away from velocity limits'}
+    for name, e in mo['per_joint'].items():
+        for kind, label in kinds.items():
+            f = e.get(kind)
+            if f:
+                lines.append(f'| {name} | {label} | {_fmt(f["effort_rms"])} | '
+                             f'{_fmt(f["residual_rms"])} | {_fmt(f["residual_max_abs"])} | '
+                             f'{_pct(f["residual_fraction"])} |')
+    if mo.get('measured_note'):
+        lines += ['', f'Measured effort not compared: {mo["measured_note"]}.']
+    vl = mo.get('velocity_limit')
+    if vl:
+        lines += ['', 'Joints at their velocity limit (share of samples): '
+                  + ', '.join(f'{n} {100 * x:.3g} %' for n, x in
+                              vl['share_of_samples_at_limit'].items())
+                  + f' ({vl["definition"]}; {vl["samples_away_from_limits"]} samples left).']
+    gf = mo.get('gravity_fit')
+    if gf:
+        v = gf['vector']
+        ang = gf.get('angle_to_model_deg')
+        lines += ['', f'Gravity that best explains the {gf["effort"]} (least squares over '
+                  f'{gf["samples"]} samples): ({v[0]:.3g}, {v[1]:.3g}, {v[2]:.3g}) m/s^2, '
+                  f'|g| = {gf["magnitude"]:.3g}'
+                  + (f", {ang:.3g} deg from the model's" if ang is not None else '')
+                  + '; residual RMS per joint with it: '
+                  + ', '.join(_fmt(x) for x in gf['residual_rms'])
+                  + " N·m (with the model's gravity: "
+                  + ', '.join(_fmt(x) for x in gf['residual_rms_model_gravity']) + ' N·m).']
+    ff = mo.get('friction_fit')
+    if ff:
+        parts = [f'{n}: b {_fmt(f["b"])}, τc {_fmt(f["tau_c"])} → {_fmt(f["residual_rms_after"])}'
+                 for n, f in ff['per_joint'].items() if f]
+        if parts:
+            lines += ['', f'Viscous b [N·m·s/rad] and Coulomb τc [N·m] fitted to the residual '
+                      f'against the {ff["effort"]}, residual RMS after [N·m]: '
+                      + '; '.join(parts) + '.']
+    return lines
 
 
 def render_summary(report: dict) -> str:
@@ -1207,6 +1574,22 @@ def render_summary(report: dict) -> str:
     if pw.get('available'):
         lines.append(f'power: peak {_fmt(pw["peak_w"], "W")}, work {_fmt(pw["work_j"], "J")} '
                      f'(over {pw["clock"]})')
+    mo = report.get('model') or {}
+    if mo.get('available'):
+        lines.append(f'model: {mo["source"]} (cutoff {mo["filter"]["cutoff_hz"]:g} Hz); '
+                     'residual RMS / effort RMS:')
+        for name, e in mo['per_joint'].items():
+            parts = [f'{k} {_fmt(e[k]["residual_rms"], "N·m")} '
+                     f'({_pct(e[k]["residual_fraction"])})' for k in ('measured', 'command')
+                     if e.get(k)]
+            if parts:
+                lines.append(f'  {name}: ' + ', '.join(parts))
+        gf = mo.get('gravity_fit')
+        if gf:
+            lines.append(f'  best-fit gravity |g| {gf["magnitude"]:.3g} m/s^2 '
+                         f'({", ".join(f"{x:.3g}" for x in gf["vector"])})')
+    elif mo:
+        lines.append(f'model: n/a ({mo.get("reason")})')
     for note in report['notes']:
         lines.append(f'note: {note}')
     return '\n'.join(lines)
@@ -1522,6 +1905,31 @@ def write_plots(run: RunData, report: dict, out_dir: Path) -> list[str]:
                 p.finish(f'{name} current [A]', 't [s]' if last else None, last)
         save(cv, 'effort.png')
 
+    ms = run.model_series
+    if ms is not None:
+        mj = ms['joints']
+        rows_m = len(mj)
+        cv = _Canvas(9.0, 1.7 * rows_m + 1.1,
+                     f'{bag}: effort and inverse-dynamics model (filtered; transients left out)')
+        boxes = cv.grid(rows_m, 1)
+        tm = ms['t']
+        kp = ms['keep']
+        xl = (float(tm[kp][0]), float(tm[kp][-1])) if kp.any() else xlim
+        for j, name in enumerate(mj):
+            curves = [(ms['model'][:, j], _COLORS[2], 'model')]
+            if 'measured' in ms:
+                curves.insert(0, (ms['measured'][:, j], _COLORS[1], 'measured'))
+            if 'command' in ms:
+                c = np.where(ms['command_keep'], ms['command'][:, j], np.nan)
+                curves.insert(0, (c, _COLORS[0], 'command'))
+            shown = [np.where(kp, y, np.nan) for y, _, _ in curves]
+            p = _Panel(cv, boxes[j][0], xl, _limits(*shown))
+            for y, (_, color, label) in zip(shown, curves):
+                p.line(tm, y, color, label)
+            last = j == rows_m - 1
+            p.finish(f'{name} [N·m]', 't [s]' if last else None, last)
+        save(cv, 'model.png')
+
     cv = _Canvas(10.0, 3.6, f'{bag}: loop timing')
     (b1, b2), = _Canvas.grid(cv, 1, 2)
     dt = np.diff(run.state_t) / 1e6
@@ -1697,6 +2105,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--rate', type=float, metavar='HZ', default=None,
                    help='nominal loop rate (default: params.yaml control_rate, else the '
                         'median period)')
+    p.add_argument('--urdf', metavar='FILE', default=None,
+                   help='arm model for the model section (.urdf or .xacro); default: the URDF '
+                        'recorded on /robot_description, else the 2R plant of params.yaml')
+    p.add_argument('--gravity', nargs=3, type=float, metavar=('X', 'Y', 'Z'), default=None,
+                   help='gravity of a URDF model in its root frame [m/s^2] (default 0 0 -9.81)')
+    p.add_argument('--cutoff', type=float, metavar='HZ', default=None,
+                   help="zero-phase low-pass cutoff for the model section's derivatives "
+                        '(default 10 Hz)')
+    p.add_argument('--no-model', action='store_true', help='skip the model section')
     p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
     p.add_argument('--skip-corrupt', action='store_true',
                    help='analyse the rest when MCAP chunks fail their CRC (the report lists '
@@ -1739,10 +2156,14 @@ def _run(argv: list[str] | None) -> int:
         if args.rate is not None and not args.rate > 0:
             raise AnalysisError(f'--rate: must be > 0 (got {args.rate})')
         try:
+            model = {'urdf': args.urdf, 'gravity': args.gravity, 'cutoff_hz': args.cutoff,
+                     'enabled': not args.no_model}
+            if args.no_model and (args.urdf or args.gravity):
+                raise AnalysisError('--no-model: cannot be combined with --urdf / --gravity')
             report, run = analyze(bag, overrides=overrides, time_base=args.time,
                                   transient=args.transient, torque_limit=args.torque_limit,
                                   rate=args.rate, progress=progress,
-                                  skip_corrupt=args.skip_corrupt)
+                                  skip_corrupt=args.skip_corrupt, model=model)
         finally:
             progress.done()
         out_dir = Path(args.out) if args.out else default_out_dir(bag)
