@@ -38,7 +38,11 @@ the rotor armature ``Jm N^2`` (build it with ``armature=`` and, where it applies
 functions of :mod:`manip_control.actuators` and :mod:`manip_control.friction`;
 :meth:`ArmPlant.rhs` is the same arithmetic vectorised over the joints (numpy), checked
 against it. Only the smooth friction model is implemented here (Karnopp stiction for n
-joints is not). Integration: fixed-step classical RK4, ``substeps`` per control period, the
+joints is not). The gear loss is charged on the motor torque ``N k_t i``, explicitly; the 2R
+plant (:mod:`manip_control.plant`) charges it on the mesh torque ``N k_t i - D qdd``, which
+makes it implicit in the accelerations, and this plant does not do that yet: with lossy gears
+the two differ by the loss on the rotor torque ``D qdd`` (a few per cent of the loss; they
+agree exactly for lossless gears). Integration: fixed-step classical RK4, ``substeps`` per control period, the
 command held (zero-order hold), as in :mod:`manip_control.plant`.
 
 :func:`run_arm_closed_loop` is the offline closed loop with the semantics of
