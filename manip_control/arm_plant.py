@@ -42,8 +42,8 @@ joints is not). The gear loss is charged on the motor torque ``N k_t i``, explic
 plant (:mod:`manip_control.plant`) charges it on the mesh torque ``N k_t i - D qdd``, which
 makes it implicit in the accelerations, and this plant does not do that yet: with lossy gears
 the two differ by the loss on the rotor torque ``D qdd`` (a few per cent of the loss; they
-agree exactly for lossless gears). Integration: fixed-step classical RK4, ``substeps`` per control period, the
-command held (zero-order hold), as in :mod:`manip_control.plant`.
+agree exactly for lossless gears). Integration: fixed-step classical RK4, ``substeps`` per
+control period, the command held (zero-order hold), as in :mod:`manip_control.plant`.
 
 :func:`run_arm_closed_loop` is the offline closed loop with the semantics of
 :func:`manip_control.simulation.run_closed_loop` (sample the state at ``t_k``, reference,
