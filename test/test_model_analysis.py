@@ -122,7 +122,7 @@ def two_link_bag(tmp_path_factory):
         'arm': d['plant']['arm'], 'friction': d['plant']['friction'],
         'rotor_inertia': [m['Jm'] * m['N'] ** 2 for m in d['plant']['motors']],
         'gear_ratio': [m['N'] for m in d['plant']['motors']], 'rotor_coupling': True}
-    d['trajectory']['frequency'] = [2.0, 3.0]
+    d['trajectory']['omega'] = [2.0, 3.0]
     scen = scenario_from_dict(d)
     res = run_closed_loop(scen, duration=6.0)
     bag = write_bag(tmp_path_factory.mktemp('r2') / 'bag', res.t, ['joint1', 'joint2'],
