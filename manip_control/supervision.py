@@ -40,7 +40,11 @@ Clock steps (:meth:`StampGate.check`)
     not run the controller for tens of ms), followed by a run of ``clock_step_states``
     states whose stamps advance, are none of the last 65536 accepted stamps (a replay),
     deviate from ``o`` by more than ``T/4`` in the same direction, at most
-    ``max_clock_step + T``, and agree with each other within ``T``.
+    ``max_clock_step + T``, and agree with each other within ``T``. Within a run, a state
+    with an accepted stamp (a backward step meets the stamps before it) is not counted and
+    does not end the run; a state still on the stepped clock, arriving without a gap, but
+    inconsistent with the run (a stall, a stamp not advancing) starts a new run, so one
+    late state does not leave the step unconfirmed for good.
     Then ``o`` is re-estimated as the run's largest ``o_k`` (the least delayed state), the
     step is counted once and the run's last state is fresh; the controller resumes through
     its resume hysteresis. A frozen stream (stamps not advancing), a replay (stamps already
@@ -391,23 +395,33 @@ class StampGate:
         """Follow a possible clock step; True when this state confirms one."""
         dev = -age                              # offset - self.offset
         thr = 0.25 * self.timeout
-        cand = (thr < abs(dev) <= self.max_step + self.timeout
-                and stamp_ns not in self._seen)
+        cand = thr < abs(dev) <= self.max_step + self.timeout
+        seen = stamp_ns in self._seen           # a stamp already accepted: a replay
         run = self._run
         prev = self._prev
+        joined = prev is not None and wall - prev[0] <= max(self.timeout, self.GAP)
         if run is not None:
-            if (cand and (dev > 0.0) == run[1] and stamp_ns > run[4]
+            follows = cand and (dev > 0.0) == run[1]
+            if follows and seen:
+                # a backward step meets a stamp accepted before it: not counted, but the
+                # run of the stepped clock goes on (never fresh: only unseen stamps count)
+                return False
+            if (follows and stamp_ns > run[4]
                     and max(run[3], offset) - min(run[2], offset) <= self.timeout):
                 run[0] += 1
                 run[2] = min(run[2], offset)
                 run[3] = max(run[3], offset)
                 run[4] = stamp_ns
                 run[5] = wall
+            elif follows and joined:
+                # still on the stepped clock without a gap, but not consistent with the run
+                # (a stall spread the offsets, a stamp not advancing): a new run from here
+                self._run = [1, run[1], offset, offset, stamp_ns, wall]
+                return False
             else:
                 run = self._run = None
         if run is None:
-            if (cand and prev is not None and wall - prev[0] <= max(self.timeout, self.GAP)
-                    and abs(offset - prev[1]) > thr):
+            if cand and not seen and joined and abs(offset - prev[1]) > thr:
                 self._run = [1, dev > 0.0, offset, offset, stamp_ns, wall]
             return False
         if run[0] < self.step_states:

@@ -335,6 +335,33 @@ def test_replayed_or_late_streams_never_count_as_fresh():
     assert 'behind' in g5.clock_problem() and g5.steps == 0
 
 
+@pytest.mark.parametrize('upset', ['met', 'stall', 'frozen', 'replay'])
+def test_clock_step_run_survives_one_upset_state(upset):
+    # a backward step meets an accepted stamp, or one state of the run is processed 30 ms
+    # late: the step is still confirmed; a frozen or replayed stream still never is
+    g = StampGate(0.02, step_states=20, max_step=1.0)
+    old = [ns(NOW + k * 1e-3 + 1e-6 * (k % 7)) for k in range(1000)]
+    assert {g.check(s, NOW + k * 1e-3 + 2e-4)[0] for k, s in enumerate(old)} == {None}
+    res = []
+    for j in range(1000, 2000):
+        s, arrive = ns(NOW + j * 1e-3 - 0.5 + 1e-6 * (j % 5)), NOW + j * 1e-3 + 2e-4
+        if upset == 'met' and j == 1005:
+            s = old[j - 500]
+        elif upset == 'stall' and j == 1008:
+            arrive += 0.03
+        elif upset == 'frozen' and j >= 1005:
+            s = ns(NOW + 1005e-3 - 0.5)
+        elif upset == 'replay':
+            s = old[j - 1000]
+        res.append(g.check(s, arrive)[0])
+    if upset in ('frozen', 'replay'):
+        assert None not in res and g.steps == 0
+    else:
+        assert g.steps == 1 and g.last_step == pytest.approx(-0.5, abs=1e-3)
+        k = res.index(None)
+        assert k <= 40 and all(r is None for r in res[k:])
+
+
 def test_clock_step_under_load_jitter_has_no_false_steps():
     # arrival jitter up to 8 ms (a loaded host) without a step: never a step, always fresh
     g = StampGate(0.02, step_states=20, max_step=1.0)
