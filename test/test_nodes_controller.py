@@ -55,15 +55,33 @@ def _ref(stamp_ns, names, q, qd, qdd):
     return m
 
 
+COMMAND_TOPICS = ('/joint_commands', '/effort_controller/commands')
+
+
 class Rig:
+    """
+    A controller node and the probe's publishers and subscriptions.
+
+    Every controller node made is destroyed at the end of its test (:func:`_destroy_rigs`):
+    a node left alive keeps its DDS participant on the graph after its context is shut down,
+    and the next test's controller then sees a second publisher of its command topics (a
+    source conflict: safe mode, the safe command at the control rate).
+    """
+
+    nodes: list = []
 
     def __init__(self, ctx, executor, probe, spin, **values):
+        # no command publisher from an earlier test may still be on the graph
+        assert spin(executor, 5.0, lambda: not any(probe.node.count_publishers(t)
+                                                   for t in COMMAND_TOPICS)), \
+            {t: probe.node.count_publishers(t) for t in COMMAND_TOPICS}
         vals = ros_params_from_scenario(SCENARIO)['controller']
         # one state per test step: it must not go stale in between (a stale state means safe
         # mode and then resume_states fresh states to resume; see test_fault_injection)
         vals['safety.state_timeout'] = 10.0
         vals.update(values)
         self.node = make_node(ControllerNode, ctx, controller_specs(), vals)
+        Rig.nodes.append(self.node)
         executor.add_node(self.node)
         executor.add_node(probe.node)
         self.ex, self.probe, self.spin = executor, probe, spin
@@ -90,6 +108,22 @@ class Rig:
         fut = client.set_parameters(list(params))
         assert self.spin(self.ex, 5.0, fut.done)
         return fut.result().results
+
+
+@pytest.fixture(autouse=True)
+def _destroy_rigs(ros_context, executor, probe, spin):
+    """Destroy every controller node of the test; its commands leave the graph."""
+    Rig.nodes = []
+    try:
+        yield
+    finally:
+        for node in Rig.nodes:
+            if node in executor.get_nodes():
+                executor.remove_node(node)
+            node.destroy_node()
+        Rig.nodes = []
+        assert spin(executor, 5.0, lambda: not any(probe.node.count_publishers(t)
+                                                   for t in COMMAND_TOPICS))
 
 
 def test_lockstep_by_name_and_runtime_gains(ros_context, executor, probe, spin):
