@@ -385,6 +385,8 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
     probe = make_probe({'diag': DIAG, 'cmds': CMDS,
                         'plant': (DiagnosticArray, '/plant/diagnostics')})
     probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 60.0, 'normal mode')
+    # the plant's diagnostics come about once a second: the phases start from a known count
+    probe.wait_for(lambda: probe.get('plant'), 30.0, 'the plant diagnostics')
 
     def trips():
         d = probe.get('plant')
