@@ -22,6 +22,11 @@ Same rates and zero-order-hold semantics as the ROS lockstep simulation. The loo
 the compiled kernel when it supports the scenario (``--engine auto``), else in the Python
 reference loop; ``--engine python`` forces the latter. The reported wall time includes
 loading the compiled code (about 0.3 s in a new process).
+
+``--urdf FILE`` runs any serial arm from its URDF (or xacro) instead: computed torque from the
+arm's own model (or one with every link's mass and inertia scaled, ``--nominal-scale``) on the
+n-joint plant, with drives, friction, reference and gains chosen from the description
+(:mod:`manip_control.arm_scenario`), and prints per-joint figures.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from manip_control.simulation import use_kernel
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='manip-offline',
                                 description=__doc__.strip().splitlines()[0])
-    p.add_argument('--config', default='default',
+    p.add_argument('--config', default=None,
                    help='scenario YAML file or preset name in config/ (default: default)')
     p.add_argument('--duration', type=float, default=None, help='override the duration [s]')
     p.add_argument('--actuator', choices=('motor', 'ideal'), default=None,
@@ -57,13 +62,75 @@ def build_parser() -> argparse.ArgumentParser:
                    help='closed-loop engine: the compiled kernel when it supports the scenario '
                         '(auto, the default), always the kernel, or the Python reference loop')
     p.add_argument('--json', action='store_true', help='print the summary as JSON')
+    arm = p.add_argument_group('any arm from its URDF (instead of a scenario)')
+    arm.add_argument('--urdf', default=None, metavar='FILE',
+                     help='.urdf or .xacro file: computed torque on that arm (default duration '
+                          '5 s; --actuator motor: drives sized from the effort limits)')
+    arm.add_argument('--joints', nargs='+', default=None, metavar='NAME',
+                     help='modelled joints (default: the movable joints of the trunk)')
+    arm.add_argument('--nominal-scale', type=float, default=1.0, metavar='F',
+                     help="the controller's link masses and inertias times F (default 1: "
+                          'the perfect model)')
+    arm.add_argument('--omega-n', type=float, default=20.0, metavar='RAD_S',
+                     help='closed-loop bandwidth: Kp = wn^2, Kd = 2 zeta wn (default 20)')
+    arm.add_argument('--zeta', type=float, default=1.0, help='closed-loop damping (default 1)')
     return p
+
+
+def run_urdf(args) -> int:
+    """``manip-offline --urdf``: one URDF run, its per-joint summary."""
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import UrdfError
+    from manip_control.arm_scenario import run_urdf_closed_loop
+    from manip_control.arm_scenario import summarize_urdf_run
+    if args.config is not None or args.engine != 'auto':
+        print('error: --urdf runs the n-joint plant: --config and --engine do not apply',
+              file=sys.stderr)
+        return 2
+    duration = 5.0 if args.duration is None else args.duration
+    t0 = time.perf_counter()
+    try:
+        res = run_urdf_closed_loop(args.urdf, duration=duration,
+                                   actuator=args.actuator or 'motor',
+                                   nominal_scale=args.nominal_scale, omega_n=args.omega_n,
+                                   zeta=args.zeta, joints=args.joints)
+    except (ArmModelError, UrdfError, OSError) as exc:
+        print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - t0
+    summary = summarize_urdf_run(res)
+    summary.update(urdf=str(args.urdf), actuator=args.actuator or 'motor',
+                   nominal_scale=args.nominal_scale, kp=res.kp.tolist(), kd=res.kd.tolist(),
+                   wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"{args.urdf}: {len(summary['joints'])} joints, {summary['actuator']} drives, "
+          f'computed torque Kp {res.kp[0]:g} Kd {res.kd[0]:g}, nominal model '
+          + ('= the rigid body of the plant' if args.nominal_scale == 1.0
+             else f'masses and inertias x{args.nominal_scale:g}')
+          + ('; not in it: the gear losses and the URDF friction' if summary['actuator']
+             == 'motor' else '; not in it: the URDF friction'))
+    print(f"{summary['duration_s']:.3f} s simulated in {wall:.2f} s wall "
+          f"({summary['real_time_factor']:.2f}x real time, model loading included)")
+    w = max(16, 2 + max(len(name) for name in summary['joints']))
+    print(f"  {'joint':<{w}}{'max |e| [rad]':>14}{'late max |e|':>14}{'RMS e [rad]':>13}"
+          f"{'peak |tau| [N·m]':>18}{'of limit':>10}")
+    for j, name in enumerate(summary['joints']):
+        print(f"  {name:<{w}}{summary['max_error_rad'][j]:>14.4g}"
+              f"{summary['late_max_error_rad'][j]:>14.4g}{summary['rms_error_rad'][j]:>13.4g}"
+              f"{summary['peak_torque_nm'][j]:>18.4g}"
+              f"{summary['peak_torque_fraction'][j] * 100:>9.1f}%")
+    print('  (late: the second half of the run)')
+    return 0
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.urdf is not None:
+        return run_urdf(args)
     try:
-        scenario = load_scenario(args.config)
+        scenario = load_scenario(args.config or 'default')
         if args.duration is not None:
             scenario = scenario.with_duration(args.duration, '--duration')
         if args.actuator:

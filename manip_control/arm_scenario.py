@@ -1,0 +1,254 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A runnable closed loop for any URDF arm, from the description alone.
+
+What a URDF does not say, chosen here and documented in docs/arm_model.md:
+
+* **drives** (:func:`motors_sized_for`): one geared DC motor per joint with a PI current
+  loop, sized so that the peak joint torque ``eta N k_t i_max`` is 1.2x the URDF effort
+  limit; the reflected rotor inertia ``Jm N^2`` is the joint's armature;
+* **friction**: the URDF's ``<dynamics damping friction>`` (viscous, smoothed Coulomb);
+* **reference** (:func:`reference_within_limits`): a sinusoid per joint about the middle of
+  its range, with an amplitude that keeps it inside the position limits and below half the
+  velocity limit;
+* **gains** (:func:`gains_from_bandwidth`): ``Kp = wn^2``, ``Kd = 2 zeta wn``, the error
+  dynamics ``e'' + Kd e' + Kp e = 0`` of computed torque with a perfect model.
+
+:func:`run_urdf_closed_loop` puts them together; ``manip-offline --urdf FILE`` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import math
+from typing import Sequence
+
+from manip_control.arm_model import ArmModel
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import JointLimits
+from manip_control.arm_model import read_urdf_file
+from manip_control.arm_model import UrdfArm
+from manip_control.arm_plant import ArmPlant
+from manip_control.arm_plant import ArmRun
+from manip_control.arm_plant import run_arm_closed_loop
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import MotorParameters
+from manip_control.trajectories import Sinusoid
+import numpy as np
+
+#: Gear ratio, rotor inertia [kg·m^2] and peak current [A] of the sized drives.
+GEAR_RATIO = 100.0
+ROTOR_INERTIA = 2e-6
+PEAK_CURRENT = 10.0
+#: Peak joint torque of a sized drive as a multiple of the URDF effort limit.
+PEAK_TORQUE_FACTOR = 1.2
+#: Default reference angular frequency [rad/s] (a 5 s period) and amplitude cap [rad].
+REFERENCE_OMEGA = 2.0 * math.pi / 5.0
+REFERENCE_AMPLITUDE = 0.25
+
+
+def motors_sized_for(effort: Sequence[float], *, names: Sequence[str] | None = None,
+                     gear_ratio: float = GEAR_RATIO,
+                     eta: float = 0.9) -> list[MotorParameters]:
+    r"""
+    Return geared DC motors sized from the joints' effort limits.
+
+    .. math::
+
+        k_t = k_e = \frac{1.2\,\tau_{max}}{\eta N i_{max}}
+
+    with ``N`` = ``gear_ratio``, ``i_max`` = 10 A, R = 0.5 ohm, L = 0.4 mH, a 48 V supply and
+    a PI current loop of about 300 Hz bandwidth (``Kp_i = 2 pi 300 L``, ``Ki_i = Kp_i R / L``).
+
+    Parameters
+    ----------
+    effort : sequence of float
+        Joint torque limits [N·m], finite and > 0 (a URDF without ``<limit effort>`` has
+        no size to give its drives).
+    names : sequence of str, optional
+        Joint names for the error messages (default: the indices).
+    gear_ratio, eta : float
+        Gear ratio and efficiency (forward and back-driven).
+
+    Raises
+    ------
+    ArmModelError
+        An effort limit that is missing (infinite), non-positive or not a number.
+
+    """
+    out = []
+    for j, tau_max in enumerate(effort):
+        tau_max = float(tau_max)
+        if not (math.isfinite(tau_max) and tau_max > 0.0):
+            name = names[j] if names is not None else str(j)
+            raise ArmModelError(f'joint {name}: effort limit {tau_max} N·m cannot size a drive '
+                                '(give <limit effort> in the URDF, or use ideal actuators)')
+        k_t = PEAK_TORQUE_FACTOR * tau_max / (eta * gear_ratio * PEAK_CURRENT)
+        L, R = 0.4e-3, 0.5
+        kp_i = 2.0 * math.pi * 300.0 * L
+        out.append(MotorParameters(R=R, L=L, k_t=k_t, k_e=k_t, N=gear_ratio, eta=eta,
+                                   eta_back=eta, Jm=ROTOR_INERTIA, i_max=PEAK_CURRENT,
+                                   V_max=48.0, Kp_i=kp_i, Ki_i=kp_i * R / L))
+    return out
+
+
+def reference_within_limits(limits: JointLimits, *, omega: float = REFERENCE_OMEGA,
+                            amplitude: float = REFERENCE_AMPLITUDE) -> Sinusoid:
+    r"""
+    Return a sinusoid per joint about the middle of its range, inside its limits.
+
+    .. math::
+
+        q_{d,j}(t) = o_j + A_j \sin(\omega t + j\,\pi/4), \quad
+        A_j = \min(A, \tfrac14 (u_j - l_j), \tfrac{v_j}{2\omega})
+
+    ``o_j`` is the middle of ``[l_j, u_j]`` (0 for an unbounded joint).
+
+    Parameters
+    ----------
+    limits : JointLimits
+        The arm's limits (:attr:`ArmModel.limits`).
+    omega : float
+        Angular frequency [rad/s], > 0.
+    amplitude : float
+        Amplitude cap ``A`` [rad], > 0.
+
+    """
+    if not (omega > 0.0 and math.isfinite(omega)):
+        raise ArmModelError(f'reference omega: must be > 0 rad/s (got {omega})')
+    if not (amplitude > 0.0 and math.isfinite(amplitude)):
+        raise ArmModelError(f'reference amplitude: must be > 0 rad (got {amplitude})')
+    lo, hi = np.asarray(limits.lower, float), np.asarray(limits.upper, float)
+    bounded = np.isfinite(lo) & np.isfinite(hi)
+    offset, span = np.zeros(lo.size), np.full(lo.size, np.inf)
+    offset[bounded] = 0.5 * (lo[bounded] + hi[bounded])
+    span[bounded] = 0.25 * (hi[bounded] - lo[bounded])
+    amp = np.minimum(np.minimum(span, 0.5 * np.asarray(limits.velocity, float) / omega),
+                     amplitude)
+    n = offset.size
+    return Sinusoid(amp, omega, offset=offset, phase=np.arange(n) * (math.pi / 4.0),
+                    n_joints=n)
+
+
+def gains_from_bandwidth(n: int, omega_n: float = 20.0,
+                         zeta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Computed-torque gains ``Kp = wn^2`` [1/s^2], ``Kd = 2 zeta wn`` [1/s] for ``n`` joints.
+
+    ``omega_n`` [rad/s] and ``zeta`` must be > 0.
+    """
+    if not (omega_n > 0.0 and math.isfinite(omega_n)):
+        raise ArmModelError(f'omega_n: must be > 0 rad/s (got {omega_n})')
+    if not (zeta > 0.0 and math.isfinite(zeta)):
+        raise ArmModelError(f'zeta: must be > 0 (got {zeta})')
+    return np.full(n, omega_n * omega_n), np.full(n, 2.0 * zeta * omega_n)
+
+
+@dataclass
+class UrdfRun:
+    """An offline URDF run and what it was made of."""
+
+    arm: UrdfArm
+    """The plant's true arm (with the drives' armature)."""
+    nominal: ArmModel
+    """The controller's model."""
+    plant: ArmPlant
+    run: ArmRun
+    kp: np.ndarray
+    kd: np.ndarray
+
+
+def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'motor',
+                         nominal_scale: float = 1.0, omega_n: float = 20.0,
+                         zeta: float = 1.0, joints: Sequence[str] | None = None,
+                         control_rate: float = 1000.0) -> UrdfRun:
+    """
+    Run computed torque on a URDF arm, offline, with the defaults of this module.
+
+    Parameters
+    ----------
+    path : str
+        ``.urdf`` or ``.xacro`` file.
+    duration : float
+        Simulated time [s], > 0.
+    actuator : {'motor', 'ideal'}
+        Sized DC-motor drives (:func:`motors_sized_for`) or ideal torque sources clamped at
+        the effort limits.
+    nominal_scale : float
+        The controller's model has every link's mass and inertia times this factor (1: a
+        perfect model).
+    omega_n, zeta : float
+        Closed-loop bandwidth [rad/s] and damping (:func:`gains_from_bandwidth`).
+    joints : sequence of str, optional
+        The modelled joints (default: the movable joints of the trunk, the rest locked).
+    control_rate : float
+        Control rate [Hz].
+
+    Raises
+    ------
+    ArmModelError (and its subclasses), UrdfError
+        Bad description, bad option, or an arm that cannot be sized.
+
+    """
+    if actuator not in ('motor', 'ideal'):
+        raise ArmModelError(f"actuator: expected 'motor' or 'ideal' (got {actuator!r})")
+    if not (duration > 0.0 and math.isfinite(duration)):
+        raise ArmModelError(f'duration: must be > 0 s (got {duration})')
+    if not (nominal_scale > 0.0 and math.isfinite(nominal_scale)):
+        raise ArmModelError(f'nominal scale: must be > 0 (got {nominal_scale})')
+    text = read_urdf_file(path)
+    bare = UrdfArm.from_string(text, joints, source=str(path))
+    motors = (motors_sized_for(bare.limits.effort, names=bare.joint_names)
+              if actuator == 'motor' else None)
+    armature = ([m.Jm * m.N * m.N for m in motors] if motors is not None else 0.0)
+    arm = UrdfArm.from_string(text, joints, armature=armature, source=str(path))
+    friction = _urdf_friction(text, arm.joint_names)
+    plant = ArmPlant(arm, friction, motors)
+    nominal = arm if nominal_scale == 1.0 else arm.with_inertial_scale(nominal_scale)
+    kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
+    trajectory = reference_within_limits(arm.limits)
+    run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate)
+    return UrdfRun(arm, nominal, plant, run, kp, kd)
+
+
+def _urdf_friction(urdf: str, joints: Sequence[str]) -> list[FrictionParameters]:
+    """Viscous and smoothed Coulomb friction per joint from ``<dynamics>`` (eps 0.02 rad/s)."""
+    from manip_control.model_analysis import urdf_friction
+    fr = urdf_friction(urdf, joints, eps=0.02)
+    return [FrictionParameters(b=float(b), tau_c=float(c), eps=0.02)
+            for b, c in zip(fr.b, fr.tau_c)]
+
+
+def summarize_urdf_run(result: UrdfRun) -> dict:
+    """
+    Return the per-joint figures of a run.
+
+    Whole-run and late-window (second half) max |e| [rad], RMS error [rad], peak |tau| [N·m]
+    and its fraction of the limit.
+    """
+    run = result.run
+    late = run.t >= 0.5 * (run.t[-1] + (run.t[1] - run.t[0] if run.t.size > 1 else 0.0))
+    err = np.abs(run.error)
+    peak = np.abs(run.tau).max(axis=0)
+    return {
+        'joints': list(result.arm.joint_names),
+        'duration_s': float(run.t.size * (run.t[1] - run.t[0])) if run.t.size > 1 else 0.0,
+        'max_error_rad': err.max(axis=0).tolist(),
+        'late_max_error_rad': err[late].max(axis=0).tolist(),
+        'rms_error_rad': np.sqrt(np.mean(run.error ** 2, axis=0)).tolist(),
+        'peak_torque_nm': peak.tolist(),
+        'peak_torque_fraction': (peak / result.plant.torque_limit).tolist(),
+    }

@@ -1,0 +1,148 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tests of manip_control.arm_scenario and ``manip-offline --urdf``."""
+
+import json
+import math
+from pathlib import Path
+import subprocess
+import sys
+
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import JointLimits
+from manip_control.arm_model import UrdfArm
+from manip_control.arm_scenario import gains_from_bandwidth
+from manip_control.arm_scenario import motors_sized_for
+from manip_control.arm_scenario import reference_within_limits
+from manip_control.arm_scenario import run_urdf_closed_loop
+from manip_control.arm_scenario import summarize_urdf_run
+import numpy as np
+import pytest
+
+pytest.importorskip('pinocchio')
+
+URDF_DIR = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf'
+PANDA = URDF_DIR / 'panda.urdf'
+needs_fixtures = pytest.mark.skipif(not PANDA.is_file(), reason='../shared/fixtures missing')
+
+
+def test_motors_reach_the_effort_limit_with_margin():
+    effort = [87.0, 12.0]
+    for m, tau_max in zip(motors_sized_for(effort), effort):
+        # peak joint torque of the drive: eta N k_t i_max
+        assert m.eta * m.N * m.k_t * m.i_max == pytest.approx(1.2 * tau_max, rel=1e-12)
+        # the supply covers R i_max and the back EMF at 2 rad/s with room to spare
+        assert m.R * m.i_max + m.k_e * m.N * 2.0 < m.V_max
+
+
+@pytest.mark.parametrize('bad', [math.inf, 0.0, -1.0, math.nan])
+def test_motors_refuse_a_missing_effort_limit(bad):
+    with pytest.raises(ArmModelError, match='joint wrist: effort limit'):
+        motors_sized_for([10.0, bad], names=['elbow', 'wrist'])
+
+
+def test_reference_stays_inside_the_limits():
+    limits = JointLimits(lower=np.array([-2.9, -1.76, -0.1, -math.inf]),
+                         upper=np.array([2.9, 1.76, 0.1, math.inf]),
+                         velocity=np.array([2.2, 0.1, 2.2, 2.6]),
+                         effort=np.array([87.0, 87.0, 12.0, 12.0]))
+    traj = reference_within_limits(limits)
+    t = np.linspace(0.0, 20.0, 4001)
+    q = np.array([traj.sample(x)[0] for x in t])
+    qd = np.array([traj.sample(x)[1] for x in t])
+    assert np.all(q >= limits.lower) and np.all(q <= limits.upper)
+    assert np.all(np.abs(qd) <= 0.5 * limits.velocity + 1e-12)
+    # about the middle of each range (0 for the unbounded joint), not a standstill
+    assert np.allclose(q.mean(axis=0), [0.0, 0.0, 0.0, 0.0], atol=0.02)
+    assert np.all(np.ptp(q, axis=0) > 0.0)
+
+
+def test_gains_give_the_requested_error_dynamics():
+    kp, kd = gains_from_bandwidth(3, omega_n=10.0, zeta=0.7)
+    # e'' + kd e' + kp e = 0 has the poles -zeta wn +- j wn sqrt(1 - zeta^2)
+    poles = np.roots([1.0, kd[0], kp[0]])
+    assert np.allclose(np.abs(poles), 10.0) and np.allclose(-poles.real / 10.0, 0.7)
+    with pytest.raises(ArmModelError, match='omega_n'):
+        gains_from_bandwidth(3, omega_n=0.0)
+
+
+@needs_fixtures
+def test_panda_ideal_perfect_model_follows_the_error_dynamics():
+    res = run_urdf_closed_loop(str(PANDA), duration=1.0, actuator='ideal')
+    run = res.run
+    assert run.q.shape == (1000, 7)
+    # the run starts at rest on q_d(0): e(0) = 0, e'(0) = -qd_d(0); critically damped,
+    # e(t) = -qd_d(0) t exp(-wn t) (the Panda's URDF friction, 0.003 N·m·s/rad, aside)
+    wn = math.sqrt(res.kp[0])
+    v0 = run.qd[0] - _ref_velocity(res, 0.0)
+    t = run.t[:300]
+    expected = v0[None, :] * t[:, None] * np.exp(-wn * t[:, None])
+    assert np.abs(run.error[:300] - expected).max() < 2e-4
+    summary = summarize_urdf_run(res)
+    assert max(summary['late_max_error_rad']) < 5e-4
+    assert all(0.0 < f < 1.0 for f in summary['peak_torque_fraction'])
+
+
+def _ref_velocity(res, t):
+    return reference_within_limits(res.arm.limits).sample(t)[1]
+
+
+@needs_fixtures
+def test_panda_mismatch_leaves_a_bounded_error_that_shrinks_with_the_gains():
+    late = []
+    for wn in (10.0, 20.0):
+        res = run_urdf_closed_loop(str(PANDA), duration=2.0, actuator='ideal',
+                                   nominal_scale=0.8, omega_n=wn)
+        late.append(max(summarize_urdf_run(res)['late_max_error_rad']))
+    assert 1e-4 < late[1] < late[0] < 0.2
+
+
+def _offline(*args):
+    return subprocess.run([sys.executable, '-m', 'manip_control.offline', *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+@needs_fixtures
+def test_cli_urdf_run_prints_every_joint():
+    p = _offline('--urdf', str(PANDA), '--duration', '0.5')
+    assert p.returncode == 0, p.stderr
+    names = UrdfArm.from_file(PANDA).joint_names
+    for name in names:
+        assert f'  {name} ' in p.stdout
+    assert '7 joints, motor drives' in p.stdout and 'real time' in p.stdout
+    p = _offline('--urdf', str(PANDA), '--duration', '0.3', '--actuator', 'ideal', '--json',
+                 '--nominal-scale', '0.9')
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data['joints'] == list(names) and data['nominal_scale'] == 0.9
+    assert len(data['late_max_error_rad']) == 7
+
+
+@pytest.mark.parametrize('args, pattern', [
+    (['--urdf', 'no/such.urdf'], 'no/such.urdf'),
+    (['--urdf', str(URDF_DIR / 'double_pendulum.urdf')], 'joint joint1: effort limit'),
+    (['--urdf', str(PANDA), '--config', 'default'], '--config and --engine do not apply'),
+    (['--urdf', str(PANDA), '--duration', '-1'], 'duration: must be > 0'),
+    (['--urdf', str(PANDA), '--nominal-scale', '0'], 'nominal scale: must be > 0'),
+    (['--urdf', str(PANDA), '--joints', 'panda_joint1', 'nope'], 'nope'),
+])
+def test_cli_urdf_bad_input_is_one_line(args, pattern):
+    if not PANDA.is_file():
+        pytest.skip('../shared/fixtures missing')
+    p = _offline(*args)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: ') and pattern in lines[0], p.stderr
+    assert 'Traceback' not in p.stderr and p.stdout == ''
