@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
+from typing import Callable
 from typing import Sequence
 
 from manip_control.actuators import current_reference
@@ -389,7 +390,9 @@ class ArmRun:
 
 def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
                         duration: float, control_rate: float = 1000.0,
-                        x0: np.ndarray | None = None) -> ArmRun:
+                        x0: np.ndarray | None = None,
+                        feedforward: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
+                        = None) -> ArmRun:
     """
     Run computed torque on an n-joint plant, offline (ideal sensors, zero-order hold).
 
@@ -413,6 +416,10 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         Control rate [Hz].
     x0 : ndarray, optional
         Initial state (default: at rest on the reference's start, drives holding it).
+    feedforward : callable, optional
+        ``feedforward(tau, qd_d) -> command`` applied to the law's torque before the clamp,
+        e.g. the nominal drive's inversion and friction feed-forward
+        (:class:`manip_control.arm_scenario.DriveCompensation`).
 
     """
     n = plant.n
@@ -439,6 +446,8 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         q, qd = x[:n], x[n:2 * n]
         r, rv, ra = sample(ts[k])
         tau = inverse(q, qd, ra - kd * (qd - rv) - kp * (q - r))
+        if feedforward is not None:
+            tau = feedforward(tau, rv)
         tau = np.minimum(np.maximum(tau, -lim), lim)
         qs[k], qds[k], refs[k], taus[k] = q, qd, r, tau
         x = step(x, tau, period)

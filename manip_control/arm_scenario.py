@@ -157,6 +157,59 @@ def gains_from_bandwidth(n: int, omega_n: float = 20.0,
     return np.full(n, omega_n * omega_n), np.full(n, 2.0 * zeta * omega_n)
 
 
+class DriveCompensation:
+    r"""
+    Feed-forward of a nominal drive and friction model for the n-joint computed-torque loop.
+
+    The plant's geared drive delivers ``N k_t i (1 - kappa)`` for the current ``i``, with the
+    gear loss ``kappa(sigma) = (wa sigma + wb s) s``, ``sigma = sign i``, ``s = tanh(qd / eps)``,
+    ``wa = (k_f + k_b) / 2``, ``wb = (k_f - k_b) / 2``, ``k_f = 1 - eta``,
+    ``k_b = 1 / eta_back - 1`` (:mod:`manip_control.arm_plant`). For the law's torque ``tau``
+    the command is
+
+    .. math::
+
+        u = \frac{\tau + b\,\dot q_d + \tau_c \tanh(\dot q_d / \epsilon)}
+                 {\max(1 - \kappa(\operatorname{sign} \tau^*), 0.05)}
+
+    (``tau*`` the numerator): the gear passes ``eta`` when motoring and ``1 / eta_back`` when
+    back-driven. Friction and ``s`` are taken at the reference velocity ``qd_d``, as the 2R
+    controller does: continuous in time, not switched by velocity noise, and no negative
+    damping from an over-estimated Coulomb level.
+
+    Parameters
+    ----------
+    motors : sequence of n MotorParameters, optional
+        The nominal drives (``None``: ideal actuators, no inversion).
+    friction : sequence of n FrictionParameters
+        The nominal joint friction.
+
+    """
+
+    def __init__(self, motors: Sequence[MotorParameters] | None,
+                 friction: Sequence[FrictionParameters]) -> None:
+        self.b = np.array([f.b for f in friction], dtype=float)
+        self.tau_c = np.array([f.tau_c for f in friction], dtype=float)
+        self.inv_eps = 1.0 / np.array([f.eps for f in friction], dtype=float)
+        if motors is None:
+            self.wa = self.wb = None
+        else:
+            if len(motors) != len(friction):
+                raise ArmModelError(f'{len(motors)} motors for {len(friction)} joints')
+            kf = np.array([1.0 - m.eta for m in motors])
+            kb = np.array([1.0 / m.eta_back - 1.0 for m in motors])
+            self.wa, self.wb = 0.5 * (kf + kb), 0.5 * (kf - kb)
+
+    def __call__(self, tau: np.ndarray, qd_ref: np.ndarray) -> np.ndarray:
+        """Return the command [N·m] for the law's torque ``tau`` at reference speed ``qd_ref``."""
+        s = np.tanh(qd_ref * self.inv_eps)
+        out = tau + self.b * qd_ref + self.tau_c * s
+        if self.wa is None:
+            return out
+        kappa = (self.wa * np.sign(out) + self.wb * s) * s
+        return out / np.maximum(1.0 - kappa, 0.05)
+
+
 @dataclass
 class UrdfRun:
     """An offline URDF run and what it was made of."""
@@ -169,12 +222,14 @@ class UrdfRun:
     run: ArmRun
     kp: np.ndarray
     kd: np.ndarray
+    compensation: DriveCompensation | None
+    """The drive and friction feed-forward (None: the rigid-body law alone)."""
 
 
 def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'motor',
                          nominal_scale: float = 1.0, omega_n: float = 20.0,
                          zeta: float = 1.0, joints: Sequence[str] | None = None,
-                         control_rate: float = 1000.0) -> UrdfRun:
+                         control_rate: float = 1000.0, compensate: bool = True) -> UrdfRun:
     """
     Run computed torque on a URDF arm, offline, with the defaults of this module.
 
@@ -196,6 +251,10 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         The modelled joints (default: the movable joints of the trunk, the rest locked).
     control_rate : float
         Control rate [Hz].
+    compensate : bool
+        Invert the nominal drives' gear loss and feed the nominal friction forward
+        (:class:`DriveCompensation`; the nominal drives and friction are the plant's); False:
+        the rigid-body law alone.
 
     Raises
     ------
@@ -220,8 +279,10 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     nominal = arm if nominal_scale == 1.0 else arm.with_inertial_scale(nominal_scale)
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = reference_within_limits(arm.limits)
-    run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate)
-    return UrdfRun(arm, nominal, plant, run, kp, kd)
+    ff = DriveCompensation(motors, friction) if compensate else None
+    run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
+                              feedforward=ff)
+    return UrdfRun(arm, nominal, plant, run, kp, kd, ff)
 
 
 def _urdf_friction(urdf: str, joints: Sequence[str]) -> list[FrictionParameters]:

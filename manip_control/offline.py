@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     arm.add_argument('--omega-n', type=float, default=20.0, metavar='RAD_S',
                      help='closed-loop bandwidth: Kp = wn^2, Kd = 2 zeta wn (default 20)')
     arm.add_argument('--zeta', type=float, default=1.0, help='closed-loop damping (default 1)')
+    arm.add_argument('--no-compensation', action='store_true',
+                     help="the rigid-body law alone: no inversion of the drives' gear loss, "
+                          'no friction feed-forward')
     return p
 
 
@@ -93,24 +96,26 @@ def run_urdf(args) -> int:
         res = run_urdf_closed_loop(args.urdf, duration=duration,
                                    actuator=args.actuator or 'motor',
                                    nominal_scale=args.nominal_scale, omega_n=args.omega_n,
-                                   zeta=args.zeta, joints=args.joints)
+                                   zeta=args.zeta, joints=args.joints,
+                                   compensate=not args.no_compensation)
     except (ArmModelError, UrdfError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
     wall = time.perf_counter() - t0
     summary = summarize_urdf_run(res)
     summary.update(urdf=str(args.urdf), actuator=args.actuator or 'motor',
-                   nominal_scale=args.nominal_scale, kp=res.kp.tolist(), kd=res.kd.tolist(),
+                   nominal_scale=args.nominal_scale, compensation=not args.no_compensation,
+                   kp=res.kp.tolist(), kd=res.kd.tolist(),
                    wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     print(f"{args.urdf}: {len(summary['joints'])} joints, {summary['actuator']} drives, "
-          f'computed torque Kp {res.kp[0]:g} Kd {res.kd[0]:g}, nominal model '
-          + ('= the rigid body of the plant' if args.nominal_scale == 1.0
-             else f'masses and inertias x{args.nominal_scale:g}')
-          + ('; not in it: the gear losses and the URDF friction' if summary['actuator']
-             == 'motor' else '; not in it: the URDF friction'))
+          f'computed torque Kp {res.kp[0]:g} Kd {res.kd[0]:g}; nominal model: rigid body '
+          + ('= the plant' if args.nominal_scale == 1.0
+             else f'with masses and inertias x{args.nominal_scale:g}')
+          + ('; drives and friction not compensated' if args.no_compensation
+             else '; drives and friction = the plant'))
     print(f"{summary['duration_s']:.3f} s simulated in {wall:.2f} s wall "
           f"({summary['real_time_factor']:.2f}x real time, model loading included)")
     w = max(16, 2 + max(len(name) for name in summary['joints']))
