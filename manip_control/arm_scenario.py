@@ -298,7 +298,7 @@ def summarize_urdf_run(result: UrdfRun) -> dict:
     Return the per-joint figures of a run.
 
     Whole-run and late-window (second half) max |e| [rad], RMS error [rad], peak |tau| [N·m]
-    and its fraction of the limit.
+    and its fraction of the limit (None for a joint without one).
     """
     run = result.run
     late = run.t >= 0.5 * (run.t[-1] + (run.t[1] - run.t[0] if run.t.size > 1 else 0.0))
@@ -311,5 +311,7 @@ def summarize_urdf_run(result: UrdfRun) -> dict:
         'late_max_error_rad': err[late].max(axis=0).tolist(),
         'rms_error_rad': np.sqrt(np.mean(run.error ** 2, axis=0)).tolist(),
         'peak_torque_nm': peak.tolist(),
-        'peak_torque_fraction': (peak / result.plant.torque_limit).tolist(),
+        # None where the joint has no limit (ideal actuators on a URDF without one)
+        'peak_torque_fraction': [float(p / lim) if math.isfinite(lim) else None
+                                 for p, lim in zip(peak, result.plant.torque_limit)],
     }

@@ -125,7 +125,8 @@ def run_urdf(args) -> int:
         print(f"  {name:<{w}}{summary['max_error_rad'][j]:>14.4g}"
               f"{summary['late_max_error_rad'][j]:>14.4g}{summary['rms_error_rad'][j]:>13.4g}"
               f"{summary['peak_torque_nm'][j]:>18.4g}"
-              f"{summary['peak_torque_fraction'][j] * 100:>9.1f}%")
+              + (f"{summary['peak_torque_fraction'][j] * 100:>9.1f}%"
+                 if summary['peak_torque_fraction'][j] is not None else '  no limit'))
     print('  (late: the second half of the run)')
     return 0
 

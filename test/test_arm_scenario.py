@@ -52,6 +52,17 @@ def test_motors_reach_the_effort_limit_with_margin():
         assert m.R * m.i_max + m.k_e * m.N * 2.0 < m.V_max
 
 
+def test_cli_urdf_without_limits_runs_with_ideal_actuators():
+    if not PANDA.is_file():
+        pytest.skip('../shared/fixtures missing')
+    p = _offline('--urdf', str(URDF_DIR / 'double_pendulum.urdf'), '--duration', '0.3',
+                 '--actuator', 'ideal', '--json')
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout, parse_constant=lambda c: pytest.fail(f'not JSON: {c}'))
+    assert data['peak_torque_fraction'] == [None, None]
+    assert all(0.0 < t < 10.0 for t in data['peak_torque_nm'])
+
+
 @pytest.mark.parametrize('bad', [math.inf, 0.0, -1.0, math.nan])
 def test_motors_refuse_a_missing_effort_limit(bad):
     with pytest.raises(ArmModelError, match='joint wrist: effort limit'):
