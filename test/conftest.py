@@ -118,6 +118,11 @@ def ros_context():
     try:
         yield ctx
     finally:
+        for node in _NODES_OF_CONTEXT.pop(id(ctx), []):
+            try:
+                node.destroy_node()
+            except Exception:  # noqa: BLE001 - destroyed by the test already
+                pass
         rclpy.try_shutdown(context=ctx)
 
 
@@ -370,11 +375,23 @@ def probe(ros_context):
         p.destroy()
 
 
+#: nodes made by :func:`make_node`, per context (``id``): destroyed when the context ends
+_NODES_OF_CONTEXT: dict = {}
+
+
 def make_node(cls, ctx, node_specs, values: dict, **kwargs):
-    """Build one of the package's nodes in ``ctx`` with parameter values."""
+    """
+    Build one of the package's nodes in ``ctx`` with parameter values.
+
+    The node is destroyed at the end of the test (the ``ros_context`` fixture): a node left
+    alive keeps its DDS participant and its publishers on the graph after its context is shut
+    down, and a later test's controller or manip-sim rightly sees a second publisher there.
+    """
     from manip_control.nodes.ros_params import parameter_overrides
-    return cls(context=ctx, parameter_overrides=parameter_overrides(node_specs, values),
+    node = cls(context=ctx, parameter_overrides=parameter_overrides(node_specs, values),
                **kwargs)
+    _NODES_OF_CONTEXT.setdefault(id(ctx), []).append(node)
+    return node
 
 
 @pytest.fixture

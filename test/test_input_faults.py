@@ -336,6 +336,36 @@ def test_two_simulations_never_share_a_domain(procs):
           f'{codes}')
 
 
+def test_realtime_sim_waits_for_a_silent_publisher_to_leave(procs):
+    """
+    Real time: a listed publisher that sends nothing is waited for until it leaves.
+
+    Such a publisher is a process killed a moment ago; the controller would refuse its inputs
+    while it is listed.
+    """
+    sim = [PYTHON, '-m', 'manip_control.nodes.sim']
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        node = rclpy.create_node('plant', context=ctx)
+        node.create_publisher(JointState, '/joint_states', 10)      # listed, never sends
+        p = procs.start('sim', sim + ['--mode', 'realtime', '--duration', '1', '--quiet'])
+        end = time.monotonic() + 60.0
+        while 'waiting up to 25 s' not in procs.output(p)[1]:
+            assert time.monotonic() < end and p.poll() is None, procs.output(p)
+            time.sleep(0.1)
+        left = time.monotonic()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    assert procs.wait(p, 90.0) == 0, procs.output(p)
+    out, err = procs.output(p)
+    assert 'error' not in err and 'Traceback' not in err, err
+    assert '1.000 s simulated' in out, out
+    print(f'\n[input] silent /plant on the graph: real-time manip-sim waited, then ran '
+          f'({time.monotonic() - left:.1f} s after it left)')
+
+
 # --------------------------------------------------------------------------------------------
 # floods
 

@@ -419,6 +419,9 @@ DOMAIN_DISCOVERY_WAIT = 3.2
 #: wait of the check [s].
 DOMAIN_SETTLE = 1.0
 DOMAIN_DISCOVERY_MAX = 5.0
+#: Real time: the longest wait for a listed, silent publisher of the run's topics to leave
+#: the graph [s] (a killed process's entry expires with its DDS lease, about 20 s).
+DOMAIN_STALE_MAX = 25.0
 #: Period of the check for other publishers of the run's topics during a run [s].
 DOMAIN_CHECK_PERIOD = 0.2
 
@@ -442,7 +445,10 @@ def check_domain_free(mode: str) -> None:
     or when another manip-sim is in its own check (two started at once). It waits
     :data:`DOMAIN_DISCOVERY_WAIT` on an empty domain and, while other nodes are being
     discovered or silent publishers are there, until the node set has been stable for
-    :data:`DOMAIN_SETTLE` (at most :data:`DOMAIN_DISCOVERY_MAX`).
+    :data:`DOMAIN_SETTLE` (at most :data:`DOMAIN_DISCOVERY_MAX`). In real time the controller
+    refuses its inputs while a second publisher of them is listed, so a silent one is waited
+    for until it leaves the graph (at most :data:`DOMAIN_STALE_MAX`, then refused); in
+    lockstep the run goes on with a warning.
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -466,6 +472,7 @@ def check_domain_free(mode: str) -> None:
             raw=True)
     own = (node.get_name(), node.get_namespace())
     found: list = []
+    limit = DOMAIN_DISCOVERY_MAX
     try:
         start = changed = time.monotonic()
         seen: set = set()
@@ -480,14 +487,24 @@ def check_domain_free(mode: str) -> None:
                 raise in_use(f'{found[0]}, sending ({", ".join(sorted(heard))})')
             if others != seen:
                 seen, changed = others, now
-            if now - start >= DOMAIN_DISCOVERY_MAX or (
+            if now - start >= limit or (
                     now - start >= DOMAIN_DISCOVERY_WAIT and not found
                     and (not seen or now - changed >= DOMAIN_SETTLE)):
+                if found and mode != 'lockstep' and limit < DOMAIN_STALE_MAX:
+                    limit = DOMAIN_STALE_MAX
+                    print(f'note: {found[0]} on the graph sent nothing for '
+                          f'{DOMAIN_DISCOVERY_MAX:g} s (a stopped or killed process still '
+                          'listed); in real time the controller refuses a second publisher '
+                          f'of its inputs: waiting up to {DOMAIN_STALE_MAX:g} s for it to '
+                          'leave', file=sys.stderr, flush=True)
+                    continue
                 break
     finally:
         ex.remove_node(node)
         ex.shutdown()
         node.destroy_node()
+    if found and mode != 'lockstep':
+        raise in_use(f'{found[0]}, still listed after {limit:g} s')
     if found:
         print(f'warning: {found[0]} on the graph sent nothing for {DOMAIN_DISCOVERY_MAX:g} s '
               '(a stopped or killed process still listed); going on', file=sys.stderr,
