@@ -1,0 +1,596 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Identification of the dynamic parameters of any serial arm described by a URDF.
+
+The model. For an :class:`~manip_control.arm_model.UrdfArm` with ``n`` joints the joint
+torque is linear in the dynamic parameters::
+
+    tau = M(q) qdd + C(q, qd) qd + g(q) + Ia qdd + fv qd + fc tanh(qd / eps)
+        = Y(q, qd, qdd) pi                                                     [N·m]
+
+with, per body ``i`` (the body moved by joint ``i``, locked links and links on fixed joints
+included), the ten standard parameters of Pinocchio's ``Inertia.toDynamicParameters``::
+
+    pi_i = [m, m cx, m cy, m cz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]
+                                       [kg, kg·m (x3), kg·m^2 (x6)]
+
+(``c`` the centre of mass and ``I`` the inertia about the origin of joint ``i``'s frame, in
+that frame), then per joint the armature ``Ia_j = Jm N^2`` [kg·m^2] (column ``qdd_j`` in row
+``j``), the viscous coefficient ``fv_j`` [N·m·s/rad] (column ``qd_j``) and the Coulomb level
+``fc_j`` [N·m] (column ``tanh(qd_j / eps_j)``, ``eps_j`` [rad/s] known). ``P = 10 n + 3 n``
+columns; the inertial block is Pinocchio's ``computeJointTorqueRegressor``.
+
+Base parameters. Not every column is independent: some parameters never act (the first
+body's mass on a vertical axis), others act only in fixed combinations. The identifiable
+combinations are found numerically: ``W``, the regressor stacked over ``S`` random states
+(``q`` uniform inside the position limits, ``qd``, ``qdd`` standard normal; default ``S =
+max(200, 4 P)``), its columns scaled to unit norm (so that the decision does not depend on
+units), is factorised by QR with column pivoting, ``W E = Q [R1 R2]``. Its rank
+``r`` is the number of diagonal entries with ``|R_kk| > tol |R_00|``, ``tol = 1e-4``: a
+combination that moves the torque by less than 1e-4 of the unit-norm columns is not
+identifiable from measured data. The decision must have a margin (no entry within a factor
+10 of ``tol``). On the eight fixture arms the last kept entry is above 0.2; the first
+dropped one is below 1e-14 except for three near-degeneracies of the URDF geometries
+(xarm7 4.7e-6, kinova 8.9e-10, so100 1.1e-11), which are dropped. Columns whose norm is
+below 1e-12 of the largest (zero up to round-off) are dropped first. The first ``r``
+pivoted columns are the independent ones, and ``W_dep = W_ind K`` with ``K = R1^-1 R2``, so::
+
+    tau = Y_ind(q, qd, qdd) beta,     beta = pi_ind + K pi_dep                  (base)
+
+Estimation. Ordinary least squares on the stacked rows ``A beta = b`` (``m`` equations, ``r``
+unknowns): ``beta^ = argmin ||b - A beta||``, residual variance
+``s^2 = ||b - A beta^||^2 / (m - r)`` and standard errors ``se_k = sqrt(s^2 [(A^T A)^-1]_kk)``
+(the textbook formula for independent, equal-variance errors; filtered, decimated residuals
+are only approximately that, so treat them as indicative). The condition number reported is
+that of ``A`` with its columns scaled to unit norm (unit-free; the same measure as the 2R
+identification of :mod:`manip_control.identification`).
+
+From a recording: :func:`prepare_arm` filters like the 2R's "parallel filtering": with ``F``
+a zero-phase Butterworth low-pass (``sosfiltfilt``) and ``D`` the central difference,
+``q_f = F q``, ``qd_f = F qd`` (or ``D q_f``), ``qdd_f = D qd_f``, then
+``F[Y_ind(q_f, qd_f, qdd_f)] beta = F[tau]``; the ends (``5 / fc``) are trimmed and the rows
+decimated to about ``4 fc``.
+
+Writing the model back (:func:`identified_parameters`, :func:`write_identified_urdf`): the
+base parameters fix ``r`` combinations of the ``P`` parameters. The completion chosen keeps the
+prior's non-identifiable part: ``pi = pi0 + B^+ (beta^ - B pi0)``, ``B = [I K] E^T`` (the
+minimum-norm change of the prior's parameters, in units scaled per parameter kind, that
+reproduces ``beta^`` exactly), then checked for physical consistency (mass > 0, inertia about
+the centre of mass positive definite and obeying the triangle inequalities). The change of
+body ``i`` is added to the ``<inertial>`` of the link joint ``i`` moves (its frame is the
+joint frame); links merged into the body keep their prior inertials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import math
+from typing import Any, Sequence
+
+from manip_control.arm_model import ArmModel
+from manip_control.arm_model import UrdfArm
+import numpy as np
+
+#: Names of Pinocchio's ten standard parameters of one body, in order.
+BODY_PARAMETERS = ('m', 'mx', 'my', 'mz', 'Ixx', 'Ixy', 'Iyy', 'Ixz', 'Iyz', 'Izz')
+BODY_UNITS = ('kg', 'kg m', 'kg m', 'kg m') + ('kg m^2',) * 6
+#: Per-joint parameters after the bodies: armature, viscous and Coulomb friction.
+JOINT_PARAMETERS = ('Ia', 'fv', 'fc')
+JOINT_UNITS = ('kg m^2', 'N m s/rad', 'N m')
+#: Relative rank tolerance on the pivoted QR diagonal of the stacked regressor.
+DEFAULT_RANK_TOL = 1e-4
+DEFAULT_EPS = 0.01
+DEFAULT_CUTOFF_HZ = 5.0
+
+
+class ArmIdentificationError(ValueError):
+    """The data or the model cannot give a trustworthy estimate; one line says why."""
+
+
+# ------------------------------------------------------------------------------------------
+# regressor
+
+
+class ArmRegressor:
+    """
+    The full regressor ``Y(q, qd, qdd)`` of a URDF arm (module docstring), ``P = 13 n`` columns.
+
+    Parameters
+    ----------
+    arm : UrdfArm
+        The arm (joint order, gravity, bodies); its own Pinocchio ``Data`` is used.
+    eps : float or sequence of n float
+        Coulomb smoothing velocity per joint [rad/s], > 0.
+
+    Attributes
+    ----------
+    names, units : tuple of str
+        ``'<joint>.<param>'`` per column and its unit.
+
+    """
+
+    def __init__(self, arm: UrdfArm, eps: Any = DEFAULT_EPS):
+        if not isinstance(arm, UrdfArm):
+            raise ArmIdentificationError('identification needs a URDF arm (UrdfArm)')
+        self.arm = arm
+        self.n = arm.n
+        eps = np.broadcast_to(np.asarray(eps, dtype=float), (arm.n,)).copy() \
+            if np.ndim(eps) == 0 else np.asarray(eps, dtype=float)
+        if eps.shape != (arm.n,) or not np.all(eps > 0.0) or not np.all(np.isfinite(eps)):
+            raise ArmIdentificationError(f'eps: expected {arm.n} values > 0 [rad/s], got '
+                                         f'{np.asarray(eps).tolist()}')
+        self.eps = eps
+        import pinocchio as pin
+        self._pin = pin
+        self._model = arm.pin_model
+        self._data = arm.pin_model.createData()
+        joints = arm.joint_names
+        self.names = tuple(f'{j}.{p}' for j in joints for p in BODY_PARAMETERS) + \
+            tuple(f'{j}.{p}' for p in JOINT_PARAMETERS for j in joints)
+        self.units = BODY_UNITS * self.n + tuple(u for u in JOINT_UNITS for _ in joints)
+        self.size = len(self.names)
+
+    def __call__(self, q, qd, qdd) -> np.ndarray:
+        """
+        Full regressor for samples ``q, qd, qdd`` of shape (N, n): shape (N, n, P).
+
+        ``Y[k] @ pi`` is the joint torque [N·m] of sample ``k``.
+        """
+        q, qd, qdd = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q, qd, qdd))
+        n = self.n
+        if q.shape[1] != n or qd.shape != q.shape or qdd.shape != q.shape:
+            raise ArmIdentificationError(f'regressor: expected arrays of shape (N, {n}), got '
+                                         f'{q.shape}, {qd.shape}, {qdd.shape}')
+        rows = q.shape[0]
+        out = np.zeros((rows, n, self.size))
+        reg, model, data = self._pin.computeJointTorqueRegressor, self._model, self._data
+        for k in range(rows):
+            out[k, :, :10 * n] = reg(model, data, q[k], qd[k], qdd[k])
+        diag = np.arange(n)
+        out[:, diag, 10 * n + diag] = qdd
+        out[:, diag, 11 * n + diag] = qd
+        out[:, diag, 12 * n + diag] = np.tanh(qd / self.eps)
+        return out
+
+    def parameters(self, arm: UrdfArm | None = None, fv: Any = 0.0, fc: Any = 0.0,
+                   armature: Any = None) -> np.ndarray:
+        """
+        Full parameter vector ``pi`` (shape (P,)) of ``arm`` (default: the regressor's arm).
+
+        Parameters
+        ----------
+        arm : UrdfArm, optional
+            Source of the bodies and (unless ``armature`` is given) the armature; it must
+            have the same joints.
+        fv, fc : float or sequence of n float
+            Viscous [N·m·s/rad] and Coulomb [N·m] friction per joint.
+        armature : float or sequence of n float, optional
+            Overrides the arm's armature [kg·m^2].
+
+        """
+        arm = self.arm if arm is None else arm
+        if arm.joint_names != self.arm.joint_names:
+            raise ArmIdentificationError(f'parameters: the arm has joints {arm.joint_names}, '
+                                         f'the regressor {self.arm.joint_names}')
+        model = arm.pin_model
+        body = np.concatenate([np.asarray(model.inertias[i].toDynamicParameters(), float)
+                               for i in range(1, self.n + 1)])
+        ia = arm.armature if armature is None else armature
+        extra = [np.broadcast_to(np.asarray(v, dtype=float), (self.n,))
+                 for v in (ia, fv, fc)]
+        return np.concatenate([body, *extra])
+
+    def torque(self, pi: np.ndarray, q, qd, qdd) -> np.ndarray:
+        """Return the joint torque ``Y pi`` [N·m], shape (N, n)."""
+        return self(q, qd, qdd) @ np.asarray(pi, dtype=float)
+
+
+# ------------------------------------------------------------------------------------------
+# base parameters
+
+
+@dataclass(frozen=True)
+class BaseParameters:
+    """
+    The identifiable combinations ``beta = pi_ind + K pi_dep`` (module docstring).
+
+    Attributes
+    ----------
+    regressor : ArmRegressor
+        The full regressor.
+    independent : ndarray of int, shape (r,)
+        Columns of the full regressor that form the base regressor.
+    dependent : ndarray of int, shape (P - r,)
+        The other columns.
+    k : ndarray, shape (r, P - r)
+        ``W_dep = W_ind K`` (so ``beta = pi_ind + K pi_dep``).
+    tolerance : float
+        Relative rank tolerance used.
+    gap : tuple of float
+        ``(|R_(r-1)(r-1)| / |R_00|, |R_rr| / |R_00|)``: the last kept and the first dropped
+        relative diagonal entry (the margin of the rank decision).
+
+    """
+
+    regressor: ArmRegressor
+    independent: np.ndarray
+    dependent: np.ndarray
+    k: np.ndarray
+    tolerance: float
+    gap: tuple
+
+    @property
+    def rank(self) -> int:
+        """Return the number of base parameters ``r``."""
+        return int(self.independent.size)
+
+    @property
+    def names(self) -> tuple:
+        """Return each base parameter's name: the independent column it is attached to."""
+        return tuple(self.regressor.names[i] for i in self.independent)
+
+    @property
+    def units(self) -> tuple:
+        """Return each base parameter's unit (that of its independent column)."""
+        return tuple(self.regressor.units[i] for i in self.independent)
+
+    @property
+    def mapping(self) -> np.ndarray:
+        """``B`` (shape (r, P)) with ``beta = B pi``."""
+        b = np.zeros((self.rank, self.regressor.size))
+        b[np.arange(self.rank), self.independent] = 1.0
+        b[:, self.dependent] = self.k
+        return b
+
+    def of(self, pi: np.ndarray) -> np.ndarray:
+        """Return the base parameters ``beta = pi_ind + K pi_dep`` of a full vector ``pi``."""
+        pi = np.asarray(pi, dtype=float)
+        return pi[self.independent] + self.k @ pi[self.dependent]
+
+    def describe(self, index: int, threshold: float = 1e-9) -> str:
+        """``'joint1.Izz + 1*joint2.Iyy - 0.333*...'``: the combination ``beta_index`` is."""
+        terms = [self.regressor.names[self.independent[index]]]
+        for c, j in zip(self.k[index], self.dependent):
+            if abs(c) > threshold:
+                terms.append(f'{c:+.6g}*{self.regressor.names[j]}')
+        return ' '.join(terms)
+
+    def regressor_of(self, q, qd, qdd) -> np.ndarray:
+        """Return the base regressor ``Y_ind`` for samples of shape (N, n): shape (N, n, r)."""
+        return self.regressor(q, qd, qdd)[:, :, self.independent]
+
+
+def random_states(arm: ArmModel, count: int, seed: int = 0):
+    """
+    Draw ``count`` random states ``(q, qd, qdd)``, each of shape (count, n).
+
+    ``q`` uniform in the position limits (``+-pi`` where there are none), ``qd`` and ``qdd``
+    standard normal [rad/s, rad/s^2].
+    """
+    rng = np.random.default_rng(seed)
+    lo = np.where(np.isfinite(arm.limits.lower), arm.limits.lower, -math.pi)
+    hi = np.where(np.isfinite(arm.limits.upper), arm.limits.upper, math.pi)
+    q = rng.uniform(lo, hi, size=(count, arm.n))
+    return q, rng.standard_normal((count, arm.n)), rng.standard_normal((count, arm.n))
+
+
+def base_parameters(regressor: ArmRegressor, samples: int | None = None, seed: int = 0,
+                    tol: float = DEFAULT_RANK_TOL) -> BaseParameters:
+    """
+    Find the base parameters by QR with column pivoting of the stacked regressor.
+
+    Parameters
+    ----------
+    regressor : ArmRegressor
+        The full regressor.
+    samples : int, optional
+        Random states stacked (default ``max(200, 4 P)``).
+    seed : int
+        Seed of the random states.
+    tol : float
+        Relative tolerance on ``|R_kk| / |R_00|`` (default 1e-4).
+
+    Raises
+    ------
+    ArmIdentificationError
+        The rank decision has no margin (an entry within a factor 10 of ``tol``).
+
+    """
+    from scipy.linalg import qr
+    from scipy.linalg import solve_triangular
+    p = regressor.size
+    samples = max(200, 4 * p) if samples is None else int(samples)
+    q, qd, qdd = random_states(regressor.arm, samples, seed)
+    w = regressor(q, qd, qdd).reshape(-1, p)
+    scale = np.linalg.norm(w, axis=0)
+    # a column that never acts (zero up to round-off) is dependent with K = 0
+    idle = scale <= 1e-12 * scale.max()
+    w[:, idle] = 0.0
+    scale[idle] = 1.0
+    _, r_mat, perm = qr(w / scale, mode='economic', pivoting=True)
+    diag = np.abs(np.diag(r_mat))
+    rel = diag / diag[0]
+    rank = int(np.sum(rel > tol))
+    near = rel[(rel > tol * 1e-1) & (rel < tol * 1e1)]
+    if near.size:
+        raise ArmIdentificationError(f'base parameters: the rank decision is ambiguous '
+                                     f'(relative QR diagonal {near[0]:.3g} near the tolerance '
+                                     f'{tol:g})')
+    ind, dep = np.sort(perm[:rank]), perm[rank:]
+    # K from the pivoted triangle, then re-ordered to the sorted independent columns
+    k = solve_triangular(r_mat[:rank, :rank], r_mat[:rank, rank:])
+    k = k / scale[perm[:rank], None] * scale[perm[rank:]]     # back to unscaled columns
+    order = np.argsort(perm[:rank])
+    k = k[order]
+    k[np.abs(k) < 1e-12 * max(1.0, float(np.max(np.abs(k), initial=0.0)))] = 0.0
+    gap = (float(rel[rank - 1]), float(rel[rank]) if rank < p else 0.0)
+    return BaseParameters(regressor, ind, np.asarray(dep), k, float(tol), gap)
+
+
+# ------------------------------------------------------------------------------------------
+# least squares
+
+
+@dataclass
+class ArmFit:
+    """An ordinary least-squares fit ``tau = Y_ind beta`` (module docstring)."""
+
+    names: tuple
+    units: tuple
+    estimate: np.ndarray
+    """``beta^``, shape (r,)."""
+    std_error: np.ndarray
+    """``sqrt(s^2 [(A^T A)^-1]_kk)``, shape (r,)."""
+    covariance: np.ndarray
+    """``s^2 (A^T A)^-1``, shape (r, r)."""
+    condition_number: float
+    """Of ``A`` with unit-norm columns."""
+    residual_rms: np.ndarray
+    """Per-joint RMS of ``tau - Y beta^`` [N·m], shape (n,)."""
+    relative_residual: np.ndarray
+    """Per-joint ``||tau - Y beta^|| / ||tau||``."""
+    sigma: float
+    """``s``: the residual standard deviation [N·m]."""
+    equations: int
+    """``m``: stacked equations (samples times joints)."""
+
+    def table(self, truth: np.ndarray | None = None) -> str:
+        """Aligned text: name, estimate, standard error, relative error (and truth if given)."""
+        head = f'{"parameter":<22} {"estimate":>13} {"std error":>11} {"rel":>9}'
+        if truth is not None:
+            head += f' {"true":>13}'
+        lines = [head + '  unit']
+        for k, (n, u, v, s) in enumerate(zip(self.names, self.units, self.estimate,
+                                             self.std_error)):
+            rel = f'{100 * s / abs(v):8.3g}%' if v != 0 else '      n/a'
+            line = f'{n:<22} {v:13.6g} {s:11.3g} {rel:>9}'
+            if truth is not None:
+                line += f' {truth[k]:13.6g}'
+            lines.append(line + f'  {u}')
+        return '\n'.join(lines)
+
+
+def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
+                  units: Sequence[str]) -> ArmFit:
+    """
+    Ordinary least squares of ``tau = y beta`` with standard errors and condition number.
+
+    Parameters
+    ----------
+    y : ndarray, shape (N, n, r)
+        Base regressor rows.
+    tau : ndarray, shape (N, n)
+        Joint torques [N·m].
+    names, units : sequence of r str
+        Name and unit of each base parameter.
+
+    Raises
+    ------
+    ArmIdentificationError
+        Fewer equations than unknowns, a column that is zero (a parameter not excited at
+        all), or a rank-deficient regressor.
+
+    """
+    y = np.asarray(y, dtype=float)
+    tau = np.asarray(tau, dtype=float)
+    rows, n, r = y.shape
+    a = y.reshape(rows * n, r)
+    b = tau.reshape(rows * n)
+    if a.shape[0] <= r:
+        raise ArmIdentificationError(f'too few samples: {rows} samples x {n} joints = '
+                                     f'{a.shape[0]} equations for {r} base parameters')
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ArmIdentificationError('the data contain non-finite values')
+    norms = np.linalg.norm(a, axis=0)
+    dead = [names[k] for k in range(r) if not norms[k] > 0.0]
+    if dead:
+        raise ArmIdentificationError(f'the data do not excite {", ".join(dead[:3])}'
+                                     f'{" ..." if len(dead) > 3 else ""} at all (regressor '
+                                     'column is zero)')
+    scaled = a / norms
+    u, sv, vt = np.linalg.svd(scaled, full_matrices=False)
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0.0 else math.inf
+    if not cond < 1e12:
+        worst = np.argsort(-np.abs(vt[-1]))[:3]
+        raise ArmIdentificationError(
+            'the data are rank-deficient (scaled regressor condition number '
+            f'{cond:.3g}); undetermined combination of {", ".join(names[i] for i in worst)}: '
+            'record an excitation run that moves every joint')
+    # solve in the scaled coordinates (better conditioned), then unscale
+    z = vt.T @ ((u.T @ b) / sv)
+    beta = z / norms
+    res = b - a @ beta
+    dof = a.shape[0] - r
+    s2 = float(res @ res) / dof
+    inv_scaled = (vt.T / sv ** 2) @ vt
+    cov = s2 * inv_scaled / np.outer(norms, norms)
+    res_j = res.reshape(rows, n)
+    rms = np.sqrt(np.mean(res_j ** 2, axis=0))
+    rel = np.linalg.norm(res_j, axis=0) / np.maximum(np.linalg.norm(tau, axis=0), 1e-300)
+    return ArmFit(tuple(names), tuple(units), beta, np.sqrt(np.diag(cov)), cov, cond, rms,
+                  rel, math.sqrt(s2), int(a.shape[0]))
+
+
+# ------------------------------------------------------------------------------------------
+# from a recording
+
+
+@dataclass
+class PreparedArm:
+    """Filtered, trimmed, decimated rows of a recording (module docstring)."""
+
+    t: np.ndarray
+    """Sample times [s], shape (N,)."""
+    y: np.ndarray
+    """``F[Y_ind(q_f, qd_f, qdd_f)]``, shape (N, n, r)."""
+    tau: np.ndarray
+    """``F[tau]`` [N·m], shape (N, n)."""
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    """Filtered motion at the kept samples, shape (N, n) [rad, rad/s, rad/s^2]."""
+    sample_rate: float
+    cutoff_hz: float
+
+
+def _uniform_grid(t: np.ndarray, arrays: list):
+    dt = np.diff(t)
+    if dt.size == 0 or np.any(dt <= 0.0):
+        raise ArmIdentificationError('time stamps must be strictly increasing')
+    h = float(np.median(dt))
+    if np.max(np.abs(dt - h)) <= 0.01 * h:
+        return t, arrays, h
+    grid = t[0] + h * np.arange(int(math.floor((t[-1] - t[0]) / h + 1e-9)) + 1)
+    return grid, [np.column_stack([np.interp(grid, t, a[:, j]) for j in range(a.shape[1])])
+                  for a in arrays], h
+
+
+def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
+                order: int = 4, trim_s: float | None = None,
+                velocity: str = 'measured') -> PreparedArm:
+    """
+    Filter the base regressor and the torque alike ("parallel filtering", module docstring).
+
+    Parameters
+    ----------
+    base : BaseParameters
+        The base parameters (and through them the arm and the Coulomb ``eps``).
+    t : array_like, shape (N,)
+        Sample times [s] (uniform; jitter above 1 % of the period is interpolated away).
+    q, qd, tau : array_like, shape (N, n)
+        Measured position [rad], velocity [rad/s] (None with ``velocity='position'``) and
+        applied joint torque [N·m], in the arm's joint order.
+    cutoff_hz : float
+        Butterworth cutoff [Hz] (about 5-10x the excitation's highest frequency).
+    order : int
+        Butterworth order (doubled by the forward-backward pass).
+    trim_s : float, optional
+        Time dropped at each end [s] (default ``5 / cutoff_hz``).
+    velocity : str
+        ``'measured'`` or ``'position'`` (differentiate the filtered position).
+
+    Raises
+    ------
+    ArmIdentificationError
+        Shapes, non-finite values, too few samples, cutoff above Nyquist, zero torque.
+
+    """
+    from scipy.signal import butter
+    from scipy.signal import sosfiltfilt
+    n = base.regressor.n
+    if velocity not in ('measured', 'position'):
+        raise ArmIdentificationError(f"velocity: 'measured' or 'position' (got {velocity!r})")
+    t = np.asarray(t, dtype=float).ravel()
+    if qd is None:
+        if velocity == 'measured':
+            raise ArmIdentificationError('the data have no velocity; use velocity=position')
+        qd = np.zeros((t.size, n))
+    arrays = [np.asarray(x, dtype=float) for x in (q, qd, tau)]
+    for name, a in zip(('q', 'qd', 'tau'), arrays):
+        if a.shape != (t.size, n):
+            raise ArmIdentificationError(f'{name}: expected shape ({t.size}, {n}), got '
+                                         f'{a.shape}')
+        if not np.all(np.isfinite(a)):
+            raise ArmIdentificationError(f'{name}: contains non-finite values')
+    if t.size < 50:
+        raise ArmIdentificationError(f'too few samples ({t.size}); record an excitation run '
+                                     'of tens of seconds at the control rate')
+    for j in range(n):
+        if not np.any(arrays[2][:, j]):
+            raise ArmIdentificationError(f'the effort of {base.regressor.arm.joint_names[j]} '
+                                         'is zero throughout: no applied torque recorded')
+    t, arrays, h = _uniform_grid(t, arrays)
+    fs = 1.0 / h
+    if not 0.0 < cutoff_hz < 0.5 * fs:
+        raise ArmIdentificationError(f'cutoff {cutoff_hz:g} Hz must be in (0, {0.5 * fs:g}) '
+                                     f'Hz (Nyquist of the {fs:g} Hz samples)')
+    trim_s = 5.0 / cutoff_hz if trim_s is None else float(trim_s)
+    trim = int(math.ceil(trim_s * fs))
+    step = max(1, int(fs // (4.0 * cutoff_hz)))
+    sl = slice(trim, t.size - trim, step)
+    if t[sl].size * n <= base.rank:
+        raise ArmIdentificationError(
+            f'run too short ({t[-1] - t[0]:.3g} s): {t[sl].size} samples after trimming '
+            f'{trim_s:g} s at each end, {t[sl].size * n} equations for {base.rank} base '
+            'parameters')
+    q, qd, tau = arrays
+    sos = butter(order, cutoff_hz, fs=fs, output='sos')
+    q_f = sosfiltfilt(sos, q, axis=0)
+    qd_f = np.gradient(q_f, h, axis=0) if velocity == 'position' else \
+        sosfiltfilt(sos, qd, axis=0)
+    qdd_f = np.gradient(qd_f, h, axis=0)
+    y = sosfiltfilt(sos, base.regressor_of(q_f, qd_f, qdd_f), axis=0)
+    tau_f = sosfiltfilt(sos, tau, axis=0)
+    return PreparedArm(t[sl], y[sl], tau_f[sl], q_f[sl], qd_f[sl], qdd_f[sl], fs,
+                       float(cutoff_hz))
+
+
+@dataclass
+class ArmIdentification:
+    """The result of :func:`identify_arm`."""
+
+    base: BaseParameters
+    fit: ArmFit
+    prepared: PreparedArm
+
+    @property
+    def beta(self) -> np.ndarray:
+        """Return the estimated base parameters."""
+        return self.fit.estimate
+
+
+def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
+                 max_condition: float = math.inf, trim_s: float | None = None,
+                 velocity: str = 'measured') -> ArmIdentification:
+    """
+    Estimate the base parameters from a recorded run (:func:`prepare_arm` + OLS).
+
+    Raises
+    ------
+    ArmIdentificationError
+        Bad or too little data; the scaled regressor's condition number above
+        ``max_condition`` (not exciting enough).
+
+    """
+    prep = prepare_arm(base, t, q, qd, tau, cutoff_hz=cutoff_hz, trim_s=trim_s,
+                       velocity=velocity)
+    fit = least_squares(prep.y, prep.tau, base.names, base.units)
+    if not fit.condition_number <= max_condition:
+        raise ArmIdentificationError(
+            f'the data do not excite the parameters: scaled regressor condition number '
+            f'{fit.condition_number:.4g} > {max_condition:g}; record an excitation run '
+            '(arm_identification.excitation_trajectory)')
+    return ArmIdentification(base, fit, prep)

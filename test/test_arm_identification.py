@@ -1,0 +1,232 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tests of manip_control.arm_identification (identification of any URDF arm).
+
+References are independent of the code under test: Pinocchio's RNEA with the armature
+(``UrdfArm.inverse_dynamics``) plus friction written here for the regressor; the true
+parameters' base combination for the estimates (noise-free torques from the inverse dynamics
+of a known model); the closed-form 2R regressor and parameters of
+:mod:`manip_control.identification` for the 2R; the 1/sqrt(N) law and the 95 % coverage of
+a normal interval for the standard errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from manip_control import arm_identification as ai
+from manip_control import identification as ident2r
+from manip_control.arm_model import UrdfArm
+from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import load_scenario
+from manip_control.urdf import urdf_from_scenario
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / '..' / 'shared' / 'fixtures' / 'urdf'
+URDFS = sorted(FIXTURES.glob('*.urdf'))
+PANDA = FIXTURES / 'panda.urdf'
+EPS = 0.02
+
+
+def _friction(qd, fv, fc, eps=EPS):
+    return fv * qd + fc * np.tanh(qd / eps)
+
+
+def _reference_torque(arm, q, qd, qdd, fv, fc):
+    """Pinocchio RNEA with the armature (UrdfArm.inverse_dynamics) plus friction, per sample."""
+    rnea = np.array([arm.inverse_dynamics(q[k], qd[k], qdd[k]) for k in range(len(q))])
+    return rnea + _friction(qd, fv, fc)
+
+
+def perturbed_panda(seed: int = 3, level: float = 0.2, armature: float = 0.1) -> UrdfArm:
+    """Panda with each body's mass and rotational inertia scaled by independent U[1-l, 1+l]."""
+    import pinocchio as pin
+    arm = UrdfArm.from_file(PANDA, armature=armature)
+    rng = np.random.default_rng(seed)
+    model = arm.pin_model
+    for i in range(1, arm.n + 1):
+        body = model.inertias[i]
+        fm, fi = rng.uniform(1 - level, 1 + level, 2)
+        model.inertias[i] = pin.Inertia(body.mass * fm, body.lever.copy(), body.inertia * fi)
+    arm._data = model.createData()
+    return arm
+
+
+# -- the regressor and the base parameters ----------------------------------------------------
+
+
+@pytest.mark.parametrize('path', URDFS, ids=lambda p: p.stem)
+def test_regressor_equals_inverse_dynamics_every_fixture(path):
+    arm = UrdfArm.from_file(path, armature=0.05)
+    reg = ai.ArmRegressor(arm, eps=EPS)
+    rng = np.random.default_rng(1)
+    fv, fc = rng.uniform(0.1, 1.0, arm.n), rng.uniform(0.1, 1.0, arm.n)
+    q, qd, qdd = ai.random_states(arm, 40, seed=2)
+    ref = _reference_torque(arm, q, qd, qdd, fv, fc)
+    pi = reg.parameters(fv=fv, fc=fc)
+    scale = np.max(np.abs(ref))
+    np.testing.assert_allclose(reg.torque(pi, q, qd, qdd), ref, rtol=0, atol=1e-11 * scale)
+    base = ai.base_parameters(reg)
+    assert base.gap[0] > 1e-2 and base.gap[1] < 1e-5       # a clear rank decision
+    # exact, except for what a dropped near-degenerate combination moves (xarm7: 4.4e-6)
+    np.testing.assert_allclose(base.regressor_of(q, qd, qdd) @ base.of(pi), ref, rtol=0,
+                               atol=(1e-9 + 10.0 * base.gap[1]) * scale)
+
+
+@pytest.mark.parametrize('name', ['panda', 'ur5', 'asr_twodof'])
+def test_base_columns_span_the_regressor_on_fresh_states(name):
+    arm = UrdfArm.from_file(FIXTURES / f'{name}.urdf', armature=0.05)
+    reg = ai.ArmRegressor(arm, eps=EPS)
+    base = ai.base_parameters(reg, seed=0)
+    q, qd, qdd = ai.random_states(arm, 300, seed=99)       # states the QR never saw
+    w = reg(q, qd, qdd).reshape(-1, reg.size)
+    w_ind, w_dep = w[:, base.independent], w[:, base.dependent]
+    np.testing.assert_allclose(w_ind @ base.k, w_dep, rtol=0,
+                               atol=1e-9 * np.max(np.abs(w)))
+    # the rank by SVD of the fresh stack (columns scaled) is the number of base parameters
+    norms = np.linalg.norm(w, axis=0)
+    live = norms > 1e-12 * norms.max()
+    sv = np.linalg.svd(w[:, live] / norms[live], compute_uv=False)
+    assert int(np.sum(sv > 1e-4 * sv[0])) == base.rank
+    # a different random set gives the same parameters' base values
+    other = ai.base_parameters(reg, seed=7)
+    pi = reg.parameters(fv=0.3, fc=0.2)
+    if np.array_equal(other.independent, base.independent):
+        np.testing.assert_allclose(other.of(pi), base.of(pi), rtol=1e-9, atol=1e-12)
+
+
+def test_panda_noise_free_identification_equals_true_base_combination():
+    truth = perturbed_panda()
+    nominal = UrdfArm.from_file(PANDA, armature=0.1)
+    reg = ai.ArmRegressor(nominal, eps=EPS)
+    base = ai.base_parameters(reg)
+    rng = np.random.default_rng(5)
+    fv, fc = rng.uniform(0.2, 0.8, 7), rng.uniform(0.2, 1.0, 7)
+    q, qd, qdd = ai.random_states(truth, 600, seed=8)
+    tau = _reference_torque(truth, q, qd, qdd, fv, fc)       # the truth's own RNEA
+    fit = ai.least_squares(base.regressor_of(q, qd, qdd), tau, base.names, base.units)
+    beta_true = base.of(reg.parameters(truth, fv=fv, fc=fc))
+    scale = np.max(np.abs(beta_true))
+    np.testing.assert_allclose(fit.estimate, beta_true, rtol=1e-6, atol=1e-9 * scale)
+    # the truth differs from the nominal: the test would see a wrong model
+    assert np.max(np.abs(base.of(reg.parameters(fv=fv, fc=fc)) - beta_true)) > 1e-2 * scale
+    assert fit.condition_number < 1e4 and np.all(fit.relative_residual < 1e-10)
+
+
+# -- the 2R: the same as the closed-form identification ---------------------------------------
+
+
+def _two_r(coupling: bool = False):
+    sc = load_scenario('excitation')
+    plant = sc.plant
+    arm = UrdfArm.from_string(urdf_from_scenario(sc), armature=plant.reflected_inertia,
+                              rotor_coupling=coupling)
+    return sc, arm
+
+
+def test_two_link_identification_equals_the_closed_form_one():
+    sc, arm = _two_r()
+    plant = sc.plant
+    eps = [f.eps for f in plant.friction]
+    closed = TwoLinkModel(plant.arm, plant.reflected_inertia, (0.0, 0.0))
+    fv = np.array([f.b for f in plant.friction])
+    fc = np.array([f.tau_c for f in plant.friction])
+    rng = np.random.default_rng(4)
+    q = rng.uniform(-2.0, 2.0, (400, 2))
+    qd, qdd = rng.standard_normal((400, 2)), rng.standard_normal((400, 2))
+    tau = np.array([closed.inverse_dynamics_scalar(*q[k], *qd[k], *qdd[k])
+                    for k in range(400)]) + fv * qd + fc * np.tanh(qd / eps)
+    # the closed-form 2R identification: its regressor, least squares
+    y2 = ident2r.regressor(q, qd, qdd, eps).reshape(-1, 10)
+    theta_2r, *_ = np.linalg.lstsq(y2, tau.reshape(-1), rcond=None)
+    theta_true = ident2r.base_parameters(plant.arm, plant.reflected_inertia, plant.friction)
+    np.testing.assert_allclose(theta_2r, theta_true, rtol=1e-9)
+    # the URDF identification on the same samples
+    reg = ai.ArmRegressor(arm, eps=eps)
+    base = ai.base_parameters(reg)
+    fit = ai.least_squares(base.regressor_of(q, qd, qdd), tau, base.names, base.units)
+    # its base parameters, mapped onto the 2R's (lstsq of Y2R theta = Yb beta on new states)
+    q2, qd2, qdd2 = ai.random_states(arm, 200, seed=3)
+    yb = base.regressor_of(q2, qd2, qdd2).reshape(-1, base.rank)
+    y2b = ident2r.regressor(q2, qd2, qdd2, eps).reshape(-1, 10)
+    theta_urdf, *_ = np.linalg.lstsq(y2b, yb @ fit.estimate, rcond=None)
+    assert np.max(np.abs(y2b @ theta_urdf - yb @ fit.estimate)) < 1e-9   # same torque model
+    np.testing.assert_allclose(theta_urdf, theta_2r, rtol=1e-8, atol=1e-10)
+    assert fit.condition_number < 1e3
+
+
+# -- the standard errors --------------------------------------------------------------------
+
+
+def test_standard_errors_shrink_as_one_over_sqrt_n():
+    arm = UrdfArm.from_file(PANDA, armature=0.1)
+    reg = ai.ArmRegressor(arm, eps=EPS)
+    base = ai.base_parameters(reg)
+    pi = reg.parameters(fv=0.4, fc=0.5)
+    noise = 0.3                                              # N m, white
+    se = {}
+    for count in (1000, 4000):
+        q, qd, qdd = ai.random_states(arm, count, seed=count)
+        y = base.regressor_of(q, qd, qdd)
+        tau = y @ base.of(pi) + np.random.default_rng(count).normal(0.0, noise, (count, 7))
+        fit = ai.least_squares(y, tau, base.names, base.units)
+        assert fit.sigma == pytest.approx(noise, rel=0.03)
+        se[count] = fit.std_error
+    ratio = se[1000] / se[4000]
+    assert np.median(ratio) == pytest.approx(2.0, rel=0.03)
+    assert np.all((ratio > 1.7) & (ratio < 2.3))
+
+
+def test_standard_errors_cover_the_truth_at_the_normal_rate():
+    sc, arm = _two_r()
+    reg = ai.ArmRegressor(arm, eps=EPS)
+    base = ai.base_parameters(reg)
+    beta = base.of(reg.parameters(fv=[0.5, 0.3], fc=[0.8, 0.4]))
+    inside, total = 0, 0
+    for seed in range(300):
+        q, qd, qdd = ai.random_states(arm, 150, seed=1000 + seed)
+        y = base.regressor_of(q, qd, qdd)
+        tau = y @ beta + np.random.default_rng(seed).normal(0.0, 0.5, (150, 2))
+        fit = ai.least_squares(y, tau, base.names, base.units)
+        inside += int(np.sum(np.abs(fit.estimate - beta) <= 1.96 * fit.std_error))
+        total += beta.size
+    # 95 % nominal; 300 x 11 intervals (correlated within a seed): measured rate within 2 %
+    assert 0.93 <= inside / total <= 0.97
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+def test_least_squares_refuses_bad_data_in_one_line():
+    arm = UrdfArm.from_file(PANDA, armature=0.1)
+    reg = ai.ArmRegressor(arm, eps=EPS)
+    base = ai.base_parameters(reg)
+    q, qd, qdd = ai.random_states(arm, 5, seed=1)
+    y = base.regressor_of(q, qd, qdd)
+    with pytest.raises(ai.ArmIdentificationError, match='too few samples'):
+        ai.least_squares(y, np.zeros((5, 7)), base.names, base.units)
+    # a motion of joint 1 only: most columns are zero or collinear
+    q, qd, qdd = ai.random_states(arm, 400, seed=2)
+    q[:, 1:] = 0.3
+    qd[:, 1:] = 0.0
+    qdd[:, 1:] = 0.0
+    y = base.regressor_of(q, qd, qdd)
+    with pytest.raises(ai.ArmIdentificationError) as err:
+        ai.least_squares(y, np.ones((400, 7)), base.names, base.units)
+    assert '\n' not in str(err.value)
+    assert 'do not excite' in str(err.value) or 'rank-deficient' in str(err.value)
