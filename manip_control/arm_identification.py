@@ -421,7 +421,8 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
                                      f'{" ..." if len(dead) > 3 else ""} at all (regressor '
                                      'column is zero)')
     scaled = a / norms
-    u, sv, vt = np.linalg.svd(scaled, full_matrices=False)
+    q_mat, r_mat = np.linalg.qr(scaled)          # then the SVD of the small triangle
+    u, sv, vt = np.linalg.svd(r_mat)
     cond = float(sv[0] / sv[-1]) if sv[-1] > 0.0 else math.inf
     if not cond < 1e12:
         worst = np.argsort(-np.abs(vt[-1]))[:3]
@@ -430,7 +431,7 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
             f'{cond:.3g}); undetermined combination of {", ".join(names[i] for i in worst)}: '
             'record an excitation run that moves every joint')
     # solve in the scaled coordinates (better conditioned), then unscale
-    z = vt.T @ ((u.T @ b) / sv)
+    z = vt.T @ ((u.T @ (q_mat.T @ b)) / sv)
     beta = z / norms
     res = b - a @ beta
     dof = a.shape[0] - r
@@ -594,3 +595,137 @@ def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFA
             f'{fit.condition_number:.4g} > {max_condition:g}; record an excitation run '
             '(arm_identification.excitation_trajectory)')
     return ArmIdentification(base, fit, prep)
+
+
+# ------------------------------------------------------------------------------------------
+# excitation
+
+
+@dataclass
+class Excitation:
+    """An excitation trajectory and what it gives (:func:`excitation_trajectory`)."""
+
+    trajectory: Any
+    """:class:`~manip_control.trajectories.SumOfSinusoids` with ``n`` joints."""
+    period: float
+    """Period of the series [s]."""
+    condition_number: float
+    """Scaled condition number of the base regressor sampled over one period."""
+    samples: int
+    """Samples of one period used for :attr:`condition_number`."""
+    bounds: Any
+    """The trajectory's guaranteed bounds (``TrajectoryBounds``)."""
+    peak_torque: np.ndarray
+    """Largest ``|tau|`` of the prior model along the samples [N·m], shape (n,)."""
+    candidates: int
+    """Random candidates drawn; the one with the smallest condition number is kept."""
+
+
+def excitation_trajectory(base: BaseParameters, *, period: float = 10.0, harmonics: int = 5,
+                          position_margin: float = 0.1, velocity_fraction: float = 0.5,
+                          acceleration_limit: Any = None, candidates: int = 20,
+                          samples: int = 500, seed: int = 0) -> Excitation:
+    """
+    Finite Fourier series per joint inside the joint limits, best of random candidates.
+
+    Per joint ``j``, with ``w = 2 pi / period`` and harmonics ``l = 1..L``::
+
+        q_j(t) = c_j + sum_l (a_jl / (w l)) sin(w l t) - (b_jl / (w l)) cos(w l t)
+        qd_j(t) = sum_l a_jl cos(w l t) + b_jl sin(w l t)
+
+    (Swevers et al., IEEE Trans. Robot. Autom. 13(5), 1997), a
+    :class:`~manip_control.trajectories.SumOfSinusoids` with amplitudes
+    ``A_jl = sqrt(a^2 + b^2) / (w l)`` [rad]. The coefficients are drawn standard normal
+    (divided by ``l``), then projected onto ``sum_l a_jl = 0`` and ``sum_l l b_jl = 0`` so
+    that the motion starts at rest (``qd(0) = qdd(0) = 0``), then scaled per joint until its
+    guaranteed bounds (``sum_l A_jl w^k l^k``, the supremum over all t) fit:
+    ``|q - c| <= (1 - 2 m) (upper - lower) / 2`` about the middle ``c`` of the limits
+    (``m = position_margin``; +-pi where there is no limit),
+    ``|qd| <= velocity_fraction * velocity limit`` and ``|qdd| <= acceleration_limit``.
+    Of ``candidates`` draws, the one whose base regressor (``samples`` points of one period)
+    has the smallest scaled condition number is kept.
+
+    Parameters
+    ----------
+    base : BaseParameters
+        Base parameters of the arm (its limits, its regressor).
+    period : float
+        Period [s] (fundamental ``1 / period`` Hz).
+    harmonics : int
+        ``L``, >= 2.
+    position_margin : float
+        Fraction of each joint's range kept free at each end, in [0, 0.5).
+    velocity_fraction : float
+        Fraction of the URDF velocity limit, in (0, 1] (the limit must be finite).
+    acceleration_limit : float or sequence of n float, optional
+        [rad/s^2]; default none.
+    candidates, samples, seed : int
+        Random draws, samples per period for the condition number, random seed.
+
+    Raises
+    ------
+    ArmIdentificationError
+        Bad arguments or a joint without a velocity limit.
+
+    """
+    from manip_control.trajectories import SumOfSinusoids
+    arm = base.regressor.arm
+    n = arm.n
+    if not (period > 0.0 and math.isfinite(period)):
+        raise ArmIdentificationError(f'period: must be > 0 s (got {period})')
+    if int(harmonics) != harmonics or harmonics < 2:
+        raise ArmIdentificationError(f'harmonics: must be an integer >= 2 (got {harmonics})')
+    if not 0.0 <= position_margin < 0.5:
+        raise ArmIdentificationError(f'position_margin: must be in [0, 0.5) (got '
+                                     f'{position_margin})')
+    if not 0.0 < velocity_fraction <= 1.0:
+        raise ArmIdentificationError(f'velocity_fraction: must be in (0, 1] (got '
+                                     f'{velocity_fraction})')
+    vmax = np.asarray(arm.limits.velocity, dtype=float) * velocity_fraction
+    if not np.all(np.isfinite(vmax)):
+        j = int(np.flatnonzero(~np.isfinite(vmax))[0])
+        raise ArmIdentificationError(f'{arm.joint_names[j]} has no velocity limit in the URDF; '
+                                     'give one (limits=...) before generating an excitation')
+    amax = np.full(n, math.inf) if acceleration_limit is None else \
+        np.broadcast_to(np.asarray(acceleration_limit, dtype=float), (n,))
+    if not np.all(amax > 0.0):
+        raise ArmIdentificationError('acceleration_limit: must be > 0 rad/s^2')
+    lo = np.where(np.isfinite(arm.limits.lower), arm.limits.lower, -math.pi)
+    hi = np.where(np.isfinite(arm.limits.upper), arm.limits.upper, math.pi)
+    centre = 0.5 * (lo + hi)
+    room = (1.0 - 2.0 * position_margin) * 0.5 * (hi - lo)
+    w = 2.0 * math.pi / period
+    ell = np.arange(1, int(harmonics) + 1, dtype=float)
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(samples)) * (period / int(samples))
+    best = None
+    for _ in range(max(1, int(candidates))):
+        a = rng.standard_normal((n, ell.size)) / ell
+        b = rng.standard_normal((n, ell.size)) / ell
+        a -= a.mean(axis=1, keepdims=True)                       # qd(0) = sum a = 0
+        b -= np.outer(b @ ell, ell) / float(ell @ ell)           # qdd(0) ~ sum l b = 0
+        mag = np.hypot(a, b)                                     # |qd| amplitude per term
+        sup_q = (mag / (w * ell)).sum(axis=1)
+        sup_v = mag.sum(axis=1)
+        sup_a = (mag * w * ell).sum(axis=1)
+        scale = np.minimum(np.minimum(room / sup_q, vmax / sup_v), amax / sup_a)
+        a, b = a * scale[:, None], b * scale[:, None]
+        amp = np.hypot(a, b) / (w * ell)
+        phase = np.arctan2(-b, a)
+        traj = SumOfSinusoids(amp.tolist(), [list(w * ell)] * n, phase.tolist(),
+                              centre.tolist(), n_joints=n, path='excitation')
+        q, qd, qdd = traj.sample_many(t)
+        y = base.regressor_of(q, qd, qdd).reshape(-1, base.rank)
+        norms = np.linalg.norm(y, axis=0)
+        if np.any(norms == 0.0):
+            continue
+        sv = np.linalg.svd(np.linalg.qr(y / norms, mode='r'), compute_uv=False)
+        cond = float(sv[0] / sv[-1]) if sv[-1] > 0.0 else math.inf
+        if best is None or cond < best[0]:
+            best = (cond, traj, q, qd, qdd)
+    if best is None:
+        raise ArmIdentificationError('excitation: no candidate excites every base parameter')
+    cond, traj, q, qd, qdd = best
+    tau = np.array([arm.inverse_dynamics(q[k], qd[k], qdd[k]) for k in range(len(t))])
+    return Excitation(traj, float(period), cond, int(samples), traj.bounds(),
+                      np.max(np.abs(tau), axis=0), max(1, int(candidates)))

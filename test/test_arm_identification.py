@@ -230,3 +230,60 @@ def test_least_squares_refuses_bad_data_in_one_line():
         ai.least_squares(y, np.ones((400, 7)), base.names, base.units)
     assert '\n' not in str(err.value)
     assert 'do not excite' in str(err.value) or 'rank-deficient' in str(err.value)
+
+
+# -- excitation -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def panda_base():
+    arm = UrdfArm.from_file(PANDA, armature=0.1)
+    return ai.base_parameters(ai.ArmRegressor(arm, eps=EPS))
+
+
+def test_excitation_stays_inside_the_limits_and_reports_its_condition(panda_base):
+    arm = panda_base.regressor.arm
+    ex = ai.excitation_trajectory(panda_base, period=10.0, harmonics=5, candidates=8,
+                                  position_margin=0.1, velocity_fraction=0.5,
+                                  acceleration_limit=3.0, seed=2)
+    traj = ex.trajectory
+    t = np.linspace(0.0, 2 * ex.period, 40001)              # two periods, 0.5 ms apart
+    q, qd, qdd = traj.sample_many(t)
+    lo, hi = arm.limits.lower, arm.limits.upper
+    margin = 0.1 * (hi - lo)
+    assert np.all(q >= lo + margin - 1e-12) and np.all(q <= hi - margin + 1e-12)
+    assert np.all(np.abs(qd) <= 0.5 * arm.limits.velocity + 1e-12)
+    assert np.all(np.abs(qdd) <= 3.0 + 1e-12)
+    # it uses the room it has: every joint reaches at least a third of one of its limits
+    used = np.maximum(np.ptp(q, axis=0) / (hi - lo - 2 * margin),
+                      np.max(np.abs(qd), axis=0) / (0.5 * arm.limits.velocity))
+    assert np.all(np.maximum(used, np.max(np.abs(qdd), axis=0) / 3.0) > 0.33)
+    # starts at rest and is periodic
+    np.testing.assert_allclose(qd[0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(qdd[0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(q[-1], q[0], atol=1e-9)
+    # the condition number it reports is that of the base regressor over one period
+    ts = np.arange(ex.samples) * (ex.period / ex.samples)
+    y = panda_base.regressor_of(*traj.sample_many(ts))
+    fit = ai.least_squares(y, np.ones(y.shape[:2]), panda_base.names, panda_base.units)
+    assert ex.condition_number == pytest.approx(fit.condition_number, rel=1e-9)
+    assert ex.condition_number < 100.0
+    # the peak torque it reports is the arm's inverse dynamics along the samples
+    tau = np.array([arm.inverse_dynamics(*s) for s in zip(*traj.sample_many(ts))])
+    np.testing.assert_allclose(ex.peak_torque, np.max(np.abs(tau), axis=0), rtol=1e-12)
+
+
+def test_excitation_picks_the_best_candidate(panda_base):
+    one = ai.excitation_trajectory(panda_base, candidates=1, seed=5, samples=300)
+    many = ai.excitation_trajectory(panda_base, candidates=6, seed=5, samples=300)
+    assert many.condition_number <= one.condition_number       # the first draw is among them
+
+
+def test_excitation_refuses_bad_arguments(panda_base):
+    with pytest.raises(ai.ArmIdentificationError, match='harmonics'):
+        ai.excitation_trajectory(panda_base, harmonics=1)
+    with pytest.raises(ai.ArmIdentificationError, match='velocity_fraction'):
+        ai.excitation_trajectory(panda_base, velocity_fraction=0.0)
+    free = UrdfArm.from_file(FIXTURES / 'double_pendulum.urdf')     # no velocity limits
+    with pytest.raises(ai.ArmIdentificationError, match='no velocity limit'):
+        ai.excitation_trajectory(ai.base_parameters(ai.ArmRegressor(free)))
