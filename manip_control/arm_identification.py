@@ -79,6 +79,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 from typing import Any, Sequence
+import xml.etree.ElementTree as ET
 
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import UrdfArm
@@ -480,8 +481,8 @@ def _uniform_grid(t: np.ndarray, arrays: list):
 
 
 def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
-                order: int = 4, trim_s: float | None = None,
-                velocity: str = 'measured') -> PreparedArm:
+                order: int = 4, trim_s: float | None = None, velocity: str = 'measured',
+                torque_offset: float = 0.0) -> PreparedArm:
     """
     Filter the base regressor and the torque alike ("parallel filtering", module docstring).
 
@@ -502,6 +503,14 @@ def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAU
         Time dropped at each end [s] (default ``5 / cutoff_hz``).
     velocity : str
         ``'measured'`` or ``'position'`` (differentiate the filtered position).
+    torque_offset : float
+        Time [s] at which the effort stamped ``t_k`` acts, relative to ``t_k``: 0 for an
+        instantaneous torque (a torque sensor, the motor plant's actual torque), ``-T/2`` for
+        a command held over the period before the stamp (this package's ideal-actuator
+        ``/joint_states``: effort ``u_(k-1)``), ``+T/2`` for one held over the period after
+        it. The efforts are interpolated linearly onto ``t_k - torque_offset``'s grid:
+        ``tau(t_k) = interp(t_k, t + torque_offset, effort)``. A half-period misalignment
+        biases the estimate by the phase lag it causes (about 1 % on the Panda study).
 
     Raises
     ------
@@ -548,6 +557,11 @@ def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAU
             f'{trim_s:g} s at each end, {t[sl].size * n} equations for {base.rank} base '
             'parameters')
     q, qd, tau = arrays
+    if not math.isfinite(torque_offset) or abs(torque_offset) > 10.0 * h:
+        raise ArmIdentificationError(f'torque offset {torque_offset:g} s: must be within 10 '
+                                     f'sample periods ({10.0 * h:g} s)')
+    if torque_offset != 0.0:
+        tau = np.column_stack([np.interp(t, t + torque_offset, tau[:, j]) for j in range(n)])
     sos = butter(order, cutoff_hz, fs=fs, output='sos')
     q_f = sosfiltfilt(sos, q, axis=0)
     qd_f = np.gradient(q_f, h, axis=0) if velocity == 'position' else \
@@ -575,7 +589,7 @@ class ArmIdentification:
 
 def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
                  max_condition: float = math.inf, trim_s: float | None = None,
-                 velocity: str = 'measured') -> ArmIdentification:
+                 velocity: str = 'measured', torque_offset: float = 0.0) -> ArmIdentification:
     """
     Estimate the base parameters from a recorded run (:func:`prepare_arm` + OLS).
 
@@ -587,7 +601,7 @@ def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFA
 
     """
     prep = prepare_arm(base, t, q, qd, tau, cutoff_hz=cutoff_hz, trim_s=trim_s,
-                       velocity=velocity)
+                       velocity=velocity, torque_offset=torque_offset)
     fit = least_squares(prep.y, prep.tau, base.names, base.units)
     if not fit.condition_number <= max_condition:
         raise ArmIdentificationError(
@@ -729,3 +743,509 @@ def excitation_trajectory(base: BaseParameters, *, period: float = 10.0, harmoni
     tau = np.array([arm.inverse_dynamics(q[k], qd[k], qdd[k]) for k in range(len(t))])
     return Excitation(traj, float(period), cond, int(samples), traj.bounds(),
                       np.max(np.abs(tau), axis=0), max(1, int(candidates)))
+
+
+# ------------------------------------------------------------------------------------------
+# the identified model: completion, consistency, URDF
+
+
+def _parameter_scale(regressor: ArmRegressor, prior: np.ndarray) -> np.ndarray:
+    """Per-parameter scale of the completion: ``|prior|`` with a floor per kind of unit."""
+    floor = {'kg': 1e-2, 'kg m': 1e-3, 'kg m^2': 1e-4, 'N m s/rad': 1e-2, 'N m': 1e-2}
+    return np.maximum(np.abs(prior), [floor[u] for u in regressor.units])
+
+
+def pseudo_inertia(pi_body: np.ndarray) -> np.ndarray:
+    """
+    Return the 4x4 pseudo-inertia ``J = [[1/2 tr(I_o) 1 - I_o, h], [h^T, m]]`` of one body.
+
+    ``h = m c`` [kg·m], ``I_o`` the inertia about the frame origin [kg·m^2]. The ten
+    parameters are physical exactly when ``J`` is positive definite (Wensing, Kim, Slotine,
+    IEEE RA-L 3(1), 2018): mass > 0 and the inertia about the centre of mass positive
+    definite with strict triangle inequalities.
+    """
+    p = np.asarray(pi_body, dtype=float)
+    ixx, ixy, iyy, ixz, iyz, izz = p[4:10]
+    i_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    j = np.empty((4, 4))
+    j[:3, :3] = 0.5 * np.trace(i_o) * np.eye(3) - i_o
+    j[:3, 3] = j[3, :3] = p[1:4]
+    j[3, 3] = p[0]
+    return j
+
+
+def complete_parameters(base: BaseParameters, beta: np.ndarray, prior: np.ndarray,
+                        fixed_parts: np.ndarray | None = None,
+                        margin: float = 1e-3) -> np.ndarray:
+    """
+    Full parameters ``pi`` with base values ``beta``, physical, as close to the prior as can be.
+
+    Among all ``pi`` with ``B pi = beta`` (``pi = pi_p + N z``, ``N`` a basis of the null
+    space of ``B``), minimise the relative change ``sum_k ((pi_k - pi0_k) / s_k)^2``,
+    ``s_k = max(|pi0_k|, floor)`` (floors 0.01 kg, 1e-3 kg·m, 1e-4 kg·m^2, 0.01 for the
+    friction coefficients), subject to every body being physical: the smallest eigenvalue of
+    the pseudo-inertia (:func:`pseudo_inertia`) of ``pi_i - fixed_parts_i`` at least
+    ``margin`` times that of the prior's (SLSQP from the unconstrained minimum
+    ``pi0 + S (B S)^+ (beta - B pi0)``, which is kept when it is physical). Components that
+    no base parameter contains stay at the prior's values.
+
+    Parameters
+    ----------
+    base : BaseParameters
+        The base parameters (``B``).
+    beta : ndarray, shape (r,)
+        Identified base parameters.
+    prior : ndarray, shape (P,)
+        The prior's full parameters (:meth:`ArmRegressor.parameters`).
+    fixed_parts : ndarray, shape (n, 10), optional
+        Per body, the parameters of the parts that keep their prior values (links rigidly
+        attached to the joint's child link); the rest must be physical on its own.
+    margin : float
+        Fraction of the prior's smallest pseudo-inertia eigenvalue to keep, per body.
+
+    Raises
+    ------
+    ArmIdentificationError
+        No physical completion found (the estimate itself is not physical).
+
+    """
+    from scipy.linalg import null_space
+    from scipy.optimize import minimize
+    b_mat = base.mapping
+    n = base.regressor.n
+    prior = np.asarray(prior, dtype=float)
+    beta = np.asarray(beta, dtype=float)
+    fixed = np.zeros((n, 10)) if fixed_parts is None else np.asarray(fixed_parts, float)
+    s = _parameter_scale(base.regressor, prior)
+    bs = b_mat * s
+    pi_p = prior + s * (np.linalg.pinv(bs) @ (beta - b_mat @ prior))
+    null = s[:, None] * null_space(bs)             # B (pi_p + null z) = beta for every z
+    floor = np.array([margin * max(np.linalg.eigvalsh(
+        pseudo_inertia(prior[10 * i:10 * i + 10] - fixed[i]))[0], 0.0) for i in range(n)])
+
+    def lam(pi):
+        return np.array([np.linalg.eigvalsh(pseudo_inertia(pi[10 * i:10 * i + 10]
+                                                           - fixed[i]))[0]
+                         for i in range(n)]) - floor
+
+    if np.all(lam(pi_p) >= 0.0) or null.shape[1] == 0:
+        pi = pi_p
+    else:
+        def cost(z):
+            d = (pi_p + null @ z - prior) / s
+            return float(d @ d)
+
+        def grad(z):
+            return 2.0 * null.T @ ((pi_p + null @ z - prior) / s ** 2)
+
+        res = minimize(cost, np.zeros(null.shape[1]), jac=grad, method='SLSQP',
+                       constraints=[{'type': 'ineq', 'fun': lambda z: lam(pi_p + null @ z)}],
+                       options={'maxiter': 500, 'ftol': 1e-12})
+        pi = pi_p + null @ res.x
+    bad = [i for i in range(n) if body_consistency(pi[10 * i:10 * i + 10] - fixed[i])]
+    if bad:
+        i = bad[0]
+        raise ArmIdentificationError(
+            f'no physical completion of the identified base parameters: body of '
+            f'{base.regressor.arm.joint_names[i]}: '
+            f'{body_consistency(pi[10 * i:10 * i + 10] - fixed[i])}')
+    return pi
+
+
+def body_consistency(pi_body: np.ndarray) -> str | None:
+    """
+    Say why the ten parameters of one body are not physical, or None if they are.
+
+    Physical: mass > 0 and the rotational inertia about the centre of mass ``I_c = I_o -
+    m (|c|^2 1 - c c^T)`` has eigenvalues ``l_k > 0`` obeying the triangle inequalities
+    ``l_i <= l_j + l_k``.
+    """
+    pi_body = np.asarray(pi_body, dtype=float)
+    m = pi_body[0]
+    if not m > 0.0:
+        return f'mass {m:.6g} kg <= 0'
+    c = pi_body[1:4] / m
+    ixx, ixy, iyy, ixz, iyz, izz = pi_body[4:10]
+    i_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    i_c = i_o - m * (float(c @ c) * np.eye(3) - np.outer(c, c))
+    lam = np.linalg.eigvalsh(i_c)
+    tol = 1e-12 * max(1.0, float(np.max(np.abs(lam))))
+    if lam[0] <= 0.0:
+        return f'inertia about the centre of mass not positive definite (eigenvalues ' \
+               f'{", ".join(f"{v:.4g}" for v in lam)} kg m^2)'
+    if lam[2] > lam[0] + lam[1] + tol:
+        return f'inertia eigenvalues {", ".join(f"{v:.4g}" for v in lam)} kg m^2 violate ' \
+               'the triangle inequality'
+    return None
+
+
+def _urdf_inertial_parameters(link) -> np.ndarray:
+    """Ten parameters of a URDF ``<link>``'s ``<inertial>`` about the link frame."""
+    import pinocchio as pin
+    inertial = link.find('inertial')
+    if inertial is None:
+        return np.zeros(10)
+    mass_el = inertial.find('mass')
+    m = float(mass_el.get('value', 0.0)) if mass_el is not None else 0.0
+    origin = inertial.find('origin')
+    xyz = np.zeros(3)
+    rpy = np.zeros(3)
+    if origin is not None:
+        xyz = np.array([float(v) for v in origin.get('xyz', '0 0 0').split()])
+        rpy = np.array([float(v) for v in origin.get('rpy', '0 0 0').split()])
+    el = inertial.find('inertia')
+    get = (lambda k: float(el.get(k, 0.0))) if el is not None else (lambda k: 0.0)
+    i_c = np.array([[get('ixx'), get('ixy'), get('ixz')],
+                    [get('ixy'), get('iyy'), get('iyz')],
+                    [get('ixz'), get('iyz'), get('izz')]])
+    rot = pin.rpy.rpyToMatrix(*rpy)
+    return np.asarray(pin.Inertia(m, xyz, rot @ i_c @ rot.T).toDynamicParameters(), float)
+
+
+def identified_urdf(urdf: str, regressor: ArmRegressor, pi: np.ndarray,
+                    comment: str = '') -> str:
+    """
+    URDF text of the prior ``urdf`` with the inertial and friction parameters ``pi``.
+
+    For each modelled joint ``i``: the change ``pi_i - pi0_i`` of its body is added to the
+    ``<inertial>`` of the joint's child link (its frame is the joint frame; links rigidly
+    attached to it keep theirs), written about the new centre of mass with ``rpy = 0``;
+    ``<dynamics damping="fv" friction="fc">`` takes the identified friction. The armature has
+    no URDF element: it goes into the comment and the YAML file beside the URDF.
+
+    Raises
+    ------
+    ArmIdentificationError
+        A link's resulting inertial is not physical (:func:`body_consistency`).
+
+    """
+    import pinocchio as pin
+    n = regressor.n
+    pi = np.asarray(pi, dtype=float)
+    prior = regressor.parameters()
+    root = ET.fromstring(urdf)
+    links = {el.get('name'): el for el in root.findall('link')}
+    joints = {el.get('name'): el for el in root.findall('joint')}
+    for i, name in enumerate(regressor.arm.joint_names):
+        joint = joints[name]
+        link = links[joint.find('child').get('link')]
+        change = pi[10 * i:10 * i + 10] - prior[10 * i:10 * i + 10]
+        new = _urdf_inertial_parameters(link) + change
+        why = body_consistency(new)
+        if why is not None:
+            raise ArmIdentificationError(f'identified model not physical: link '
+                                         f'{link.get("name")} (moved by {name}): {why}')
+        body = pin.Inertia.FromDynamicParameters(new)
+        inertial = link.find('inertial')
+        if inertial is not None:
+            link.remove(inertial)
+        inertial = ET.SubElement(link, 'inertial')
+        c = np.asarray(body.lever, float)
+        ET.SubElement(inertial, 'origin', xyz=' '.join(repr(float(v)) for v in c),
+                      rpy='0 0 0')
+        ET.SubElement(inertial, 'mass', value=repr(float(body.mass)))
+        i_c = np.asarray(body.inertia, float)
+        ET.SubElement(inertial, 'inertia', **{
+            k: repr(float(i_c[a, b])) for k, (a, b) in
+            (('ixx', (0, 0)), ('ixy', (0, 1)), ('ixz', (0, 2)), ('iyy', (1, 1)),
+             ('iyz', (1, 2)), ('izz', (2, 2)))})
+        dyn = joint.find('dynamics')
+        if dyn is None:
+            dyn = ET.SubElement(joint, 'dynamics')
+        dyn.set('damping', repr(float(pi[11 * n + i])))
+        dyn.set('friction', repr(float(pi[12 * n + i])))
+    if comment:
+        root.insert(0, ET.Comment(' ' + comment.replace('--', '- -') + ' '))
+    ET.indent(root)
+    return '<?xml version="1.0"?>\n' + ET.tostring(root, encoding='unicode') + '\n'
+
+
+class FrictionArm(ArmModel):
+    """
+    An arm model plus joint friction ``f = fv qd + fc tanh(qd / eps)`` in its inverse dynamics.
+
+    ``inverse_dynamics(q, qd, qdd) = M qdd + C qd + g + f(qd)`` [N·m]: with it, the computed
+    torque of :func:`~manip_control.arm_plant.run_arm_closed_loop` feeds the model's friction
+    forward at the measured velocity. Every other method is the rigid body's.
+
+    Parameters
+    ----------
+    arm : ArmModel
+        The rigid body.
+    fv, fc, eps : sequence of n float
+        Viscous [N·m·s/rad], Coulomb [N·m] and smoothing velocity [rad/s] per joint.
+
+    """
+
+    def __init__(self, arm: ArmModel, fv: Any, fc: Any, eps: Any):
+        self.arm = arm
+        self.n = arm.n
+        self.joint_names = arm.joint_names
+        self.limits = arm.limits
+        self.gravity_field = arm.gravity_field
+        self.fv, self.fc, self.eps = (np.broadcast_to(np.asarray(v, float), (arm.n,)).copy()
+                                      for v in (fv, fc, eps))
+
+    def workspace(self) -> 'FrictionArm':
+        """Return the same model on a workspace of the rigid body."""
+        return FrictionArm(self.arm.workspace(), self.fv, self.fc, self.eps)
+
+    def friction(self, qd) -> np.ndarray:
+        """Return the friction torque ``fv qd + fc tanh(qd / eps)`` [N·m]."""
+        return self.fv * qd + self.fc * np.tanh(qd / self.eps)
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Return the rigid body's ``M(q)``."""
+        return self.arm.mass_matrix(q)
+
+    def coriolis_matrix(self, q, qd) -> np.ndarray:
+        """Return the rigid body's ``C(q, qd)``."""
+        return self.arm.coriolis_matrix(q, qd)
+
+    def gravity(self, q) -> np.ndarray:
+        """Return the rigid body's ``g(q)``."""
+        return self.arm.gravity(q)
+
+    def bias(self, q, qd) -> np.ndarray:
+        """Return ``C qd + g + f(qd)`` [N·m]."""
+        return self.arm.bias(q, qd) + self.friction(self._vec('qd', qd))
+
+    def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
+        """Return ``M qdd + C qd + g + f(qd)`` [N·m]."""
+        return self.arm.inverse_dynamics(q, qd, qdd) + self.friction(self._vec('qd', qd))
+
+    def forward_dynamics(self, q, qd, tau) -> np.ndarray:
+        """Return ``M^-1 (tau - C qd - g - f(qd))`` [rad/s^2]."""
+        net = np.asarray(tau, float) - self.friction(self._vec('qd', qd))
+        return self.arm.forward_dynamics(q, qd, net)
+
+    def potential_energy(self, q) -> float:
+        """Return the rigid body's ``V(q)`` [J]."""
+        return self.arm.potential_energy(q)
+
+
+def urdf_fixed_parts(urdf: str, regressor: ArmRegressor) -> np.ndarray:
+    """
+    Per body, the parameters of what is not the joint's child link, shape (n, 10).
+
+    The prior's body parameters minus those of the child link's ``<inertial>`` (links on
+    fixed or locked joints that Pinocchio merged into the body); :func:`identified_urdf`
+    changes the child link only, so these parts keep their prior values.
+    """
+    root = ET.fromstring(urdf)
+    links = {el.get('name'): el for el in root.findall('link')}
+    joints = {el.get('name'): el for el in root.findall('joint')}
+    prior = regressor.parameters()
+    out = np.zeros((regressor.n, 10))
+    for i, name in enumerate(regressor.arm.joint_names):
+        link = links[joints[name].find('child').get('link')]
+        out[i] = prior[10 * i:10 * i + 10] - _urdf_inertial_parameters(link)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# files
+
+
+def model_yaml(regressor: ArmRegressor, pi: np.ndarray, ident: ArmIdentification,
+               urdf_name: str, source: str) -> dict:
+    """
+    Return the parameters file written beside the identified URDF (plain data for YAML).
+
+    ``armature`` [kg·m^2] and ``friction`` (``viscous`` [N·m·s/rad], ``coulomb`` [N·m],
+    ``eps`` [rad/s]) per joint complete the URDF (:func:`load_identified_model` reads them
+    back); ``base_parameters`` lists each estimate with its standard error and the combination
+    of URDF parameters it stands for.
+    """
+    n = regressor.n
+    fit, base = ident.fit, ident.base
+
+    def flt(v):
+        return [float(f'{x:.12g}') for x in np.asarray(v, float)]
+    return {
+        'urdf': urdf_name,
+        'source': source,
+        'joints': list(regressor.arm.joint_names),
+        'gravity': flt(regressor.arm.gravity_field),
+        'armature': flt(pi[10 * n:11 * n]),
+        'friction': {'viscous': flt(pi[11 * n:12 * n]), 'coulomb': flt(pi[12 * n:13 * n]),
+                     'eps': flt(regressor.eps)},
+        'fit': {'condition_number': float(f'{fit.condition_number:.6g}'),
+                'residual_rms': flt(fit.residual_rms),
+                'relative_residual': flt(fit.relative_residual),
+                'sigma': float(f'{fit.sigma:.6g}'), 'equations': fit.equations,
+                'cutoff_hz': ident.prepared.cutoff_hz,
+                'rank_tolerance': base.tolerance},
+        'base_parameters': [
+            {'name': name, 'unit': unit, 'estimate': float(f'{v:.12g}'),
+             'std_error': float(f'{se:.6g}'), 'combination': base.describe(k)}
+            for k, (name, unit, v, se) in enumerate(zip(fit.names, fit.units, fit.estimate,
+                                                        fit.std_error))],
+    }
+
+
+def load_identified_model(path) -> FrictionArm:
+    """
+    Load an identified model (the YAML file :func:`model_yaml` wrote and its URDF).
+
+    Returns the :class:`FrictionArm` (URDF rigid body with the armature, plus friction).
+
+    Raises
+    ------
+    ArmIdentificationError
+        Unreadable or incomplete file.
+
+    """
+    from pathlib import Path
+    import yaml
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding='utf-8'))
+        urdf = path.parent / data['urdf']
+        arm = UrdfArm.from_file(urdf, data['joints'], gravity=data['gravity'],
+                                armature=data['armature'])
+        fr = data['friction']
+        return FrictionArm(arm, fr['viscous'], fr['coulomb'], fr['eps'])
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise ArmIdentificationError(f'{path}: not an identified model '
+                                     f'({type(exc).__name__}: {exc})') from None
+
+
+# ------------------------------------------------------------------------------------------
+# command line (manip-identify --urdf FILE BAG)
+
+
+def main_urdf(args) -> int:
+    """
+    ``manip-identify --urdf FILE BAG``: identify any URDF arm from a bag (exit 2 on errors).
+
+    ``args`` are those of :func:`manip_control.identification.build_parser`.
+    """
+    import sys
+    from pathlib import Path
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import read_urdf_file
+    from manip_control.bag_io import BagError
+    from manip_control.identification import IdentificationError
+    from manip_control.identification import read_joint_states
+    import yaml
+    try:
+        if args.record:
+            raise ArmIdentificationError('--record simulates the 2R scenario; record a URDF '
+                                         'arm with bench/bench_identify_arm.py or a real run')
+        if not (args.eps > 0.0 and math.isfinite(args.eps)):
+            raise ArmIdentificationError(f'--eps: must be > 0 rad/s (got {args.eps})')
+        if not (args.cutoff > 0.0 and math.isfinite(args.cutoff)):
+            raise ArmIdentificationError(f'--cutoff: must be > 0 Hz (got {args.cutoff})')
+        max_cond = 1000.0 if args.max_condition is None else args.max_condition
+        text = read_urdf_file(args.urdf)
+        armature = args.armature[0] if len(args.armature) == 1 else args.armature
+        arm = UrdfArm.from_string(text, args.joints, gravity=args.gravity,
+                                  armature=armature, source=str(args.urdf))
+        if not Path(args.bag).exists():
+            raise ArmIdentificationError(f'{args.bag}: no such bag')
+        data = read_joint_states(args.bag, arm.joint_names, args.topic)
+        velocity = args.velocity
+        if data.qd is None and velocity == 'measured':
+            print(f'note: {args.topic} has no velocity; differentiating the position')
+            velocity = 'position'
+        reg = ArmRegressor(arm, eps=args.eps)
+        base = base_parameters(reg)
+        print(f'{args.bag}: {args.topic}, {len(data.t)} samples over {data.t[-1]:.3f} s; '
+              f'{args.urdf}: {arm.n} joints ({", ".join(arm.joint_names)}), gravity '
+              f'{" ".join(f"{g:g}" for g in arm.gravity_field)} m/s^2, eps {args.eps:g} rad/s')
+        print(f'{reg.size} parameters, {base.rank} base parameters (pivoted QR, relative '
+              f'tolerance {base.tolerance:g}; last kept {base.gap[0]:.2g}, first dropped '
+              f'{base.gap[1]:.2g})')
+        ident = identify_arm(base, data.t, data.q, data.qd, data.tau, cutoff_hz=args.cutoff,
+                             max_condition=max_cond, velocity=velocity,
+                             torque_offset=args.torque_offset)
+        fit = ident.fit
+        print(f'\nregressor condition number {fit.condition_number:.4g} (columns scaled to '
+              f'unit norm; limit {max_cond:g}), {fit.equations} equations')
+        print('fit residual RMS [N m]: ' + ', '.join(
+            f'{j} {r:.3g} ({100 * f:.2g} %)' for j, r, f in
+            zip(arm.joint_names, fit.residual_rms, fit.relative_residual)))
+        print('\nbase parameters (OLS; standard error sqrt(s^2 diag((A^T A)^-1))):')
+        print(fit.table())
+        from manip_control.model_analysis import urdf_friction
+        fr0 = urdf_friction(text, arm.joint_names)
+        prior = reg.parameters(fv=fr0.b, fc=fr0.tau_c)
+        pi = complete_parameters(base, fit.estimate, prior, urdf_fixed_parts(text, reg))
+        n = arm.n
+        print('\narmature [kg m^2]: ' + ' '.join(f'{v:.4g}' for v in pi[10 * n:11 * n]))
+        print('viscous [N m s/rad]: ' + ' '.join(f'{v:.4g}' for v in pi[11 * n:12 * n]))
+        print('Coulomb [N m]: ' + ' '.join(f'{v:.4g}' for v in pi[12 * n:13 * n]))
+        out = Path(args.out or 'identified.urdf')
+        side = out.with_suffix('.yaml')
+        comment = (f'Identified by manip-identify from {args.bag} (prior {args.urdf}); '
+                   f'armature and friction eps in {side.name}')
+        new_text = identified_urdf(text, reg, pi, comment)
+        # check: the written model reproduces the identified one on the data
+        new_arm = UrdfArm.from_string(new_text, arm.joint_names, gravity=args.gravity,
+                                      armature=pi[10 * n:11 * n], source=str(out))
+        beta_new = base.of(reg.parameters(new_arm, fv=pi[11 * n:12 * n],
+                                          fc=pi[12 * n:13 * n]))
+        prep = ident.prepared
+        fitted = prep.y @ fit.estimate
+        written = prep.y @ beta_new
+        err = float(np.max(np.abs(written - fitted)))
+        print(f'\nwritten model vs identified one on the data: max |tau difference| '
+              f'{err:.3g} N m')
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(new_text, encoding='utf-8')
+            side.write_text(f'# {comment}\n' + yaml.safe_dump(
+                model_yaml(reg, pi, ident, out.name, str(args.bag)), sort_keys=False,
+                default_flow_style=None, width=99), encoding='utf-8')
+        except OSError as exc:
+            raise ArmIdentificationError(f'{out}: cannot write ({exc.strerror})') from None
+        print(f'wrote {out} and {side}')
+    except (ArmIdentificationError, ArmModelError, IdentificationError, BagError) as exc:
+        print(f'error: {exc}', file=sys.stderr)
+        return 2
+    return 0
+
+
+def write_arm_bag(path, t, joint_names: Sequence[str], q, qd, tau, *,
+                  description: str | None = None, topic: str = '/joint_states',
+                  storage: str = 'mcap'):
+    """
+    Record samples of an arm as ``sensor_msgs/JointState`` (the recorder's contract).
+
+    Header stamp ``t_k`` [s], position [rad], velocity [rad/s] and effort = the applied joint
+    torque [N·m], serialized with the ROS 2 Jazzy typestore through
+    :class:`manip_control.bag_io.BagWriter`; ``description`` (the URDF) goes on
+    ``/robot_description`` (``std_msgs/String``) first, as robot_state_publisher's latched
+    message would. Returns the bag path.
+    """
+    from pathlib import Path
+    from manip_control.bag_io import BagWriter
+    from manip_control.bag_io import JOINT_STATE
+    from manip_control.bag_io import make_qos
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    store = get_typestore(Stores.ROS2_JAZZY)
+    types = store.types
+    joint_state = types['sensor_msgs/msg/JointState']
+    header = types['std_msgs/msg/Header']
+    stamp_type = types['builtin_interfaces/msg/Time']
+    names = list(joint_names)
+    q, qd, tau = (np.asarray(x, dtype=float) for x in (q, qd, tau))
+    with BagWriter(path, storage=storage) as writer:
+        if description is not None:
+            string = 'std_msgs/msg/String'
+            writer.add_topic('/robot_description', string,
+                             qos=make_qos('reliable', 'transient_local', depth=1))
+            writer.write('/robot_description', 0, bytes(store.serialize_cdr(
+                types[string](data=description), string)))
+        writer.add_topic(topic, JOINT_STATE, qos=make_qos('reliable', 'volatile', depth=10))
+        for k in range(len(t)):
+            ns = int(round(float(t[k]) * 1e9))
+            msg = joint_state(header=header(stamp=stamp_type(sec=ns // 1_000_000_000,
+                                                             nanosec=ns % 1_000_000_000),
+                                            frame_id=''),
+                              name=names, position=q[k].copy(), velocity=qd[k].copy(),
+                              effort=tau[k].copy())
+            writer.write(topic, ns, bytes(store.serialize_cdr(msg, JOINT_STATE)))
+    return Path(path)
