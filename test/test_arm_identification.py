@@ -287,3 +287,139 @@ def test_excitation_refuses_bad_arguments(panda_base):
     free = UrdfArm.from_file(FIXTURES / 'double_pendulum.urdf')     # no velocity limits
     with pytest.raises(ai.ArmIdentificationError, match='no velocity limit'):
         ai.excitation_trajectory(ai.base_parameters(ai.ArmRegressor(free)))
+
+
+# -- the identified model, the bag and the command line ---------------------------------------
+
+
+def _bench():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('bench_identify_arm',
+                                                  ROOT / 'bench' / 'bench_identify_arm.py')
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope='module')
+def panda_bag(tmp_path_factory):
+    """Record a 12 s excitation run of the perturbed Panda as a bag (plant contract)."""
+    bench = _bench()
+    truth, fv, fc, armature = bench.true_arm(7)
+    nominal = bench.nominal_model()
+    reg = ai.ArmRegressor(nominal.arm, eps=bench.EPS)
+    base = ai.base_parameters(reg)
+    exc = bench.excitation(base, 7)
+    from manip_control.arm_plant import run_arm_closed_loop
+    run = run_arm_closed_loop(bench.plant_of(truth, fv, fc), nominal, exc.trajectory,
+                              100.0 * np.ones(7), 20.0 * np.ones(7), 12.0)
+    bag = tmp_path_factory.mktemp('panda') / 'bag'
+    ai.write_arm_bag(bag, run.t[1:], nominal.joint_names, run.q[1:], run.qd[1:],
+                     run.tau[:-1], description=PANDA.read_text())
+    beta_true = base.of(reg.parameters(truth, fv=fv, fc=fc, armature=armature))
+    return bag, base, beta_true
+
+
+def test_identified_urdf_reproduces_the_identified_model(panda_bag, tmp_path):
+    bag, base, beta_true = panda_bag
+    reg = base.regressor
+    data = ident2r.read_joint_states(bag, reg.arm.joint_names)
+    ident = ai.identify_arm(base, data.t, data.q, data.qd, data.tau, cutoff_hz=20.0,
+                            torque_offset=-0.0005)
+    text = PANDA.read_text()
+    pi = ai.complete_parameters(base, ident.beta, reg.parameters(fv=0.5, fc=0.8),
+                                ai.urdf_fixed_parts(text, reg))
+    out = tmp_path / 'identified.urdf'
+    out.write_text(ai.identified_urdf(text, reg, pi, 'test'))
+    # every link of the written URDF is physical, read back by Pinocchio's own parser
+    import pinocchio as pin
+    full = pin.buildModelFromUrdf(str(out))
+    for inertia in list(full.inertias)[1:]:
+        assert ai.body_consistency(inertia.toDynamicParameters()) is None
+    # its inverse dynamics (RNEA, armature) plus friction equal the identified model's torque
+    n = reg.n
+    arm = UrdfArm.from_file(out, armature=pi[10 * n:11 * n])
+    prep = ident.prepared
+    ref = _reference_torque(arm, prep.q, prep.qd, prep.qdd, pi[11 * n:12 * n],
+                            pi[12 * n:13 * n])
+    model = base.regressor_of(prep.q, prep.qd, prep.qdd) @ ident.beta
+    assert np.max(np.abs(ref - model)) < 1e-9 * np.max(np.abs(model))
+    # and the URDF carries the friction in <dynamics>
+    from manip_control.model_analysis import urdf_friction
+    fr = urdf_friction(out.read_text(), reg.arm.joint_names)
+    np.testing.assert_allclose(fr.b, pi[11 * n:12 * n], rtol=1e-15)
+
+
+def test_manip_identify_urdf_from_a_bag(panda_bag, tmp_path, capsys):
+    bag, base, beta_true = panda_bag
+    out = tmp_path / 'panda_identified.urdf'
+    code = ident2r.main([str(bag), '--urdf', str(PANDA), '--eps', str(EPS), '--cutoff', '20',
+                         '--torque-offset', '-0.0005', '--armature', '0.1', '--out', str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert '62 base parameters' in text and 'condition number' in text
+    import yaml
+    side = yaml.safe_load(out.with_suffix('.yaml').read_text())
+    est = np.array([p['estimate'] for p in side['base_parameters']])
+    big = np.abs(beta_true) > 1e-3 * np.max(np.abs(beta_true))
+    rel = np.abs(est - beta_true) / np.abs(beta_true)
+    assert np.max(rel[big]) < 0.01                       # the 1 % requirement, clean data
+    assert np.linalg.norm(est - beta_true) < 1e-3 * np.linalg.norm(beta_true)
+    model = ai.load_identified_model(out.with_suffix('.yaml'))
+    assert model.joint_names == base.regressor.arm.joint_names
+
+
+@pytest.mark.parametrize('case, message', [
+    ('missing_joint', "has no joint 'panda_joint7'"),
+    ('unknown_joint', 'nope not a movable joint'),
+    ('no_topic', 'no topic /nothing'),
+    ('too_short', 'too short'),
+    ('rank', 'do not excite'),
+    ('bad_urdf', 'no such file'),
+])
+def test_manip_identify_urdf_refuses_bad_input_in_one_line(case, message, panda_bag, tmp_path,
+                                                           capsys):
+    bag, base, _ = panda_bag
+    args = [str(bag), '--urdf', str(PANDA), '--out', str(tmp_path / 'x.urdf')]
+    if case == 'missing_joint':                 # the bag lacks a joint of the URDF
+        six = tmp_path / 'six'
+        names = base.regressor.arm.joint_names[:6]
+        ai.write_arm_bag(six, np.arange(100) * 1e-3, names, np.zeros((100, 6)),
+                         np.zeros((100, 6)), np.ones((100, 6)))
+        args[0] = str(six)
+    elif case == 'unknown_joint':
+        args += ['--joints', 'nope']
+    elif case == 'no_topic':
+        args += ['--topic', '/nothing']
+    elif case == 'too_short':
+        short = tmp_path / 'short'
+        names = base.regressor.arm.joint_names
+        ai.write_arm_bag(short, np.arange(60) * 1e-3, names, np.zeros((60, 7)),
+                         np.zeros((60, 7)), np.ones((60, 7)))
+        args[0] = str(short)
+    elif case == 'rank':
+        still = tmp_path / 'still'
+        names = base.regressor.arm.joint_names
+        t = np.arange(5000) * 1e-3
+        ai.write_arm_bag(still, t, names, np.tile(np.linspace(-0.5, 0.5, 7), (5000, 1)),
+                         np.zeros((5000, 7)), np.ones((5000, 7)))
+        args[0] = str(still)
+    elif case == 'bad_urdf':
+        args[2] = str(tmp_path / 'missing.urdf')
+    code = ident2r.main(args)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith('error: ') and err.count('\n') == 1 and 'Traceback' not in err
+    assert message in err, err
+    assert not (tmp_path / 'x.urdf').exists()
+
+
+def test_closed_loop_identified_model_tracks_five_times_better():
+    """Record, identify, re-run (bench_identify_arm.study on a 12 s run, noisy part too)."""
+    bench = _bench()
+    fig = bench.study(duration=12.0, verbose=False)
+    assert fig['rms_ratio'] >= 5.0 and fig['max_ratio'] >= 5.0
+    assert fig['beta_error_max_rel'] < 0.01               # clean data: within 1 %
+    assert fig['beta_nominal_error_norm'] > 0.03          # the nominal model is really off
+    # noisy data: the error bars are honest (about 95 % inside 2 std errors)
+    assert fig['noisy_within_2se'] >= 0.85
