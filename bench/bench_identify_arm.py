@@ -37,7 +37,8 @@ actuators (clamped to the URDF efforts), RK4 with 2 sub-steps at 1 kHz.
    compare the estimated base parameters with the true arm's base combination.
 3. **Re-run** computed torque on the true arm along another excitation (seed + 1, one
    period) with the nominal model and with the identified one (loaded back from the written
-   files): tracking-error RMS and max per joint, and their ratio.
+   files): tracking-error RMS and max per joint, and their ratio; and with the true model
+   (the floor that sampling and the zero-order hold leave).
 4. **Noisy data**: the same recording with white noise added to the bag (position 1e-5 rad,
    velocity 0.005 rad/s, torque 0.05 N m), identified with a ``--noisy-cutoff`` (default
    5 Hz) filter; the estimates with their standard errors, and how many of the true base
@@ -188,7 +189,10 @@ def study(duration: float = 20.0, out: Path | None = None, seed: int = 7,
     t0 = time.perf_counter()
     rms_nom, max_nom = tracking(plant, nominal, check.trajectory, check.period)
     rms_id, max_id = tracking(plant, identified, check.trajectory, check.period)
-    figures.update({'rms_nominal': rms_nom, 'rms_identified': rms_id, 'max_nominal': max_nom,
+    perfect = ai.FrictionArm(truth, fv, fc, EPS)
+    rms_true, max_true = tracking(plant, perfect, check.trajectory, check.period)
+    figures.update({'rms_true_model': rms_true, 'max_true_model': max_true,
+                    'rms_nominal': rms_nom, 'rms_identified': rms_id, 'max_nominal': max_nom,
                     'max_identified': max_id,
                     'rms_ratio': float(np.linalg.norm(rms_nom) / np.linalg.norm(rms_id)),
                     'max_ratio': float(np.max(max_nom) / np.max(max_id))})
@@ -197,7 +201,10 @@ def study(duration: float = 20.0, out: Path | None = None, seed: int = 7,
     fmt = {'float_kind': lambda v: f'{v:.2e}'}
     say(f'  RMS |e| nominal    [rad]: {np.array2string(rms_nom, formatter=fmt)}')
     say(f'  RMS |e| identified [rad]: {np.array2string(rms_id, formatter=fmt)}')
-    say(f'  max |e| nominal {np.max(max_nom):.3g} rad, identified {np.max(max_id):.3g} rad; '
+    say(f'  RMS |e| true model [rad]: {np.array2string(rms_true, formatter=fmt)} (the floor: '
+        'sampling and zero-order hold)')
+    say(f'  max |e| nominal {np.max(max_nom):.3g} rad, identified {np.max(max_id):.3g} rad, '
+        f'true model {np.max(max_true):.3g} rad; '
         f'reduction: RMS (norm over joints) {figures["rms_ratio"]:.1f}x, max '
         f'{figures["max_ratio"]:.1f}x')
     if noisy:

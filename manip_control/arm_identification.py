@@ -51,7 +51,9 @@ pivoted columns are the independent ones, and ``W_dep = W_ind K`` with ``K = R1^
     tau = Y_ind(q, qd, qdd) beta,     beta = pi_ind + K pi_dep                  (base)
 
 Estimation. Ordinary least squares on the stacked rows ``A beta = b`` (``m`` equations, ``r``
-unknowns): ``beta^ = argmin ||b - A beta||``, residual variance
+unknowns), then (from a recording, :func:`identify_arm`) weighted by joint: each joint's rows
+divided by the RMS of its OLS residual, ``A = W Y``, ``b = W tau``. ``beta^ = argmin
+||b - A beta||``, residual variance
 ``s^2 = ||b - A beta^||^2 / (m - r)`` and standard errors ``se_k = sqrt(s^2 [(A^T A)^-1]_kk)``
 (the textbook formula for independent, equal-variance errors; filtered, decimated residuals
 are only approximately that, so treat them as indicative). The condition number reported is
@@ -385,9 +387,13 @@ class ArmFit:
 
 
 def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
-                  units: Sequence[str]) -> ArmFit:
+                  units: Sequence[str], weights: np.ndarray | None = None) -> ArmFit:
     """
-    Ordinary least squares of ``tau = y beta`` with standard errors and condition number.
+    Least squares of ``tau = y beta`` with standard errors and condition number.
+
+    Ordinary least squares, or with ``weights`` ``w_j`` per joint the weighted problem whose
+    rows of joint ``j`` are multiplied by ``w_j`` (then ``s^2``, the standard errors and the
+    condition number are those of the weighted rows ``A = W Y``, ``b = W tau``).
 
     Parameters
     ----------
@@ -397,6 +403,8 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
         Joint torques [N·m].
     names, units : sequence of r str
         Name and unit of each base parameter.
+    weights : ndarray, shape (n,), optional
+        Row weight per joint (e.g. ``1 / sigma_j``), > 0.
 
     Raises
     ------
@@ -408,8 +416,11 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
     y = np.asarray(y, dtype=float)
     tau = np.asarray(tau, dtype=float)
     rows, n, r = y.shape
-    a = y.reshape(rows * n, r)
-    b = tau.reshape(rows * n)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (n,) or not np.all(w > 0.0) or not np.all(np.isfinite(w)):
+        raise ArmIdentificationError(f'weights: expected {n} finite values > 0')
+    a = (y * w[None, :, None]).reshape(rows * n, r)
+    b = (tau * w).reshape(rows * n)
     if a.shape[0] <= r:
         raise ArmIdentificationError(f'too few samples: {rows} samples x {n} joints = '
                                      f'{a.shape[0]} equations for {r} base parameters')
@@ -439,7 +450,7 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
     s2 = float(res @ res) / dof
     inv_scaled = (vt.T / sv ** 2) @ vt
     cov = s2 * inv_scaled / np.outer(norms, norms)
-    res_j = res.reshape(rows, n)
+    res_j = res.reshape(rows, n) / w                 # unweighted residual [N m]
     rms = np.sqrt(np.mean(res_j ** 2, axis=0))
     rel = np.linalg.norm(res_j, axis=0) / np.maximum(np.linalg.norm(tau, axis=0), 1e-300)
     return ArmFit(tuple(names), tuple(units), beta, np.sqrt(np.diag(cov)), cov, cond, rms,
@@ -589,9 +600,15 @@ class ArmIdentification:
 
 def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
                  max_condition: float = math.inf, trim_s: float | None = None,
-                 velocity: str = 'measured', torque_offset: float = 0.0) -> ArmIdentification:
+                 velocity: str = 'measured', torque_offset: float = 0.0,
+                 weighted: bool = True) -> ArmIdentification:
     """
-    Estimate the base parameters from a recorded run (:func:`prepare_arm` + OLS).
+    Estimate the base parameters from a recorded run (:func:`prepare_arm` + least squares).
+
+    Ordinary least squares; with ``weighted`` (default) a second pass weights each joint's
+    rows by ``1 / sigma_j``, ``sigma_j`` the RMS of that joint's OLS residual, so that the
+    joints with large torques do not drown the small ones (as the 2R identification does).
+    The standard errors are those of the weighted problem.
 
     Raises
     ------
@@ -603,6 +620,10 @@ def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFA
     prep = prepare_arm(base, t, q, qd, tau, cutoff_hz=cutoff_hz, trim_s=trim_s,
                        velocity=velocity, torque_offset=torque_offset)
     fit = least_squares(prep.y, prep.tau, base.names, base.units)
+    if weighted:
+        sigma = fit.residual_rms
+        sigma = np.where(sigma > 0.0, sigma, max(float(np.max(sigma)), 1e-300))
+        fit = least_squares(prep.y, prep.tau, base.names, base.units, weights=1.0 / sigma)
     if not fit.condition_number <= max_condition:
         raise ArmIdentificationError(
             f'the data do not excite the parameters: scaled regressor condition number '
@@ -850,6 +871,26 @@ def complete_parameters(base: BaseParameters, beta: np.ndarray, prior: np.ndarra
             f'{base.regressor.arm.joint_names[i]}: '
             f'{body_consistency(pi[10 * i:10 * i + 10] - fixed[i])}')
     return pi
+
+
+def clamp_joint_parameters(pi: np.ndarray, joint_names: Sequence[str]):
+    """
+    Set negative armature, viscous or Coulomb coefficients to 0 (URDF and plant need >= 0).
+
+    Returns ``(pi, notes)``: the clamped copy and one line per clamped value (an estimate of
+    a true zero comes out slightly negative with noise; a clearly negative one means the
+    model does not fit the data, and the fit's residual says so).
+    """
+    pi = np.array(pi, dtype=float)
+    n = len(joint_names)
+    notes = []
+    for k, (label, unit) in enumerate(zip(JOINT_PARAMETERS, JOINT_UNITS)):
+        for j, name in enumerate(joint_names):
+            idx = (10 + k) * n + j
+            if pi[idx] < 0.0:
+                notes.append(f'{name}.{label} = {pi[idx]:.4g} {unit} < 0, set to 0')
+                pi[idx] = 0.0
+    return pi, notes
 
 
 def body_consistency(pi_body: np.ndarray) -> str | None:
@@ -1166,12 +1207,22 @@ def main_urdf(args) -> int:
         print('fit residual RMS [N m]: ' + ', '.join(
             f'{j} {r:.3g} ({100 * f:.2g} %)' for j, r, f in
             zip(arm.joint_names, fit.residual_rms, fit.relative_residual)))
-        print('\nbase parameters (OLS; standard error sqrt(s^2 diag((A^T A)^-1))):')
+        print('\nbase parameters (least squares weighted per joint by 1 / its OLS residual '
+              'RMS; standard error sqrt(s^2 diag((A^T A)^-1)) of the weighted rows A):')
         print(fit.table())
+        poor = [f'{j} {100 * f:.3g} %' for j, f in zip(arm.joint_names, fit.relative_residual)
+                if f > 0.1]
+        if poor:
+            print(f'\nwarning: the model explains the torques poorly (relative residual '
+                  f'{", ".join(poor)}): check --gravity, the joint names and what the effort '
+                  'is (joint torque, in N m)')
         from manip_control.model_analysis import urdf_friction
         fr0 = urdf_friction(text, arm.joint_names)
         prior = reg.parameters(fv=fr0.b, fc=fr0.tau_c)
         pi = complete_parameters(base, fit.estimate, prior, urdf_fixed_parts(text, reg))
+        pi, notes = clamp_joint_parameters(pi, arm.joint_names)
+        for line in notes:
+            print(f'note: {line}')
         n = arm.n
         print('\narmature [kg m^2]: ' + ' '.join(f'{v:.4g}' for v in pi[10 * n:11 * n]))
         print('viscous [N m s/rad]: ' + ' '.join(f'{v:.4g}' for v in pi[11 * n:12 * n]))
