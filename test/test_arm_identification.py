@@ -470,3 +470,30 @@ def test_two_link_bag_gives_the_same_estimate_on_both_paths(tmp_path, capsys):
                                (eps, eps)).reshape(-1, 10)
     diff = y_data @ (theta - res.theta)
     assert np.sqrt(np.mean(diff ** 2)) < 0.005 * np.sqrt(np.mean((y_data @ truth) ** 2))
+
+
+def test_documented_urdf_workflow_commands(tmp_path, monkeypatch, capsys):
+    """Run the commands of docs/identification.md "Any arm from its URDF", as written."""
+    import shlex
+    from manip_control.bag_analysis import main as analyze
+    text = (ROOT / 'docs' / 'identification.md').read_text()
+    section = text[text.index('## Any arm from its URDF'):]
+    start = section.index('```bash') + 7
+    block = section[start:section.index('```', start)]
+    commands = [ln.split('#')[0].strip() for ln in block.strip().splitlines()]
+    assert len(commands) == 4
+    monkeypatch.chdir(tmp_path)
+    shared = str((ROOT / '..' / 'shared').resolve())
+    runners = {'.venv/bin/python': None, 'manip-analyze': analyze, 'manip-identify': ident2r.main}
+    for command in commands:
+        argv = [a.replace('../shared', shared) for a in shlex.split(command)]
+        if argv[0] == '.venv/bin/python':
+            assert argv[1] == 'bench/bench_identify_arm.py'
+            assert _bench().main(argv[2:]) == 0
+        else:
+            assert runners[argv[0]](argv[1:]) == 0, command
+    out = capsys.readouterr().out
+    assert 'reduction: RMS' in out and 'wrote runs/panda_ident/identified.urdf' in out
+    assert (tmp_path / 'runs' / 'panda_ident' / 'identified.yaml').is_file()
+    assert (tmp_path / 'runs' / 'panda_ident' / 'excitation_bag' / 'report' /
+            'report.md').is_file()
