@@ -655,6 +655,20 @@ class Excitation:
     candidates: int
     """Random candidates drawn; the one with the smallest condition number is kept."""
 
+    def to_config(self) -> dict:
+        """
+        Return the trajectory as a scenario ``trajectory:`` mapping (plain data for YAML).
+
+        ``{'type': 'sum_of_sinusoids', 'amplitudes', 'omegas', 'phases', 'offset'}``, read
+        back by :func:`manip_control.trajectories.trajectory_from_config`.
+        """
+        traj = self.trajectory
+        return {'type': 'sum_of_sinusoids',
+                'amplitudes': [[float(v) for v in a] for a in traj.amplitudes],
+                'omegas': [[float(v) for v in w] for w in traj.omegas],
+                'phases': [[float(v) for v in p] for p in traj.phases],
+                'offset': [float(v) for v in traj.offset]}
+
 
 def excitation_trajectory(base: BaseParameters, *, period: float = 10.0, harmonics: int = 5,
                           position_margin: float = 0.1, velocity_fraction: float = 0.5,

@@ -273,6 +273,16 @@ def test_excitation_stays_inside_the_limits_and_reports_its_condition(panda_base
     np.testing.assert_allclose(ex.peak_torque, np.max(np.abs(tau), axis=0), rtol=1e-12)
 
 
+def test_excitation_as_a_scenario_trajectory(panda_base):
+    from manip_control.trajectories import trajectory_from_config
+    import yaml
+    ex = ai.excitation_trajectory(panda_base, candidates=2, samples=200, seed=1)
+    back = trajectory_from_config(yaml.safe_load(yaml.safe_dump(ex.to_config())), 7)
+    t = np.linspace(0.0, 20.0, 777)
+    for a, b in zip(back.sample_many(t), ex.trajectory.sample_many(t)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_excitation_picks_the_best_candidate(panda_base):
     one = ai.excitation_trajectory(panda_base, candidates=1, seed=5, samples=300)
     many = ai.excitation_trajectory(panda_base, candidates=6, seed=5, samples=300)
