@@ -1170,6 +1170,35 @@ def load_identified_model(path) -> FrictionArm:
 # command line (manip-identify --urdf FILE BAG)
 
 
+def read_bag_description(bag) -> str:
+    """
+    Return the URDF recorded in ``bag`` on a ``std_msgs/String`` topic ``*robot_description``.
+
+    The last non-empty message of the shortest such topic name (``/robot_description`` before
+    ``/ns/robot_description``), as robot_state_publisher latches it.
+
+    Raises
+    ------
+    ArmIdentificationError
+        The bag holds no such topic or message.
+
+    """
+    from manip_control.bag_io import BagReader
+    string = 'std_msgs/msg/String'
+    with BagReader(bag) as reader:
+        names = sorted((n for n, i in reader.topics.items() if i.msgtype == string
+                        and n.lower().rstrip('/').endswith('robot_description')), key=len)
+        if not names:
+            raise ArmIdentificationError(f'{bag}: no robot_description topic (std_msgs/String);'
+                                         ' give --urdf FILE')
+        msgs = reader.read_series([names[0]])[names[0]]
+    texts = [getattr(m, 'data', None) for _, m in msgs]
+    texts = [x for x in texts if isinstance(x, str) and x.strip()]
+    if not texts:
+        raise ArmIdentificationError(f'{bag}: {names[0]} holds no URDF text; give --urdf FILE')
+    return texts[-1]
+
+
 def main_urdf(args) -> int:
     """
     ``manip-identify --urdf FILE BAG``: identify any URDF arm from a bag (exit 2 on errors).
@@ -1193,12 +1222,18 @@ def main_urdf(args) -> int:
         if not (args.cutoff > 0.0 and math.isfinite(args.cutoff)):
             raise ArmIdentificationError(f'--cutoff: must be > 0 Hz (got {args.cutoff})')
         max_cond = 1000.0 if args.max_condition is None else args.max_condition
-        text = read_urdf_file(args.urdf)
+        if args.urdf and args.urdf_from_bag:
+            raise ArmIdentificationError('give --urdf FILE or --urdf-from-bag, not both')
+        if not Path(args.bag).exists():
+            raise ArmIdentificationError(f'{args.bag}: no such bag')
+        if args.urdf_from_bag:
+            text = read_bag_description(args.bag)
+            args.urdf = f"{args.bag}'s /robot_description"
+        else:
+            text = read_urdf_file(args.urdf)
         armature = args.armature[0] if len(args.armature) == 1 else args.armature
         arm = UrdfArm.from_string(text, args.joints, gravity=args.gravity,
                                   armature=armature, source=str(args.urdf))
-        if not Path(args.bag).exists():
-            raise ArmIdentificationError(f'{args.bag}: no such bag')
         data = read_joint_states(args.bag, arm.joint_names, args.topic)
         velocity = args.velocity
         if data.qd is None and velocity == 'measured':

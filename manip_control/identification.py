@@ -759,6 +759,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--urdf', metavar='FILE',
                    help='identify the arm described by this URDF (.urdf or .xacro) instead '
                         'of the 2R scenario model')
+    p.add_argument('--urdf-from-bag', action='store_true',
+                   help='like --urdf, with the URDF recorded on /robot_description in BAG')
     p.add_argument('--joints', nargs='+', metavar='NAME',
                    help="joint names (default: the scenario's; with --urdf the URDF's trunk)")
     p.add_argument('--gravity', nargs=3, type=float, metavar=('X', 'Y', 'Z'),
@@ -800,7 +802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``manip-identify`` entry point; returns the exit code (2 on any error)."""
     from manip_control.bag_io import BagError
     args = build_parser().parse_args(argv)
-    if args.urdf:
+    if args.urdf or args.urdf_from_bag:
         from manip_control.arm_identification import main_urdf
         return main_urdf(args)
     if args.out is None:

@@ -377,6 +377,14 @@ def test_manip_identify_urdf_from_a_bag(panda_bag, tmp_path, capsys):
     assert np.linalg.norm(est - beta_true) < 1e-3 * np.linalg.norm(beta_true)
     model = ai.load_identified_model(out.with_suffix('.yaml'))
     assert model.joint_names == base.regressor.arm.joint_names
+    # the same from the URDF the bag carries on /robot_description
+    other = tmp_path / 'from_bag.urdf'
+    assert ident2r.main([str(bag), '--urdf-from-bag', '--eps', str(EPS), '--cutoff', '20',
+                         '--torque-offset', '-0.0005', '--armature', '0.1', '--out',
+                         str(other)]) == 0
+    assert '/robot_description' in capsys.readouterr().out
+    side2 = yaml.safe_load(other.with_suffix('.yaml').read_text())
+    assert [p['estimate'] for p in side2['base_parameters']] == list(est)
 
 
 @pytest.mark.parametrize('case, message', [
@@ -386,6 +394,7 @@ def test_manip_identify_urdf_from_a_bag(panda_bag, tmp_path, capsys):
     ('too_short', 'too short'),
     ('rank', 'do not excite'),
     ('bad_urdf', 'no such file'),
+    ('no_description', 'no robot_description topic'),
 ])
 def test_manip_identify_urdf_refuses_bad_input_in_one_line(case, message, panda_bag, tmp_path,
                                                            capsys):
@@ -416,6 +425,11 @@ def test_manip_identify_urdf_refuses_bad_input_in_one_line(case, message, panda_
         args[0] = str(still)
     elif case == 'bad_urdf':
         args[2] = str(tmp_path / 'missing.urdf')
+    elif case == 'no_description':
+        bare = tmp_path / 'bare'
+        ai.write_arm_bag(bare, np.arange(100) * 1e-3, base.regressor.arm.joint_names,
+                         np.zeros((100, 7)), np.zeros((100, 7)), np.ones((100, 7)))
+        args = [str(bare), '--urdf-from-bag', '--out', str(tmp_path / 'x.urdf')]
     code = ident2r.main(args)
     err = capsys.readouterr().err
     assert code == 2
