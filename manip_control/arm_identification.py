@@ -55,8 +55,11 @@ unknowns), then (from a recording, :func:`identify_arm`) weighted by joint: each
 divided by the RMS of its OLS residual, ``A = W Y``, ``b = W tau``. ``beta^ = argmin
 ||b - A beta||``, residual variance
 ``s^2 = ||b - A beta^||^2 / (m - r)`` and standard errors ``se_k = sqrt(s^2 [(A^T A)^-1]_kk)``
-(the textbook formula for independent, equal-variance errors; filtered, decimated residuals
-are only approximately that, so treat them as indicative). The condition number reported is
+(the textbook formula for independent, equal-variance errors, ``lags=0``). Filtered,
+decimated residuals are correlated over about ``1 / cutoff``: from a recording the standard
+errors are Newey-West's, ``(A^T A)^-1 S (A^T A)^-1`` with ``S`` the Bartlett-weighted sum of
+the lagged products of ``g_k = sum_j a_kj e_kj`` over ``L`` rows (:func:`least_squares`).
+The condition number reported is
 that of ``A`` with its columns scaled to unit norm (unit-free; the same measure as the 2R
 identification of :mod:`manip_control.identification`).
 
@@ -356,9 +359,9 @@ class ArmFit:
     estimate: np.ndarray
     """``beta^``, shape (r,)."""
     std_error: np.ndarray
-    """``sqrt(s^2 [(A^T A)^-1]_kk)``, shape (r,)."""
+    """Square root of the diagonal of :attr:`covariance`, shape (r,)."""
     covariance: np.ndarray
-    """``s^2 (A^T A)^-1``, shape (r, r)."""
+    """``s^2 (A^T A)^-1``, or Newey-West's with ``lags`` > 0 (:func:`least_squares`)."""
     condition_number: float
     """Of ``A`` with unit-norm columns."""
     residual_rms: np.ndarray
@@ -387,7 +390,8 @@ class ArmFit:
 
 
 def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
-                  units: Sequence[str], weights: np.ndarray | None = None) -> ArmFit:
+                  units: Sequence[str], weights: np.ndarray | None = None,
+                  lags: int = 0) -> ArmFit:
     """
     Least squares of ``tau = y beta`` with standard errors and condition number.
 
@@ -405,6 +409,11 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
         Name and unit of each base parameter.
     weights : ndarray, shape (n,), optional
         Row weight per joint (e.g. ``1 / sigma_j``), > 0.
+    lags : int
+        0: the classical covariance ``s^2 (A^T A)^-1`` (independent, equal-variance
+        errors). ``L > 0``: the Newey-West (HAC) covariance for residuals correlated in time
+        and across joints, ``(A^T A)^-1 S (A^T A)^-1`` with ``g_k = sum_j a_kj e_kj`` per
+        sample and ``S = sum_{|l| <= L} (1 - |l| / (L + 1)) sum_k g_k g_(k-l)^T``.
 
     Raises
     ------
@@ -449,7 +458,15 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
     dof = a.shape[0] - r
     s2 = float(res @ res) / dof
     inv_scaled = (vt.T / sv ** 2) @ vt
-    cov = s2 * inv_scaled / np.outer(norms, norms)
+    if lags > 0:
+        g = (scaled * res[:, None]).reshape(rows, n, r).sum(axis=1)      # (rows, r)
+        meat = g.T @ g
+        for lag in range(1, int(lags) + 1):
+            cross = g[lag:].T @ g[:-lag]
+            meat += (1.0 - lag / (lags + 1.0)) * (cross + cross.T)
+        cov = inv_scaled @ meat @ inv_scaled / np.outer(norms, norms)
+    else:
+        cov = s2 * inv_scaled / np.outer(norms, norms)
     res_j = res.reshape(rows, n) / w                 # unweighted residual [N m]
     rms = np.sqrt(np.mean(res_j ** 2, axis=0))
     rel = np.linalg.norm(res_j, axis=0) / np.maximum(np.linalg.norm(tau, axis=0), 1e-300)
@@ -601,14 +618,19 @@ class ArmIdentification:
 def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
                  max_condition: float = math.inf, trim_s: float | None = None,
                  velocity: str = 'measured', torque_offset: float = 0.0,
-                 weighted: bool = True) -> ArmIdentification:
+                 weighted: bool = True, lags: int | None = None) -> ArmIdentification:
     """
     Estimate the base parameters from a recorded run (:func:`prepare_arm` + least squares).
 
     Ordinary least squares; with ``weighted`` (default) a second pass weights each joint's
     rows by ``1 / sigma_j``, ``sigma_j`` the RMS of that joint's OLS residual, so that the
     joints with large torques do not drown the small ones (as the 2R identification does).
-    The standard errors are those of the weighted problem.
+    The standard errors are those of the weighted problem, by default with the Newey-West
+    covariance over ``lags`` rows (default: the rows per ``1 / cutoff_hz``, 4 with the
+    default decimation): the filtered residuals are band-limited to the cutoff, so
+    neighbouring rows are correlated and the classical formula is not honest (on the Panda
+    study, 20 noise draws: 91 % of the estimates within 2 classical standard errors of the
+    truth, 95 % within 2 of these; ``lags=0`` gives the classical ones).
 
     Raises
     ------
@@ -619,11 +641,15 @@ def identify_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFA
     """
     prep = prepare_arm(base, t, q, qd, tau, cutoff_hz=cutoff_hz, trim_s=trim_s,
                        velocity=velocity, torque_offset=torque_offset)
-    fit = least_squares(prep.y, prep.tau, base.names, base.units)
+    if lags is None:
+        row_rate = 1.0 / float(np.median(np.diff(prep.t))) if prep.t.size > 1 else 0.0
+        lags = max(1, int(round(row_rate / cutoff_hz)))
+    fit = least_squares(prep.y, prep.tau, base.names, base.units, lags=lags)
     if weighted:
         sigma = fit.residual_rms
         sigma = np.where(sigma > 0.0, sigma, max(float(np.max(sigma)), 1e-300))
-        fit = least_squares(prep.y, prep.tau, base.names, base.units, weights=1.0 / sigma)
+        fit = least_squares(prep.y, prep.tau, base.names, base.units, weights=1.0 / sigma,
+                            lags=lags)
     if not fit.condition_number <= max_condition:
         raise ArmIdentificationError(
             f'the data do not excite the parameters: scaled regressor condition number '
@@ -1257,7 +1283,7 @@ def main_urdf(args) -> int:
             f'{j} {r:.3g} ({100 * f:.2g} %)' for j, r, f in
             zip(arm.joint_names, fit.residual_rms, fit.relative_residual)))
         print('\nbase parameters (least squares weighted per joint by 1 / its OLS residual '
-              'RMS; standard error sqrt(s^2 diag((A^T A)^-1)) of the weighted rows A):')
+              'RMS; Newey-West standard errors over 1 / cutoff, docs/identification.md):')
         print(fit.table())
         poor = [f'{j} {100 * f:.3g} %' for j, f in zip(arm.joint_names, fit.relative_residual)
                 if f > 0.1]

@@ -521,3 +521,30 @@ def test_documented_urdf_workflow_commands(tmp_path, monkeypatch, capsys):
     assert (tmp_path / 'runs' / 'panda_ident' / 'identified.yaml').is_file()
     assert (tmp_path / 'runs' / 'panda_ident' / 'excitation_bag' / 'report' /
             'report.md').is_file()
+
+
+def test_newey_west_errors_are_honest_for_correlated_residuals():
+    """Smooth motion and band-limited noise: classical errors are too small, HAC ones not."""
+    sc, arm = _two_r()
+    reg = ai.ArmRegressor(arm, eps=EPS)
+    base = ai.base_parameters(reg)
+    beta = base.of(reg.parameters(fv=[0.5, 0.3], fc=[0.8, 0.4]))
+    from manip_control.trajectories import SumOfSinusoids
+    traj = SumOfSinusoids([[0.8, 0.4, 0.2], [0.9, 0.5, 0.3]],
+                          [[0.6, 1.3, 2.9], [0.7, 1.7, 3.3]], [[0, 1, 2], [2, 1, 0]])
+    t = np.arange(400) * 0.05                                   # 20 Hz rows, as decimated
+    y = base.regressor_of(*traj.sample_many(t))
+    kernel = np.ones(3) / np.sqrt(3.0)                          # noise correlated over 3 rows
+    inside = {0: 0, 4: 0}
+    total = 0
+    for seed in range(200):
+        white = np.random.default_rng(seed).normal(0.0, 0.2, (402, 2))
+        noise = np.column_stack([np.convolve(white[:, j], kernel, 'valid') for j in range(2)])
+        tau = y @ beta + noise
+        for lags in inside:
+            fit = ai.least_squares(y, tau, base.names, base.units, lags=lags)
+            inside[lags] += int(np.sum(np.abs(fit.estimate - beta) <= 1.96 * fit.std_error))
+        total += beta.size
+    # nominal 95 %; measured 74 % classical, 90 % Newey-West (its known small-sample shortfall)
+    assert inside[0] / total < 0.80
+    assert 0.87 <= inside[4] / total <= 0.97
