@@ -149,11 +149,12 @@ class ArmRegressor:
         self.units = BODY_UNITS * self.n + tuple(u for u in JOINT_UNITS for _ in joints)
         self.size = len(self.names)
 
-    def __call__(self, q, qd, qdd) -> np.ndarray:
+    def __call__(self, q, qd, qdd, columns: np.ndarray | None = None) -> np.ndarray:
         """
         Full regressor for samples ``q, qd, qdd`` of shape (N, n): shape (N, n, P).
 
-        ``Y[k] @ pi`` is the joint torque [N·m] of sample ``k``.
+        ``Y[k] @ pi`` is the joint torque [N·m] of sample ``k``. With ``columns`` (indices
+        into the P columns) only those, shape (N, n, len(columns)), without building the rest.
         """
         q, qd, qdd = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q, qd, qdd))
         n = self.n
@@ -161,14 +162,22 @@ class ArmRegressor:
             raise ArmIdentificationError(f'regressor: expected arrays of shape (N, {n}), got '
                                          f'{q.shape}, {qd.shape}, {qdd.shape}')
         rows = q.shape[0]
-        out = np.zeros((rows, n, self.size))
+        cols = np.arange(self.size) if columns is None else np.asarray(columns, dtype=int)
+        out = np.zeros((rows, n, cols.size))
+        inertial = np.flatnonzero(cols < 10 * n)
         reg, model, data = self._pin.computeJointTorqueRegressor, self._model, self._data
-        for k in range(rows):
-            out[k, :, :10 * n] = reg(model, data, q[k], qd[k], qdd[k])
-        diag = np.arange(n)
-        out[:, diag, 10 * n + diag] = qdd
-        out[:, diag, 11 * n + diag] = qd
-        out[:, diag, 12 * n + diag] = np.tanh(qd / self.eps)
+        if inertial.size == 10 * n and np.array_equal(cols[:10 * n], np.arange(10 * n)):
+            for k in range(rows):
+                out[k, :, :10 * n] = reg(model, data, q[k], qd[k], qdd[k])
+        elif inertial.size:
+            src = cols[inertial]
+            for k in range(rows):
+                out[k, :, inertial] = reg(model, data, q[k], qd[k], qdd[k])[:, src].T
+        signals = (qdd, qd, np.tanh(qd / self.eps))
+        for pos, col in enumerate(cols):
+            if col >= 10 * n:
+                kind, j = divmod(int(col) - 10 * n, n)
+                out[:, j, pos] = signals[kind][:, j]
         return out
 
     def parameters(self, arm: UrdfArm | None = None, fv: Any = 0.0, fc: Any = 0.0,
@@ -276,7 +285,7 @@ class BaseParameters:
 
     def regressor_of(self, q, qd, qdd) -> np.ndarray:
         """Return the base regressor ``Y_ind`` for samples of shape (N, n): shape (N, n, r)."""
-        return self.regressor(q, qd, qdd)[:, :, self.independent]
+        return self.regressor(q, qd, qdd, self.independent)
 
 
 def random_states(arm: ArmModel, count: int, seed: int = 0):
@@ -595,10 +604,15 @@ def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAU
     qd_f = np.gradient(q_f, h, axis=0) if velocity == 'position' else \
         sosfiltfilt(sos, qd, axis=0)
     qdd_f = np.gradient(qd_f, h, axis=0)
-    y = sosfiltfilt(sos, base.regressor_of(q_f, qd_f, qdd_f), axis=0)
+    y_raw = base.regressor_of(q_f, qd_f, qdd_f).reshape(t.size, -1)
+    keep = np.arange(t.size)[sl]
+    y = np.empty((keep.size, y_raw.shape[1]))
+    for c in range(0, y_raw.shape[1], 32):          # in column blocks: bounded extra memory
+        y[:, c:c + 32] = sosfiltfilt(sos, y_raw[:, c:c + 32], axis=0)[keep]
+    del y_raw
     tau_f = sosfiltfilt(sos, tau, axis=0)
-    return PreparedArm(t[sl], y[sl], tau_f[sl], q_f[sl], qd_f[sl], qdd_f[sl], fs,
-                       float(cutoff_hz))
+    return PreparedArm(t[sl], y.reshape(keep.size, n, base.rank), tau_f[sl], q_f[sl],
+                       qd_f[sl], qdd_f[sl], fs, float(cutoff_hz))
 
 
 @dataclass

@@ -81,6 +81,8 @@ def test_regressor_equals_inverse_dynamics_every_fixture(path):
     pi = reg.parameters(fv=fv, fc=fc)
     scale = np.max(np.abs(ref))
     np.testing.assert_allclose(reg.torque(pi, q, qd, qdd), ref, rtol=0, atol=1e-11 * scale)
+    cols = rng.permutation(reg.size)[:reg.size // 2]           # a subset, in any order
+    np.testing.assert_array_equal(reg(q, qd, qdd, cols), reg(q, qd, qdd)[:, :, cols])
     base = ai.base_parameters(reg)
     assert base.gap[0] > 1e-2 and base.gap[1] < 1e-5       # a clear rank decision
     # exact, except for what a dropped near-degenerate combination moves (xarm7: 4.4e-6)
