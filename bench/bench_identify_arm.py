@@ -234,6 +234,23 @@ def study(duration: float = 20.0, out: Path | None = None, seed: int = 7,
             f'(median |z| {figures["noisy_median_abs_z"]:.2f}, max '
             f'{figures["noisy_max_abs_z"]:.1f}); median relative std error '
             f'{figures["noisy_median_rel_se"]:.2e}')
+        try:
+            pi_n = ai.complete_parameters(base, fit.estimate, prior,
+                                          ai.urdf_fixed_parts(text, reg))
+            pi_n, notes = ai.clamp_joint_parameters(pi_n, nominal.joint_names)
+            noisy_urdf = out / 'panda_identified_noisy.urdf'
+            noisy_urdf.write_text(ai.identified_urdf(text, reg, pi_n), encoding='utf-8')
+            n = reg.n
+            model_n = ai.FrictionArm(UrdfArm.from_file(noisy_urdf, armature=pi_n[10 * n:11 * n]),
+                                     pi_n[11 * n:12 * n], pi_n[12 * n:13 * n], EPS)
+            rms_n, max_n = tracking(plant, model_n, check.trajectory, check.period)
+            figures['noisy_rms_ratio'] = float(np.linalg.norm(rms_nom) / np.linalg.norm(rms_n))
+            say(f'  re-run with the model identified from the noisy bag: max |e| '
+                f'{np.max(max_n):.3g} rad; RMS reduction {figures["noisy_rms_ratio"]:.1f}x'
+                + (f' ({"; ".join(notes)})' if notes else ''))
+        except ai.ArmIdentificationError as exc:
+            figures['noisy_rms_ratio'] = None
+            say(f'  no model from the noisy bag: {exc}')
         if noise_seeds > 1:
             # the same recording, other noise draws (arrays; the bag round trip is exact)
             ests, ses = [fit.estimate], [fit.std_error]

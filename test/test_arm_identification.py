@@ -449,6 +449,7 @@ def test_closed_loop_identified_model_tracks_five_times_better():
     assert fig['beta_nominal_error_norm'] > 0.03          # the nominal model is really off
     # noisy data: the error bars are honest (about 95 % inside 2 std errors)
     assert fig['noisy_within_2se'] >= 0.85
+    assert fig['noisy_rms_ratio'] >= 5.0                  # the noisy model helps as much
 
 
 def test_two_link_bag_gives_the_same_estimate_on_both_paths(tmp_path, capsys):
