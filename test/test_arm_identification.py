@@ -440,10 +440,10 @@ def test_manip_identify_urdf_refuses_bad_input_in_one_line(case, message, panda_
     assert not (tmp_path / 'x.urdf').exists()
 
 
-def test_closed_loop_identified_model_tracks_five_times_better():
+def test_closed_loop_identified_model_tracks_five_times_better(tmp_path):
     """Record, identify, re-run (bench_identify_arm.study on a 12 s run, noisy part too)."""
     bench = _bench()
-    fig = bench.study(duration=12.0, verbose=False)
+    fig = bench.study(duration=12.0, out=tmp_path, verbose=False)
     assert fig['rms_ratio'] >= 5.0 and fig['max_ratio'] >= 5.0
     assert fig['beta_error_max_rel'] < 0.01               # clean data: within 1 %
     assert fig['beta_nominal_error_norm'] > 0.03          # the nominal model is really off
