@@ -615,7 +615,7 @@ class JointStateData:
 def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint2'),
                       topic: str = JOINT_STATES_TOPIC) -> JointStateData:
     """
-    Read position, velocity and effort (actual joint torque) of two joints from a bag.
+    Read position, velocity and effort (actual joint torque) of the joints from a bag.
 
     Uses :class:`manip_control.bag_io.BagReader`. Time is the header stamp (the bag receive
     time if the stamps are all zero). Messages missing a value of either joint are dropped;
@@ -640,6 +640,7 @@ def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint
             raise IdentificationError(f'{bag}: {topic} is {info.msgtype}, not {JOINT_STATE}')
         series = reader.read_series([topic])[topic]
         params = reader.params
+    joints = list(joints)
     missing = [j for j in joints if j not in series.names]
     if missing:
         raise IdentificationError(f'{bag}: {topic} has no joint {missing[0]!r} (joints: '
@@ -647,7 +648,8 @@ def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint
     cols = [series.names.index(j) for j in joints]
     stamp = series.stamp_ns if np.any(series.stamp_ns) else series.recv_ns
     t = stamp.astype(np.float64) * 1e-9
-    q, qd, tau = (np.asarray(a, float)[:, cols] if a.size else np.full((len(t), 2), np.nan)
+    q, qd, tau = (np.asarray(a, float)[:, cols] if a.size
+                  else np.full((len(t), len(joints)), np.nan)
                   for a in (series.position, series.velocity, series.effort))
     if np.all(np.isnan(tau)):
         raise IdentificationError(f'{bag}: {topic} carries no effort (joint torque) for '
@@ -744,7 +746,9 @@ def build_parser() -> argparse.ArgumentParser:
         description='Least-squares identification of the 2R arm dynamic parameters (inertia, '
                     'gravity, viscous + Coulomb friction) from the /joint_states of a '
                     'rosbag2 recording (position, velocity, effort = actual joint torque). '
-                    'Writes a controller section with the identified nominal model.')
+                    'Writes a controller section with the identified nominal model. With '
+                    '--urdf FILE: any serial arm, its base inertial parameters, armature and '
+                    'friction; writes the identified URDF and a parameters file.')
     p.add_argument('bag', help='rosbag2 directory or .mcap/.db3 file')
     p.add_argument('--scenario', metavar='NAME|FILE',
                    help='prior scenario: link lengths, gravity, Coulomb eps, preferred CoM '
@@ -752,19 +756,40 @@ def build_parser() -> argparse.ArgumentParser:
                         "the bag's params.yaml if it holds a scenario, else 'default'); its "
                         'plant section is never used')
     p.add_argument('--topic', default=JOINT_STATES_TOPIC, help='joint state topic')
-    p.add_argument('--joints', nargs=2, metavar=('J1', 'J2'),
-                   help="joint names (default: the scenario's)")
+    p.add_argument('--urdf', metavar='FILE',
+                   help='identify the arm described by this URDF (.urdf or .xacro) instead '
+                        'of the 2R scenario model')
+    p.add_argument('--urdf-from-bag', action='store_true',
+                   help='like --urdf, with the URDF recorded on /robot_description in BAG')
+    p.add_argument('--joints', nargs='+', metavar='NAME',
+                   help="joint names (default: the scenario's; with --urdf the URDF's trunk)")
+    p.add_argument('--gravity', nargs=3, type=float, metavar=('X', 'Y', 'Z'),
+                   default=(0.0, 0.0, -9.81),
+                   help='with --urdf: gravity in the URDF root frame [m/s^2] '
+                        '(default 0 0 -9.81)')
+    p.add_argument('--eps', type=float, default=0.01, metavar='RAD_S',
+                   help='with --urdf: Coulomb smoothing velocity of tanh(qd/eps) '
+                        '(default 0.01 rad/s)')
+    p.add_argument('--torque-offset', type=float, default=0.0, metavar='S',
+                   help='with --urdf: when the effort stamped t acts, relative to t [s]: 0 '
+                        'for a measured torque, -T/2 for a command held over the period '
+                        'before the stamp (default 0)')
+    p.add_argument('--armature', type=float, nargs='+', default=[0.0], metavar='KG_M2',
+                   help='with --urdf: prior reflected rotor inertia per joint (one value or '
+                        'one per joint; default 0)')
     p.add_argument('--cutoff', type=float, default=DEFAULT_CUTOFF_HZ, metavar='HZ',
                    help='zero-phase low-pass cutoff for the filtered derivative '
                         f'(default {DEFAULT_CUTOFF_HZ:g} Hz)')
-    p.add_argument('--max-condition', type=float, default=DEFAULT_MAX_CONDITION,
+    p.add_argument('--max-condition', type=float, default=None,
                    help='refuse above this regressor condition number '
-                        f'(default {DEFAULT_MAX_CONDITION:g})')
+                        f'(default {DEFAULT_MAX_CONDITION:g}; with --urdf 1000)')
     p.add_argument('--velocity', choices=('measured', 'position'), default='measured',
                    help='use the recorded velocity or differentiate the position')
-    p.add_argument('--out', default='identified_nominal.yaml', metavar='FILE',
+    p.add_argument('--out', default=None, metavar='FILE',
                    help='controller section with the identified nominal model '
-                        '(default identified_nominal.yaml)')
+                        '(default identified_nominal.yaml); with --urdf the identified URDF '
+                        '(default identified.urdf; its parameters go to the same name with '
+                        '.yaml)')
     p.add_argument('--write-scenario', metavar='FILE',
                    help='also write the full prior scenario with the identified nominal model')
     p.add_argument('--record', metavar='CONFIG',
@@ -777,6 +802,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``manip-identify`` entry point; returns the exit code (2 on any error)."""
     from manip_control.bag_io import BagError
     args = build_parser().parse_args(argv)
+    if args.urdf or args.urdf_from_bag:
+        from manip_control.arm_identification import main_urdf
+        return main_urdf(args)
+    if args.out is None:
+        args.out = 'identified_nominal.yaml'
+    if args.max_condition is None:
+        args.max_condition = DEFAULT_MAX_CONDITION
     try:
         if args.cutoff <= 0 or not math.isfinite(args.cutoff):
             raise IdentificationError(f'--cutoff: must be > 0 (got {args.cutoff})')
@@ -804,6 +836,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prior_src = 'default'
         if prior is None:
             prior = load_scenario(prior_src)
+        if args.joints and len(args.joints) != 2:
+            raise IdentificationError(f'--joints: the 2R takes 2 names (got '
+                                      f'{len(args.joints)}); for other arms give --urdf')
         joints = tuple(args.joints) if args.joints else prior.joints
         data = read_joint_states(args.bag, joints, args.topic)
         velocity = args.velocity
