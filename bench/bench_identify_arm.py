@@ -78,16 +78,11 @@ NOISE = {'q': 1e-5, 'qd': 0.005, 'tau': 0.05}
 
 def true_arm(seed: int = 7, level: float = 0.2):
     """Return the perturbed Panda (UrdfArm) and its friction (fv, fc) and armature."""
-    import pinocchio as pin
     rng = np.random.default_rng(seed)
     armature = ARMATURE * rng.uniform(1 - level, 1 + level, 7)
     arm = UrdfArm.from_file(PANDA, armature=armature)
-    model = arm.pin_model
-    for i in range(1, arm.n + 1):
-        body = model.inertias[i]
-        fm, fi = rng.uniform(1 - level, 1 + level, 2)
-        model.inertias[i] = pin.Inertia(body.mass * fm, body.lever.copy(), body.inertia * fi)
-    arm._data = model.createData()
+    f = rng.uniform(1 - level, 1 + level, (arm.n, 2))       # (mass, inertia) per body
+    arm = arm.with_inertial_scale(f[:, 0], f[:, 1])
     fv = FV * rng.uniform(1 - level, 1 + level, 7)
     fc = FC * rng.uniform(1 - level, 1 + level, 7)
     return arm, fv, fc, armature

@@ -708,7 +708,7 @@ class UrdfArm(ArmModel):
                                                       self._vec('q', q)))
 
     # -- variants -----------------------------------------------------------------------------
-    def with_inertial_scale(self, factors: Any) -> 'UrdfArm':
+    def with_inertial_scale(self, factors: Any, inertia_factors: Any = None) -> 'UrdfArm':
         """
         Return a copy whose body ``i`` (moved by joint ``i``) has mass and inertia times ``f_i``.
 
@@ -719,18 +719,24 @@ class UrdfArm(ArmModel):
         Parameters
         ----------
         factors : float or sequence of n float
-            Scale per joint body, > 0.
+            Mass scale per joint body, > 0 (and the rotational inertia's, unless given apart).
+        inertia_factors : float or sequence of n float, optional
+            Scale of the rotational inertia about the centre of mass per joint body, > 0
+            (default: ``factors``).
 
         """
         f = _joint_vector('factors', factors, self.n)
-        if not np.all(f > 0.0) or not np.all(np.isfinite(f)):
-            raise ArmModelError(f'factors: must be finite and > 0 (got {f.tolist()})')
+        fi = f if inertia_factors is None else _joint_vector('inertia_factors',
+                                                             inertia_factors, self.n)
+        for name, v in (('factors', f), ('inertia_factors', fi)):
+            if not np.all(v > 0.0) or not np.all(np.isfinite(v)):
+                raise ArmModelError(f'{name}: must be finite and > 0 (got {v.tolist()})')
         pin = self._pin
         model = self.pin_model.copy()
         for i in range(1, self.n + 1):
             body = model.inertias[i]
             model.inertias[i] = pin.Inertia(body.mass * f[i - 1], body.lever.copy(),
-                                            body.inertia * f[i - 1])
+                                            body.inertia * fi[i - 1])
         other = copy.copy(self)
         other.pin_model = model
         other._data = model.createData()

@@ -55,16 +55,9 @@ def _reference_torque(arm, q, qd, qdd, fv, fc):
 
 def perturbed_panda(seed: int = 3, level: float = 0.2, armature: float = 0.1) -> UrdfArm:
     """Panda with each body's mass and rotational inertia scaled by independent U[1-l, 1+l]."""
-    import pinocchio as pin
     arm = UrdfArm.from_file(PANDA, armature=armature)
-    rng = np.random.default_rng(seed)
-    model = arm.pin_model
-    for i in range(1, arm.n + 1):
-        body = model.inertias[i]
-        fm, fi = rng.uniform(1 - level, 1 + level, 2)
-        model.inertias[i] = pin.Inertia(body.mass * fm, body.lever.copy(), body.inertia * fi)
-    arm._data = model.createData()
-    return arm
+    f = np.random.default_rng(seed).uniform(1 - level, 1 + level, (arm.n, 2))
+    return arm.with_inertial_scale(f[:, 0], f[:, 1])
 
 
 # -- the regressor and the base parameters ----------------------------------------------------

@@ -415,6 +415,14 @@ def test_inertial_scale_scales_mass_and_keeps_the_centre_of_mass():
     assert _rel(scaled.gravity(q), 2.0 * arm.gravity(q)) <= 1e-12
     with pytest.raises(ArmModelError, match=r'^factors: must be finite and > 0'):
         arm.with_inertial_scale([1.0, 0.0])
+    # mass and rotational inertia apart: the pure-inertia part follows the inertia factor only
+    apart = arm.with_inertial_scale([1.0, 1.0], [3.0, 0.5])
+    for i in (1, 2):
+        a, b = arm.pin_model.inertias[i], apart.pin_model.inertias[i]
+        assert b.mass == a.mass and np.array_equal(b.lever, a.lever)
+        assert np.allclose(b.inertia, a.inertia * [3.0, 0.5][i - 1], rtol=1e-15, atol=0.0)
+    with pytest.raises(ArmModelError, match=r'^inertia_factors: must be finite and > 0'):
+        arm.with_inertial_scale(1.0, [1.0, -1.0])
 
 
 # -- loading, and every refusal in one line ----------------------------------------------------
