@@ -22,9 +22,11 @@ quiet machine does):
 
 * ``closed loop, motors``: :func:`manip_control.arm_plant.run_arm_closed_loop` on the
   7-joint Panda (fingers locked) with DC motors, PI current drives and gear losses per joint
-  (sized in this script: peak torque 1.2x the URDF effort), smooth friction, RK4 with 4
-  sub-steps at 1 kHz control, computed torque from a perfect model (one RNEA per tick);
-  real-time factor = simulated s / wall s (target >= 10x).
+  (sized in this script: peak torque 1.2x the URDF effort), smooth friction, 1 kHz control,
+  computed torque from a perfect model (one RNEA per tick); real-time factor = simulated s /
+  wall s (target >= 10x). Two integrators of the plant, one after the other: the default
+  ``multirate`` (8 RK4 sub-steps in one compiled pass, three rigid-body evaluations per
+  period) and ``rk4`` with 4 sub-steps (16 ABA calls per period, the former default).
 * ``ideal torque``: the same URDF with all 9 joints (fingers free, as MuJoCo models them),
   ideal actuators, no friction, one RK4 step of 1 ms per tick (4 ABA calls), a held torque
   per tick; against MuJoCo (``mujoco`` from requirements-bench.txt) loading the same URDF
@@ -81,18 +83,20 @@ def load() -> str:
 
 def bench_closed_loop(urdf: Path, duration: float) -> None:
     arm = UrdfArm.from_file(urdf, armature=0.04)
-    plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n,
-                     motors_for(arm), substeps=4)
     traj = Sinusoid(0.2, 1.5, offset=Q0[:arm.n], phase=np.arange(arm.n) * 0.5)
     wn = 20.0
-    t0, c0 = time.perf_counter(), time.process_time()
-    run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
-                              np.full(arm.n, 2 * wn), duration)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    late = np.abs(run.error[run.t >= duration / 2]).max()
-    print(f'closed loop, motors ({arm.n} joints, 1 kHz, RK4 x4): {duration:.1f} s simulated '
-          f'in {wall:.2f} s wall / {cpu:.2f} s CPU = {duration / wall:.2f}x real time '
-          f'({duration / cpu:.2f}x on CPU time) (target >= 10x); late max |e| {late:.2e} rad')
+    for method, substeps in (('multirate', 8), ('rk4', 4)):
+        plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n,
+                         motors_for(arm), substeps=substeps, method=method)
+        t0, c0 = time.perf_counter(), time.process_time()
+        run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
+                                  np.full(arm.n, 2 * wn), duration)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        late = np.abs(run.error[run.t >= duration / 2]).max()
+        print(f'closed loop, motors ({arm.n} joints, 1 kHz, {method} x{substeps}): '
+              f'{duration:.1f} s simulated in {wall:.2f} s wall / {cpu:.2f} s CPU = '
+              f'{duration / wall:.2f}x real time ({duration / cpu:.2f}x on CPU time) '
+              f'(target >= 10x); late max |e| {late:.2e} rad')
 
 
 def mujoco_urdf(urdf: Path) -> str:
