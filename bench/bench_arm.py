@@ -38,6 +38,7 @@ quiet machine does):
   (target p99 <= 100 us).
 
     .venv/bin/python bench/bench_arm.py [--duration 5] [--urdf ../shared/fixtures/urdf/...]
+        [--breakdown]    (the CPU time of each part of a closed-loop tick)
 """
 
 import argparse
@@ -192,10 +193,63 @@ def bench_tick(urdf: Path, ticks: int = 20000) -> None:
               f'us, max {us.max():.1f} us (target p99 <= 100 us)')
 
 
+def bench_breakdown(urdf: Path, calls: int = 5000) -> None:
+    """Print the CPU time of each part of a closed-loop tick (best of 5 repeats, in us)."""
+    from manip_control import arm_plant
+    arm = UrdfArm.from_file(urdf, armature=0.04)
+    n = arm.n
+    fr = [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * n
+    plant = ArmPlant(arm, fr, motors_for(arm))
+    rk4 = ArmPlant(arm, fr, motors_for(arm), substeps=4, method='rk4')
+    traj = Sinusoid(0.2, 1.5, offset=Q0[:n], phase=np.arange(n) * 0.5)
+    ctrl = arm.workspace()
+    kp, kd, lim = np.full(n, 400.0), np.full(n, 40.0), plant.torque_limit
+    x = plant.initial_state(Q0[:n])
+    q, qd, u = x[:n], x[n:2 * n], arm.gravity(Q0[:n])
+    r, rv, ra = traj.sample(0.1)
+    ts = np.arange(1000) * 1e-3
+
+    def cost(fn, per=1):
+        best = np.inf
+        for _ in range(5):
+            c0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            best = min(best, (time.process_time() - c0) / calls / per)
+        return best * 1e6
+
+    p, st, mo = plant._params, plant._stribeck, plant._is_motor
+    for node in range(3):
+        plant._evaluate(x, node)
+
+    def pass_(nodes, sub):
+        return lambda: arm_plant._multirate_pass(
+            x, u, n, p, st, mo, plant._mats, plant._biases, nodes, 1e-3, sub, plant._minv,
+            plant._k, plant._xs, plant._work, plant._x_half, plant._x_end)
+
+    rows = [('reference (sample_many, per tick)', cost(lambda: traj.sample_many(ts), 1000)),
+            ('inverse_dynamics (RNEA)', cost(lambda: ctrl.inverse_dynamics(q, qd, ra))),
+            ('law + clamp (numpy)', cost(lambda: np.minimum(np.maximum(
+                ra - kd * (qd - rv) - kp * (q - r), -lim), lim))),
+            ('multirate: one rigid-body evaluation (CRBA + NLE)', cost(
+                lambda: plant._evaluate(x, 1))),
+            (f'multirate: predictor pass ({plant._pred_sub} RK4 steps, compiled)',
+             cost(pass_(1, plant._pred_sub))),
+            (f'multirate: corrector pass ({plant.substeps} RK4 steps, compiled)',
+             cost(pass_(3, plant.substeps))),
+            ('multirate: plant.step', cost(lambda: plant.step(x, u, 1e-3))),
+            ('rk4 x4: plant.step', cost(lambda: rk4.step(x, u, 1e-3)))]
+    print(f'per-tick costs, CPU time, best of 5 x {calls} calls ({load()}):')
+    for label, us in rows:
+        print(f'  {label:<55s} {us:6.1f} us')
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--urdf', type=Path, default=PANDA)
     p.add_argument('--duration', type=float, default=5.0, help='simulated seconds per run')
+    p.add_argument('--breakdown', action='store_true',
+                   help='also print the CPU time of each part of a closed-loop tick')
     args = p.parse_args()
     if not args.urdf.is_file():
         print(f'error: {args.urdf}: no such file', file=sys.stderr)
@@ -204,6 +258,8 @@ def main() -> int:
     bench_closed_loop(args.urdf, args.duration)
     bench_ideal_vs_mujoco(args.urdf, args.duration)
     bench_tick(args.urdf)
+    if args.breakdown:
+        bench_breakdown(args.urdf)
     print(f'after: {load()}')
     return 0
 

@@ -229,6 +229,9 @@ class ArmPlant:
                self._stribeck, self._is_motor, self._k[0])
         _combine(self._zero, *self._k, 0.0, self._k[1])
         self._k[:] = 0.0
+        z = np.zeros(n)
+        _servo_acceleration(z, z, z, z, z, z, z, z)     # the helpers of run_arm_closed_loop
+        _clamp(z, self.torque_limit)
         if method == 'multirate':
             self._mats[:] = np.eye(n)
             _multirate_pass(self._zero, np.zeros(n), n, self._params, self._stribeck,
@@ -565,6 +568,22 @@ def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) 
     return dx
 
 
+def _servo_acceleration_py(q, qd, r, rv, ra, kp, kd, out):
+    """``out = qdd_d - Kd (qd - qd_d) - Kp (q - q_d)`` [rad/s^2], joint by joint."""
+    for j in range(q.shape[0]):
+        out[j] = ra[j] - kd[j] * (qd[j] - rv[j]) - kp[j] * (q[j] - r[j])
+
+
+def _clamp_py(tau, limit):
+    """``tau = clamp(tau, +-limit)`` in place [N·m]."""
+    for j in range(tau.shape[0]):
+        tau[j] = min(max(tau[j], -limit[j]), limit[j])
+
+
+_servo_acceleration = _jit(_servo_acceleration_py)
+_clamp = _jit(_clamp_py)
+
+
 #: Ticks of reference sampled at once by :func:`run_arm_closed_loop`.
 _REFERENCE_BLOCK = 1000
 
@@ -633,24 +652,28 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         x0 = plant.initial_state(trajectory.sample(0.0)[0])
     x = np.array(x0, dtype=float)
     lim = plant.torque_limit
-    neg = -lim
     ts = np.arange(ticks) * period
     states = np.empty((ticks, 2 * n))           # [q, qd] at each tick: one row copy per tick
     refs, taus = np.empty((ticks, n)), np.empty((ticks, n))
     inverse = ctrl.inverse_dynamics
     step = plant.step
-    minimum, maximum = np.minimum, np.maximum
+    v = np.empty(n)
     for k0 in range(0, ticks, _REFERENCE_BLOCK):
-        # the reference ahead of the loop, a block at a time (sample_many == sample per row)
+        # the reference ahead of the ticks, a block at a time (sample_many == sample per row)
         k1 = min(ticks, k0 + _REFERENCE_BLOCK)
-        r_q, r_v, r_a = trajectory.sample_many(ts[k0:k1])
+        r_q, r_v, r_a = (np.ascontiguousarray(a, dtype=float)
+                         for a in trajectory.sample_many(ts[k0:k1]))
         refs[k0:k1] = r_q
+        # the compiled helpers get these argument types in the ticks: compiled (or loaded
+        # from numba's cache) here if new, never inside a tick
+        _servo_acceleration(x[:n], x[n:2 * n], r_q[0], r_v[0], r_a[0], kp, kd, v)
+        _clamp(v, lim)
         for k in range(k0, k1):
-            j = k - k0
             states[k] = x[:2 * n]
             q, qd = x[:n], x[n:2 * n]
-            tau = minimum(maximum(inverse(q, qd, r_a[j] - kd * (qd - r_v[j])
-                                          - kp * (q - r_q[j])), neg), lim)
+            _servo_acceleration(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0], kp, kd, v)
+            tau = inverse(q, qd, v)
+            _clamp(tau, lim)
             taus[k] = tau
             x = step(x, tau, period)
     qs, qds = np.ascontiguousarray(states[:, :n]), np.ascontiguousarray(states[:, n:])

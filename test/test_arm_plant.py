@@ -170,6 +170,15 @@ def test_panda_with_motors_tracks_and_converges_with_a_perfect_model():
     late = np.abs(run.error[run.t >= 0.5]).max()
     assert late <= 1e-3, late
     assert np.all(np.abs(run.tau) <= arm.limits.effort + 1e-12)
+    kp, kd = wn * wn, 2 * wn
+    for k in (0, 1, 499, 999):          # the logged command is the law at the logged state
+        r, rv, ra = traj.sample(run.t[k])
+        tau = arm.inverse_dynamics(run.q[k], run.qd[k],
+                                   ra - kd * (run.qd[k] - rv) - kp * (run.q[k] - r))
+        np.testing.assert_allclose(run.tau[k], np.clip(tau, -plant.torque_limit,
+                                                       plant.torque_limit), rtol=1e-12,
+                                   atol=1e-9)
+        np.testing.assert_allclose(run.q_d[k], r, rtol=0, atol=1e-15)
 
 
 def test_plant_refusals_are_one_line():
