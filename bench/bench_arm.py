@@ -193,8 +193,13 @@ def bench_tick(urdf: Path, ticks: int = 20000) -> None:
               f'us, max {us.max():.1f} us (target p99 <= 100 us)')
 
 
-def bench_breakdown(urdf: Path, calls: int = 5000) -> None:
-    """Print the CPU time of each part of a closed-loop tick (best of 5 repeats, in us)."""
+def bench_breakdown(urdf: Path, rounds: int = 40, calls: int = 300) -> None:
+    """
+    Print the CPU time of each part of a closed-loop tick, in us.
+
+    The parts are timed in turn, ``calls`` calls each, for ``rounds`` rounds; each figure is
+    the part's fastest round (interleaving puts every part under the same load).
+    """
     from manip_control import arm_plant
     arm = UrdfArm.from_file(urdf, armature=0.04)
     n = arm.n
@@ -207,17 +212,8 @@ def bench_breakdown(urdf: Path, calls: int = 5000) -> None:
     x = plant.initial_state(Q0[:n])
     q, qd, u = x[:n], x[n:2 * n], arm.gravity(Q0[:n])
     r, rv, ra = traj.sample(0.1)
-    ts = np.arange(1000) * 1e-3
-
-    def cost(fn, per=1):
-        best = np.inf
-        for _ in range(5):
-            c0 = time.process_time()
-            for _ in range(calls):
-                fn()
-            best = min(best, (time.process_time() - c0) / calls / per)
-        return best * 1e6
-
+    v = np.empty(n)
+    ts = np.arange(100) * 1e-3
     p, st, mo = plant._params, plant._stribeck, plant._is_motor
     for node in range(3):
         plant._evaluate(x, node)
@@ -227,21 +223,30 @@ def bench_breakdown(urdf: Path, calls: int = 5000) -> None:
             x, u, n, p, st, mo, plant._mats, plant._biases, nodes, 1e-3, sub, plant._minv,
             plant._k, plant._xs, plant._work, plant._x_half, plant._x_end)
 
-    rows = [('reference (sample_many, per tick)', cost(lambda: traj.sample_many(ts), 1000)),
-            ('inverse_dynamics (RNEA)', cost(lambda: ctrl.inverse_dynamics(q, qd, ra))),
-            ('law + clamp (numpy)', cost(lambda: np.minimum(np.maximum(
-                ra - kd * (qd - rv) - kp * (q - r), -lim), lim))),
-            ('multirate: one rigid-body evaluation (CRBA + NLE)', cost(
-                lambda: plant._evaluate(x, 1))),
-            (f'multirate: predictor pass ({plant._pred_sub} RK4 steps, compiled)',
-             cost(pass_(1, plant._pred_sub))),
-            (f'multirate: corrector pass ({plant.substeps} RK4 steps, compiled)',
-             cost(pass_(3, plant.substeps))),
-            ('multirate: plant.step', cost(lambda: plant.step(x, u, 1e-3))),
-            ('rk4 x4: plant.step', cost(lambda: rk4.step(x, u, 1e-3)))]
-    print(f'per-tick costs, CPU time, best of 5 x {calls} calls ({load()}):')
-    for label, us in rows:
-        print(f'  {label:<55s} {us:6.1f} us')
+    parts = [('reference (sample_many, per tick)', lambda: traj.sample_many(ts), 100),
+             ('inverse_dynamics (RNEA)', lambda: ctrl.inverse_dynamics(q, qd, ra), 1),
+             ('servo acceleration + clamp (compiled helpers)', lambda: (
+                 arm_plant._servo_acceleration(q, qd, r, rv, ra, kp, kd, v),
+                 arm_plant._clamp(v, lim)), 1),
+             ('multirate: one rigid-body evaluation (CRBA + NLE)',
+              lambda: plant._evaluate(x, 1), 1),
+             (f'multirate: predictor pass ({plant._pred_sub} RK4 steps, compiled)',
+              pass_(1, plant._pred_sub), 1),
+             (f'multirate: corrector pass ({plant.substeps} RK4 steps, compiled)',
+              pass_(3, plant.substeps), 1),
+             ('multirate: plant.step', lambda: plant.step(x, u, 1e-3), 1),
+             ('rk4 x4: plant.step', lambda: rk4.step(x, u, 1e-3), 1)]
+    best = [np.inf] * len(parts)
+    for _ in range(rounds):
+        for i, (_label, fn, per) in enumerate(parts):
+            c0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            best[i] = min(best[i], (time.process_time() - c0) / calls / per)
+    print(f'per-tick costs, CPU time, fastest of {rounds} interleaved rounds of {calls} calls '
+          f'({load()}):')
+    for (label, _fn, _per), sec in zip(parts, best):
+        print(f'  {label:<55s} {sec * 1e6:6.1f} us')
 
 
 def main() -> int:
