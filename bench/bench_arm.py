@@ -22,9 +22,11 @@ quiet machine does):
 
 * ``closed loop, motors``: :func:`manip_control.arm_plant.run_arm_closed_loop` on the
   7-joint Panda (fingers locked) with DC motors, PI current drives and gear losses per joint
-  (sized in this script: peak torque 1.2x the URDF effort), smooth friction, RK4 with 4
-  sub-steps at 1 kHz control, computed torque from a perfect model (one RNEA per tick);
-  real-time factor = simulated s / wall s (target >= 10x).
+  (sized in this script: peak torque 1.2x the URDF effort), smooth friction, 1 kHz control,
+  computed torque from a perfect model (one RNEA per tick); real-time factor = simulated s /
+  wall s (target >= 10x). Two integrators of the plant, one after the other: the default
+  ``multirate`` (8 RK4 sub-steps in one compiled pass, three rigid-body evaluations per
+  period) and ``rk4`` with 4 sub-steps (16 ABA calls per period, the former default).
 * ``ideal torque``: the same URDF with all 9 joints (fingers free, as MuJoCo models them),
   ideal actuators, no friction, one RK4 step of 1 ms per tick (4 ABA calls), a held torque
   per tick; against MuJoCo (``mujoco`` from requirements-bench.txt) loading the same URDF
@@ -36,6 +38,7 @@ quiet machine does):
   (target p99 <= 100 us).
 
     .venv/bin/python bench/bench_arm.py [--duration 5] [--urdf ../shared/fixtures/urdf/...]
+        [--breakdown]    (the CPU time of each part of a closed-loop tick)
 """
 
 import argparse
@@ -81,18 +84,20 @@ def load() -> str:
 
 def bench_closed_loop(urdf: Path, duration: float) -> None:
     arm = UrdfArm.from_file(urdf, armature=0.04)
-    plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n,
-                     motors_for(arm), substeps=4)
     traj = Sinusoid(0.2, 1.5, offset=Q0[:arm.n], phase=np.arange(arm.n) * 0.5)
     wn = 20.0
-    t0, c0 = time.perf_counter(), time.process_time()
-    run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
-                              np.full(arm.n, 2 * wn), duration)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    late = np.abs(run.error[run.t >= duration / 2]).max()
-    print(f'closed loop, motors ({arm.n} joints, 1 kHz, RK4 x4): {duration:.1f} s simulated '
-          f'in {wall:.2f} s wall / {cpu:.2f} s CPU = {duration / wall:.2f}x real time '
-          f'({duration / cpu:.2f}x on CPU time) (target >= 10x); late max |e| {late:.2e} rad')
+    for method, substeps in (('multirate', 8), ('rk4', 4)):
+        plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n,
+                         motors_for(arm), substeps=substeps, method=method)
+        t0, c0 = time.perf_counter(), time.process_time()
+        run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
+                                  np.full(arm.n, 2 * wn), duration)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        late = np.abs(run.error[run.t >= duration / 2]).max()
+        print(f'closed loop, motors ({arm.n} joints, 1 kHz, {method} x{substeps}): '
+              f'{duration:.1f} s simulated in {wall:.2f} s wall / {cpu:.2f} s CPU = '
+              f'{duration / wall:.2f}x real time ({duration / cpu:.2f}x on CPU time) '
+              f'(target >= 10x); late max |e| {late:.2e} rad')
 
 
 def mujoco_urdf(urdf: Path) -> str:
@@ -188,10 +193,76 @@ def bench_tick(urdf: Path, ticks: int = 20000) -> None:
               f'us, max {us.max():.1f} us (target p99 <= 100 us)')
 
 
+def bench_breakdown(urdf: Path, rounds: int = 40, calls: int = 300) -> None:
+    """
+    Print the CPU time of each part of a closed-loop tick, in us.
+
+    The parts are timed in turn, ``calls`` calls each, for ``rounds`` rounds; each figure is
+    the part's fastest round (interleaving puts every part under the same load).
+    """
+    from manip_control import arm_plant
+    import pinocchio as pin
+    arm = UrdfArm.from_file(urdf, armature=0.04)
+    model = arm.pin_model
+    data = model.createData()
+    n = arm.n
+    fr = [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * n
+    plant = ArmPlant(arm, fr, motors_for(arm))
+    rk4 = ArmPlant(arm, fr, motors_for(arm), substeps=4, method='rk4')
+    traj = Sinusoid(0.2, 1.5, offset=Q0[:n], phase=np.arange(n) * 0.5)
+    ctrl = arm.workspace()
+    kp, kd, lim = np.full(n, 400.0), np.full(n, 40.0), plant.torque_limit
+    x = plant.initial_state(Q0[:n])
+    q, qd, u = x[:n], x[n:2 * n], arm.gravity(Q0[:n])
+    r, rv, ra = traj.sample(0.1)
+    v = np.empty(n)
+    ts = np.arange(100) * 1e-3
+    p, st, mo = plant._params, plant._stribeck, plant._is_motor
+    for node in range(3):
+        plant._evaluate(x, node)
+
+    def pass_(nodes, sub):
+        return lambda: arm_plant._multirate_pass(
+            x, u, n, p, st, mo, plant._mats, plant._biases, nodes, 1e-3, sub, plant._minv,
+            plant._k, plant._xs, plant._work, plant._x_half, plant._x_end)
+
+    parts = [('reference (sample_many, per tick)', lambda: traj.sample_many(ts), 100),
+             ('inverse_dynamics (RNEA)', lambda: ctrl.inverse_dynamics(q, qd, ra), 1),
+             ('servo acceleration + clamp (compiled helpers)', lambda: (
+                 arm_plant._servo_acceleration(q, qd, r, rv, ra, kp, kd, v),
+                 arm_plant._clamp(v, lim)), 1),
+             ('multirate: one rigid-body evaluation (CRBA + NLE)',
+              lambda: plant._evaluate(x, 1), 1),
+             ('  of which pin.crba', lambda: pin.crba(model, data, q), 1),
+             ('  of which pin.nonLinearEffects', lambda: pin.nonLinearEffects(
+                 model, data, q, qd), 1),
+             (f'multirate: predictor pass ({plant._pred_sub} RK4 steps, compiled)',
+              pass_(1, plant._pred_sub), 1),
+             (f'multirate: corrector pass ({plant.substeps} RK4 steps, compiled)',
+              pass_(3, plant.substeps), 1),
+             ('multirate: plant.step', lambda: plant.step(x, u, 1e-3), 1),
+             ('rk4: one pin.aba (world convention)', lambda: pin.aba(
+                 model, data, q, qd, u, pin.Convention.WORLD), 1),
+             ('rk4 x4: plant.step', lambda: rk4.step(x, u, 1e-3), 1)]
+    best = [np.inf] * len(parts)
+    for _ in range(rounds):
+        for i, (_label, fn, per) in enumerate(parts):
+            c0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            best[i] = min(best[i], (time.process_time() - c0) / calls / per)
+    print(f'per-tick costs, CPU time, fastest of {rounds} interleaved rounds of {calls} calls '
+          f'({load()}):')
+    for (label, _fn, _per), sec in zip(parts, best):
+        print(f'  {label:<52s} {sec * 1e6:6.1f} us')
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--urdf', type=Path, default=PANDA)
     p.add_argument('--duration', type=float, default=5.0, help='simulated seconds per run')
+    p.add_argument('--breakdown', action='store_true',
+                   help='also print the CPU time of each part of a closed-loop tick')
     args = p.parse_args()
     if not args.urdf.is_file():
         print(f'error: {args.urdf}: no such file', file=sys.stderr)
@@ -200,6 +271,8 @@ def main() -> int:
     bench_closed_loop(args.urdf, args.duration)
     bench_ideal_vs_mujoco(args.urdf, args.duration)
     bench_tick(args.urdf)
+    if args.breakdown:
+        bench_breakdown(args.urdf)
     print(f'after: {load()}')
     return 0
 
