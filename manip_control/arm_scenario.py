@@ -229,7 +229,8 @@ class UrdfRun:
 def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'motor',
                          nominal_scale: float = 1.0, omega_n: float = 20.0,
                          zeta: float = 1.0, joints: Sequence[str] | None = None,
-                         control_rate: float = 1000.0, compensate: bool = True) -> UrdfRun:
+                         control_rate: float = 1000.0, compensate: bool = True,
+                         nominal_urdf: str | None = None) -> UrdfRun:
     """
     Run computed torque on a URDF arm, offline, with the defaults of this module.
 
@@ -253,8 +254,12 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         Control rate [Hz].
     compensate : bool
         Invert the nominal drives' gear loss and feed the nominal friction forward
-        (:class:`DriveCompensation`; the nominal drives and friction are the plant's); False:
-        the rigid-body law alone.
+        (:class:`DriveCompensation`; the nominal drives are the plant's); False: the
+        rigid-body law alone.
+    nominal_urdf : str, optional
+        The controller's model from another description of the same joints (e.g. the URDF
+        that ``manip-identify --urdf`` wrote): its rigid body with the plant's armature, and
+        its ``<dynamics>`` friction (default: the plant's description).
 
     Raises
     ------
@@ -276,10 +281,17 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     arm = UrdfArm.from_string(text, joints, armature=armature, source=str(path))
     friction = _urdf_friction(text, arm.joint_names)
     plant = ArmPlant(arm, friction, motors)
-    nominal = arm if nominal_scale == 1.0 else arm.with_inertial_scale(nominal_scale)
+    nominal, nominal_friction = arm, friction
+    if nominal_urdf is not None:
+        other = read_urdf_file(nominal_urdf)
+        nominal = UrdfArm.from_string(other, arm.joint_names, armature=armature,
+                                      source=str(nominal_urdf))
+        nominal_friction = _urdf_friction(other, arm.joint_names)
+    if nominal_scale != 1.0:
+        nominal = nominal.with_inertial_scale(nominal_scale)
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = reference_within_limits(arm.limits)
-    ff = DriveCompensation(motors, friction) if compensate else None
+    ff = DriveCompensation(motors, nominal_friction) if compensate else None
     run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
                               feedforward=ff)
     return UrdfRun(arm, nominal, plant, run, kp, kd, ff)

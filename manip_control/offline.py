@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     arm.add_argument('--nominal-scale', type=float, default=1.0, metavar='F',
                      help="the controller's link masses and inertias times F (default 1: "
                           'the perfect model)')
+    arm.add_argument('--nominal-urdf', default=None, metavar='FILE',
+                     help="the controller's model from another URDF of the same joints, e.g. "
+                          'the one manip-identify --urdf wrote (default: --urdf)')
     arm.add_argument('--omega-n', type=float, default=20.0, metavar='RAD_S',
                      help='closed-loop bandwidth: Kp = wn^2, Kd = 2 zeta wn (default 20)')
     arm.add_argument('--zeta', type=float, default=1.0, help='closed-loop damping (default 1)')
@@ -97,13 +100,15 @@ def run_urdf(args) -> int:
                                    actuator=args.actuator or 'motor',
                                    nominal_scale=args.nominal_scale, omega_n=args.omega_n,
                                    zeta=args.zeta, joints=args.joints,
-                                   compensate=not args.no_compensation)
+                                   compensate=not args.no_compensation,
+                                   nominal_urdf=args.nominal_urdf)
     except (ArmModelError, UrdfError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
     wall = time.perf_counter() - t0
     summary = summarize_urdf_run(res)
-    summary.update(urdf=str(args.urdf), actuator=args.actuator or 'motor',
+    summary.update(urdf=str(args.urdf), nominal_urdf=args.nominal_urdf,
+                   actuator=args.actuator or 'motor',
                    nominal_scale=args.nominal_scale, compensation=not args.no_compensation,
                    kp=res.kp.tolist(), kd=res.kd.tolist(),
                    wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
@@ -112,10 +117,11 @@ def run_urdf(args) -> int:
         return 0
     print(f"{args.urdf}: {len(summary['joints'])} joints, {summary['actuator']} drives, "
           f'computed torque Kp {res.kp[0]:g} Kd {res.kd[0]:g}; nominal model: rigid body '
-          + ('= the plant' if args.nominal_scale == 1.0
-             else f'with masses and inertias x{args.nominal_scale:g}')
+          + (f'from {args.nominal_urdf}' if args.nominal_urdf else '= the plant')
+          + ('' if args.nominal_scale == 1.0
+             else f' with masses and inertias x{args.nominal_scale:g}')
           + ('; drives and friction not compensated' if args.no_compensation
-             else '; drives and friction = the plant'))
+             else '; drives = the plant, friction from the nominal URDF'))
     print(f"{summary['duration_s']:.3f} s simulated in {wall:.2f} s wall "
           f"({summary['real_time_factor']:.2f}x real time, model loading included)")
     w = max(16, 2 + max(len(name) for name in summary['joints']))

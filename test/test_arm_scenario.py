@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 from manip_control.actuators import joint_torque
 from manip_control.arm_model import ArmModelError
@@ -156,6 +157,32 @@ def test_panda_mismatch_leaves_a_bounded_error_that_shrinks_with_the_gains():
     assert 1e-4 < late[1] < late[0] < 0.2
 
 
+def _scaled_urdf(text: str, factor: float) -> str:
+    """Every link's mass and inertia times ``factor``, edited in the XML."""
+    root = ET.fromstring(text)
+    for inertial in root.iter('inertial'):
+        mass = inertial.find('mass')
+        mass.set('value', repr(float(mass.get('value')) * factor))
+        inertia = inertial.find('inertia')
+        for key in ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz'):
+            inertia.set(key, repr(float(inertia.get(key, '0')) * factor))
+    return ET.tostring(root, encoding='unicode')
+
+
+@needs_fixtures
+def test_nominal_urdf_gives_the_controller_that_model(tmp_path):
+    """A second URDF with every inertial x0.8 is the same controller as --nominal-scale 0.8."""
+    other = tmp_path / 'light.urdf'
+    other.write_text(_scaled_urdf(PANDA.read_text(), 0.8))
+    a = run_urdf_closed_loop(str(PANDA), duration=0.5, nominal_urdf=str(other))
+    b = run_urdf_closed_loop(str(PANDA), duration=0.5, nominal_scale=0.8)
+    assert np.abs(a.run.q - b.run.q).max() < 1e-9
+    c = run_urdf_closed_loop(str(PANDA), duration=0.5)
+    assert np.abs(a.run.q - c.run.q).max() > 1e-6          # and not the perfect model
+    p = _offline('--urdf', str(PANDA), '--nominal-urdf', str(other), '--duration', '0.2')
+    assert p.returncode == 0 and f'nominal model: rigid body from {other}' in p.stdout, p
+
+
 def _offline(*args):
     return subprocess.run([sys.executable, '-m', 'manip_control.offline', *args],
                           capture_output=True, text=True, timeout=300)
@@ -169,7 +196,7 @@ def test_cli_urdf_run_prints_every_joint():
     for name in names:
         assert f'  {name} ' in p.stdout
     assert '7 joints, motor drives' in p.stdout and 'real time' in p.stdout
-    assert 'drives and friction = the plant' in p.stdout
+    assert 'drives = the plant, friction from the nominal URDF' in p.stdout
     p = _offline('--urdf', str(PANDA), '--duration', '0.3', '--actuator', 'ideal', '--json',
                  '--nominal-scale', '0.9')
     assert p.returncode == 0, p.stderr
@@ -185,6 +212,8 @@ def test_cli_urdf_run_prints_every_joint():
     (['--urdf', str(PANDA), '--duration', '-1'], 'duration: must be > 0'),
     (['--urdf', str(PANDA), '--nominal-scale', '0'], 'nominal scale: must be > 0'),
     (['--urdf', str(PANDA), '--joints', 'panda_joint1', 'nope'], 'nope'),
+    (['--urdf', str(PANDA), '--nominal-urdf', 'no/such/nominal.urdf'], 'no/such/nominal.urdf'),
+    (['--urdf', str(PANDA), '--nominal-urdf', str(URDF_DIR / 'ur5.urdf')], 'panda_joint1'),
 ])
 def test_cli_urdf_bad_input_is_one_line(args, pattern):
     if not PANDA.is_file():
