@@ -1262,6 +1262,12 @@ def main_urdf(args) -> int:
         if not (args.cutoff > 0.0 and math.isfinite(args.cutoff)):
             raise ArmIdentificationError(f'--cutoff: must be > 0 Hz (got {args.cutoff})')
         max_cond = 1000.0 if args.max_condition is None else args.max_condition
+        if Path(args.out or 'identified.urdf').suffix.lower() in ('.yaml', '.yml'):
+            # the parameters file goes beside the URDF with the suffix .yaml: it would
+            # overwrite the URDF
+            raise ArmIdentificationError(f'--out {args.out}: give the path of the URDF to '
+                                         'write (e.g. identified.urdf); its parameters file '
+                                         'goes beside it as .yaml')
         if args.urdf and args.urdf_from_bag:
             raise ArmIdentificationError('give --urdf FILE or --urdf-from-bag, not both')
         if not Path(args.bag).exists():
@@ -1332,6 +1338,13 @@ def main_urdf(args) -> int:
         err = float(np.max(np.abs(written - fitted)))
         print(f'\nwritten model vs identified one on the data: max |tau difference| '
               f'{err:.3g} N m')
+        resid = float(np.sqrt(np.mean((prep.tau - fitted) ** 2)))
+        if err > resid:
+            # the completion is exact up to the clamping of negative friction / armature
+            print(f'warning: the written model departs from the fit by more than the '
+                  f'residual RMS of the fit ({resid:.3g} N m)'
+                  + (f': from the parameters set to 0 above ({len(notes)})' if notes else '')
+                  + '; check --gravity, --eps and what the effort is')
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(new_text, encoding='utf-8')

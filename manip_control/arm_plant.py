@@ -268,12 +268,29 @@ class ArmPlant:
             x[3 * n:] = self._r * i + self._ken * qd0
         return x
 
+    def motor_torque(self, qd: np.ndarray, current: np.ndarray) -> np.ndarray:
+        """
+        Actuator torque at the joints ``N k_t i - tau_gear`` [N·m] of the drives (motors only).
+
+        ``tau_gear = (g_sum |i| + g_dif i s) s``, ``s = tanh(qd / eps)``: the gear loss of the
+        module docstring. ``qd`` [rad/s] and ``current`` [A] have shape (n,) or (K, n).
+        """
+        if self.motors is None:
+            raise ArmModelError('motor_torque: the plant has ideal actuators')
+        qd, i = np.asarray(qd, dtype=float), np.asarray(current, dtype=float)
+        s = np.tanh(qd / self._eps)
+        return self._ktn * i - (self._g_sum * np.abs(i) * s + self._g_dif * i * s * s)
+
     def rhs(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """``dx/dt`` at state ``x`` (shape (4n,)) under the held command ``u`` [N·m] (n,)."""
         n = self.n
         out = np.empty(4 * n)
-        _actuators(np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(u, dtype=float),
-                   n, self._params, self._stribeck, self._is_motor, out)
+        x = np.ascontiguousarray(x, dtype=float)
+        u = np.ascontiguousarray(u, dtype=float)
+        if u.shape != (n,) or x.shape != (4 * n,):
+            raise ArmShapeError(f'rhs: expected x of shape ({4 * n},) and u of shape ({n},), '
+                                f'got {x.shape} and {u.shape}')
+        _actuators(x, u, n, self._params, self._stribeck, self._is_motor, out)
         if self._aba is not None:
             out[n:2 * n] = self._aba(self._pin_model, self._pin_data, x[:n], x[n:2 * n],
                                      out[n:2 * n], self._world)
@@ -316,6 +333,10 @@ class ArmPlant:
         n = self.n
         u = np.ascontiguousarray(u, dtype=float)
         x = np.ascontiguousarray(x, dtype=float)
+        # the compiled passes index without bounds checks: a wrong shape must not get there
+        if u.shape != (n,) or x.shape != (4 * n,):
+            raise ArmShapeError(f'step: expected x of shape ({4 * n},) and u of shape ({n},), '
+                                f'got {x.shape} and {u.shape}')
         if self.method == 'multirate':
             ev, p, st, mo, sub = self._evaluate, self._params, self._stribeck, self._is_motor, \
                 self.substeps
@@ -594,6 +615,10 @@ _clamp = _jit(_clamp_py)
 _REFERENCE_BLOCK = 1000
 
 
+class ArmStateError(ArmModelError):
+    """The simulated state became non-finite (the closed loop diverged)."""
+
+
 @dataclass
 class ArmRun:
     """Samples of an offline run at the control ticks ``t_k`` (arrays, one row per tick)."""
@@ -608,6 +633,8 @@ class ArmRun:
     """Reference positions [rad], shape (K, n)."""
     tau: np.ndarray
     """Commands after the limit [N·m], shape (K, n)."""
+    current: np.ndarray | None = None
+    """Motor currents at ``t_k`` [A], shape (K, n); None with ideal actuators."""
 
     @property
     def error(self) -> np.ndarray:
@@ -659,13 +686,19 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
     if not (control_rate > 0.0 and math.isfinite(control_rate)):
         raise ArmModelError(f'control_rate: must be > 0 Hz (got {control_rate})')
     period = 1.0 / control_rate
-    ticks = int(round(duration * control_rate))
+    ticks = int(round(duration * control_rate)) if math.isfinite(duration) else 0
+    if ticks < 2:
+        raise ArmModelError(f'duration: {duration} s at {control_rate:g} Hz is {ticks} '
+                            'control tick(s); at least 2 are needed')
     if x0 is None:
         x0 = plant.initial_state(trajectory.sample(0.0)[0])
     x = np.array(x0, dtype=float)
+    if x.shape != (4 * n,) or not np.all(np.isfinite(x)):
+        raise ArmShapeError(f'x0: expected {4 * n} finite values [q, qd, i, x_i], got shape '
+                            f'{x.shape}')
     lim = plant.torque_limit
     ts = np.arange(ticks) * period
-    states = np.empty((ticks, 2 * n))           # [q, qd] at each tick: one row copy per tick
+    states = np.empty((ticks, 3 * n))           # [q, qd, i] at each tick: one row copy a tick
     refs, taus = np.empty((ticks, n)), np.empty((ticks, n))
     inverse = ctrl.inverse_dynamics
     step = plant.step
@@ -681,14 +714,22 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         _servo_acceleration(x[:n], x[n:2 * n], r_q[0], r_v[0], r_a[0], kp, kd, v)
         _clamp(v, lim)
         for k in range(k0, k1):
-            states[k] = x[:2 * n]
+            states[k] = x[:3 * n]
             q, qd = x[:n], x[n:2 * n]
             _servo_acceleration(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0], kp, kd, v)
             tau = inverse(q, qd, v)
             if feedforward is not None:
-                tau = feedforward(tau, r_v[k - k0])
+                tau = np.ascontiguousarray(feedforward(tau, r_v[k - k0]), dtype=float)
+                if tau.shape != (n,):
+                    raise ArmShapeError(f'feedforward returned shape {tau.shape}, not ({n},)')
             _clamp(tau, lim)
             taus[k] = tau
             x = step(x, tau, period)
-    qs, qds = np.ascontiguousarray(states[:, :n]), np.ascontiguousarray(states[:, n:])
-    return ArmRun(ts, qs, qds, refs, taus)
+            # a diverged loop stops here (a NaN passes the clamp): never a NaN result
+            if not math.isfinite(x.sum()):
+                raise ArmStateError(f'the state is not finite at t = {ts[k] + period:.6g} s: '
+                                    'the loop diverged (gains too high for the control rate, '
+                                    'or a wrong model)')
+    qs, qds = np.ascontiguousarray(states[:, :n]), np.ascontiguousarray(states[:, n:2 * n])
+    current = np.ascontiguousarray(states[:, 2 * n:]) if plant.motors is not None else None
+    return ArmRun(ts, qs, qds, refs, taus, current)

@@ -216,6 +216,8 @@ class UrdfRun:
 
     arm: UrdfArm
     """The plant's true arm (with the drives' armature)."""
+    urdf: str
+    """The plant's description (URDF text)."""
     nominal: ArmModel
     """The controller's model."""
     plant: ArmPlant
@@ -258,8 +260,10 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         rigid-body law alone.
     nominal_urdf : str, optional
         The controller's model from another description of the same joints (e.g. the URDF
-        that ``manip-identify --urdf`` wrote): its rigid body with the plant's armature, and
-        its ``<dynamics>`` friction (default: the plant's description).
+        that ``manip-identify --urdf`` wrote): its rigid body and ``<dynamics>`` friction,
+        with the armature and the Coulomb smoothing of the parameters file beside it when
+        there is one (``NAME.yaml``), else the plant's armature and 0.02 rad/s (default: the
+        plant's description).
 
     Raises
     ------
@@ -284,9 +288,11 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     nominal, nominal_friction = arm, friction
     if nominal_urdf is not None:
         other = read_urdf_file(nominal_urdf)
-        nominal = UrdfArm.from_string(other, arm.joint_names, armature=armature,
-                                      source=str(nominal_urdf))
-        nominal_friction = _urdf_friction(other, arm.joint_names)
+        nominal_armature, eps = _identified_extras(nominal_urdf, arm.joint_names)
+        nominal = UrdfArm.from_string(
+            other, arm.joint_names, source=str(nominal_urdf),
+            armature=armature if nominal_armature is None else nominal_armature)
+        nominal_friction = _urdf_friction(other, arm.joint_names, eps)
     if nominal_scale != 1.0:
         nominal = nominal.with_inertial_scale(nominal_scale)
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
@@ -294,15 +300,58 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     ff = DriveCompensation(motors, nominal_friction) if compensate else None
     run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
                               feedforward=ff)
-    return UrdfRun(arm, nominal, plant, run, kp, kd, ff)
+    return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff)
 
 
-def _urdf_friction(urdf: str, joints: Sequence[str]) -> list[FrictionParameters]:
+def joint_effort(result: UrdfRun) -> np.ndarray:
+    """
+    Return the actuator torque at the joints at each tick [N·m], shape (K, n).
+
+    What a driver reports as ``effort``: with motors the drives' torque from their currents at
+    ``t_k`` (:meth:`ArmPlant.motor_torque`); with ideal actuators the command held up to
+    ``t_k`` (the one of tick ``k - 1``; the first tick's own at ``k = 0``), as the plant node
+    publishes it.
+    """
+    run = result.run
+    if run.current is not None:
+        return result.plant.motor_torque(run.qd, run.current)
+    return np.vstack((run.tau[:1], run.tau[:-1]))
+
+
+def _urdf_friction(urdf: str, joints: Sequence[str],
+                   eps: Sequence[float] | None = None) -> list[FrictionParameters]:
     """Viscous and smoothed Coulomb friction per joint from ``<dynamics>`` (eps 0.02 rad/s)."""
     from manip_control.model_analysis import urdf_friction
     fr = urdf_friction(urdf, joints, eps=0.02)
-    return [FrictionParameters(b=float(b), tau_c=float(c), eps=0.02)
-            for b, c in zip(fr.b, fr.tau_c)]
+    eps = [0.02] * len(joints) if eps is None else eps
+    return [FrictionParameters(b=float(b), tau_c=float(c), eps=float(e))
+            for b, c, e in zip(fr.b, fr.tau_c, eps)]
+
+
+def _identified_extras(urdf_path: str, joints: Sequence[str]):
+    """
+    Return ``(armature, eps)`` per joint from the parameters file beside an identified URDF.
+
+    ``manip-identify --urdf`` writes ``NAME.yaml`` beside ``NAME.urdf`` with what a URDF cannot
+    hold: the armature [kg·m^2] and the Coulomb smoothing ``eps`` [rad/s] its friction was
+    fitted with. ``(None, None)`` when there is no such file for this URDF.
+    """
+    from pathlib import Path
+    import yaml
+    side = Path(urdf_path).with_suffix('.yaml')
+    if not side.is_file():
+        return None, None
+    try:
+        data = yaml.safe_load(side.read_text(encoding='utf-8'))
+        if not isinstance(data, dict) or data.get('urdf') != Path(urdf_path).name:
+            return None, None
+        index = [list(data['joints']).index(j) for j in joints]
+        armature = [float(data['armature'][k]) for k in index]
+        eps = [float(data['friction']['eps'][k]) for k in index]
+    except (OSError, yaml.YAMLError, KeyError, ValueError, TypeError, IndexError) as exc:
+        raise ArmModelError(f'{side}: not the parameters file of {Path(urdf_path).name} '
+                            f'({type(exc).__name__}: {exc})') from None
+    return armature, eps
 
 
 def summarize_urdf_run(result: UrdfRun) -> dict:

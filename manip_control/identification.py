@@ -658,6 +658,13 @@ def read_joint_states(bag: str | Path, joints: Sequence[str] = ('joint1', 'joint
     ok = np.all(np.isfinite(q), axis=1) & np.all(np.isfinite(tau), axis=1)
     if not no_velocity:
         ok &= np.all(np.isfinite(qd), axis=1)
+    if np.count_nonzero(ok) < 2:
+        bad = [j for c, j in enumerate(joints)
+               if not np.any(np.isfinite(q[:, c]) & np.isfinite(tau[:, c])
+                             & (no_velocity | np.isfinite(qd[:, c])))]
+        raise IdentificationError(
+            f'{bag}: {topic}: fewer than 2 messages with finite position, velocity and effort '
+            f'for every joint' + (f' (none for {", ".join(bad)})' if bad else ''))
     order = np.argsort(t[ok], kind='stable')
     t, q, tau = t[ok][order], q[ok][order], tau[ok][order]
     qd = None if no_velocity else qd[ok][order]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from pathlib import Path
 import sys
 import time
 
@@ -77,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     arm.add_argument('--omega-n', type=float, default=20.0, metavar='RAD_S',
                      help='closed-loop bandwidth: Kp = wn^2, Kd = 2 zeta wn (default 20)')
     arm.add_argument('--zeta', type=float, default=1.0, help='closed-loop damping (default 1)')
+    arm.add_argument('--bag', default=None, metavar='DIR',
+                     help='record /joint_states (effort: the actuator torque) and the URDF on '
+                          '/robot_description into a new bag (for manip-analyze, '
+                          'manip-identify --urdf-from-bag)')
     arm.add_argument('--no-compensation', action='store_true',
                      help="the rigid-body law alone: no inversion of the drives' gear loss, "
                           'no friction feed-forward')
@@ -94,6 +99,11 @@ def run_urdf(args) -> int:
               file=sys.stderr)
         return 2
     duration = 5.0 if args.duration is None else args.duration
+    if args.bag is not None:
+        bag = Path(args.bag)
+        if bag.exists() and (not bag.is_dir() or any(bag.iterdir())):
+            print(f'error: --bag {bag}: exists and is not an empty directory', file=sys.stderr)
+            return 2
     t0 = time.perf_counter()
     try:
         res = run_urdf_closed_loop(args.urdf, duration=duration,
@@ -106,6 +116,17 @@ def run_urdf(args) -> int:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
     wall = time.perf_counter() - t0
+    if args.bag is not None:
+        from manip_control.arm_identification import write_arm_bag
+        from manip_control.arm_scenario import joint_effort
+        if bag.is_dir():
+            bag.rmdir()                 # empty (checked above): the writer creates it
+        try:
+            write_arm_bag(bag, res.run.t, res.arm.joint_names, res.run.q, res.run.qd,
+                          joint_effort(res), description=res.urdf)
+        except Exception as exc:  # noqa: BLE001 - any write error: one line, no traceback
+            print(f'error: --bag {bag}: {" ".join(str(exc).split())}', file=sys.stderr)
+            return 2
     summary = summarize_urdf_run(res)
     summary.update(urdf=str(args.urdf), nominal_urdf=args.nominal_urdf,
                    actuator=args.actuator or 'motor',
@@ -134,6 +155,8 @@ def run_urdf(args) -> int:
               + (f"{summary['peak_torque_fraction'][j] * 100:>9.1f}%"
                  if summary['peak_torque_fraction'][j] is not None else '  no limit'))
     print('  (late: the second half of the run)')
+    if args.bag is not None:
+        print(f'bag written to {bag} (/joint_states, /robot_description)')
     return 0
 
 

@@ -390,6 +390,8 @@ def test_manip_identify_urdf_from_a_bag(panda_bag, tmp_path, capsys):
     ('rank', 'do not excite'),
     ('bad_urdf', 'no such file'),
     ('no_description', 'no robot_description topic'),
+    ('yaml_out', 'give the path of the URDF to write'),
+    ('no_effort', 'fewer than 2 messages with finite position, velocity and effort'),
 ])
 def test_manip_identify_urdf_refuses_bad_input_in_one_line(case, message, panda_bag, tmp_path,
                                                            capsys):
@@ -425,12 +427,22 @@ def test_manip_identify_urdf_refuses_bad_input_in_one_line(case, message, panda_
         ai.write_arm_bag(bare, np.arange(100) * 1e-3, base.regressor.arm.joint_names,
                          np.zeros((100, 7)), np.zeros((100, 7)), np.ones((100, 7)))
         args = [str(bare), '--urdf-from-bag', '--out', str(tmp_path / 'x.urdf')]
+    elif case == 'yaml_out':                    # its parameters file would overwrite it
+        args[-1] = str(tmp_path / 'x.yaml')
+    elif case == 'no_effort':                   # one joint never has a finite effort
+        nan = tmp_path / 'nan'
+        names = base.regressor.arm.joint_names
+        effort = np.ones((100, 7))
+        effort[:, 3] = np.nan
+        ai.write_arm_bag(nan, np.arange(100) * 1e-3, names, np.zeros((100, 7)),
+                         np.zeros((100, 7)), effort)
+        args[0] = str(nan)
     code = ident2r.main(args)
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith('error: ') and err.count('\n') == 1 and 'Traceback' not in err
     assert message in err, err
-    assert not (tmp_path / 'x.urdf').exists()
+    assert not (tmp_path / 'x.urdf').exists() and not (tmp_path / 'x.yaml').exists()
 
 
 def test_closed_loop_identified_model_tracks_five_times_better(tmp_path):

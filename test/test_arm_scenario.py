@@ -24,16 +24,22 @@ import xml.etree.ElementTree as ET
 
 from manip_control.actuators import joint_torque
 from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import ArmShapeError
 from manip_control.arm_model import JointLimits
+from manip_control.arm_model import TwoLinkArm
 from manip_control.arm_model import UrdfArm
+from manip_control.arm_plant import ArmPlant
+from manip_control.arm_plant import run_arm_closed_loop
 from manip_control.arm_scenario import DriveCompensation
 from manip_control.arm_scenario import gains_from_bandwidth
 from manip_control.arm_scenario import motors_sized_for
 from manip_control.arm_scenario import reference_within_limits
 from manip_control.arm_scenario import run_urdf_closed_loop
 from manip_control.arm_scenario import summarize_urdf_run
+from manip_control.bag_io import BagReader
 from manip_control.friction import friction_torque_scalar
 from manip_control.parameters import FrictionParameters
+from manip_control.parameters import load_scenario
 import numpy as np
 import pytest
 
@@ -183,6 +189,72 @@ def test_nominal_urdf_gives_the_controller_that_model(tmp_path):
     assert p.returncode == 0 and f'nominal model: rigid body from {other}' in p.stdout, p
 
 
+def test_motor_torque_is_the_drive_torque_law():
+    """ArmPlant.motor_torque against actuators.joint_torque (the 2R's scalar law)."""
+    arm = TwoLinkArm.from_plant(load_scenario('default').plant)
+    motors = motors_sized_for([40.0, 12.0])
+    motors[1] = dataclasses.replace(motors[1], eta=0.7, eta_back=0.6)
+    friction = [FrictionParameters(b=0.1, tau_c=0.3, eps=0.02)] * 2
+    plant = ArmPlant(arm, friction, motors)
+    rng = np.random.default_rng(1)
+    qd, i = rng.normal(0.0, 0.05, (50, 2)), rng.normal(0.0, 5.0, (50, 2))
+    got = plant.motor_torque(qd, i)
+    for k in range(50):
+        for j in range(2):
+            assert got[k, j] == pytest.approx(joint_torque(i[k, j], qd[k, j], motors[j], 0.02),
+                                              rel=1e-12, abs=1e-12)
+
+
+@needs_fixtures
+def test_step_and_loop_refuse_wrong_shapes():
+    """The compiled passes index without bounds checks: shapes are checked before them."""
+    arm = TwoLinkArm.from_plant(load_scenario('default').plant)
+    plant = ArmPlant(arm, motors=motors_sized_for([40.0, 12.0]))
+    x = plant.initial_state([0.1, 0.2])
+    for bad_x, bad_u in ((x, np.ones(3)), (x[:6], np.ones(2)), (x[:, None], np.ones(2))):
+        with pytest.raises(ArmShapeError, match='expected x of shape'):
+            plant.step(bad_x, bad_u, 1e-3)
+        with pytest.raises(ArmShapeError, match='expected x of shape'):
+            plant.rhs(bad_x, bad_u)
+    traj = reference_within_limits(arm.limits)
+    kp, kd = gains_from_bandwidth(2)
+    with pytest.raises(ArmShapeError, match='x0: expected 8 finite values'):
+        run_arm_closed_loop(plant, arm, traj, kp, kd, 0.1, x0=x[:6])
+    with pytest.raises(ArmShapeError, match=r'feedforward returned shape \(3,\)'):
+        run_arm_closed_loop(plant, arm, traj, kp, kd, 0.1,
+                            feedforward=lambda tau, v: np.ones(3))
+
+
+@needs_fixtures
+def test_cli_bag_is_read_back_and_analysed_with_its_urdf(tmp_path):
+    bag = tmp_path / 'panda'
+    p = _offline('--urdf', str(PANDA), '--duration', '1', '--actuator', 'ideal', '--bag',
+                 str(bag))
+    assert p.returncode == 0 and f'bag written to {bag}' in p.stdout, p
+    res = run_urdf_closed_loop(str(PANDA), duration=1.0, actuator='ideal')
+    with BagReader(bag) as r:
+        assert r.topics['/joint_states'].count == 1000
+        assert r.topics['/robot_description'].count == 1
+        js = r.read_series(['/joint_states'])['/joint_states']
+    np.testing.assert_array_equal(js.position, res.run.q)
+    # effort: the command held up to each tick (the previous tick's)
+    np.testing.assert_array_equal(js.effort[1:], res.run.tau[:-1])
+    rep = subprocess.run([sys.executable, '-m', 'manip_control.bag_analysis', str(bag),
+                          '--out', str(tmp_path / 'rep'), '--json', '--no-plots'],
+                         capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    model = json.loads(rep.stdout)['model']
+    assert model['source'] == 'URDF recorded on /robot_description in the bag'
+    for name, fig in model['per_joint'].items():
+        m = fig['measured']
+        assert m['residual_rms'] < 0.05, (name, m)
+        if m['effort_rms'] > 1.0:
+            assert m['residual_fraction'] < 0.02, (name, m)
+    # a bag directory that holds something is never written into
+    p = _offline('--urdf', str(PANDA), '--duration', '0.1', '--bag', str(bag))
+    assert p.returncode == 2 and 'exists and is not an empty directory' in p.stderr
+
+
 def _offline(*args):
     return subprocess.run([sys.executable, '-m', 'manip_control.offline', *args],
                           capture_output=True, text=True, timeout=300)
@@ -213,6 +285,9 @@ def test_cli_urdf_run_prints_every_joint():
     (['--urdf', str(PANDA), '--nominal-scale', '0'], 'nominal scale: must be > 0'),
     (['--urdf', str(PANDA), '--joints', 'panda_joint1', 'nope'], 'nope'),
     (['--urdf', str(PANDA), '--nominal-urdf', 'no/such/nominal.urdf'], 'no/such/nominal.urdf'),
+    (['--urdf', str(PANDA), '--duration', '0.0004'], 'at least 2 are needed'),
+    (['--urdf', str(URDF_DIR / 'double_pendulum.urdf'), '--actuator', 'ideal', '--duration',
+      '0.3', '--omega-n', '5000'], 'the state is not finite at t = '),
     (['--urdf', str(PANDA), '--nominal-urdf', str(URDF_DIR / 'ur5.urdf')], 'panda_joint1'),
 ])
 def test_cli_urdf_bad_input_is_one_line(args, pattern):
