@@ -281,7 +281,11 @@ def test_kill_controller_plant_torque_falls_to_zero(fi):
         # controller's zero torque on shutdown usually comes first)
         assert t_zero - t_kill <= COMMAND_TIMEOUT + plant_period + 2 * SCHED_TOLERANCE
         t_restart = time.monotonic()
-        ctrl = controller(procs, f'controller{trial + 1}')
+        # with no controller the plant's zero torque lets the arm fall: the new controller may
+        # find it swinging beyond a position or speed limit and hold until the state is back
+        # inside; the default 2 s hold timeout would then latch zero torque (correct, and
+        # tested with the frozen driver), which is not what this test measures
+        ctrl = controller(procs, f'controller{trial + 1}', '-p', 'safety.hold_timeout:=30.0')
         probe.wait_for(lambda: probe.first_diag_after(t_restart, lambda d: d['mode'] == 'normal'),
                        30.0, 'the new controller in normal mode')
     assert_finite_outputs(probe)

@@ -951,7 +951,14 @@ class ControllerSafety:
             return
         log = self.node.get_logger()
         text = str(transition)
-        if transition.mode is Mode.NORMAL:
+        if transition.mode is Mode.NORMAL and self.final:
+            # the inputs are valid again, but the latched zero torque stays: never log
+            # "normal" while not commanding
+            old = transition.old_reason.value if transition.old_reason is not None else ''
+            self._io(lambda: log.warning(
+                f'controller inputs valid again ({old} cleared); zero torque stays latched '
+                f'until re-activation ({self.final_reason})'))
+        elif transition.mode is Mode.NORMAL:
             self._io(lambda: log.info(text))
         elif transition.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET):
             self._io(lambda: log.info(text))
