@@ -88,6 +88,8 @@ import xml.etree.ElementTree as ET
 
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import UrdfArm
+from manip_control.identification import Prepared
+from manip_control.identification import resample_uniform
 import numpy as np
 
 #: Names of Pinocchio's ten standard parameters of one body, in order.
@@ -487,39 +489,9 @@ def least_squares(y: np.ndarray, tau: np.ndarray, names: Sequence[str],
 # from a recording
 
 
-@dataclass
-class PreparedArm:
-    """Filtered, trimmed, decimated rows of a recording (module docstring)."""
-
-    t: np.ndarray
-    """Sample times [s], shape (N,)."""
-    y: np.ndarray
-    """``F[Y_ind(q_f, qd_f, qdd_f)]``, shape (N, n, r)."""
-    tau: np.ndarray
-    """``F[tau]`` [N·m], shape (N, n)."""
-    q: np.ndarray
-    qd: np.ndarray
-    qdd: np.ndarray
-    """Filtered motion at the kept samples, shape (N, n) [rad, rad/s, rad/s^2]."""
-    sample_rate: float
-    cutoff_hz: float
-
-
-def _uniform_grid(t: np.ndarray, arrays: list):
-    dt = np.diff(t)
-    if dt.size == 0 or np.any(dt <= 0.0):
-        raise ArmIdentificationError('time stamps must be strictly increasing')
-    h = float(np.median(dt))
-    if np.max(np.abs(dt - h)) <= 0.01 * h:
-        return t, arrays, h
-    grid = t[0] + h * np.arange(int(math.floor((t[-1] - t[0]) / h + 1e-9)) + 1)
-    return grid, [np.column_stack([np.interp(grid, t, a[:, j]) for j in range(a.shape[1])])
-                  for a in arrays], h
-
-
 def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAULT_CUTOFF_HZ,
                 order: int = 4, trim_s: float | None = None, velocity: str = 'measured',
-                torque_offset: float = 0.0) -> PreparedArm:
+                torque_offset: float = 0.0) -> Prepared:
     """
     Filter the base regressor and the torque alike ("parallel filtering", module docstring).
 
@@ -579,7 +551,7 @@ def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAU
         if not np.any(arrays[2][:, j]):
             raise ArmIdentificationError(f'the effort of {base.regressor.arm.joint_names[j]} '
                                          'is zero throughout: no applied torque recorded')
-    t, arrays, h = _uniform_grid(t, arrays)
+    t, arrays, h = resample_uniform(t, arrays, ArmIdentificationError)
     fs = 1.0 / h
     if not 0.0 < cutoff_hz < 0.5 * fs:
         raise ArmIdentificationError(f'cutoff {cutoff_hz:g} Hz must be in (0, {0.5 * fs:g}) '
@@ -611,8 +583,8 @@ def prepare_arm(base: BaseParameters, t, q, qd, tau, *, cutoff_hz: float = DEFAU
         y[:, c:c + 32] = sosfiltfilt(sos, y_raw[:, c:c + 32], axis=0)[keep]
     del y_raw
     tau_f = sosfiltfilt(sos, tau, axis=0)
-    return PreparedArm(t[sl], y.reshape(keep.size, n, base.rank), tau_f[sl], q_f[sl],
-                       qd_f[sl], qdd_f[sl], fs, float(cutoff_hz))
+    return Prepared(t[sl], y.reshape(keep.size, n, base.rank), tau_f[sl], q_f[sl],
+                    qd_f[sl], qdd_f[sl], fs, float(cutoff_hz))
 
 
 @dataclass
@@ -621,7 +593,7 @@ class ArmIdentification:
 
     base: BaseParameters
     fit: ArmFit
-    prepared: PreparedArm
+    prepared: Prepared
 
     @property
     def beta(self) -> np.ndarray:

@@ -203,33 +203,43 @@ def physical_from_base(theta: np.ndarray, l1: float, g0: float) -> np.ndarray:
 
 @dataclass
 class Prepared:
-    """Filtered, trimmed, decimated data used for the fit."""
+    """Filtered, trimmed, decimated data used for a fit (n joints, r regressor columns)."""
 
     t: np.ndarray
     """Sample times [s], shape (N,)."""
     y: np.ndarray
-    """Filtered regressor ``F[Y(q_f, qd_f, qdd_f)]``, shape (N, 2, 10)."""
+    """Filtered regressor ``F[Y(q_f, qd_f, qdd_f)]``, shape (N, n, r) ((N, 2, 10) for the 2R)."""
     tau: np.ndarray
-    """Filtered torque ``F[tau]`` [N m], shape (N, 2)."""
+    """Filtered torque ``F[tau]`` [N m], shape (N, n)."""
     q: np.ndarray
     qd: np.ndarray
     qdd: np.ndarray
-    """Filtered q [rad], qd [rad/s] and qdd [rad/s^2] at the kept samples, shape (N, 2)."""
+    """Filtered q [rad], qd [rad/s] and qdd [rad/s^2] at the kept samples, shape (N, n)."""
     sample_rate: float
     cutoff_hz: float
 
 
-def _uniform(t: np.ndarray, arrays: list[np.ndarray]):
-    """Check (and if needed restore by linear interpolation) uniform sampling."""
+def resample_uniform(t: np.ndarray, arrays: list[np.ndarray],
+                     error: type[Exception] = IdentificationError):
+    """
+    Check (and if needed restore by linear interpolation) uniform sampling.
+
+    Returns ``(t, arrays, h)``: the arrays unchanged when every step is within 1 % of the
+    median step ``h`` [s], else interpolated onto ``t[0] + k h``. Raises ``error`` when the
+    stamps do not strictly increase.
+    """
     dt = np.diff(t)
+    if dt.size == 0:
+        raise error('at least two samples are needed')
     if np.any(dt <= 0.0):
         k = int(np.flatnonzero(dt <= 0.0)[0])
-        raise IdentificationError(f'time stamps must be strictly increasing (sample {k + 1}: '
-                                  f'{t[k + 1]:.9f} s after {t[k]:.9f} s)')
+        raise error(f'time stamps must be strictly increasing (sample {k + 1}: '
+                    f'{t[k + 1]:.9f} s after {t[k]:.9f} s)')
     h = float(np.median(dt))
     if np.max(np.abs(dt - h)) <= 0.01 * h:
         return t, arrays, h
-    grid = t[0] + h * np.arange(int(math.floor((t[-1] - t[0]) / h)) + 1)
+    # the guard keeps the last sample when (t[-1] - t[0]) / h is an integer up to rounding
+    grid = t[0] + h * np.arange(int(math.floor((t[-1] - t[0]) / h + 1e-9)) + 1)
     return grid, [np.column_stack([np.interp(grid, t, a[:, j]) for j in range(a.shape[1])])
                   for a in arrays], h
 
@@ -289,7 +299,7 @@ def prepare(t, q, qd, tau, *, eps: Sequence[float] = (0.01, 0.01),
         if not np.any(arrays[2][:, j]):
             raise IdentificationError(f'the torque (effort) of joint {j + 1} is zero '
                                       'throughout: the recording carries no applied torque')
-    t, arrays, h = _uniform(t, arrays)
+    t, arrays, h = resample_uniform(t, arrays)
     fs = 1.0 / h
     if not 0.0 < cutoff_hz < 0.5 * fs:
         raise IdentificationError(f'cutoff {cutoff_hz} Hz must be in (0, {0.5 * fs:g}) Hz '

@@ -465,10 +465,16 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
     p99 = [pct(phase(f'10 kHz flood on {topic}', flood(topic)), 99)
            for topic in ('/joint_states', '/reference')]
     d = probe.diag()
+    lines.append('refused as second_source: joint_states '
+                 f"{d.get('refused.joint_states.second_source')}, reference "
+                 f"{d.get('refused.reference.second_source')}")
     print('\n[input] command gaps, real time 1 kHz, loaded machine:\n  ' + '\n  '.join(lines),
           file=sys.stdout)
-    assert int(d.get('refused.joint_states.second_source', 0)) > 1000, d
-    assert int(d.get('refused.reference.second_source', 0)) > 1000, d
+    # the flood's messages are refused and counted; only the ones the controller took: the
+    # real-time state reader keeps the newest state only, and a reader that falls behind loses
+    # the older ones (723 of the 20,000 states were taken on a loaded 2-core CI machine)
+    assert int(d.get('refused.joint_states.second_source', 0)) > 200, d
+    assert int(d.get('refused.reference.second_source', 0)) > 200, d
     assert max(p99) < 100.0, lines
     for p in (plant, ctrl, traj):
         assert p.poll() is None
