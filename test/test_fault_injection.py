@@ -23,9 +23,9 @@ Run with ``-s`` to see the measured figures (lines starting with ``[fault]``)::
 
     .venv/bin/python -m pytest -s test/test_fault_injection.py
 
-* kill the plant: the controller is in safe mode within state_timeout + one period (measured
-  by the controller, reported in its diagnostics), publishes the gravity hold, and resumes
-  when a new plant comes up;
+* kill the plant: the controller is in safe mode at its first check after state_timeout
+  (measured by the controller, reported in its diagnostics with the time since the check
+  before), publishes the gravity hold, and resumes when a new plant comes up;
 * kill the controller: the plant's applied torque falls to zero within its command_timeout;
 * kill the trajectory node: the controller holds the last reference position;
 * malformed messages on every controller input (NaN, Inf, short, long, unknown / missing /
@@ -96,6 +96,7 @@ class Probe(ThreadedProbe):
 
     def __init__(self, domain_id: int, topics=('diag', 'cmds')):
         super().__init__(domain_id, 'fault_probe', {key: self.TOPICS[key] for key in topics})
+        self.subscribed = tuple(topics)
         with self.lock:     # a topic not subscribed reads as empty
             for key in self.TOPICS:
                 self.data.setdefault(key, [])
@@ -118,8 +119,14 @@ class Probe(ThreadedProbe):
 
     def describe(self) -> str:
         """Return the last controller diagnostics (what a timed-out wait adds to its message)."""
+        now = time.monotonic()
+        with self.lock:
+            seen = {k: (len(v), now - v[-1][0] if v else None) for k, v in self.data.items()}
+        topics = ', '.join(f'{k}: {n} messages' + (f', last {age:.2f} s ago' if n else '')
+                           for k, (n, age) in seen.items() if k in self.subscribed)
         d = self.last_diag()
-        return f'; last controller diagnostics: {d}' if d else '; no controller diagnostics'
+        return (f'; probe: {topics}; last controller diagnostics: '
+                + (str(d) if d else 'none'))
 
     def last_diag(self, key='diag'):
         d = self.get(key)
@@ -130,6 +137,35 @@ class Probe(ThreadedProbe):
             if t >= t0 and pred(diag_dict(m)):
                 return t, diag_dict(m)
         return None
+
+
+#: longest time a check of a loaded machine may follow the previous one: far above the
+#: scheduling delays of a loaded 2-CPU machine (tens of ms), far below an executor blocked
+#: in a stalled publish (about 1 s, Fast DDS's shared-memory port health check)
+MAX_CHECK_GAP = 0.25
+
+
+def assert_timeout_declared_on_time(d: dict, timeout_ms: float | None = None) -> float:
+    """
+    Check that the first check after the deadline declared the state timeout; return the age.
+
+    ``d``: the controller's diagnostics that report ``state_timeout``. The age of the last
+    state at the declaring check, less the time since the check before it
+    (``state_timeout_check_gap_ms``), is within the timeout: that earlier check ran before the
+    deadline, none after it missed it. Within one period plus :data:`SCHED_TOLERANCE` of the
+    deadline unless the check itself came late (this process not scheduled on the loaded
+    machine), and never after a gap of :data:`MAX_CHECK_GAP` (an executor that blocked).
+    """
+    age = float(re.search(r'for ([0-9.]+) ms', d['detail']).group(1))
+    used = float(re.search(r'timeout ([0-9.]+) ms', d['detail']).group(1))
+    if timeout_ms is not None:
+        assert used == timeout_ms, d['detail']
+    gap = float(d['state_timeout_check_gap_ms'])
+    assert age - gap <= used + 0.1, d           # 0.1 ms: the detail's rounding
+    assert gap <= MAX_CHECK_GAP * 1e3, d
+    assert age <= used + (PERIOD + SCHED_TOLERANCE) * 1e3 or gap > (PERIOD + SCHED_TOLERANCE) \
+        * 1e3, d
+    return age
 
 
 def diag_dict(msg) -> dict:
@@ -219,7 +255,7 @@ def test_kill_plant_safe_hold_then_resume(fi, trigger):
         t_safe, d = probe.wait_for(
             lambda: probe.first_diag_after(t_kill, lambda d: d['reason'] == 'state_timeout'),
             5.0, 'safe mode after killing the plant')
-        age_ms = float(re.search(r'for ([0-9.]+) ms', d['detail']).group(1))
+        age_ms = assert_timeout_declared_on_time(d)
         # the gravity hold at the last measured position, at the control rate (the probe may
         # lag behind a 1 kHz topic: wait until its latest 20 commands are the hold)
         time.sleep(0.3)
@@ -238,8 +274,8 @@ def test_kill_plant_safe_hold_then_resume(fi, trigger):
         t_norm, _ = probe.wait_for(
             lambda: probe.first_diag_after(t_restart, lambda d: d['mode'] == 'normal'),
             30.0, 'normal mode with a new plant')
-        figures.append((age_ms, (t_safe - t_kill) * 1e3, n_safe, t_norm - t_restart))
-        assert age_ms <= (STATE_TIMEOUT + PERIOD + SCHED_TOLERANCE) * 1e3, d['detail']
+        figures.append((age_ms, (t_safe - t_kill) * 1e3, n_safe, t_norm - t_restart,
+                        float(d['state_timeout_check_gap_ms'])))
         time.sleep(0.3)
     assert ctrl.poll() is None
     no_traceback(procs, ctrl)
@@ -248,8 +284,9 @@ def test_kill_plant_safe_hold_then_resume(fi, trigger):
     print(f'\n[fault] kill plant (controller trigger {trigger}; state_timeout '
           f'{STATE_TIMEOUT * 1e3:.0f} ms, period {PERIOD * 1e3:.0f} ms): {strict} of '
           f'{len(figures)} within timeout + one period')
-    for k, (age, kill_ms, n, resume) in enumerate(figures):
-        print(f'[fault]   trial {k}: last state -> safe mode {age:.1f} ms (controller); kill '
+    for k, (age, kill_ms, n, resume, gap) in enumerate(figures):
+        print(f'[fault]   trial {k}: last state -> safe mode {age:.1f} ms (controller; the '
+              f'check before came {gap:.1f} ms earlier); kill '
               f'-> safe diagnostics received {kill_ms:.1f} ms (probe); gravity hold '
               f'published (safe_commands counter {n}); new plant -> normal {resume:.2f} s')
 
@@ -291,8 +328,13 @@ def test_kill_controller_plant_torque_falls_to_zero(fi):
         # inside; the default 2 s hold timeout would then latch zero torque (correct, and
         # tested with the frozen driver), which is not what this test measures
         ctrl = controller(procs, f'controller{trial + 1}', '-p', 'safety.hold_timeout:=30.0')
-        probe.wait_for(lambda: probe.first_diag_after(t_restart, lambda d: d['mode'] == 'normal'),
-                       30.0, 'the new controller in normal mode')
+        try:
+            probe.wait_for(
+                lambda: probe.first_diag_after(t_restart, lambda d: d['mode'] == 'normal'),
+                30.0, 'the new controller in normal mode')
+        except AssertionError as e:
+            raise AssertionError(f'{e}\nnew controller log:\n{procs.output(ctrl)[1][-3000:]}'
+                                 ) from None
     assert_finite_outputs(probe)
     print(f'\n[fault] kill controller -> plant torque zero (plant command_timeout '
           f"{COMMAND_TIMEOUT * 1e3:.0f} ms, plant at 250 Hz), from the plant's wall-clock "
@@ -913,7 +955,7 @@ def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
     t_safe, d = probe.wait_for(
         lambda: probe.first_diag_after(t_freeze, lambda d: d['reason'] == 'state_timeout'),
         5.0, 'safe mode on the frozen driver')
-    age_ms = float(re.search(r'for ([0-9.]+) ms', d['detail']).group(1))
+    age_ms = assert_timeout_declared_on_time(d)
     t_final, d = probe.wait_for(
         lambda: probe.first_diag_after(t_safe, lambda d: d['reason'] == 'hold_timeout'),
         10.0, 'the hold timeout')
@@ -929,7 +971,6 @@ def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
     first_zero = next(c[0] for c in cmds if c[0] > t_safe and c[1:] == (0.0, 0.0))
     steps = max_steps([c for c in cmds if c[0] > t_freeze - 1.0])
     assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
-    assert age_ms <= (DRIVER_STATE_TIMEOUT + PERIOD + SCHED_TOLERANCE) * 1e3
     no_traceback(procs, ctrl)
     print(f'\n[fault] frozen driver (same stamp re-sent at {DRIVER_RATE:.0f} Hz): safe after '
           f'{age_ms:.1f} ms without a fresh state (controller; state_timeout '
@@ -1026,11 +1067,22 @@ def test_one_bad_sample_never_full_torque(fi, tmp_path):
     trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
     wait_normal(probe)
     time.sleep(1.0)
+    # the real-time reader keeps only the newest state: on a loaded machine the next state can
+    # replace the bad one before the controller reads it (then nothing is derived from it). The
+    # single bad sample is sent again, 0.5 s apart, until the controller has read one
     t0 = time.monotonic()
-    os.kill(drv.pid, signal.SIGUSR2)
-    t_safe, d = probe.wait_for(
+    sent = 0
+    found = None
+    while found is None and sent < 20:
+        sent += 1
+        os.kill(drv.pid, signal.SIGUSR2)
+        end = time.monotonic() + 0.5
+        while found is None and time.monotonic() < end:
+            found = probe.first_diag_after(t0, lambda d: d['reason'] == 'position_limit')
+            time.sleep(0.01)
+    t_safe, d = found or probe.wait_for(
         lambda: probe.first_diag_after(t0, lambda d: d['reason'] == 'position_limit'),
-        5.0, 'safe mode on the bad sample')
+        5.0, f'safe mode on the bad sample (sent {sent} times)')
     hold = [float(v) for v in d['hold_target'].split(',')]
     t_back, _ = probe.wait_for(
         lambda: probe.first_diag_after(t_safe, lambda d: d['mode'] == 'normal'), 10.0,
@@ -1039,14 +1091,18 @@ def test_one_bad_sample_never_full_torque(fi, tmp_path):
     stop_driver(procs, drv)
     cmds, states = read_log(log)
     # the hold is the last in-envelope position, not the bad sample's: it lies within the
-    # positions the driver published in the 50 ms before the bad one (the real-time reader
-    # keeps only the newest state, so the last one taken may be a few samples older)
-    spike = next(i for i, s in enumerate(states) if s[0] > t0 and abs(s[1]) > math.pi)
-    recent = [s for s in states[:spike] if s[0] > states[spike][0] - 0.05]
-    assert recent, states[spike - 3:spike + 1]
-    for j in (0, 1):
-        lo, hi = min(s[1 + j] for s in recent), max(s[1 + j] for s in recent)
-        assert lo - 1e-3 <= hold[j] <= hi + 1e-3, (j, hold, lo, hi, d)
+    # positions the driver published in the 50 ms before the bad one that was read (the
+    # reader keeps only the newest state, so the last one taken may be a few samples older)
+    spikes = [i for i, s in enumerate(states) if t0 < s[0] < t_safe and abs(s[1]) > math.pi]
+    assert spikes, 'no bad sample in the driver log'
+
+    def window(spike):
+        recent = [s for s in states[:spike] if s[0] > states[spike][0] - 0.05]
+        return [(min(s[1 + j] for s in recent) - 1e-3, max(s[1 + j] for s in recent) + 1e-3)
+                for j in (0, 1)] if recent else None
+    windows = [w for w in map(window, spikes) if w]
+    assert any(all(lo <= hold[j] <= hi for j, (lo, hi) in enumerate(w)) for w in windows), \
+        (hold, windows, d)
     around = [c for c in cmds if t0 - 0.2 < c[0] < t_back + 0.3]
     before = [c for c in cmds if t0 - 0.2 < c[0] < t0]
     steps = max_steps(around)
@@ -1057,7 +1113,8 @@ def test_one_bad_sample_never_full_torque(fi, tmp_path):
     assert max(abs(c[1] - before[-1][1]) for c in around) < 25.0
     assert ctrl.poll() is None
     no_traceback(procs, ctrl)
-    print(f'\n[fault] one bad sample (q1 + 4 rad): position_limit, normal again after '
+    print(f'\n[fault] one bad sample (q1 + 4 rad; sent {sent} times until one was read): '
+          f'position_limit, normal again after '
           f'{(t_back - t_safe) * 1e3:.0f} ms (resume_states 10 at {DRIVER_RATE:.0f} Hz, '
           f'probe); max command step {steps[0]:.2f} / {steps[1]:.2f} N m, largest |tau1| '
           f'{peak:.1f} N m (before: {before[-1][1]:.1f}), never near the 89 N m limit')

@@ -254,3 +254,34 @@ def test_realtime_triggers(ros_context, executor, probe, spin, trigger):
         assert n == 1            # one command per received state
         rig.state_pub.publish(_state(time.time_ns(), names, [0.1, 0.0], [0.0, 0.0]))
         assert spin(executor, 3.0, lambda: len(probe.msgs['/joint_commands']) == 2)
+
+
+def test_state_timeout_reports_the_gap_before_the_declaring_check(ros_context, executor, probe,
+                                                                  spin):
+    # the safety clock is driven by hand: checks 5 ms apart up to 15 ms after the state, then
+    # none until 60 ms (a process not scheduled): the check at 60 ms declares the timeout and
+    # reports the 45 ms since the check before it
+    rig = Rig(ros_context, executor, probe, spin, mode='realtime', trigger='state',
+              **{'safety.state_timeout': 0.02})
+    safety = rig.node.safety
+    clock = [1000.0]
+    safety.now = lambda: clock[0]
+    names = ['joint1', 'joint2']
+    rig.ref_pub.publish(_ref(1, names, [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]))
+    assert spin(executor, 3.0, lambda: rig.node.reference is not None)
+    rig.state_pub.publish(_state(time.time_ns(), names, [0.1, 0.0], [0.0, 0.0]))
+    # received at 1000 s, counted from its stamp (the age it had on arrival)
+    assert spin(executor, 3.0, lambda: safety.supervisor.last_state_time is not None)
+    t_state = safety.supervisor.last_state_time
+    assert 999.9 < t_state <= 1000.0
+    assert safety.timeout_check_gap is None
+    for dt in (0.005, 0.010, 0.015, 0.060):
+        clock[0] = t_state + dt
+        safety.check()
+    assert safety.supervisor.reason.value == 'state_timeout'
+    assert safety.timeout_check_gap == pytest.approx(0.045)
+    values = safety.diagnostics_values()
+    assert values['state_timeout_check_gap_ms'] == '45.000'
+    assert 'no valid joint state for 60.0 ms (timeout 20.0 ms)' in values['detail']
+    safety.now = time.monotonic
+    spin(executor, 0.2)

@@ -83,7 +83,9 @@ torque_rate_limited, last_command; in real time also state_period_ms (the measur
 the driver's states), state_timeout_effective_ms (the state timeout in use), clock_offset_s
 (the driver clock offset in use), clock_last_step_s and clock_steps (confirmed steps of the
 driver's clock), watchdog_late (watchdog runs more than the state timeout apart: this process
-was not scheduled, the host is overloaded).
+was not scheduled, the host is overloaded), state_timeout_check_gap_ms (the time between the
+check that declared the last state timeout and the check before it: a timeout declared later
+than state_timeout + one period with a gap this long was the host's scheduling).
 """
 
 from __future__ import annotations
@@ -402,6 +404,10 @@ class ControllerSafety:
         self.defer = False
         self._deferred: list = []
         self._last_watchdog: float | None = None
+        self._last_check: float | None = None
+        #: time between the check that declared the last state timeout and the check before
+        #: it [s] (None before the first state timeout)
+        self.timeout_check_gap: float | None = None
 
     def _count(self, key: str) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -751,7 +757,14 @@ class ControllerSafety:
     def check(self) -> None:
         """Evaluate the watchdog and the hold timeout now (logs a transition once)."""
         now = self.now()
-        self._log(self.supervisor.check(now))
+        last, self._last_check = self._last_check, now
+        transition = self.supervisor.check(now)
+        if (transition is not None and transition.reason is SafeReason.STATE_TIMEOUT
+                and last is not None):
+            # how long before this check the previous one ran: a state timeout declared late
+            # is the host not running this process, not a check that missed the deadline
+            self.timeout_check_gap = now - last
+        self._log(transition)
         self._check_hold(now)
 
     def _check_hold(self, now: float) -> None:
@@ -1043,6 +1056,8 @@ class ControllerSafety:
                                  if holding else '')
         age = sup.state_age(self.now())
         values['state_age_ms'] = f'{age * 1e3:.3f}' if math.isfinite(age) else 'inf'
+        gap = self.timeout_check_gap
+        values['state_timeout_check_gap_ms'] = '' if gap is None else f'{gap * 1e3:.3f}'
         if self.realtime:
             st = self.stamps
             values['state_period_ms'] = ('' if st.rate.period is None
