@@ -19,7 +19,8 @@ The domain id (1..100, never 0) is reserved for this pytest process with a lock 
 concurrent test runs on one machine never share a domain, and put into ``os.environ`` at
 import, before any rclpy.init in this process; every subprocess started through
 :class:`Processes` inherits it. DDS discovery is kept on this host
-(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) unless the caller set it.
+(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, over UDPv4 on 127.0.0.1 as the nodes do it)
+unless the caller set it.
 
 ``ros2_env`` (session) is the environment of a ROS 2 user after ``colcon build
 --symlink-install`` of this working tree and ``source install/setup.bash``: ``ros2 launch
@@ -44,6 +45,7 @@ import sys
 import threading
 import time
 
+from manip_control.nodes.common import prefer_udp_transport
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,9 +79,10 @@ def _reserve_domain_id() -> tuple[int, object]:
 DOMAIN_ID, _DOMAIN_LOCK = _reserve_domain_id()
 os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-# Node processes started by the tests pick UDPv4 like the node executables do (see
-# manip_control.nodes.common.prefer_udp_transport); the test process itself too.
-os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'UDPv4')
+# this process and every process the tests start take the transport the node executables
+# take (manip_control.nodes.common.prefer_udp_transport): with LOCALHOST, UDPv4 on 127.0.0.1
+# through a Fast DDS profile, never shared memory (a killed peer can stall a publisher there)
+prefer_udp_transport()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -297,9 +300,12 @@ class ThreadedProbe:
         self.node = rclpy.create_node(name, context=self.ctx)
         self.lock = threading.Lock()
         self.data = {key: [] for key in subs}
-        for key, (typ, topic) in subs.items():
+        for key, (typ, topic, *depth) in subs.items():
+            # depth 1: only the newest message at each take (a probe that lags behind a 1 kHz
+            # topic on a loaded machine reads what is published now, not a backlog)
             self.node.create_subscription(
-                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m), 20000)
+                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m),
+                depth[0] if depth else 20000)
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)

@@ -123,9 +123,10 @@ TRANSPORT_CASES = {
     'opted_out': ({'MANIP_PREFER_UDP': '0'}, {'udp', 'shm'}, False),
     'builtin_transports': ({'FASTDDS_BUILTIN_TRANSPORTS': 'SHM'}, {'shm'}, False),
     'profiles_file': ({'FASTRTPS_DEFAULT_PROFILES_FILE': 'PROFILE'}, {'shm'}, False),
-    # rmw_fastrtps installs its own localhost transports; nothing is set, nothing said
-    'localhost_range': ({'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'}, {'udp', 'shm'},
-                        False),
+    # rmw_fastrtps would install its own localhost transports (shared memory included): the
+    # loopback UDPv4 profile instead, and said
+    'localhost_range': ({'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST'}, {'udp'}, True),
+    'localhost_only': ({'ROS_LOCALHOST_ONLY': '1'}, {'udp'}, True),
 }
 USER_SETTINGS = ('FASTDDS_BUILTIN_TRANSPORTS', 'FASTRTPS_DEFAULT_PROFILES_FILE',
                  'FASTDDS_DEFAULT_PROFILES_FILE', 'RMW_FASTRTPS_USE_QOS_FROM_XML',

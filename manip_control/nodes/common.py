@@ -310,27 +310,77 @@ DEFAULT_PROFILES_XML = 'DEFAULT_FASTRTPS_PROFILES.xml'
 TRANSPORT_NOTE: dict = {'text': None, 'logged': False}
 
 
+#: Fast DDS profile of the LOCALHOST case: UDPv4 on the loopback interface only, no shared
+#: memory (the loopback restriction keeps discovery and data on this host, as LOCALHOST does).
+LOOPBACK_UDP_PROFILE = """<?xml version="1.0" encoding="UTF-8" ?>
+<!-- written by manip_control: UDPv4 on 127.0.0.1 only (see manip_control.nodes.common) -->
+<profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
+  <transport_descriptors>
+    <transport_descriptor>
+      <transport_id>manip_control_loopback_udp</transport_id>
+      <type>UDPv4</type>
+      <interfaceWhiteList><address>127.0.0.1</address></interfaceWhiteList>
+    </transport_descriptor>
+  </transport_descriptors>
+  <participant profile_name="manip_control_loopback_udp" is_default_profile="true">
+    <rtps>
+      <userTransports><transport_id>manip_control_loopback_udp</transport_id></userTransports>
+      <useBuiltinTransports>false</useBuiltinTransports>
+    </rtps>
+  </participant>
+</profiles>
+"""
+
+
+def loopback_udp_profile() -> str | None:
+    """
+    Return the path of :data:`LOOPBACK_UDP_PROFILE` written for this user (None: not writable).
+
+    One file per user in the temporary directory, replaced atomically when its text differs.
+    """
+    import tempfile
+    path = os.path.join(tempfile.gettempdir(), f'manip_control_loopback_udp_{os.getuid()}.xml')
+    try:
+        with open(path, encoding='utf-8') as f:
+            if f.read() == LOOPBACK_UDP_PROFILE:
+                return path
+    except OSError:
+        pass
+    try:
+        fd, tmp = tempfile.mkstemp(prefix='.manip_control_loopback_udp_', suffix='.xml',
+                                   dir=os.path.dirname(path))
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(LOOPBACK_UDP_PROFILE)
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
 def prefer_udp_transport(environ=None) -> str | None:
     """
     Use Fast DDS's UDPv4 transport unless the user chose the transport; return the note.
 
     With the shared-memory transport (part of Fast DDS's default), a publisher whose
-    subscriber process was killed can block for the port health-check timeout (1 s in Fast
-    DDS 2.14), which stalls the whole executor -- watchdogs included. Measured on this
-    machine when the preference was introduced: a killed plant was noticed by the controller
-    after 1003.7 ms instead of 20 ms; over UDPv4 on loopback the same fault test gave 20-21 ms.
-    Later runs did not reproduce the stall (docs/ros.md, "DDS transport"), and UDPv4 costs no
-    more CPU per message here; the preference is kept for the safety case, it is announced
-    once and easy to turn off. ``FASTDDS_BUILTIN_TRANSPORTS`` is set to ``UDPv4`` only when
-    nothing chose the transport:
+    subscriber process was killed can block for the port health check, which stalls the whole
+    executor -- watchdogs and commands included. Measured on this machine: a killed plant was
+    noticed by the controller after 1003.7 ms instead of 20 ms, and, on a loaded machine with
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, a controller whose plant was killed ran no
+    check for 1915 ms; over UDPv4 on loopback the same fault tests gave 20-21 ms. The
+    preference is announced once and easy to turn off. Nothing is set when something else
+    chose the transport:
 
     * ``MANIP_PREFER_UDP=0`` turns the preference off;
     * any of :data:`USER_TRANSPORT_SETTINGS` set, or a ``DEFAULT_FASTRTPS_PROFILES.xml`` in
       the working directory, is the user's choice and is never overridden;
-    * ``RMW_IMPLEMENTATION`` other than Fast DDS: not applicable;
-    * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` / ``ROS_LOCALHOST_ONLY=1``: rmw_fastrtps
-      installs its own localhost transports (shared memory + UDPv4 on 127.0.0.1, measured:
-      ``FASTDDS_BUILTIN_TRANSPORTS`` has no effect then), so nothing is set.
+    * ``RMW_IMPLEMENTATION`` other than Fast DDS: not applicable.
+
+    Otherwise ``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``; with ``ROS_AUTOMATIC_DISCOVERY_RANGE=
+    LOCALHOST`` (or ``ROS_LOCALHOST_ONLY=1``) rmw_fastrtps would install its own localhost
+    transports, shared memory included, and ignore that variable, so the process instead
+    takes :data:`LOOPBACK_UDP_PROFILE` (``FASTRTPS_DEFAULT_PROFILES_FILE``) with the
+    ``SUBNET`` range: UDPv4 on 127.0.0.1 only, so discovery and data stay on this host as
+    with LOCALHOST, and peers that do use LOCALHOST (``ros2`` tools) still match.
 
     Returns
     -------
@@ -347,14 +397,21 @@ def prefer_udp_transport(environ=None) -> str | None:
         return None
     if os.path.exists(DEFAULT_PROFILES_XML):
         return None
+    off = (f'{PREFER_UDP_ENV}=0 or your own FASTDDS_BUILTIN_TRANSPORTS / profile keeps yours')
     if (env.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '').upper() == 'LOCALHOST'
             or env.get('ROS_LOCALHOST_ONLY', '') == '1'):
-        return None
+        path = loopback_udp_profile()
+        if path is None:
+            return None
+        env['FASTRTPS_DEFAULT_PROFILES_FILE'] = path
+        env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'SUBNET'
+        env.pop('ROS_LOCALHOST_ONLY', None)     # (deprecated) it would force LOCALHOST
+        return ('DDS transport: UDPv4 only, on 127.0.0.1 (discovery range LOCALHOST kept by '
+                f'the profile {path}: shared memory to a killed peer stalled the executor); '
+                + off)
     env['FASTDDS_BUILTIN_TRANSPORTS'] = 'UDPv4'
     return ('DDS transport: UDPv4 only (FASTDDS_BUILTIN_TRANSPORTS=UDPv4 set by manip_control: '
-            'shared memory to a killed peer stalled the executor for 1 s); '
-            f'{PREFER_UDP_ENV}=0 or your own FASTDDS_BUILTIN_TRANSPORTS / profile keeps '
-            'yours')
+            'shared memory to a killed peer stalled the executor for 1 s); ' + off)
 
 
 def log_transport_note(node) -> None:
