@@ -214,7 +214,12 @@ def test_driver_clock_step_is_one_event_then_control_resumes(fi, tmp_path, step)
           f'{st[1]:.3f} N m; final mode {d.get("mode")}')
     assert steps == 1, d
     assert abs(float(d['clock_last_step_s']) - step) < 0.01, d
-    assert d['mode'] == 'normal' and d['hold_timeouts'] == '0', d
+    # normal again after the step's safe-mode episode, never a hold timeout; a later episode
+    # (a stall of the Python driver on a loaded machine, counted in the bound below) may still
+    # be resuming when the window ends
+    assert back or not bad, d
+    assert d['hold_timeouts'] == '0', d
+    assert d['mode'] == 'normal' or f['entries'] > 1, d
     assert f['entries'] <= 1 + f['gaps'] + f['late'], d
     assert st[0] <= MAX_STEP[0] and st[1] <= MAX_STEP[1], st
 
