@@ -276,8 +276,8 @@ def main() -> int:
     for name, fn in {
         'plant.step': lambda: loop.plant.step(40.0, 9.0),
         'plant.step (compiled)': lambda: fast.plant.step(40.0, 9.0),
-        'controller.update': lambda: loop.controller.update(0.1, 0.2, 0.3, 0.4, 0.1, 0.2,
-                                                            0.3, 0.4, 0.5, 0.6),
+        'controller.update': lambda: loop.controller.update((0.1, 0.2), (0.3, 0.4), (0.1, 0.2),
+                                                            (0.3, 0.4), (0.5, 0.6)),
         'trajectory.sample': lambda: loop.trajectory.sample(0.3),
         'sensors.measure': lambda: loop.sensors.measure(0.1, 0.2, 0.3, 0.4),
     }.items():

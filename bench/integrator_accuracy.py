@@ -61,11 +61,10 @@ def closed_loop_radau(sc):
     for k in range(sc.n_ticks):
         t = k * sc.period
         r, rv, ra = loop.trajectory.sample(t)
-        o = loop.controller.update(x[0], x[1], x[2], x[3], r[0], r[1], rv[0], rv[1], ra[0],
-                                   ra[1])
+        o = loop.controller.update(x[:2], x[2:4], r, rv, ra)
         qs.append(x[:2].copy())
         x = solve_ivp(plant_dynamics, (t, t + sc.period), x, method='Radau', rtol=1e-10,
-                      atol=1e-12, args=(np.array([o.tau1, o.tau2]), sc.plant)).y[:, -1]
+                      atol=1e-12, args=(np.array(o.tau), sc.plant)).y[:, -1]
     return np.array(qs)
 
 

@@ -379,9 +379,13 @@ class TwoLinkArm(ArmModel):
 
     def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
         """``tau = M qdd + C qd + g`` [N·m] in closed form."""
-        q, qd, qdd = self._vec('q', q), self._vec('qd', qd), self._vec('qdd', qdd)
-        return np.array(self.model.inverse_dynamics_scalar(q[0], q[1], qd[0], qd[1],
-                                                           qdd[0], qdd[1]))
+        try:    # unpacking checks the length without an array per argument (1 kHz loops)
+            (q1, q2), (v1, v2), (a1, a2) = q, qd, qdd
+        except (TypeError, ValueError):
+            q, qd, qdd = self._vec('q', q), self._vec('qd', qd), self._vec('qdd', qdd)
+            (q1, q2), (v1, v2), (a1, a2) = q, qd, qdd
+        return np.array(self.model.inverse_dynamics_scalar(float(q1), float(q2), float(v1),
+                                                           float(v2), float(a1), float(a2)))
 
     def forward_dynamics(self, q, qd, tau) -> np.ndarray:
         """``qdd = M^-1 (tau - C qd - g)`` [rad/s^2] in closed form."""

@@ -165,7 +165,7 @@ def pack_controller(params, period: float) -> np.ndarray:
     from manip_control.control import gear_inversion_constants
 
     ctrl = Controller(params, period)
-    model = ctrl.model
+    model = ctrl.model.model        # the closed-form TwoLinkModel behind the nominal 2R
     c = np.zeros(C_SIZE)
     c[C_CT] = 1.0 if params.law == 'computed_torque' else 0.0
     c[C_A:C_G2 + 1] = (model.a, model.b, model.d12, model.d22, model.g1, model.g2)
@@ -182,7 +182,9 @@ def pack_controller(params, period: float) -> np.ndarray:
     gear = gear_inversion_constants(params.nominal)
     if gear is not None:
         c[C_GEAR] = 1.0
-        c[C_GW:C_GW + 9] = gear
+        (jr1, _), (jc2, jr2) = gear.rotor
+        c[C_GW:C_GW + 9] = (gear.wa[0], gear.wb[0], gear.wa[1], gear.wb[1], jr1, jc2, jr2,
+                            gear.inv_eps[0], gear.inv_eps[1])
     return c
 
 

@@ -595,18 +595,18 @@ class SafetyParameters:
         Joint-state watchdog [s], > 0 (default 0.02 s = 20 periods at 1 kHz).
     reference_timeout : float
         Reference watchdog [s], > 0 (default 0.1 s).
-    position_lower, position_upper : tuple of 2 float
-        Position envelope [rad], finite, ``upper - lower > 4 position_margin``
-        (default +-pi).
-    velocity_limit : tuple of 2 float
+    position_lower, position_upper : tuple of n float
+        Position envelope [rad], one per joint (their number n sets every list's length),
+        finite, ``upper - lower > 4 position_margin`` (default +-pi).
+    velocity_limit : tuple of n float
         ``|qd|`` envelope [rad/s], > 0 (default 10).
     position_margin : float
         Hysteresis [rad], >= 0: resume once inside the envelope shrunk by this (default 0.05).
     velocity_margin : float
         Hysteresis [rad/s], >= 0, < every velocity limit (default 0.5).
-    hold_kp : tuple of 2 float
+    hold_kp : tuple of n float
         Hold stiffness [N·m/rad], > 0 (default 100, 30).
-    hold_kd : tuple of 2 float
+    hold_kd : tuple of n float
         Hold damping [N·m·s/rad], > 0 (default 40, 10).
     latch_limits : bool
         Envelope faults stay latched until re-activation (default false).
@@ -641,6 +641,15 @@ class SafetyParameters:
     def __post_init__(self):
         _validate_safety(self, 'safety')
 
+    @property
+    def n_joints(self) -> int:
+        """Return the number of joints: the length of ``position_lower`` (of every list)."""
+        lower = self.position_lower
+        if isinstance(lower, (str, bytes)) or not hasattr(lower, '__len__'):
+            raise ParameterError(f'safety.position_lower: must be a list of numbers, one per '
+                                 f'joint (got {lower!r})')
+        return len(lower)
+
     def replace(self, **changes) -> 'SafetyParameters':
         """Return a validated copy with some fields changed (lists become tuples)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -652,12 +661,13 @@ def _validate_safety(sp: SafetyParameters, path: str) -> None:
     _choice(f'{path}.safe_mode', sp.safe_mode, SAFE_MODES)
     _positive(f'{path}.state_timeout', sp.state_timeout)
     _positive(f'{path}.reference_timeout', sp.reference_timeout)
-    lo = _vector(f'{path}.position_lower', sp.position_lower)
-    hi = _vector(f'{path}.position_upper', sp.position_upper)
-    vl = _vector(f'{path}.velocity_limit', sp.velocity_limit, check=_positive)
+    n = sp.n_joints
+    lo = _vector(f'{path}.position_lower', sp.position_lower, n)
+    hi = _vector(f'{path}.position_upper', sp.position_upper, n)
+    vl = _vector(f'{path}.velocity_limit', sp.velocity_limit, n, check=_positive)
     pm = _nonnegative(f'{path}.position_margin', sp.position_margin)
     vm = _nonnegative(f'{path}.velocity_margin', sp.velocity_margin)
-    for k in range(2):
+    for k in range(n):
         if not hi[k] - lo[k] > 4.0 * pm:
             raise ParameterError(
                 f'{path}.position_upper[{k}]: must exceed position_lower[{k}] by more than '
@@ -665,8 +675,8 @@ def _validate_safety(sp: SafetyParameters, path: str) -> None:
         if not vm < vl[k]:
             raise ParameterError(f'{path}.velocity_margin: must be < velocity_limit[{k}] = '
                                  f'{vl[k]} (got {vm})')
-    _vector(f'{path}.hold_kp', sp.hold_kp, check=_positive)
-    _vector(f'{path}.hold_kd', sp.hold_kd, check=_positive)
+    _vector(f'{path}.hold_kp', sp.hold_kp, n, check=_positive)
+    _vector(f'{path}.hold_kd', sp.hold_kd, n, check=_positive)
     _choice(f'{path}.after_hold', sp.after_hold, AFTER_HOLD)
     _gravity_hold_check(f'{path}.gravity_hold_timeout', sp.gravity_hold_timeout)
     for name in ('latch_limits', 'stamp_age'):
@@ -701,8 +711,8 @@ def _scalar_check(check):
 
 
 def _vec_check(check):
-    def run(name, value):
-        return _vector(name, value, check=check)
+    def run(name, value, n=2):
+        return _vector(name, value, n, check=check)
     return run
 
 
@@ -737,6 +747,9 @@ RUNTIME_PARAMETERS = {
     'gravity_hold_timeout': _gravity_hold_check,
 }
 
+_PER_JOINT_CHECKS = tuple(RUNTIME_PARAMETERS[k]
+                          for k in ('position_lower', 'position_upper', 'velocity_limit'))
+
 _SAFETY_KEYS = {f.name for f in fields(SafetyParameters)}
 
 #: The ``safety.*`` settings changeable at runtime (inside the hard limits, see
@@ -770,7 +783,10 @@ def validate_parameter_updates(updates: Mapping[str, Any],
         if check is None:
             return False, f'{name}: not a runtime-changeable parameter'
         try:
-            value = check(key, value)
+            if check in _PER_JOINT_CHECKS:
+                value = check(key, value, (current or SafetyParameters()).n_joints)
+            else:
+                value = check(key, value)
         except ParameterError as exc:
             return False, str(exc)
         if key in _SAFETY_KEYS:
@@ -829,15 +845,15 @@ class HardLimits:
 
     Attributes
     ----------
-    torque : tuple of 2 float
+    torque : tuple of n float
         Largest ``torque_limit`` [N·m].
-    kp_min, kp_max, kd_min, kd_max, ki_max : tuple of 2 float
+    kp_min, kp_max, kd_min, kd_max, ki_max : tuple of n float
         Gain ranges (units of the law's gains).
     state_timeout, reference_timeout : tuple (min, max)
         Timeout ranges [s].
-    position_lower, position_upper : tuple of 2 float
+    position_lower, position_upper : tuple of n float
         Outermost position envelope [rad].
-    velocity : tuple of 2 float
+    velocity : tuple of n float
         Largest ``velocity_limit`` [rad/s].
     stamp_age : bool
         The stamp-age check cannot be switched off.
@@ -964,12 +980,13 @@ def hard_limits_from_values(values: Mapping[str, Any], start: Mapping[str, Any],
 
     """
     hp = HARD_LIMIT_PREFIX
+    n = safety.n_joints
     vec = {}
     for key in ('torque', 'kp_min', 'kp_max', 'kd_min', 'kd_max', 'velocity'):
-        vec[key] = _vector(hp + key, values[key], check=_positive)
-    vec['ki_max'] = _vector(hp + 'ki_max', values['ki_max'], check=_nonnegative)
+        vec[key] = _vector(hp + key, values[key], n, check=_positive)
+    vec['ki_max'] = _vector(hp + 'ki_max', values['ki_max'], n, check=_nonnegative)
     for key in ('position_lower', 'position_upper'):
-        vec[key] = _vector(hp + key, values[key], check=_finite)
+        vec[key] = _vector(hp + key, values[key], n, check=_finite)
     for key in ('state_timeout', 'reference_timeout'):
         rng = values[key]
         if _seq_len(rng) != 2:
@@ -1074,26 +1091,24 @@ def source_check(expected: str, publishers: Sequence[str], matched: int) -> tupl
     return '', own >= 1 and not foreign and not unknown
 
 
-def clamp_torque(tau, limit) -> tuple[float, float]:
+def clamp_torque(tau, limit) -> tuple:
     """Clamp each joint to ``+-limit`` [N·m]; all zeros if any entry is not finite."""
-    t1, t2 = float(tau[0]), float(tau[1])
-    if not (math.isfinite(t1) and math.isfinite(t2)):
-        return (0.0, 0.0)
-    l1, l2 = limit
-    return (min(max(t1, -l1), l1), min(max(t2, -l2), l2))
+    t = [float(v) for v in tau]
+    if not all(math.isfinite(v) for v in t):
+        return (0.0,) * len(t)
+    return tuple(min(max(v, -lk), lk) for v, lk in zip(t, limit))
 
 
-def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple[float, float]:
+def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple:
     """
     Gravity-compensated hold with damping, clamped.
 
     ``tau = g^(q) + Kp (q_hold - q) - Kd qd`` [N·m] with the nominal model's gravity vector
-    ``g^`` (:meth:`TwoLinkModel.gravity_vector`); ``qd = 0`` and ``q_hold = q`` give the pure
-    gravity hold ``g^(q)``.
+    ``g^`` (:meth:`ArmModel.gravity`); ``qd = 0`` and ``q_hold = q`` give the pure gravity
+    hold ``g^(q)``.
     """
-    g = model.gravity_vector(q)
-    tau = (g[0] + kp[0] * (q_hold[0] - q[0]) - kd[0] * qd[0],
-           g[1] + kp[1] * (q_hold[1] - q[1]) - kd[1] * qd[1])
+    g = model.gravity(q)
+    tau = [g[k] + kp[k] * (q_hold[k] - q[k]) - kd[k] * qd[k] for k in range(len(q))]
     return clamp_torque(tau, limit)
 
 
@@ -1223,14 +1238,14 @@ class SafetySupervisor:
         processed late (a starved process) does not look fresh. Non-finite values are ignored
         (the caller should have refused them).
         """
-        q1, q2, v1, v2 = float(q[0]), float(q[1]), float(qd[0]), float(qd[1])
-        if not (math.isfinite(q1) and math.isfinite(q2) and math.isfinite(v1)
-                and math.isfinite(v2)):
+        q = tuple(float(v) for v in q)
+        qd = tuple(float(v) for v in qd)
+        if not (all(math.isfinite(v) for v in q) and all(math.isfinite(v) for v in qd)):
             return self._evaluate(now)
         t = now - age if age > 0.0 else now
         if self.last_state_time is not None and t < self.last_state_time:
             t = self.last_state_time
-        self.last_q, self.last_qd, self.last_state_time = (q1, q2), (v1, v2), t
+        self.last_q, self.last_qd, self.last_state_time = q, qd, t
         if self.active:
             self._update_envelope(self.last_q, self.last_qd)
         return self._evaluate(now)
@@ -1275,25 +1290,26 @@ class SafetySupervisor:
         """Age of the last accepted state [s] (inf when none)."""
         return math.inf if self.last_state_time is None else now - self.last_state_time
 
-    def safe_torque(self, model, torque_limit) -> tuple[float, float]:
+    def safe_torque(self, model, torque_limit) -> tuple:
         """
         Return the safe-mode command [N·m] for the current reason (see the module doc).
 
         Parameters
         ----------
-        model : TwoLinkModel
+        model : ArmModel
             The controller's nominal model (for ``g^``).
-        torque_limit : sequence of 2 float
+        torque_limit : sequence of n float
             Per-joint clamp [N·m].
 
         """
         p = self.params
+        zero = (0.0,) * len(self.joints)
         if (p.safe_mode == 'zero' or self.last_q is None
                 or self.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)):
-            return (0.0, 0.0)
+            return zero
         q = self.last_q
         if self.reason is SafeReason.STATE_TIMEOUT:
-            return hold_torque(model, q, (0.0, 0.0), q, (0.0, 0.0), (0.0, 0.0), torque_limit)
+            return hold_torque(model, q, zero, q, zero, zero, torque_limit)
         target = self.hold_target if self.hold_target is not None else q
         return hold_torque(model, q, self.last_qd, target, p.hold_kp, p.hold_kd, torque_limit)
 
@@ -1308,13 +1324,13 @@ class SafetySupervisor:
         p = self.params
         m = 2.0 * p.position_margin
         lo, hi, vl, vm = p.position_lower, p.position_upper, p.velocity_limit, p.velocity_margin
-        if (lo[0] + m <= q_d[0] <= hi[0] - m and lo[1] + m <= q_d[1] <= hi[1] - m
-                and -(vl[0] - vm) <= qd_d[0] <= vl[0] - vm
-                and -(vl[1] - vm) <= qd_d[1] <= vl[1] - vm):
+        n = len(q_d)
+        if all(lo[k] + m <= q_d[k] <= hi[k] - m and -(vl[k] - vm) <= qd_d[k] <= vl[k] - vm
+               for k in range(n)):
             return q_d, qd_d, qdd_d, False          # the 1 kHz path: inside, unchanged
         q, v, a = list(q_d), list(qd_d), list(qdd_d)
         clamped = False
-        for k in range(2):
+        for k in range(n):
             lo, hi = p.position_lower[k] + m, p.position_upper[k] - m
             if q[k] < lo or q[k] > hi:
                 q[k] = lo if q[k] < lo else hi
@@ -1343,8 +1359,9 @@ class SafetySupervisor:
         p = self.params
         lo, hi, vl = p.position_lower, p.position_upper, p.velocity_limit
         pm, vm = p.position_margin, p.velocity_margin
+        n = len(q)
         out = ''
-        for k in range(2):
+        for k in range(n):
             if q[k] < lo[k]:
                 out = f'{self.joints[k]} position {q[k]:.6g} < lower limit {lo[k]:.6g}'
                 break
@@ -1354,19 +1371,19 @@ class SafetySupervisor:
         if out:
             self._pos_fault = out
         elif self._pos_fault and not p.latch_limits:
-            if all(lo[k] + pm <= q[k] <= hi[k] - pm for k in range(2)):
+            if all(lo[k] + pm <= q[k] <= hi[k] - pm for k in range(n)):
                 self._pos_fault = ''
         if not out:
             self._seen_inside = True
         vout = ''
-        for k in range(2):
+        for k in range(n):
             if abs(qd[k]) > vl[k]:
                 vout = (f'{self.joints[k]} |velocity| {abs(qd[k]):.6g} > limit {vl[k]:.6g}')
                 break
         if vout:
             self._vel_fault = vout
         elif self._vel_fault and not p.latch_limits:
-            if all(abs(qd[k]) <= vl[k] - vm for k in range(2)):
+            if all(abs(qd[k]) <= vl[k] - vm for k in range(n)):
                 self._vel_fault = ''
 
     def _conditions(self, now: float) -> tuple[SafeReason, str]:
@@ -1417,8 +1434,8 @@ class SafetySupervisor:
             return self.last_q
         p = self.params
         m = 2.0 * p.position_margin
-        return tuple(min(max(self.last_q[k], p.position_lower[k] + m), p.position_upper[k] - m)
-                     for k in range(2))
+        return tuple(min(max(v, p.position_lower[k] + m), p.position_upper[k] - m)
+                     for k, v in enumerate(self.last_q))
 
 
 class ReferenceWatchdog:

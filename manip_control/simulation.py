@@ -206,13 +206,14 @@ def run_closed_loop_python(scenario: Scenario,
         r, rv, ra = sample(t)
         # Python floats are several times faster than numpy scalars in the scalar hot path.
         r, rv, ra = r.tolist(), rv.tolist(), ra.tolist()
-        out = update(y1, y2, w1, w2, r[0], r[1], rv[0], rv[1], ra[0], ra[1])
-        step(out.tau1, out.tau2)
+        out = update((y1, y2), (w1, w2), r, rv, ra)
+        t1, t2 = out.tau
+        step(t1, t2)
         # Actuator torque and drive voltage at t_k+ (with the new command applied).
         tj = plant.joint_torque_at(x)
         v1, v2 = plant.drive_voltage_at(x) if motor else (0.0, 0.0)
         append((t, x[0], x[1], x[2], x[3], y1, y2, w1, w2, r[0], r[1], rv[0], rv[1],
-                ra[0], ra[1], out.tau1, out.tau2, tj[0], tj[1], x[4], x[5], v1, v2))
+                ra[0], ra[1], t1, t2, tj[0], tj[1], x[4], x[5], v1, v2))
     rec = np.array(rec, dtype=float).reshape(n, kernel.REC_SIZE)
     return _result(scenario, rec, plant.state)
 

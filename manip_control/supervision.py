@@ -588,11 +588,9 @@ class ReferenceBlend:
 
 def clamp_acceleration(qdd: Sequence[float], limit: Sequence[float]) -> tuple[tuple, bool]:
     """Return ``(qdd clamped to +-limit, clamped)`` [rad/s^2] (``qdd`` itself when inside)."""
-    a0, a1 = qdd[0], qdd[1]
-    l0, l1 = limit[0], limit[1]
-    if -l0 <= a0 <= l0 and -l1 <= a1 <= l1:        # the 1 kHz path
+    if all(-lk <= a <= lk for a, lk in zip(qdd, limit)):        # the 1 kHz path
         return qdd, False
-    return (min(max(a0, -l0), l0), min(max(a1, -l1), l1)), True
+    return tuple(min(max(a, -lk), lk) for a, lk in zip(qdd, limit)), True
 
 
 # --------------------------------------------------------------------------------------------

@@ -139,9 +139,9 @@ def test_lockstep_by_name_and_runtime_gains(ros_context, executor, probe, spin):
     rn = ['joint2', 'joint1']
 
     def expected():
-        return list(core.update(q['joint1'], q['joint2'], qd['joint1'], qd['joint2'],
-                                r['joint1'], r['joint2'], rv['joint1'], rv['joint2'],
-                                ra['joint1'], ra['joint2'])[:2])
+        j = ('joint1', 'joint2')
+        return list(core.update([q[n] for n in j], [qd[n] for n in j], [r[n] for n in j],
+                                [rv[n] for n in j], [ra[n] for n in j]).tau)
 
     def tick(stamp):
         return rig.tick(stamp, sn, [math.nan, q['joint2'], q['joint1']],
@@ -215,11 +215,12 @@ def test_lockstep_start_is_replanned_from_the_measured_position(
     first = rig.tick(1_000_000, names, [0.5, 0.0], [0.0, 0.0], names, [0.0, 0.0], [0.0, 0.0],
                      [0.0, 0.0])
     assert list(first.position) == [0.5, 0.0] and list(first.velocity) == [0.0, 0.0]
-    want = core.update(0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0)
-    assert list(first.effort) == pytest.approx([want.tau1, want.tau2], abs=1e-9)
-    step = Controller(SCENARIO.controller, SCENARIO.period).update(
-        0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    assert abs(step.tau1 - want.tau1) > 10.0          # what the step would have commanded
+    zero = (0.0, 0.0)
+    want = core.update((0.5, 0.0), zero, (0.5, 0.0), zero, zero)
+    assert list(first.effort) == pytest.approx(want.tau, abs=1e-9)
+    step = Controller(SCENARIO.controller, SCENARIO.period).update((0.5, 0.0), zero, zero, zero,
+                                                                   zero)
+    assert abs(step.tau[0] - want.tau[0]) > 10.0      # what the step would have commanded
     # the blend moves the reference towards the requested one, smoothly (lockstep: sim time)
     later = rig.tick(101_000_000, names, [0.5, 0.0], [0.0, 0.0], names, [0.0, 0.0],
                      [0.0, 0.0], [0.0, 0.0])

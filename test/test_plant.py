@@ -49,10 +49,10 @@ def _closed_loop_q(sc):
     for k in range(sc.n_ticks):
         x = plant.state
         r, rv, ra = traj.sample(k * sc.period)
-        out = ctrl.update(x[0], x[1], x[2], x[3], r[0], r[1], rv[0], rv[1], ra[0], ra[1])
-        plant.step(out.tau1, out.tau2)
+        out = ctrl.update(x[:2].tolist(), x[2:4].tolist(), r, rv, ra)
+        plant.step(*out.tau)
         q[k] = x[:2]
-        tau[k] = out.tau1, out.tau2
+        tau[k] = out.tau
     return q, tau, plant.state
 
 
@@ -79,10 +79,9 @@ def test_closed_loop_matches_radau_over_10s_seed001_with_motor_model():
     for k in range(sc.n_ticks):
         t = k * sc.period
         r, rv, ra = loop.trajectory.sample(t)
-        out = loop.controller.update(x[0], x[1], x[2], x[3], r[0], r[1], rv[0], rv[1],
-                                     ra[0], ra[1])
+        out = loop.controller.update(x[:2], x[2:4], r, rv, ra)
         q_ref[k] = x[:2]
-        x = _radau_period(x, t, sc.period, (out.tau1, out.tau2), sc.plant)
+        x = _radau_period(x, t, sc.period, out.tau, sc.plant)
     err = np.abs(q - q_ref).max()
     err_final = np.abs(final[:2] - x[:2]).max()
     print(f'closed loop, 10 s: max |q - q_radau| = {err:.3e} rad (final {err_final:.3e})')

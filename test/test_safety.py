@@ -24,6 +24,7 @@ import array
 import math
 import time
 
+from manip_control.arm_model import TwoLinkArm
 from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import ArmParameters
 from manip_control.parameters import ParameterError
@@ -439,7 +440,7 @@ def gravity_from_energy(q, m1=3.0, m2=2.0, l1=1.0, lc1=0.5, lc2=0.5, g0=9.81, h=
 
 
 LIM = (89.0, 25.0)
-MODEL = TwoLinkModel(ARM, (0.1, 0.05))
+MODEL = TwoLinkArm(TwoLinkModel(ARM, (0.1, 0.05)))
 
 
 @pytest.mark.parametrize('q', [(0.0, 0.0), (0.3, -0.7), (-1.2, 2.0), (math.pi / 2, 0.0)])
@@ -503,7 +504,7 @@ def test_hold_mode_holds_the_simulated_arm():
                               initial_position=(0.4, 0.3))
     T = 1e-3
     plant = Plant(plant_p, T)
-    model = TwoLinkModel(plant_p.arm)
+    model = TwoLinkArm(TwoLinkModel(plant_p.arm))
     sup = make(position_lower=(-1.0, -1.0), position_upper=(0.38, 1.0))
     sup.activate(0.0)
     t = 0.0

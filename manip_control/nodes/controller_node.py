@@ -232,6 +232,7 @@ class ControllerNode(LifecycleNode):
         self._graph_report: dict[str, str] = {}
         self.command_params = command_safety_from_values(self.values, self.get_name())
         self.joints = list(cfg.joints)
+        self._zero = [0.0] * len(self.joints)     # zero velocity / acceleration of a hold
         self.lockstep = cfg.mode == 'lockstep'
         self.period = cfg.period
         self.controller: Controller | None = None
@@ -422,7 +423,7 @@ class ControllerNode(LifecycleNode):
             now = time.monotonic()
             dt = min(max(now - self._emergency_t, 0.0), 2.0 * self.period)
             self._emergency_t = now
-            tau = ramp_toward_zero(self._last_tau or (0.0, 0.0), self._exit_slope(), dt)
+            tau = ramp_toward_zero(self._last_tau or self._zero, self._exit_slope(), dt)
             self._publish_tau(tau)
             if not any(tau):
                 self._stop_emergency()
@@ -490,9 +491,9 @@ class ControllerNode(LifecycleNode):
         stamp = safety.last_stamp if safety is not None and safety.last_stamp else 0
         q = (safety.hold_target() if safety is not None
              else (0.0,) * len(self.joints))
-        self.publish_command(stamp, ControlOutput(tau[0], tau[1], False, False),
-                             ReferenceSample(0, list(q), [0.0, 0.0], [0.0, 0.0]),
-                             emergency=True)
+        zero = [0.0] * len(tau)
+        self.publish_command(stamp, ControlOutput(tuple(tau), (False,) * len(tau)),
+                             ReferenceSample(0, list(q), zero, zero), emergency=True)
         if safety is not None:
             safety.last_command = tuple(tau)
             safety.limiter.reset(tau)
@@ -882,11 +883,11 @@ class ControllerNode(LifecycleNode):
             # no reference since the activation: hold the first measured position
             if self._idle_q is None:
                 self._idle_q = list(st.q)
-            ref = ReferenceSample(st.stamp_ns, self._idle_q, [0.0, 0.0], [0.0, 0.0])
+            ref = ReferenceSample(st.stamp_ns, self._idle_q, self._zero, self._zero)
         else:
             held = safety.held_reference()
             if held is not None:
-                ref = ReferenceSample(ref.stamp_ns, list(held.q), [0.0, 0.0], [0.0, 0.0])
+                ref = ReferenceSample(ref.stamp_ns, list(held.q), self._zero, self._zero)
         q_d, qd_d, qdd_d = safety.shape_reference(t, ref.q_d, ref.qd_d, ref.qdd_d, st.q)
         if q_d is not ref.q_d or qd_d is not ref.qd_d or qdd_d is not ref.qdd_d:
             ref = ReferenceSample(ref.stamp_ns, list(q_d), list(qd_d), list(qdd_d))
@@ -895,18 +896,18 @@ class ControllerNode(LifecycleNode):
         def law():
             out = self.compute(st, ref)
             result.append(out)
-            return out.tau1, out.tau2
+            return out.tau
 
         tau, normal = safety.command(law)
         if normal:
             out = result[0]
-            if out.tau1 != tau[0] or out.tau2 != tau[1]:    # the torque-rate limit acted
-                out = ControlOutput(tau[0], tau[1], out.saturated1, out.saturated2)
+            if out.tau != tuple(tau):    # the torque-rate limit acted
+                out = ControlOutput(tuple(tau), out.saturated)
         else:
             lim = self.controller.torque_limit
-            out = ControlOutput(tau[0], tau[1], abs(tau[0]) >= lim[0], abs(tau[1]) >= lim[1])
-            ref = ReferenceSample(ref.stamp_ns, list(safety.hold_target()), [0.0, 0.0],
-                                  [0.0, 0.0])
+            out = ControlOutput(tuple(tau), tuple(abs(t) >= lk for t, lk in zip(tau, lim)))
+            ref = ReferenceSample(ref.stamp_ns, list(safety.hold_target()), self._zero,
+                                  self._zero)
         self.publish_command(st.stamp_ns, out, ref)
         self.ticks += 1
         self._last_stamp = st.stamp_ns
@@ -914,17 +915,14 @@ class ControllerNode(LifecycleNode):
             fresh = st.stamp_ns != self._last_used_state
             if not self.lockstep:
                 self.latencies.append((self._wall.now().nanoseconds - st.stamp_ns, fresh))
-            self.history.append((st.stamp_ns * 1e-9, st.q[0], st.q[1], ref.q_d[0], ref.q_d[1],
-                                 ref.qd_d[0], ref.qd_d[1], ref.qdd_d[0], ref.qdd_d[1],
-                                 out.tau1, out.tau2, out.saturated1, out.saturated2))
+            self.history.append((st.stamp_ns * 1e-9, *st.q, *ref.q_d, *ref.qd_d, *ref.qdd_d,
+                                 *out.tau, *out.saturated))
         self._last_used_state = st.stamp_ns
         return out
 
     def compute(self, st: StateSample, ref: ReferenceSample) -> ControlOutput:
         """Call the core: the torque command after limits for a state and reference."""
-        q, qd = st.q, st.qd
-        return self.controller.update(q[0], q[1], qd[0], qd[1], ref.q_d[0], ref.q_d[1],
-                                      ref.qd_d[0], ref.qd_d[1], ref.qdd_d[0], ref.qdd_d[1])
+        return self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d)
 
     def publish_command(self, stamp: int, out: ControlOutput, ref: ReferenceSample,
                         emergency: bool = False) -> None:
@@ -935,7 +933,7 @@ class ControllerNode(LifecycleNode):
         """
         if self._cmd_pub is None or (self._failed and not emergency):
             return
-        tau = (out.tau1, out.tau2)
+        tau = out.tau
         self._last_tau = tau
         self._cmd_raw = self._cmd_enc.encode(stamp, ref.q_d, ref.qd_d, tau)
         self._array_raw = self._array_enc.encode(tau)
@@ -946,8 +944,8 @@ class ControllerNode(LifecycleNode):
     def _publish_safe(self, tau, stamp, hold_q) -> None:
         """Publish a safety-layer command (hold / ramp / zero), stamped with the last state."""
         self.publish_command(stamp if stamp is not None else 0,
-                             ControlOutput(tau[0], tau[1], False, False),
-                             ReferenceSample(0, list(hold_q), [0.0, 0.0], [0.0, 0.0]))
+                             ControlOutput(tuple(tau), (False,) * len(tau)),
+                             ReferenceSample(0, list(hold_q), self._zero, self._zero))
 
     def _republish(self) -> None:
         if self._cmd_pub is None or not self._cmd_raw or self._failed:
@@ -977,7 +975,7 @@ class ControllerNode(LifecycleNode):
             if p.name not in RUNTIME_GAINS:
                 continue      # read-only ones are refused by rclpy before this callback
             try:
-                staged[p.name] = check_gain_update(p.name, list(p.value))
+                staged[p.name] = check_gain_update(p.name, list(p.value), len(self.joints))
             except ParameterError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
             except TypeError:

@@ -473,7 +473,7 @@ class ControllerSafety:
                 f'{self.cmd.stop_time:g} s')
         self._log(self.supervisor.deactivate(self.now()))
         if was_commanding and not ramp:
-            self._emit((0.0, 0.0), limit=False)
+            self._emit((0.0,) * len(self.joints), limit=False)
 
     def _stop_hold_q(self):
         sup = self.supervisor
@@ -490,9 +490,9 @@ class ControllerSafety:
             was = self.supervisor.should_command
             self._log(self.supervisor.deactivate(self.now()))
             if was:
-                self._emit((0.0, 0.0), limit=False)
+                self._emit((0.0,) * len(self.joints), limit=False)
         elif self._stop is not None:
-            self._emit((0.0, 0.0), limit=False)
+            self._emit((0.0,) * len(self.joints), limit=False)
         self._stop = None
         for timer in self._timers:
             self.node.destroy_timer(timer)
@@ -816,21 +816,20 @@ class ControllerSafety:
 
         ``normal_fn()`` in normal mode when it is finite,
         the safe torque otherwise, through the torque-rate limit (real time). Returns
-        ``((tau1, tau2), normal)``.
+        ``(tau, normal)`` with one torque per joint.
         """
         self.check()
         if self.normal:
-            tau = normal_fn()
-            t1, t2 = tau[0], tau[1]
-            if math.isfinite(t1) and math.isfinite(t2):
-                return self._shape((t1, t2)), True
+            tau = tuple(normal_fn())
+            if len(tau) == len(self.joints) and all(math.isfinite(t) for t in tau):
+                return self._shape(tau), True
             self.non_finite_commands += 1
             now = time.monotonic()
             if now - self._last_nf_log >= 1.0:
                 self._last_nf_log = now
                 self.node.get_logger().error(
-                    f'feedback law returned a non-finite torque ({t1}, {t2}); sending the '
-                    f'safe command instead ({self.non_finite_commands} so far)')
+                    f'feedback law returned a non-finite torque ({", ".join(map(str, tau))}); '
+                    f'sending the safe command instead ({self.non_finite_commands} so far)')
         self.safe_commands += 1
         return self._shape(self.safe_torque()), False
 
@@ -857,7 +856,7 @@ class ControllerSafety:
             self.limiter.reset(tau)
         self.publish(tau, self.last_stamp, self.hold_target())
 
-    def safe_torque(self) -> tuple[float, float]:
+    def safe_torque(self) -> tuple:
         """
         Return the safe-mode torque for the current state [N·m] (clamped, finite).
 
@@ -867,7 +866,7 @@ class ControllerSafety:
         target (:meth:`hold_target`).
         """
         sup = self.supervisor
-        zero = (0.0, 0.0)
+        zero = (0.0,) * len(self.joints)
         if (self.final or self.params.safe_mode == 'zero' or sup.last_q is None
                 or sup.source_fault or self.driver_absent or self.now() < self.settle_until
                 or sup.reason in (SafeReason.INACTIVE, SafeReason.NO_STATE_YET)):
@@ -934,11 +933,12 @@ class ControllerSafety:
             p = self.params
             hold = hold_torque(self.model, q, sup.last_qd, q_hold, p.hold_kp, p.hold_kd, lim)
         else:
-            hold = hold_torque(self.model, q, (0.0, 0.0), q, (0.0, 0.0), (0.0, 0.0), lim)
+            zero = (0.0,) * len(self.joints)
+            hold = hold_torque(self.model, q, zero, q, zero, zero, lim)
         tau = stop_ramp(self.now() - t0, self.cmd.stop_time, tau0, hold)
         if tau is None:
             self._stop = None
-            self._emit((0.0, 0.0), limit=False)
+            self._emit((0.0,) * len(self.joints), limit=False)
             self.node.get_logger().info('deactivate: ramp done, zero torque')
             self.publish_diagnostics()
             return
