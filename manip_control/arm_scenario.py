@@ -157,6 +157,65 @@ def gains_from_bandwidth(n: int, omega_n: float = 20.0,
     return np.full(n, omega_n * omega_n), np.full(n, 2.0 * zeta * omega_n)
 
 
+#: Position envelope [rad] of a joint without position limits (continuous).
+UNLIMITED_ENVELOPE = 2.0 * math.pi
+#: Hold servo of the safe mode: natural frequency [rad/s] on the diagonal inertia, critical.
+HOLD_OMEGA = 10.0
+#: Time for the torque-rate limit to swing the full effort [s].
+TORQUE_SWING_TIME = 0.04
+#: Largest reference acceleration as a share of the effort over the diagonal inertia, and
+#: its cap [rad/s^2].
+ACCELERATION_SHARE = 0.5
+ACCELERATION_CAP = 20.0
+
+
+def control_defaults(arm: ArmModel, omega_n: float = 20.0, zeta: float = 1.0) -> dict:
+    """
+    Per-joint controller and safety defaults for an arm known only from its description.
+
+    * gains: :func:`gains_from_bandwidth` (``Kp = wn^2``, ``Kd = 2 zeta wn``);
+    * ``torque_limit``: the effort limits (``nan`` where the description gives none, so
+      that a start without an explicit ``torque_limit`` is refused);
+    * safety envelope: the position limits (``+-UNLIMITED_ENVELOPE`` for a joint without
+      them) and the velocity limits (10 rad/s where none);
+    * safe-mode hold: a critically damped ``HOLD_OMEGA`` servo on the diagonal inertia
+      ``M_kk`` at the middle of the range, ``hold_kp = M_kk w^2``, ``hold_kd = 2 M_kk w``;
+    * ``torque_rate_limit``: the effort in ``TORQUE_SWING_TIME``;
+    * ``reference_acceleration_limit``: ``ACCELERATION_SHARE`` of the effort over ``M_kk``,
+      at most ``ACCELERATION_CAP``.
+
+    Returns
+    -------
+    dict
+        ``joints`` and lists of ``n`` floats keyed by the core field names (``kp``, ``kd``,
+        ``torque_limit``, ``position_lower``, ``position_upper``, ``velocity_limit``,
+        ``hold_kp``, ``hold_kd``, ``torque_rate_limit``, ``reference_acceleration_limit``).
+
+    """
+    lim = arm.limits
+    n = arm.n
+    kp, kd = gains_from_bandwidth(n, omega_n, zeta)
+    lower = np.where(np.isfinite(lim.lower), lim.lower, -UNLIMITED_ENVELOPE)
+    upper = np.where(np.isfinite(lim.upper), lim.upper, UNLIMITED_ENVELOPE)
+    effort = np.where(np.isfinite(lim.effort), lim.effort, np.nan)
+    velocity = np.where(np.isfinite(lim.velocity), lim.velocity, 10.0)
+    inertia = np.diag(arm.mass_matrix(0.5 * (lower + upper))).copy()
+    w = HOLD_OMEGA
+    accel = np.minimum(ACCELERATION_SHARE * effort / inertia, ACCELERATION_CAP)
+
+    def floats(values) -> list:
+        return [float(v) for v in values]
+
+    return {'joints': list(arm.joint_names), 'kp': floats(kp), 'kd': floats(kd),
+            'torque_limit': floats(effort), 'position_lower': floats(lower),
+            'position_upper': floats(upper), 'velocity_limit': floats(velocity),
+            'hold_kp': floats(inertia * w * w), 'hold_kd': floats(2.0 * inertia * w),
+            'torque_rate_limit': floats(np.where(np.isfinite(effort),
+                                                 effort / TORQUE_SWING_TIME, 2000.0)),
+            'reference_acceleration_limit': floats(np.where(np.isfinite(accel), accel,
+                                                            ACCELERATION_CAP))}
+
+
 class DriveCompensation:
     r"""
     Feed-forward of a nominal drive and friction model for the n-joint computed-torque loop.

@@ -574,9 +574,9 @@ def _validate_plant(pl: PlantParameters, path: str) -> None:
     _int(f'{path}.substeps', pl.substeps, minimum=1)
 
 
-def _validate_joint_list(path, items, cls, validate):
-    if not isinstance(items, (tuple, list)) or len(items) != 2:
-        raise ParameterError(f'{path}: must be a list of 2 entries, one per joint')
+def _validate_joint_list(path, items, cls, validate, n=2):
+    if not isinstance(items, (tuple, list)) or len(items) != n:
+        raise ParameterError(f'{path}: must be a list of {n} entries, one per joint')
     for k, item in enumerate(items):
         if not isinstance(item, cls):
             raise ParameterError(f'{path}[{k}]: must be a {cls.__name__}')
@@ -626,6 +626,11 @@ class NominalModel:
         _validate_nominal(self, 'nominal')
 
     @property
+    def n_joints(self) -> int:
+        """Return the number of joints: the length of ``eta`` (of every per-joint list)."""
+        return _length('nominal.eta', self.eta)
+
+    @property
     def rotor_coupling_terms(self) -> tuple[float, float]:
         """``(Jm2, Jm2 N2) = (Jr2 / N2^2, Jr2 / N2)`` for M11, M12 [kg·m^2] (zeros when off)."""
         if not self.rotor_coupling:
@@ -634,18 +639,25 @@ class NominalModel:
         return (jr2 / (n2 * n2), jr2 / n2)
 
 
+def _length(path: str, value: Any) -> int:
+    if isinstance(value, (str, bytes)) or not hasattr(value, '__len__') or not len(value):
+        raise ParameterError(f'{path}: must be a list of numbers, one per joint (got {value!r})')
+    return len(value)
+
+
 def _validate_nominal(nm: NominalModel, path: str) -> None:
+    n = _length(f'{path}.eta', nm.eta)
     _validate_arm(nm.arm, f'{path}.arm')
     _validate_joint_list(f'{path}.friction', nm.friction, FrictionParameters,
-                         _validate_friction)
-    _vector(f'{path}.rotor_inertia', nm.rotor_inertia, check=_nonnegative)
+                         _validate_friction, n)
+    _vector(f'{path}.rotor_inertia', nm.rotor_inertia, n, check=_nonnegative)
     if not isinstance(nm.rotor_coupling, bool):
         raise ParameterError(f'{path}.rotor_coupling: must be true or false')
-    for k, n in enumerate(_vector(f'{path}.gear_ratio', nm.gear_ratio)):
-        if n < 1.0:
-            raise ParameterError(f'{path}.gear_ratio[{k}]: must be >= 1 (got {n})')
+    for k, g in enumerate(_vector(f'{path}.gear_ratio', nm.gear_ratio, n)):
+        if g < 1.0:
+            raise ParameterError(f'{path}.gear_ratio[{k}]: must be >= 1 (got {g})')
     for name in ('eta', 'eta_back'):
-        for k, e in enumerate(_vector(f'{path}.{name}', getattr(nm, name))):
+        for k, e in enumerate(_vector(f'{path}.{name}', getattr(nm, name), n)):
             if not 0.0 < e <= 1.0:
                 raise ParameterError(f'{path}.{name}[{k}]: must be in (0, 1] (got {e})')
 
@@ -695,11 +707,12 @@ class ControllerParameters:
 def _validate_controller(co: ControllerParameters, path: str) -> None:
     _choice(f'{path}.law', co.law, ('computed_torque', 'pd_gravity'))
     _validate_nominal(co.nominal, f'{path}.nominal')
-    _vector(f'{path}.kp', co.kp, check=_positive)
-    _vector(f'{path}.kd', co.kd, check=_positive)
-    _vector(f'{path}.ki', co.ki, check=_nonnegative)
-    _vector(f'{path}.integral_limit', co.integral_limit, check=_nonnegative)
-    _vector(f'{path}.torque_limit', co.torque_limit, check=_positive)
+    n = co.nominal.n_joints
+    _vector(f'{path}.kp', co.kp, n, check=_positive)
+    _vector(f'{path}.kd', co.kd, n, check=_positive)
+    _vector(f'{path}.ki', co.ki, n, check=_nonnegative)
+    _vector(f'{path}.integral_limit', co.integral_limit, n, check=_nonnegative)
+    _vector(f'{path}.torque_limit', co.torque_limit, n, check=_positive)
     if not isinstance(co.friction_compensation, bool):
         raise ParameterError(f'{path}.friction_compensation: must be true or false')
 
@@ -853,9 +866,9 @@ def _build(cls, data: Any, path: str, sub: Mapping[str, Any] | None = None):
     return obj
 
 
-def _joint_list(cls, validate, section: str | None = None):
+def _joint_list(cls, validate, section: str | None = None, any_length: bool = False):
     def convert(value, path):
-        if not isinstance(value, list) or len(value) != 2:
+        if not isinstance(value, list) or not value or (len(value) != 2 and not any_length):
             raise ParameterError(f'{path}: must be a list of 2 entries, one per joint')
         items = tuple(_build(cls, v, f'{path}[{k}]') for k, v in enumerate(value))
         for k, item in enumerate(items):
@@ -885,7 +898,7 @@ def nominal_from_dict(data: Any, path: str = 'nominal') -> NominalModel:
     """Build and validate a :class:`NominalModel` from a mapping."""
     nm = _build(NominalModel, data, path, {
         'arm': arm_from_dict,
-        'friction': _joint_list(FrictionParameters, _validate_friction, 'friction')})
+        'friction': _joint_list(FrictionParameters, _validate_friction, 'friction', True)})
     _validate_nominal(nm, path)
     _check_ranges(nm, 'nominal', path)
     return nm
@@ -961,6 +974,9 @@ def scenario_from_dict(data: Any, path: str = '') -> Scenario:
     plant = plant_from_dict(data['plant']) if 'plant' in data else PlantParameters()
     controller = (controller_from_dict(data['controller']) if 'controller' in data
                   else ControllerParameters())
+    if controller.nominal.n_joints != 2:
+        raise ParameterError(f'controller.nominal.eta: must have 2 elements, one per joint of '
+                             f'the planar 2R (got {controller.nominal.n_joints})')
     trajectory = data.get('trajectory', base.trajectory)
     if not isinstance(trajectory, Mapping):
         raise ParameterError('trajectory: must be a mapping')

@@ -122,10 +122,10 @@ class CommandSafetyParameters:
     stop_time : float
         Deactivation ramp [s], > 0: current command -> hold over the first half, hold -> zero
         over the second (default 1 s).
-    torque_rate_limit : tuple of 2 float
+    torque_rate_limit : tuple of n float
         Real time: largest torque change per joint [N·m/s], > 0 (default 2000, 1000: full
         default torque in 45 / 25 ms).
-    reference_acceleration_limit : tuple of 2 float
+    reference_acceleration_limit : tuple of n float
         Largest reference acceleration used [rad/s^2], > 0; larger ones are clamped and
         counted (default 5, 10: what the default arm can follow within its torque limits,
         about 27 / 6.5 N·m of inertial torque on top of gravity; the shipped trajectories
@@ -188,8 +188,10 @@ def _validate(p: CommandSafetyParameters, path: str) -> None:
     for name in ('hold_timeout', 'stop_time', 'reference_step_limit', 'replan_velocity',
                  'replan_acceleration', 'state_timeout_max', 'max_clock_step'):
         _positive(f'{path}.{name}', getattr(p, name))
-    _vector(f'{path}.torque_rate_limit', p.torque_rate_limit, check=_positive)
-    _vector(f'{path}.reference_acceleration_limit', p.reference_acceleration_limit,
+    rate = p.torque_rate_limit
+    n = len(rate) if hasattr(rate, '__len__') and not isinstance(rate, str) and rate else 2
+    _vector(f'{path}.torque_rate_limit', rate, n, check=_positive)
+    _vector(f'{path}.reference_acceleration_limit', p.reference_acceleration_limit, n,
             check=_positive)
 
 

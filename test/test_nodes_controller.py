@@ -20,6 +20,7 @@ refused with the reason), bad inputs refused, time modes, the start-up re-plan.
 """
 
 import math
+from pathlib import Path
 import time
 
 import pytest
@@ -32,6 +33,8 @@ from manip_control.nodes.controller_node import ControllerNode  # noqa: E402
 from manip_control.nodes.ros_params import controller_specs  # noqa: E402
 from manip_control.nodes.ros_params import ros_params_from_scenario  # noqa: E402
 from manip_control.parameters import load_scenario  # noqa: E402
+from manip_control.parameters import ParameterError  # noqa: E402
+import numpy as np  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
@@ -70,12 +73,12 @@ class Rig:
 
     nodes: list = []
 
-    def __init__(self, ctx, executor, probe, spin, **values):
+    def __init__(self, ctx, executor, probe, spin, base=None, **values):
         # no command publisher from an earlier test may still be on the graph
         assert spin(executor, 5.0, lambda: not any(probe.node.count_publishers(t)
                                                    for t in COMMAND_TOPICS)), \
             {t: probe.node.count_publishers(t) for t in COMMAND_TOPICS}
-        vals = ros_params_from_scenario(SCENARIO)['controller']
+        vals = ros_params_from_scenario(SCENARIO)['controller'] if base is None else dict(base)
         # one state per test step: it must not go stale in between (a stale state means safe
         # mode and then resume_states fresh states to resume; see test_fault_injection)
         vals['safety.state_timeout'] = 10.0
@@ -286,3 +289,64 @@ def test_state_timeout_reports_the_gap_before_the_declaring_check(ros_context, e
     assert 'no valid joint state for 60.0 ms (timeout 20.0 ms)' in values['detail']
     safety.now = time.monotonic
     spin(executor, 0.2)
+
+
+PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+PANDA_JOINTS = [f'panda_joint{k}' for k in range(1, 8)]
+
+
+def _panda_rnea(q, qd, qdd):
+    """Inverse dynamics of the Panda straight from Pinocchio, the fingers locked at 0."""
+    import pinocchio as pin
+    full = pin.buildModelFromXML(PANDA.read_text())
+    locked = [full.getJointId(j) for j in ('panda_finger_joint1', 'panda_finger_joint2')]
+    model = pin.buildReducedModel(full, locked, pin.neutral(full))
+    return pin.rnea(model, model.createData(), np.array(q), np.array(qd), np.array(qdd))
+
+
+def test_seven_joint_arm_from_robot_description(ros_context, executor, probe, spin):
+    base = {'mode': 'lockstep', 'robot_description': PANDA.read_text(),
+            'safety.reference_step_limit': 10.0}
+    rig = Rig(ros_context, executor, probe, spin, base=base)
+    node = rig.node
+    assert node.joints == PANDA_JOINTS                  # the movable joints, chain order
+    assert list(node.get_parameter('torque_limit').value) == [87.0] * 4 + [12.0] * 3
+    assert list(node.get_parameter('safety.position_upper').value)[3] == -0.0698
+    q = [0.1, -0.3, 0.2, -1.5, 0.1, 1.2, 0.3]
+    qd = [0.05, -0.02, 0.01, 0.03, -0.04, 0.02, 0.01]
+    r = [v + 0.01 for v in q]
+    rv = [0.02] * 7
+    ra = [0.1, -0.1, 0.05, 0.0, 0.2, -0.05, 0.1]
+    # names in another order, with the fingers too: the command is in joints order
+    names = PANDA_JOINTS[::-1] + ['panda_finger_joint1']
+    cmd = rig.tick(1_000_000, names, q[::-1] + [0.01], qd[::-1] + [0.0], PANDA_JOINTS, r, rv,
+                   ra)
+    assert list(cmd.name) == PANDA_JOINTS
+    a = np.array(ra) - 40.0 * (np.array(qd) - rv) - 400.0 * (np.array(q) - r)
+    expected = _panda_rnea(q, qd, a)
+    assert np.abs(expected).max() > 5.0                 # gravity of a real arm, not zeros
+    np.testing.assert_allclose(cmd.effort, expected, rtol=1e-9, atol=1e-9)
+    assert list(probe.msgs['/effort_controller/commands'][-1].data) == list(cmd.effort)
+
+    # runtime changes are sized by the arm and stay inside the hard limits
+    res = rig.set_params(Parameter('kp', value=[100.0, 50.0]))
+    assert not res[0].successful and 'kp: must have 7 elements (got 2)' in res[0].reason
+    res = rig.set_params(Parameter('torque_limit', value=[87.0] * 4 + [12.0, 12.0, 20.0]))
+    assert not res[0].successful and 'hard_limits.torque[6] = 12' in res[0].reason
+    res = rig.set_params(Parameter('torque_limit', value=[10.0] * 7))
+    assert res[0].successful, res[0].reason
+    cmd = rig.tick(2_000_000, PANDA_JOINTS, q, qd, PANDA_JOINTS, r, rv, ra)
+    np.testing.assert_allclose(cmd.effort, np.clip(expected, -10.0, 10.0), rtol=1e-9,
+                               atol=1e-9)
+
+
+@pytest.mark.parametrize('values,match', [
+    ({'robot_description': '<robot name="x"><link name="a"/>'},
+     r'parameter robot_description \(node controller\): .*'),
+    ({'joints': ['panda_joint1', 'elbow']}, r'parameter robot_description .*elbow'),
+])
+def test_bad_robot_description_is_refused_by_name(ros_context, values, match):
+    vals = {'robot_description': PANDA.read_text(), **values}
+    with pytest.raises(ParameterError, match=match) as err:
+        make_node(ControllerNode, ros_context, controller_specs(), vals)
+    assert '\n' not in str(err.value)

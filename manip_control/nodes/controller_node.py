@@ -67,6 +67,7 @@ Structure (for the safety layer): :meth:`ControllerNode.on_joint_state` /
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import NamedTuple
@@ -200,11 +201,15 @@ class ControllerNode(LifecycleNode):
     def __init__(self, node_name: str = 'controller', *, parameter_overrides=None,
                  keep_history: bool = False, **kwargs):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
-        self._specs = {s.name: s for s in controller_specs() + safety_specs()}
+        # an arm from robot_description sizes every per-joint default: read it first
+        self.arm, self._arm_defaults = self._arm_from_description()
+        ad = self._arm_defaults
+        self._specs = {s.name: s for s in controller_specs(ad) + safety_specs(ad)}
         self._specs.update({s.name: s for s in hard_limit_specs(self._hard_limit_defaults())})
         self.values = declare_parameters(self, list(self._specs.values()))
         # everything is validated at start: a bad configuration never publishes anything
-        cfg = self.config = controller_config(self.values, self.get_name())
+        self._check_arm_limits(self.values)
+        cfg = self.config = controller_config(self.values, self.get_name(), ad)
         self.safety_params = safety_from_values(self.values, self.get_name())
         try:
             self.hard_limits = hard_limits_from_values(
@@ -277,13 +282,13 @@ class ControllerNode(LifecycleNode):
         """Validate the parameters; build the controller, the topics and the safety layer."""
         try:
             values = {name: self.get_parameter(name).value for name in self._specs}
-            cfg = self.config = controller_config(values, self.get_name())
+            cfg = self.config = controller_config(values, self.get_name(), self._arm_defaults)
             sp = self.safety_params = safety_from_values(values, self.get_name())
             cp = self.command_params = command_safety_from_values(values, self.get_name())
         except ParameterError as exc:
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
-        self.controller = Controller(cfg.controller, cfg.period)
+        self.controller = Controller(cfg.controller, cfg.period, self.arm)
         self._pending = {}
         qos = data_qos()
         self._readers = {'array': 0, 'joint': 0}
@@ -1008,6 +1013,44 @@ class ControllerNode(LifecycleNode):
         """Return how many input messages were refused as another publisher's."""
         return sum(guard.refused for guard in self._sources.values())
 
+    def _arm_from_description(self):
+        """
+        Return ``(arm, defaults)`` from ``robot_description``, or ``(None, None)`` for the 2R.
+
+        The URDF's movable joints in chain order, or the ``joints`` given; the per-joint
+        defaults of :func:`manip_control.arm_scenario.control_defaults`.
+        """
+        overrides = getattr(self, '_parameter_overrides', None) or {}
+        given = overrides.get('robot_description')
+        text = given.value if given is not None else ''
+        if not text:
+            return None, None
+        name = self.get_name()
+        if not isinstance(text, str):
+            raise ParameterError(f'parameter robot_description (node {name}): must be the '
+                                 f'URDF text (got {type(text).__name__})')
+        joints = overrides.get('joints')
+        joints = list(joints.value) if joints is not None and joints.value else None
+        from manip_control.arm_model import ArmModelError
+        from manip_control.arm_model import UrdfArm
+        from manip_control.arm_scenario import control_defaults
+        try:
+            arm = UrdfArm.from_string(text, joints)
+        except ArmModelError as exc:
+            raise ParameterError(f'parameter robot_description (node {name}): {exc}') from None
+        return arm, control_defaults(arm)
+
+    def _check_arm_limits(self, values) -> None:
+        """Refuse a start without a torque limit where the description gives no effort."""
+        if self.arm is None:
+            return
+        for k, v in enumerate(values['torque_limit']):
+            if not math.isfinite(v):
+                raise ParameterError(
+                    f'parameter torque_limit[{k}] (node {self.get_name()}): joint '
+                    f'{self.arm.joint_names[k]} has no effort limit in robot_description; '
+                    f'give torque_limit (one value per joint, N m)')
+
     def _hard_limit_defaults(self) -> dict:
         """Defaults of ``hard_limits.*``: from the start values (overrides, else defaults)."""
         overrides = getattr(self, '_parameter_overrides', None) or {}
@@ -1024,7 +1067,10 @@ class ControllerNode(LifecycleNode):
             # an invalid start value: refused by name when it is declared and validated
             return hard_limit_defaults(*(self._specs[n].default for n in
                                          ('kp', 'kd', 'ki', 'torque_limit')),
-                                       safety_from_values({}, self.get_name()))
+                                       safety_from_values({n: s.default for n, s in
+                                                           self._specs.items()
+                                                           if n.startswith('safety.')},
+                                                          self.get_name()))
 
     def counters(self) -> dict:
         """Counters of the run."""

@@ -206,20 +206,23 @@ _CMD_DOC = {
 }
 
 
-def safety_specs() -> list:
+def safety_specs(arm_defaults: Mapping[str, Any] | None = None) -> list:
     """
     Return the ROS parameter specs of the safety layer.
 
     :class:`manip_control.nodes.ros_params.ParamSpec` of ``safety.<field>`` of
     :class:`SafetyParameters` (changeable at runtime, validated), of
     :class:`~manip_control.supervision.CommandSafetyParameters` (read-only),
-    ``diagnostics_rate`` and ``autostart`` (read-only).
+    ``diagnostics_rate`` and ``autostart`` (read-only). ``arm_defaults``: the per-joint
+    defaults of an arm from a ``robot_description``
+    (:func:`manip_control.arm_scenario.control_defaults`).
     """
     from manip_control.nodes.ros_params import ParamSpec
     defaults = SafetyParameters()
+    given = {} if arm_defaults is None else arm_defaults
     specs = []
     for name in SAFETY_FIELDS:
-        value = getattr(defaults, name)
+        value = given.get(name, getattr(defaults, name))
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         desc, cons = _DOC.get(name, (name.replace('_', ' '), ''))
@@ -229,7 +232,7 @@ def safety_specs() -> list:
                                _RANGES.get(name), not runtime))
     cmd_defaults = CommandSafetyParameters()
     for name in COMMAND_SAFETY_FIELDS:
-        value = getattr(cmd_defaults, name)
+        value = given.get(name, getattr(cmd_defaults, name))
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         desc, cons, rng = _CMD_DOC[name]

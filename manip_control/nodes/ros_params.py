@@ -45,6 +45,7 @@ This module imports rclpy lazily (only :func:`declare_parameters` and helpers th
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from dataclasses import fields
 import math
@@ -59,6 +60,7 @@ from manip_control.parameters import controller_from_dict
 from manip_control.parameters import ControllerParameters
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
+from manip_control.parameters import NominalModel
 from manip_control.parameters import ParameterError
 from manip_control.parameters import plant_from_dict
 from manip_control.parameters import PlantParameters
@@ -352,11 +354,40 @@ def plant_specs() -> list[ParamSpec]:
     return specs + _plant_physical_specs(PlantParameters())
 
 
-def controller_specs() -> list[ParamSpec]:
-    """Parameters of the controller node (defaults: the core's ControllerParameters)."""
+ROBOT_DESCRIPTION_DOC = (
+    'URDF of the arm (the text, as robot_state_publisher and ros2_control take it): the '
+    'nominal rigid-body model comes from it (Pinocchio), joints default to its movable joints '
+    'in chain order and the per-joint defaults (torque_limit, safety envelope, gains) to its '
+    "limits; '' = the closed-form planar 2R of nominal.arm.*; read-only")
+
+
+def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
+    """
+    Parameters of the controller node (defaults: the core's ControllerParameters).
+
+    ``arm_defaults``: for an arm from a ``robot_description``, the per-joint defaults of
+    :func:`manip_control.arm_scenario.control_defaults` (``joints`` included); the nominal
+    2R geometry (``nominal.arm.*``) is then not declared.
+    """
     co = ControllerParameters()
+    given: dict[str, Any] = {}
+    if arm_defaults is not None:
+        n = len(arm_defaults['joints'])
+        # no rotors, ideal gears, no friction: what a URDF says of the drives
+        co = ControllerParameters(
+            kp=(1.0,) * n, kd=(1.0,) * n, ki=(0.0,) * n, integral_limit=(0.5,) * n,
+            torque_limit=(1.0,) * n,
+            nominal=NominalModel(friction=(FrictionParameters(),) * n,
+                                 rotor_inertia=(0.0,) * n, gear_ratio=(100.0,) * n,
+                                 eta=(1.0,) * n, eta_back=(1.0,) * n))
+        given = {k: [float(v) for v in arm_defaults[k]] for k in ('kp', 'kd', 'torque_limit')}
     specs = _node_common('joint names: order of the commands (Float64MultiArray data, '
                          'JointState names) and of every per-joint parameter')
+    if arm_defaults is not None:
+        specs[0] = ParamSpec('joints', list(arm_defaults['joints']), specs[0].description,
+                             'distinct movable joints of robot_description (default: all, in '
+                             'chain order)')
+    specs.append(ParamSpec('robot_description', '', ROBOT_DESCRIPTION_DOC, 'URDF text or empty'))
     specs.append(ParamSpec(
         'trigger', 'state',
         'realtime only: state (one tick per received joint state, with the latest reference: '
@@ -367,11 +398,12 @@ def controller_specs() -> list[ParamSpec]:
                  'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]
         cons, rng = _bounded('controller', name, cons, rng)
-        value = getattr(co, name)
+        value = given.get(name, getattr(co, name))
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         specs.append(ParamSpec(name, value, desc, cons, rng, ro, name))
-    specs += _arm_specs('nominal.arm.', 'nominal.arm', co.nominal.arm, 'nominal model')
+    if arm_defaults is None:
+        specs += _arm_specs('nominal.arm.', 'nominal.arm', co.nominal.arm, 'nominal model')
     specs += _joint_specs('nominal.friction.', 'nominal.friction', FrictionParameters,
                           {k: (f'nominal model: {v[0]}', v[1])
                            for k, v in _FRICTION_DOC.items()}, co.nominal.friction,
@@ -524,15 +556,17 @@ def values_to_core(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dic
     length is checked here (the core only sees complete joint entries).
     """
     tree: dict = {}
+    joints = values.get('joints')
+    n = len(joints) if isinstance(joints, (list, tuple)) and joints else N_JOINTS
     for spec in specs:
         if spec.core is None or spec.name not in values:
             continue
         value = values[spec.name]
         if '[]' in spec.core:
             head, _, tail = spec.core.partition('[].')
-            arr = _check_joint_array(spec.name, value)
-            lst = _get_or_make_list(tree, head)
-            for j in range(N_JOINTS):
+            arr = _check_joint_array(spec.name, value, n)
+            lst = _get_or_make_list(tree, head, n)
+            for j in range(n):
                 lst[j][tail] = arr[j]
         else:
             if isinstance(value, tuple):
@@ -541,13 +575,13 @@ def values_to_core(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dic
     return tree
 
 
-def _get_or_make_list(tree: dict, path: str) -> list:
+def _get_or_make_list(tree: dict, path: str, n: int = N_JOINTS) -> list:
     parts = path.split('.')
     node = tree
     for p in parts[:-1]:
         node = node.setdefault(p, {})
     if parts[-1] not in node:
-        node[parts[-1]] = [{} for _ in range(N_JOINTS)]
+        node[parts[-1]] = [{} for _ in range(n)]
     return node[parts[-1]]
 
 
@@ -617,12 +651,12 @@ def with_defaults(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dict
     return out
 
 
-def _common_checks(node: str, values: Mapping[str, Any]) -> None:
+def _common_checks(node: str, values: Mapping[str, Any], n: int = N_JOINTS) -> None:
     joints = values.get('joints')
     if joints is not None:
-        if (len(joints) != N_JOINTS or not all(isinstance(j, str) and j for j in joints)
+        if (len(joints) != n or not all(isinstance(j, str) and j for j in joints)
                 or len(set(joints)) != len(joints)):
-            raise ParameterError(f'parameter joints (node {node}): must be {N_JOINTS} '
+            raise ParameterError(f'parameter joints (node {node}): must be {n} '
                                  f'distinct non-empty names (got {list(joints)!r})')
     mode = values.get('mode')
     if mode is not None and mode not in MODES:
@@ -714,15 +748,24 @@ class ControllerConfig:
         return 1.0 / self.control_rate
 
 
-def controller_config(values: Mapping[str, Any], node: str = 'controller') -> ControllerConfig:
-    """Validate the controller node's ROS values (missing ones take the defaults)."""
-    values = with_defaults(controller_specs(), values)
-    _common_checks(node, values)
+def controller_config(values: Mapping[str, Any], node: str = 'controller',
+                      arm_defaults: Mapping[str, Any] | None = None) -> ControllerConfig:
+    """
+    Validate the controller node's ROS values (missing ones take the defaults).
+
+    ``arm_defaults``: as :func:`controller_specs`, for an arm from a ``robot_description``.
+    """
+    specs = controller_specs(arm_defaults)
+    values = with_defaults(specs, values)
+    n = N_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
+    _common_checks(node, values, n)
     if values['trigger'] not in TRIGGERS:
         raise ParameterError(f'parameter trigger (node {node}): must be one of '
                              f'{", ".join(TRIGGERS)} (got {values["trigger"]!r})')
     try:
-        tree = values_to_core(controller_specs(), values)
+        tree = values_to_core(specs, values)
+        if arm_defaults is not None:    # the rigid body is the URDF's: no 2R geometry used
+            tree.setdefault('nominal', {})['arm'] = dataclasses.asdict(ArmParameters())
         co = controller_from_dict(tree, 'C')
     except ParameterError as exc:
         raise ros_parameter_error(node, exc, 'C') from None
