@@ -279,7 +279,7 @@ def main() -> int:
         'controller.update': lambda: loop.controller.update((0.1, 0.2), (0.3, 0.4), (0.1, 0.2),
                                                             (0.3, 0.4), (0.5, 0.6)),
         'trajectory.sample': lambda: loop.trajectory.sample(0.3),
-        'sensors.measure': lambda: loop.sensors.measure(0.1, 0.2, 0.3, 0.4),
+        'sensors.measure': lambda: loop.sensors.measure((0.1, 0.2), (0.3, 0.4)),
     }.items():
         print(f'  {name:22s} {timeit.timeit(fn, number=n) / n * 1e6:6.2f} us/call')
     if args.batch_runs > 0:

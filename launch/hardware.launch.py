@@ -17,7 +17,7 @@ Controller and trajectory against a hardware driver: wall time, free-running 1 k
 
     ros2 launch manip_control hardware.launch.py [joint_states_topic:=/arm/joint_states] \
         [command_topic:=/arm/effort_controller/commands] [namespace:=arm] [headless:=false] \
-        [state_publisher:=/arm/joint_state_broadcaster]
+        [state_publisher:=/arm/joint_state_broadcaster] [urdf:=/path/to/arm.urdf]
 
 The controller reads sensor_msgs/JointState from ``joint_states_topic`` (matched by joint
 name) and writes std_msgs/Float64MultiArray torque commands in ``joints`` order to
@@ -28,12 +28,21 @@ their topics under ``/NS`` (an absolute topic argument stays where it is).
 headless:=false adds RViz (the driver is expected to run robot_state_publisher).
 Only ``state_publisher`` (default ``/joint_state_broadcaster``) may publish the joint states:
 the states of any other node are refused and counted (``''``: any single publisher).
+``urdf:=FILE`` (a URDF or xacro file, through ``xacro``) gives any serial arm as the
+``robot_description`` of the controller: its nominal model, joints and per-joint defaults
+come from the description, the params file defaults to ``config/arm_hardware_params.yaml``
+(nothing per joint) and no trajectory node starts: the controller holds the arm where it is
+until a JointTrajectory arrives on ``reference_topic``.
 """
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
 from launch.conditions import UnlessCondition
+from launch.substitutions import Command
+from launch.substitutions import IfElseSubstitution
 from launch.substitutions import LaunchConfiguration
+from launch.substitutions import NotEqualsSubstitution
 from launch.substitutions import PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
@@ -56,13 +65,30 @@ def generate_launch_description():
     # our nodes stop cleanly (SIGTERM) even if ros2 launch itself is killed with SIGTERM
     stop_with_parent = {'MANIP_STOP_WITH_PARENT': '1'}
     sigterm_timeout = LaunchConfiguration('sigterm_timeout')
+    urdf = LaunchConfiguration('urdf')
+    arm_given = NotEqualsSubstitution(urdf, '')
+    robot_description = ParameterValue(
+        IfElseSubstitution(arm_given, Command(['xacro ', urdf]), ''), value_type=str)
     return LaunchDescription([
         DeclareLaunchArgument(
+            'urdf', default_value='',
+            description="URDF or xacro file of the arm (any serial arm: the controller's "
+                        "robot_description); '' = the closed-form planar 2R of the params "
+                        'file'),
+        DeclareLaunchArgument(
             'params_file',
-            default_value=PathJoinSubstitution([FindPackageShare('manip_control'), 'config',
-                                                'hardware_params.yaml']),
+            default_value=PathJoinSubstitution([
+                FindPackageShare('manip_control'), 'config',
+                IfElseSubstitution(arm_given, 'arm_hardware_params.yaml',
+                                   'hardware_params.yaml')]),
             description='ROS params file with controller and trajectory sections '
-                        '(node_name: ros__parameters:)'),
+                        '(node_name: ros__parameters:); default hardware_params.yaml, '
+                        'arm_hardware_params.yaml with urdf:='),
+        DeclareLaunchArgument(
+            'trajectory', default_value=IfElseSubstitution(arm_given, 'false', 'true'),
+            description='start the trajectory node (the reference generator); default true, '
+                        'false with urdf:= (the controller then holds the measured position '
+                        'until a JointTrajectory arrives on reference_topic)'),
         DeclareLaunchArgument(
             'joint_states_topic', default_value='joint_states',
             description='sensor_msgs/JointState topic of the driver (read by the controller)'),
@@ -104,6 +130,7 @@ def generate_launch_description():
         Node(package='manip_control', executable='controller', name='controller',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime',
+                                       'robot_description': robot_description,
                                        'autostart': ParameterValue(autostart,
                                                                    value_type=bool),
                                        'state_publisher': ParameterValue(
@@ -117,10 +144,12 @@ def generate_launch_description():
              sigterm_timeout=sigterm_timeout),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
-             parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime'}],
+             parameters=[params_file, {'use_sim_time': False, 'mode': 'realtime',
+                                       'robot_description': robot_description}],
              remappings=[('reference', reference_topic)],
              arguments=ros_args, additional_env=stop_with_parent,
-             sigterm_timeout=sigterm_timeout),
+             sigterm_timeout=sigterm_timeout,
+             condition=IfCondition(LaunchConfiguration('trajectory'))),
         Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
              output='screen', arguments=['-d', rviz_config],
              condition=UnlessCondition(headless)),

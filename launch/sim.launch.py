@@ -16,7 +16,7 @@
 Simulation: plant, controller and trajectory as separate processes on sim time (lockstep).
 
     ros2 launch manip_control sim.launch.py [duration:=10.0] [bag:=runs/r1] [namespace:=arm]
-        [headless:=false] [composed:=true]
+        [headless:=false] [composed:=true] [urdf:=/path/to/arm.urdf]
 
 The plant owns /clock and steps one control period only after the command of the tick has
 arrived (deterministic, as fast as the loop allows). When the plant has simulated ``duration``
@@ -30,6 +30,11 @@ robot_state_publisher and RViz showing the arm. ``composed:=true`` runs the same
 same parameters, remappings and namespace in one process on one executor (the ``composed``
 executable, rclpy's stand-in for a component container): no message crosses a process
 boundary, so a tick costs far less CPU and the loop runs faster (docs/ros.md).
+``urdf:=FILE`` (a URDF or xacro file, through ``xacro``) simulates any serial arm: it is the
+``robot_description`` of the plant, the controller and the trajectory (rigid body through
+Pinocchio, drives sized from the effort limits, friction from ``<dynamics>``, a sinusoid
+reference inside the joint limits; docs/arm_model.md), the params file defaults to
+``config/arm_sim_params.yaml`` (nothing per joint) and the nodes run as separate processes.
 """
 
 from typing import List
@@ -43,7 +48,9 @@ from launch.conditions import UnlessCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.substitutions import Command
+from launch.substitutions import IfElseSubstitution
 from launch.substitutions import LaunchConfiguration
+from launch.substitutions import NotEqualsSubstitution
 from launch.substitutions import PathJoinSubstitution
 from launch.substitutions import PythonExpression
 from launch_ros.actions import Node
@@ -64,7 +71,12 @@ def generate_launch_description():
     autostart = LaunchConfiguration('autostart')
     namespace = LaunchConfiguration('namespace')
     composed = LaunchConfiguration('composed')
-    urdf = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf', 'manip_2r.urdf'])
+    urdf = LaunchConfiguration('urdf')
+    arm_given = NotEqualsSubstitution(urdf, '')
+    robot_description = ParameterValue(
+        IfElseSubstitution(arm_given, Command(['xacro ', urdf]), ''), value_type=str)
+    model_2r = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf',
+                                     'manip_2r.urdf'])
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
                                         'manip_2r.rviz'])
     ros_args = ['--ros-args', '--log-level', log_level]
@@ -81,7 +93,7 @@ def generate_launch_description():
         package='manip_control', executable='plant', name='plant', namespace=namespace,
         output='screen',
         parameters=[params_file, {
-            'use_sim_time': True, 'mode': 'lockstep',
+            'use_sim_time': True, 'mode': 'lockstep', 'robot_description': robot_description,
             'duration': ParameterValue(duration, value_type=float),
             'wait_for_subscribers': ParameterValue(wait_for_subscribers, value_type=int),
             # and for the recorder to match every recorded topic (relative: any namespace)
@@ -94,7 +106,8 @@ def generate_launch_description():
     # only (under any namespace); params_file sections apply by node name as for a process.
     one_process = Node(
         package='manip_control', executable='composed', namespace=namespace, output='screen',
-        parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
+        parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
+                                  'robot_description': robot_description}],
         ros_arguments=['--log-level', log_level,
                        '-p', ['plant:duration:=', duration],
                        '-p', ['plant:wait_for_subscribers:=', wait_for_subscribers],
@@ -105,11 +118,18 @@ def generate_launch_description():
         condition=IfCondition(composed))
     return LaunchDescription([
         DeclareLaunchArgument(
+            'urdf', default_value='',
+            description='URDF or xacro file of the arm to simulate (any serial arm: the '
+                        "robot_description of the nodes); '' = the closed-form planar 2R of "
+                        'the params file'),
+        DeclareLaunchArgument(
             'params_file',
-            default_value=PathJoinSubstitution([FindPackageShare('manip_control'), 'config',
-                                                'sim_params.yaml']),
+            default_value=PathJoinSubstitution([
+                FindPackageShare('manip_control'), 'config',
+                IfElseSubstitution(arm_given, 'arm_sim_params.yaml', 'sim_params.yaml')]),
             description='ROS params file with plant, controller and trajectory sections '
-                        '(node_name: ros__parameters:)'),
+                        '(node_name: ros__parameters:); default sim_params.yaml, '
+                        'arm_sim_params.yaml with urdf:='),
         DeclareLaunchArgument(
             'duration', default_value='0.0',
             description='simulated time to run [s], then the launch shuts down; 0 = until '
@@ -154,13 +174,15 @@ def generate_launch_description():
         Node(package='manip_control', executable='controller', name='controller',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
+                                       'robot_description': robot_description,
                                        'autostart': ParameterValue(autostart,
                                                                    value_type=bool)}],
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
-             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep'}],
+             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
+                                       'robot_description': robot_description}],
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='recorder', name='recorder',
@@ -174,8 +196,9 @@ def generate_launch_description():
         Node(package='robot_state_publisher', executable='robot_state_publisher',
              name='robot_state_publisher', namespace=namespace, output='screen',
              parameters=[{'use_sim_time': True,
-                          'robot_description': ParameterValue(Command(['cat ', urdf]),
-                                                              value_type=str)}],
+                          'robot_description': ParameterValue(Command([
+                              'xacro ', IfElseSubstitution(arm_given, urdf, model_2r)]),
+                              value_type=str)}],
              condition=UnlessCondition(headless)),
         Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
              output='screen', arguments=['-d', rviz_config],

@@ -619,6 +619,78 @@ class ArmStateError(ArmModelError):
     """The simulated state became non-finite (the closed loop diverged)."""
 
 
+class HeldArmPlant:
+    """
+    An :class:`ArmPlant` with its state, stepped one control period at a time.
+
+    The plant of the ROS plant node for an arm from its URDF, with the interface of the 2R
+    :class:`manip_control.plant.Plant` sized by the arm: :attr:`_x` is ``[q, qd, i, x_i]``
+    (the 2R's layout for ``n = 2``), :meth:`step` takes one command per joint, and the
+    ``*_at(x)`` telemetry evaluates a state under the command held now (after :meth:`step`,
+    for the state it started from: the values at ``t_k+``).
+
+    Parameters
+    ----------
+    plant : ArmPlant
+    period : float
+        Control period [s] (zero-order hold).
+    q0 : sequence of n float
+        Initial position [rad] (the drives hold it against gravity when
+        ``start_in_equilibrium``).
+    start_in_equilibrium : bool
+    qd0 : sequence of n float, optional
+        Initial velocity [rad/s] (default: at rest).
+
+    """
+
+    def __init__(self, plant: ArmPlant, period: float, q0,
+                 start_in_equilibrium: bool = True, qd0=None):
+        self.plant = plant
+        self.n = plant.n
+        self.period = float(period)
+        self._x = plant.initial_state(q0, qd0, start_in_equilibrium=start_in_equilibrium)
+        self._u = np.zeros(self.n)
+        self._limit = plant.torque_limit
+
+    def step(self, *tau: float) -> None:
+        """Hold the command ``tau`` [N·m] (one per joint) for one period and integrate."""
+        self._u = np.array(tau, dtype=float)
+        self._x = self.plant.step(self._x, self._u, self.period)
+
+    @property
+    def position(self) -> tuple:
+        """Joint positions [rad]."""
+        return tuple(self._x[:self.n].tolist())
+
+    @property
+    def velocity(self) -> tuple:
+        """Joint velocities [rad/s]."""
+        return tuple(self._x[self.n:2 * self.n].tolist())
+
+    def current_reference(self) -> tuple:
+        """Return the drives' current references under the held command [A] (0 if ideal)."""
+        p = self.plant
+        if p.motors is None:
+            return (0.0,) * self.n
+        return tuple(np.clip(self._u / p._ktn, -p._i_max, p._i_max).tolist())
+
+    def joint_torque_at(self, x) -> tuple:
+        """Actuator torque at the joints [N·m] in state ``x`` (ideal: the clamped command)."""
+        n, p = self.n, self.plant
+        if p.motors is None:
+            return tuple(np.clip(self._u, -self._limit, self._limit).tolist())
+        return tuple(p.motor_torque(x[n:2 * n], x[2 * n:3 * n]).tolist())
+
+    def drive_voltage_at(self, x) -> tuple:
+        """Return the PI drives' terminal voltages [V] in state ``x`` (held command, clamped)."""
+        n, p = self.n, self.plant
+        if p.motors is None:
+            return (0.0,) * n
+        i_ref = np.clip(self._u / p._ktn, -p._i_max, p._i_max)
+        v = p._kp_i * (i_ref - x[2 * n:3 * n]) + x[3 * n:]
+        return tuple(np.clip(v, -p._v_max, p._v_max).tolist())
+
+
 @dataclass
 class ArmRun:
     """Samples of an offline run at the control ticks ``t_k`` (arrays, one row per tick)."""

@@ -169,7 +169,12 @@ ACCELERATION_SHARE = 0.5
 ACCELERATION_CAP = 20.0
 
 
-def control_defaults(arm: ArmModel, omega_n: float = 20.0, zeta: float = 1.0) -> dict:
+#: What the nominal drives of :func:`control_defaults` describe.
+NOMINAL_DRIVES = ('ideal', 'sized')
+
+
+def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
+                     omega_n: float = 20.0, zeta: float = 1.0) -> dict:
     """
     Per-joint controller and safety defaults for an arm known only from its description.
 
@@ -182,19 +187,34 @@ def control_defaults(arm: ArmModel, omega_n: float = 20.0, zeta: float = 1.0) ->
       ``M_kk`` at the middle of the range, ``hold_kp = M_kk w^2``, ``hold_kd = 2 M_kk w``;
     * ``torque_rate_limit``: the effort in ``TORQUE_SWING_TIME``;
     * ``reference_acceleration_limit``: ``ACCELERATION_SHARE`` of the effort over ``M_kk``,
-      at most ``ACCELERATION_CAP``.
+      at most ``ACCELERATION_CAP``;
+    * ``reference``: the trajectory configuration of :func:`reference_within_limits`;
+    * nominal model: ``nominal_friction`` from the URDF's ``<dynamics>`` (zero without
+      ``urdf``); with ``drives='sized'`` the drives that :func:`motors_sized_for` gives (the
+      simulated plant's: ``rotor_inertia`` ``Jm N^2``, ``gear_ratio``, ``eta``,
+      ``eta_back``), with ``'ideal'`` none (zeros, 100, ones, ones).
 
     Returns
     -------
     dict
         ``joints`` and lists of ``n`` floats keyed by the core field names (``kp``, ``kd``,
         ``torque_limit``, ``position_lower``, ``position_upper``, ``velocity_limit``,
-        ``hold_kp``, ``hold_kd``, ``torque_rate_limit``, ``reference_acceleration_limit``).
+        ``hold_kp``, ``hold_kd``, ``torque_rate_limit``, ``reference_acceleration_limit``),
+        and ``reference`` (a ``sinusoid`` trajectory configuration).
 
     """
+    if drives not in NOMINAL_DRIVES:
+        raise ArmModelError(f"nominal.drives: must be 'ideal' or 'sized' (got {drives!r})")
     lim = arm.limits
     n = arm.n
     kp, kd = gains_from_bandwidth(n, omega_n, zeta)
+    friction = (_urdf_friction(urdf, arm.joint_names) if urdf
+                else [FrictionParameters()] * n)
+    rotor, ratio, eta = [0.0] * n, [GEAR_RATIO] * n, [1.0] * n
+    if drives == 'sized':
+        motors = motors_sized_for(lim.effort, names=arm.joint_names)
+        rotor = [m.Jm * m.N * m.N for m in motors]
+        ratio, eta = [m.N for m in motors], [m.eta for m in motors]
     lower = np.where(np.isfinite(lim.lower), lim.lower, -UNLIMITED_ENVELOPE)
     upper = np.where(np.isfinite(lim.upper), lim.upper, UNLIMITED_ENVELOPE)
     effort = np.where(np.isfinite(lim.effort), lim.effort, np.nan)
@@ -213,7 +233,65 @@ def control_defaults(arm: ArmModel, omega_n: float = 20.0, zeta: float = 1.0) ->
             'torque_rate_limit': floats(np.where(np.isfinite(effort),
                                                  effort / TORQUE_SWING_TIME, 2000.0)),
             'reference_acceleration_limit': floats(np.where(np.isfinite(accel), accel,
-                                                            ACCELERATION_CAP))}
+                                                            ACCELERATION_CAP)),
+            'reference': _sinusoid_config(reference_within_limits(lim)),
+            'nominal_friction': friction, 'rotor_inertia': floats(rotor),
+            'gear_ratio': floats(ratio), 'eta': floats(eta), 'eta_back': floats(eta)}
+
+
+def plant_defaults(arm: ArmModel, urdf: str) -> dict:
+    """
+    Per-joint defaults of a simulated arm known only from its description.
+
+    ``friction`` from the URDF's ``<dynamics>`` (:func:`_urdf_friction`), ``motors`` sized
+    from the effort limits (:func:`motors_sized_for`; None when a joint has none: ideal
+    actuators then), ``torque_limit`` the effort limits (``nan`` where none) and
+    ``initial_position`` the middle of every range (0 for an unbounded joint).
+    """
+    lim = arm.limits
+    try:
+        motors = motors_sized_for(lim.effort, names=arm.joint_names)
+    except ArmModelError:
+        motors = None
+    mid = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
+                   0.5 * (lim.lower + lim.upper), 0.0)
+    return {'joints': list(arm.joint_names),
+            'friction': _urdf_friction(urdf, arm.joint_names), 'motors': motors,
+            'torque_limit': [float(v) if math.isfinite(v) else math.nan for v in lim.effort],
+            'initial_position': [float(v) for v in mid]}
+
+
+def urdf_plant(urdf: str, joints: Sequence[str], friction: Sequence[FrictionParameters],
+               motors: Sequence[MotorParameters] | None,
+               torque_limit: Sequence[float] | None = None,
+               substeps: int | None = None) -> ArmPlant:
+    """
+    Return the simulated arm of a URDF: its rigid body with the rotors' armature ``Jm N^2``.
+
+    Parameters
+    ----------
+    urdf : str
+        The URDF text.
+    joints : sequence of str
+        The simulated joints (the others held at their neutral position).
+    friction, motors : sequences of n parameters
+        Per joint; ``motors=None`` selects ideal actuators clamped at ``torque_limit``.
+    torque_limit : sequence of n float, optional
+        Ideal-actuator clamp [N·m] (default: the effort limits).
+    substeps : int, optional
+        Integration steps per control period (:class:`ArmPlant`).
+
+    """
+    armature = [m.Jm * m.N * m.N for m in motors] if motors is not None else 0.0
+    arm = UrdfArm.from_string(urdf, list(joints), armature=armature)
+    return ArmPlant(arm, friction, motors, torque_limit=torque_limit, substeps=substeps)
+
+
+def _sinusoid_config(ref: Sinusoid) -> dict:
+    """Return the trajectory configuration (``type: sinusoid``) of a sinusoid reference."""
+    return {'type': 'sinusoid', 'amplitude': [float(v) for v in ref.amplitude],
+            'omega': [float(v) for v in ref.omega], 'offset': [float(v) for v in ref.offset],
+            'phase': [float(v) for v in ref.phase]}
 
 
 class DriveCompensation:

@@ -627,8 +627,8 @@ class NominalModel:
 
     @property
     def n_joints(self) -> int:
-        """Return the number of joints: the length of ``eta`` (of every per-joint list)."""
-        return _length('nominal.eta', self.eta)
+        """Return the number of joints: the entries of ``friction`` (of every per-joint list)."""
+        return _length('nominal.friction', self.friction)
 
     @property
     def rotor_coupling_terms(self) -> tuple[float, float]:
@@ -646,7 +646,9 @@ def _length(path: str, value: Any) -> int:
 
 
 def _validate_nominal(nm: NominalModel, path: str) -> None:
-    n = _length(f'{path}.eta', nm.eta)
+    # the number of joints from friction: a list of per-joint entries, built from per-joint
+    # arrays whose lengths the loaders check against the joints
+    n = _length(f'{path}.friction', nm.friction)
     _validate_arm(nm.arm, f'{path}.arm')
     _validate_joint_list(f'{path}.friction', nm.friction, FrictionParameters,
                          _validate_friction, n)
@@ -866,6 +868,17 @@ def _build(cls, data: Any, path: str, sub: Mapping[str, Any] | None = None):
     return obj
 
 
+def build_joint_list(cls, validate, section: str, value: Any, path: str, n: int) -> tuple:
+    """Build and validate ``n`` per-joint dataclasses (friction, motors) from mappings."""
+    if not isinstance(value, list) or len(value) != n:
+        raise ParameterError(f'{path}: must be a list of {n} entries, one per joint')
+    items = tuple(_build(cls, v, f'{path}[{k}]') for k, v in enumerate(value))
+    for k, item in enumerate(items):
+        validate(item, f'{path}[{k}]')
+        _check_ranges(item, section, f'{path}[{k}]')
+    return items
+
+
 def _joint_list(cls, validate, section: str | None = None, any_length: bool = False):
     def convert(value, path):
         if not isinstance(value, list) or not value or (len(value) != 2 and not any_length):
@@ -975,8 +988,8 @@ def scenario_from_dict(data: Any, path: str = '') -> Scenario:
     controller = (controller_from_dict(data['controller']) if 'controller' in data
                   else ControllerParameters())
     if controller.nominal.n_joints != 2:
-        raise ParameterError(f'controller.nominal.eta: must have 2 elements, one per joint of '
-                             f'the planar 2R (got {controller.nominal.n_joints})')
+        raise ParameterError(f'controller.nominal.friction: must be a list of 2 entries, one '
+                             f'per joint of the planar 2R (got {controller.nominal.n_joints})')
     trajectory = data.get('trajectory', base.trajectory)
     if not isinstance(trajectory, Mapping):
         raise ParameterError('trajectory: must be a mapping')

@@ -657,11 +657,11 @@ class SafetyParameters:
         return SafetyParameters(**data)
 
 
-def _validate_safety(sp: SafetyParameters, path: str) -> None:
+def _validate_safety(sp: SafetyParameters, path: str, n: int | None = None) -> None:
     _choice(f'{path}.safe_mode', sp.safe_mode, SAFE_MODES)
     _positive(f'{path}.state_timeout', sp.state_timeout)
     _positive(f'{path}.reference_timeout', sp.reference_timeout)
-    n = sp.n_joints
+    n = sp.n_joints if n is None else n
     lo = _vector(f'{path}.position_lower', sp.position_lower, n)
     hi = _vector(f'{path}.position_upper', sp.position_upper, n)
     vl = _vector(f'{path}.velocity_limit', sp.velocity_limit, n, check=_positive)
@@ -685,9 +685,13 @@ def _validate_safety(sp: SafetyParameters, path: str) -> None:
                                  f'(got {getattr(sp, name)!r})')
 
 
-def safety_from_dict(data: Any, path: str = 'safety') -> SafetyParameters:
+def safety_from_dict(data: Any, path: str = 'safety',
+                     n_joints: int | None = None) -> SafetyParameters:
     """
     Build and validate :class:`SafetyParameters` from a mapping (unknown keys rejected).
+
+    ``n_joints``: the number of joints every per-joint list must have (default: the length
+    of ``position_lower``).
 
     Raises
     ------
@@ -696,7 +700,7 @@ def safety_from_dict(data: Any, path: str = 'safety') -> SafetyParameters:
 
     """
     sp = _build(SafetyParameters, {} if data is None else data, path)
-    _validate_safety(sp, path)
+    _validate_safety(sp, path, n_joints)
     return sp
 
 

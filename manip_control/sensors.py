@@ -25,6 +25,7 @@ low-pass ``v_k = v_{k-1} + alpha ((q_m,k - q_m,k-1)/T - v_{k-1})`` with
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from manip_control.parameters import SensorParameters
 import numpy as np
@@ -39,12 +40,15 @@ class JointSensors:
     params : SensorParameters
     period : float
         Sampling period [s] (the control period).
+    n_joints : int, optional
+        Number of joints (default 2).
 
     """
 
-    def __init__(self, params: SensorParameters, period: float):
+    def __init__(self, params: SensorParameters, period: float, n_joints: int = 2):
         self.params = params
         self.period = float(period)
+        self.n = int(n_joints)
         self.ideal = params.ideal
         self._res = 2.0 * math.pi / params.encoder_counts if params.encoder_counts else 0.0
         tau = 1.0 / (2.0 * math.pi * params.velocity_cutoff_hz)
@@ -55,32 +59,41 @@ class JointSensors:
         """Restart the noise sequence and the velocity filter."""
         self._rng = np.random.default_rng(self.params.seed)
         self._prev = None
-        self._vel = [0.0, 0.0]
+        self._vel = [0.0] * self.n
 
-    def measure(self, q1: float, q2: float, v1: float, v2: float):
-        """Measured ``(q1, q2, qd1, qd2)`` [rad, rad/s] for the true state."""
+    def measure(self, q: Sequence[float], qd: Sequence[float]) -> tuple[tuple, tuple]:
+        """
+        Measured ``(q, qd)`` [rad, rad/s] for the true state, one value per joint.
+
+        Parameters
+        ----------
+        q, qd : sequence of n float
+            True joint position [rad] and velocity [rad/s].
+
+        """
         if self.ideal:
-            return q1, q2, v1, v2
+            return tuple(q), tuple(qd)
         p = self.params
-        q = [q1, q2]
+        n = self.n
+        q = [float(v) for v in q]
         if p.position_noise_std:
-            n = self._rng.normal(0.0, p.position_noise_std, 2)
-            q = [q[0] + n[0], q[1] + n[1]]
+            noise = self._rng.normal(0.0, p.position_noise_std, n)
+            q = [q[j] + noise[j] for j in range(n)]
         if self._res:
             q = [round(x / self._res) * self._res for x in q]
         if p.velocity_source == 'filtered_difference':
             if self._prev is None:
-                self._vel = [v1, v2]
+                self._vel = [float(v) for v in qd]
             else:
                 a = self._alpha
-                for j in range(2):
+                for j in range(n):
                     raw = (q[j] - self._prev[j]) / self.period
                     self._vel[j] += a * (raw - self._vel[j])
             self._prev = q
             v = list(self._vel)
         else:
-            v = [v1, v2]
+            v = [float(x) for x in qd]
         if p.velocity_noise_std:
-            n = self._rng.normal(0.0, p.velocity_noise_std, 2)
-            v = [v[0] + n[0], v[1] + n[1]]
-        return q[0], q[1], v[0], v[1]
+            noise = self._rng.normal(0.0, p.velocity_noise_std, n)
+            v = [v[j] + noise[j] for j in range(n)]
+        return tuple(q), tuple(v)

@@ -202,7 +202,7 @@ def run_closed_loop_python(scenario: Scenario,
     for k in range(n):
         t = k * period
         x = plant._x
-        y1, y2, w1, w2 = measure(x[0], x[1], x[2], x[3])
+        (y1, y2), (w1, w2) = measure((x[0], x[1]), (x[2], x[3]))
         r, rv, ra = sample(t)
         # Python floats are several times faster than numpy scalars in the scalar hot path.
         r, rv, ra = r.tolist(), rv.tolist(), ra.tolist()
@@ -258,8 +258,8 @@ def reference_period(trajectory: dict, max_ratio: int = 64) -> float | None:
     """
     kind = trajectory.get('type')
     if kind == 'sinusoid':
-        amp = np.broadcast_to(np.asarray(trajectory['amplitude'], float), (2,))
-        om = np.broadcast_to(np.asarray(trajectory['omega'], float), (2,))
+        amp, om = np.broadcast_arrays(np.atleast_1d(np.asarray(trajectory['amplitude'], float)),
+                                      np.atleast_1d(np.asarray(trajectory['omega'], float)))
         omegas = [float(w) for a, w in zip(amp, om) if a != 0.0 and w != 0.0]
     elif kind == 'sum_of_sinusoids':
         omegas = [float(w) for ra, rw in zip(trajectory['amplitudes'], trajectory['omegas'])

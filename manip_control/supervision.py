@@ -169,15 +169,15 @@ class CommandSafetyParameters:
         _validate(self, 'safety')
 
 
-def _validate(p: CommandSafetyParameters, path: str) -> None:
+def _validate(p: CommandSafetyParameters, path: str, n: int | None = None) -> None:
     off = _finite(f'{path}.clock_offset', p.clock_offset)
     if abs(off) > 1.0e6:
         raise ParameterError(f'{path}.clock_offset: must be within +-1e6 s (got {off})')
     _positive(f'{path}.max_clock_error', p.max_clock_error)
-    n = p.resume_states
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100000:
+    resume = p.resume_states
+    if isinstance(resume, bool) or not isinstance(resume, int) or not 1 <= resume <= 100000:
         raise ParameterError(f'{path}.resume_states: must be an integer in [1, 100000] '
-                             f'(got {n!r})')
+                             f'(got {resume!r})')
     k = p.clock_step_states
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 100000:
         raise ParameterError(f'{path}.clock_step_states: must be an integer in [0, 100000] '
@@ -189,7 +189,8 @@ def _validate(p: CommandSafetyParameters, path: str) -> None:
                  'replan_acceleration', 'state_timeout_max', 'max_clock_step'):
         _positive(f'{path}.{name}', getattr(p, name))
     rate = p.torque_rate_limit
-    n = len(rate) if hasattr(rate, '__len__') and not isinstance(rate, str) and rate else 2
+    if n is None:       # the joints: given, else the length of torque_rate_limit
+        n = len(rate) if hasattr(rate, '__len__') and not isinstance(rate, str) and rate else 2
     _vector(f'{path}.torque_rate_limit', rate, n, check=_positive)
     _vector(f'{path}.reference_acceleration_limit', p.reference_acceleration_limit, n,
             check=_positive)
@@ -198,10 +199,12 @@ def _validate(p: CommandSafetyParameters, path: str) -> None:
 COMMAND_SAFETY_FIELDS = tuple(f.name for f in fields(CommandSafetyParameters))
 
 
-def command_safety_from_dict(data: Mapping[str, Any] | None,
-                             path: str = 'safety') -> CommandSafetyParameters:
+def command_safety_from_dict(data: Mapping[str, Any] | None, path: str = 'safety',
+                             n_joints: int | None = None) -> CommandSafetyParameters:
     """
     Build and validate :class:`CommandSafetyParameters` (unknown keys rejected).
+
+    ``n_joints``: the length of every per-joint list (default: that of torque_rate_limit).
 
     Raises
     ------
@@ -210,7 +213,7 @@ def command_safety_from_dict(data: Mapping[str, Any] | None,
 
     """
     p = _build(CommandSafetyParameters, {} if data is None else dict(data), path)
-    _validate(p, path)
+    _validate(p, path, n_joints)
     return p
 
 

@@ -34,8 +34,12 @@ does not keep such rates). ``--loss p`` drops each state with probability ``p`` 
 ``--rogue`` makes it a rogue source instead: a constant state at ``--q0`` with fresh stamps,
 commands logged but never applied. ``--node-name`` names its node.
 
+``--urdf FILE`` drives any serial arm instead of the 2R: the URDF's movable joints, ideal
+actuators clamped to its effort limits, no friction (:class:`manip_control.arm_plant.ArmPlant`,
+RK4), ``--q0`` one value per joint (default: the middle of every range).
+
 Every received command and every published state is written to ``--log``
-(``cmd <monotonic s> <tau1> <tau2>`` / ``state <monotonic s> <q1> <q2> <qd1> <qd2>``).
+(``cmd <monotonic s> <tau per joint>`` / ``state <monotonic s> <q per joint> <qd per joint>``).
 
     python test/fake_driver.py --rate 500 --q0 -1.5708 0 --log /tmp/driver.log
 """
@@ -54,12 +58,13 @@ def main(argv=None) -> int:
     """Run the fake driver until SIGINT / SIGTERM."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument('--rate', type=float, default=500.0)
-    ap.add_argument('--q0', type=float, nargs=2, default=[0.0, 0.0])
+    ap.add_argument('--q0', type=float, nargs='+', default=None)
+    ap.add_argument('--urdf', default='', help='drive this arm instead of the 2R')
     ap.add_argument('--extra-joints', type=int, default=4)
     ap.add_argument('--best-effort', action='store_true')
     ap.add_argument('--stamp-offset', type=float, default=0.0,
                     help='added to the wall-clock stamps [s] (a driver on another clock)')
-    ap.add_argument('--spike', type=float, nargs=2, default=[4.0, 0.0])
+    ap.add_argument('--spike', type=float, nargs='+', default=[4.0, 0.0])
     ap.add_argument('--brake', action='store_true',
                     help='the arm stays still (brakes on) until the first command arrives')
     ap.add_argument('--loss', type=float, default=0.0,
@@ -87,10 +92,16 @@ def main(argv=None) -> int:
     from manip_control.parameters import load_scenario
     from manip_control.plant import Plant
 
-    pp = replace(load_scenario('seed001').plant, actuator='ideal',
-                 initial_position=tuple(args.q0), initial_velocity=(0.0, 0.0),
-                 torque_limit=(89.0, 25.0))
-    plant = Plant(pp, 1.0 / args.rate)
+    if args.urdf:
+        plant = UrdfPlant(args.urdf, args.q0, 1.0 / args.rate)
+        joints = plant.joints
+    else:
+        pp = replace(load_scenario('seed001').plant, actuator='ideal',
+                     initial_position=tuple(args.q0 or (0.0, 0.0)),
+                     initial_velocity=(0.0, 0.0), torque_limit=(89.0, 25.0))
+        plant = Plant(pp, 1.0 / args.rate)
+        joints = ['joint1', 'joint2']
+    n = len(joints)
     import threading
     log_file = open(args.log, 'w', buffering=1 << 16)
     log_lock = threading.Lock()
@@ -108,7 +119,7 @@ def main(argv=None) -> int:
                 log_file.close()
 
     log = _Log()
-    state = {'cmd': (0.0, 0.0), 'freeze': False, 'spike': False, 'last': None,
+    state = {'cmd': (0.0,) * n, 'taken': 0, 'freeze': False, 'spike': False, 'last': None,
              'brake': args.brake, 'offset': args.stamp_offset, 'step': False}
     rng = random.Random(args.seed)
 
@@ -121,27 +132,41 @@ def main(argv=None) -> int:
     def on_hup(signum, frame):
         state['step'] = True
 
+    stopping = [False]
+
+    def on_stop(signum, frame):
+        stopping[0] = True
+
     signal.signal(signal.SIGUSR1, on_usr1)
     signal.signal(signal.SIGHUP, on_hup)
     signal.signal(signal.SIGUSR2, on_usr2)
-    rclpy.init()
+    # SIGINT / SIGTERM end the spin here (not rclpy's handler): the commands already queued
+    # are still taken and logged, however late a loaded host ran this executor
+    from rclpy.signals import SignalHandlerOptions
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGTERM, on_stop)
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node(args.node_name)
     rel = ReliabilityPolicy.BEST_EFFORT if args.best_effort else ReliabilityPolicy.RELIABLE
     pub = node.create_publisher(JointState, '/joint_states',
                                 QoSProfile(depth=10, reliability=rel))
 
     def on_cmd(msg):
-        if len(msg.data) == 2 and all(math.isfinite(v) for v in msg.data):
-            state['cmd'] = (msg.data[0], msg.data[1])
+        state['taken'] += 1
+        if len(msg.data) == n and all(math.isfinite(v) for v in msg.data):
+            state['cmd'] = tuple(msg.data)
             state['brake'] = False
-            log.write(f'cmd {time.monotonic():.6f} {msg.data[0]:.9g} {msg.data[1]:.9g}\n')
+            log.write(f'cmd {time.monotonic():.6f} '
+                      + ' '.join(f'{v:.9g}' for v in msg.data) + '\n')
 
     # a deep reader queue: every command is logged even when this process is starved
     node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
                              QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
-    names = ['joint1', 'joint2'] + [f'extra{k}' for k in range(args.extra_joints)]
+    names = list(joints) + [f'extra{k}' for k in range(args.extra_joints)]
 
     def tick():
+        if stopping[0]:
+            return
         if state['freeze'] and state['last'] is not None:
             pub.publish(state['last'])
             return
@@ -160,17 +185,18 @@ def main(argv=None) -> int:
         m.header.stamp.sec = int(t)
         m.header.stamp.nanosec = int((t - int(t)) * 1e9)
         m.name = names
-        pos = list(q)
+        pos = [float(v) for v in q]
         if state['spike']:
             state['spike'] = False
-            pos = [q[0] + args.spike[0], q[1] + args.spike[1]]
+            for j, dq in enumerate(args.spike[:n]):
+                pos[j] += dq
         m.position = pos + [0.0] * args.extra_joints
         m.velocity = list(qd) + [0.0] * args.extra_joints
         m.effort = list(plant.joint_torque()) + [0.0] * args.extra_joints
         pub.publish(m)
         state['last'] = m
-        log.write(f'state {time.monotonic():.6f} {pos[0]:.9g} {pos[1]:.9g} {qd[0]:.9g} '
-                  f'{qd[1]:.9g}\n')
+        log.write(f'state {time.monotonic():.6f} '
+                  + ' '.join(f'{v:.9g}' for v in list(pos) + list(qd)) + '\n')
 
     running = [True]
 
@@ -203,8 +229,15 @@ def main(argv=None) -> int:
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     try:
-        while rclpy.ok():
+        while rclpy.ok() and not stopping[0]:
             ex.spin_once(timeout_sec=0.1)
+        running[0] = False
+        taken, end = -1, time.monotonic() + 1.0
+        # drain what is queued: until a round takes nothing (a live publisher: 1 s at most)
+        while rclpy.ok() and taken != state['taken'] and time.monotonic() < end:
+            taken = state['taken']
+            for _ in range(20):
+                ex.spin_once(timeout_sec=0.01)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
@@ -215,6 +248,47 @@ def main(argv=None) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+class UrdfPlant:
+    """An arm from a URDF with ideal actuators, the 2R plant's interface for this driver."""
+
+    def __init__(self, path: str, q0, period: float):
+        import numpy as np
+
+        from manip_control.arm_model import UrdfArm
+        from manip_control.arm_plant import ArmPlant
+
+        arm = UrdfArm.from_file(path)
+        self.joints = list(arm.joint_names)
+        self.n = arm.n
+        if q0 is None:
+            lim = arm.limits
+            q0 = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
+                          0.5 * (lim.lower + lim.upper), 0.0)
+        if len(q0) != self.n:
+            raise SystemExit(f'--q0: {self.n} values for {path} (got {len(q0)})')
+        self._plant = ArmPlant(arm)
+        self._limit = self._plant.torque_limit
+        self._x = self._plant.initial_state(np.asarray(q0, float))
+        self._tau = np.zeros(self.n)
+        self._period = period
+
+    def step(self, *tau) -> None:
+        import numpy as np
+        self._tau = np.clip(np.asarray(tau, float), -self._limit, self._limit)
+        self._x = self._plant.step(self._x, self._tau, self._period)
+
+    @property
+    def position(self):
+        return self._x[:self.n].tolist()
+
+    @property
+    def velocity(self):
+        return self._x[self.n:2 * self.n].tolist()
+
+    def joint_torque(self):
+        return self._tau.tolist()
 
 
 if __name__ == '__main__':

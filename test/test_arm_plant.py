@@ -370,3 +370,38 @@ def test_multirate_slow_part_is_second_order():
     for _ in range(200):
         x = rk4.step(x, u, 1e-3)
     assert np.abs(x[:7] - end[:7]).max() <= 1e-9
+
+
+def test_held_plant_telemetry_equals_the_2r_plant():
+    """
+    Check HeldArmPlant (the plant node's n-joint plant) against the 2R Plant on one arm.
+
+    At random states and commands, with lossless gears (the 2R plant's gear loss sits on the
+    mesh torque, module docstring): the drive voltage, the current reference and the joint
+    torque that the node publishes equal the 2R plant's, and one period from the same state
+    (RK4 with the 2R plant's substeps) lands on the same state.
+    """
+    from manip_control.arm_plant import HeldArmPlant
+    from manip_control.plant import Plant
+    sc = load_scenario('default')
+    p = dataclasses.replace(sc.plant, motors=tuple(
+        dataclasses.replace(m, eta=1.0, eta_back=1.0) for m in sc.plant.motors))
+    held = HeldArmPlant(ArmPlant(TwoLinkArm.from_plant(p), p.friction, p.motors,
+                                 substeps=p.substeps, method='rk4'), sc.period, (0.0, 0.0))
+    two = Plant(p, sc.period)
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        x = np.concatenate((rng.uniform(-3, 3, 2), rng.uniform(-2, 2, 2),
+                            rng.uniform(-8, 8, 2), rng.uniform(-40, 40, 2)))
+        u = rng.uniform(-100, 100, 2)
+        held._x, two.state = x.copy(), x.copy()
+        held.step(*u)
+        two.step(*u)
+        np.testing.assert_allclose(held.drive_voltage_at(x), two.drive_voltage_at(x),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(held.current_reference(), two.current_reference(),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(held.joint_torque_at(x), two.joint_torque_at(x),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(held._x, two.state, rtol=1e-9, atol=1e-9)
+    assert held.position == tuple(held._x[:2]) and held.velocity == tuple(held._x[2:4])

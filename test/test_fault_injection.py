@@ -940,6 +940,47 @@ def stop_driver(procs, p):
     procs.stop(p)                         # SIGINT: the driver flushes its log
 
 
+def freeze_until_the_hold_timeout(probe, drv):
+    """
+    Freeze a driver in normal mode; wait for safe mode, then for the hold timeout.
+
+    Returns ``(t_freeze, t_safe, t_final, age_ms)`` (probe times [s], the state age at the
+    declaration [ms]); the controller is never normal again after safe mode.
+    """
+    wait_normal(probe)
+    time.sleep(1.0)
+    t_freeze = time.monotonic()
+    os.kill(drv.pid, signal.SIGUSR1)
+    t_safe, d = probe.wait_for(
+        lambda: probe.first_diag_after(t_freeze, lambda d: d['reason'] == 'state_timeout'),
+        5.0, 'safe mode on the frozen driver')
+    age_ms = assert_timeout_declared_on_time(d)
+    t_final, d = probe.wait_for(
+        lambda: probe.first_diag_after(t_safe, lambda d: d['reason'] == 'hold_timeout'),
+        10.0, 'the hold timeout')
+    time.sleep(0.5)
+    assert all(diag_dict(m)['mode'] != 'normal' for t, m in probe.get('diag') if t > t_safe)
+    return t_freeze, t_safe, t_final, age_ms
+
+
+def hold_then_zero(cmds, t_safe, n):
+    """
+    Split the driver's commands after safe mode into the hold and the final zero.
+
+    The driver logs a command when its executor takes it, late when the host is loaded: the
+    commands are judged by order (hold, then zero for good), not against the probe's times.
+    Returns the hold commands before the rate-limited fall and the time of the first zero.
+    """
+    zero = (0.0,) * n
+    after = [c for c in cmds if c[0] > t_safe]
+    k = next(i for i, c in enumerate(after) if c[1:] == zero)
+    assert all(c[1:] == zero for c in after[k:]), [c for c in after[k:] if c[1:] != zero][:3]
+    hold = [c for c in after[:k] if c[0] < after[k][0] - 0.05]
+    assert hold
+    assert after[k][0] - after[0][0] >= 0.9, (after[0][0], after[k][0])   # hold_timeout 1 s
+    return hold, after[k][0]
+
+
 def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
     """
     A frozen driver: safe mode, never normal again, zero torque after the hold timeout.
@@ -954,27 +995,12 @@ def test_frozen_driver_goes_safe_stays_safe_then_zero_torque(fi, tmp_path):
     drv = driver(procs, 'driver', log, '--brake')
     ctrl = controller(procs, 'controller', *HARDWARE, '-p', 'safety.hold_timeout:=1.0')
     trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
-    wait_normal(probe)
-    time.sleep(1.0)
-    t_freeze = time.monotonic()
-    os.kill(drv.pid, signal.SIGUSR1)
-    t_safe, d = probe.wait_for(
-        lambda: probe.first_diag_after(t_freeze, lambda d: d['reason'] == 'state_timeout'),
-        5.0, 'safe mode on the frozen driver')
-    age_ms = assert_timeout_declared_on_time(d)
-    t_final, d = probe.wait_for(
-        lambda: probe.first_diag_after(t_safe, lambda d: d['reason'] == 'hold_timeout'),
-        10.0, 'the hold timeout')
-    time.sleep(0.5)
-    assert all(diag_dict(m)['mode'] != 'normal' for t, m in probe.get('diag') if t > t_safe)
+    t_freeze, t_safe, t_final, age_ms = freeze_until_the_hold_timeout(probe, drv)
     assert probe.last_diag()['_message'].startswith('safe: hold_timeout')
     stop_driver(procs, drv)
     cmds, states = read_log(log)
-    late = [c for c in cmds if c[0] > t_final + 0.1]
-    assert late and all(c[1:] == (0.0, 0.0) for c in late), late[-3:]
-    hold = [c for c in cmds if t_safe + 0.1 < c[0] < t_final - 0.1]
-    assert hold and all(abs(c[1]) > 20.0 for c in hold)      # the gravity hold at q = 0
-    first_zero = next(c[0] for c in cmds if c[0] > t_safe and c[1:] == (0.0, 0.0))
+    hold, first_zero = hold_then_zero(cmds, t_safe, 2)
+    assert all(abs(c[1]) > 20.0 for c in hold)      # the gravity hold at q = 0
     steps = max_steps([c for c in cmds if c[0] > t_freeze - 1.0])
     assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
     no_traceback(procs, ctrl)
@@ -1126,20 +1152,14 @@ def test_one_bad_sample_never_full_torque(fi, tmp_path):
           f'{peak:.1f} N m (before: {before[-1][1]:.1f}), never near the 89 N m limit')
 
 
-def test_deactivate_ramps_to_zero_best_effort_driver(fi, tmp_path):
+def deactivate_in_normal_mode(probe, procs, drv, read):
     """
-    Deactivate ramps to zero torque; a best-effort driver gets commands.
+    Deactivate the controller 1 s after it is normal; wait for the ramp; stop the driver.
 
-    A best-effort (sensor-data QoS) driver gets commands; ``deactivate`` ramps from the
-    command to the hold and then to zero over safety.stop_time (1 s), then stays silent.
+    Returns the driver's ``(states, ramp, before)``: its states, and its commands from the
+    deactivation on and before it (``read()`` gives ``(cmds, states)`` of its log).
     """
     from lifecycle_msgs.msg import Transition
-    procs, make_probe = fi
-    probe = make_probe(('diag',))
-    log = tmp_path / 'driver.log'
-    drv = driver(procs, 'driver', log, '--best-effort', '--brake')
-    ctrl = controller(procs, 'controller', *HARDWARE)
-    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
     wait_normal(probe)
     time.sleep(1.0)
     t0 = time.monotonic()
@@ -1147,9 +1167,24 @@ def test_deactivate_ramps_to_zero_best_effort_driver(fi, tmp_path):
     probe.wait_for(lambda: probe.last_diag()['reason'] == 'inactive', 10.0, 'the ramp done')
     time.sleep(0.5)
     stop_driver(procs, drv)
-    cmds, states = read_log(log)
-    ramp = [c for c in cmds if c[0] >= t0]
-    before = [c for c in cmds if c[0] < t0]
+    cmds, states = read()
+    return states, [c for c in cmds if c[0] >= t0], [c for c in cmds if c[0] < t0]
+
+
+def test_deactivate_ramps_to_zero_best_effort_driver(fi, tmp_path):
+    """
+    Deactivate ramps to zero torque; a best-effort driver gets commands.
+
+    A best-effort (sensor-data QoS) driver gets commands; ``deactivate`` ramps from the
+    command to the hold and then to zero over safety.stop_time (1 s), then stays silent.
+    """
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    log = tmp_path / 'driver.log'
+    drv = driver(procs, 'driver', log, '--best-effort', '--brake')
+    ctrl = controller(procs, 'controller', *HARDWARE)
+    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
+    states, ramp, before = deactivate_in_normal_mode(probe, procs, drv, lambda: read_log(log))
     assert len(before) > 100, 'no commands to a best-effort driver'
     zero_t = next(c[0] for c in ramp if c[1:] == (0.0, 0.0))
     assert ramp[-1][1:] == (0.0, 0.0) and [c[1:] for c in ramp].count((0.0, 0.0)) == 1
@@ -1287,3 +1322,135 @@ def test_reference_limits_steps_and_multi_point_references(fi, tmp_path):
           f'0.3 rad); step of 0.8 rad re-planned (largest change of the reference in use '
           f'{jumps * 1e3:.2f} mrad per command); max command step {steps[0]:.2f} / '
           f'{steps[1]:.2f} N m; peak |command| {peak[0]:.1f} / {peak[1]:.1f} N m')
+
+
+# --------------------------------------------------------------------------------------------
+# a 7-joint arm (the Panda from its URDF): frozen driver, hard limits, deactivate ramp
+
+PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+PANDA_Q0 = ('0.0', '-0.3', '0.0', '-2.0', '0.0', '1.8', '0.5')
+PANDA_EFFORT = (87.0,) * 4 + (12.0,) * 3
+# the default torque-rate limit of an arm from its URDF: the effort in 40 ms
+PANDA_MAX_STEP = tuple(e / 0.04 * 2 * PERIOD + 1e-6 for e in PANDA_EFFORT)
+
+
+def panda_controller(procs, tmp_path, *extra):
+    """Start a Panda controller: robot_description from a params file, as a launch gives it."""
+    import yaml
+    params = tmp_path / 'panda_controller.yaml'
+    params.write_text(yaml.safe_dump(
+        {'/**/controller': {'ros__parameters': {'robot_description': PANDA.read_text()}}}))
+    return controller(procs, 'controller', '--params-file', str(params), *HARDWARE, *extra)
+
+
+def start_panda(fi, tmp_path, *controller_args):
+    """Start the 7-joint driver (brakes on) and its controller; ``(procs, probe, log, ...)``."""
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    log = tmp_path / 'driver.log'
+    drv = panda_driver(procs, log, '--brake')
+    ctrl = panda_controller(procs, tmp_path, *controller_args)
+    return procs, probe, log, drv, ctrl
+
+
+def panda_driver(procs, log, *extra):
+    return driver(procs, 'driver', log, '--urdf', str(PANDA), '--extra-joints', '0', '--q0',
+                  *PANDA_Q0, *extra)
+
+
+def read_panda_log(path):
+    """``(cmds, states)`` of the 7-joint driver: ``[(t, tau * 7)]``, ``[(t, q * 7, qd * 7)]``."""
+    cmds, states = [], []
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if parts[0] == 'cmd' and len(parts) == 9:
+            cmds.append(tuple(float(v) for v in parts[1:]))
+        elif parts[0] == 'state' and len(parts) == 16:
+            states.append(tuple(float(v) for v in parts[1:]))
+    return cmds, states
+
+
+def panda_steps(cmds):
+    """Largest change between consecutive commands per joint [N m] (7 joints)."""
+    return tuple(max((abs(b[j] - a[j]) for a, b in zip(cmds, cmds[1:])), default=0.0)
+                 for j in range(1, 8))
+
+
+def assert_panda_steps(cmds):
+    steps = panda_steps(cmds)
+    assert all(s <= m for s, m in zip(steps, PANDA_MAX_STEP)), (steps, PANDA_MAX_STEP)
+    return steps
+
+
+def test_seven_joint_frozen_driver_goes_safe_then_zero_torque(fi, tmp_path):
+    """A frozen 7-joint driver: safe mode, the gravity hold, zero torque after hold_timeout."""
+    procs, probe, log, drv, ctrl = start_panda(fi, tmp_path, '-p', 'safety.hold_timeout:=1.0')
+    # no reference: the controller holds the measured position until the freeze
+    t_freeze, t_safe, t_final, age_ms = freeze_until_the_hold_timeout(probe, drv)
+    stop_driver(procs, drv)
+    cmds, _ = read_panda_log(log)
+    hold, _ = hold_then_zero(cmds, t_safe, 7)
+    assert all(abs(c[2]) > 5.0 and abs(c[4]) > 5.0 for c in hold), hold[-3:]  # gravity hold
+    steps = assert_panda_steps([c for c in cmds if c[0] > t_freeze - 1.0])
+    no_traceback(procs, ctrl)
+    print(f'\n[fault] 7-joint frozen driver: safe after {age_ms:.1f} ms without a fresh '
+          f'state; gravity hold {t_final - t_safe:.3f} s then zero torque on all 7 joints; '
+          f'max command step {max(steps):.3f} N m')
+
+
+def test_seven_joint_hard_limits_refuse_runtime_changes(fi, tmp_path):
+    """Runtime changes of a 7-joint controller stay inside the hard limits from the URDF."""
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+    procs, probe, log, drv, ctrl = start_panda(fi, tmp_path)
+    wait_normal(probe)
+    client = AsyncParameterClient(probe.node, 'controller')
+    probe.wait_for(client.services_are_ready, 10.0, 'parameter services')
+
+    def set_param(name, value):
+        return probe.call(lambda: client.set_parameters([Parameter(name, value=value)]),
+                          f'set_parameters {name}').results[0]
+
+    for name, value, why in (
+            ('torque_limit', [87.0] * 4 + [12.0, 12.0, 40.0],
+             'torque_limit[6]: must be <= hard_limits.torque[6] = 12'),
+            ('kp', [400.0] * 6 + [2000.0], 'kp[6]: must be <= hard_limits.kp_max[6] = 1600'),
+            ('safety.velocity_limit', [2.175] * 4 + [2.61, 2.61, 5.0],
+             'safety.velocity_limit[6]: must be <= hard_limits.velocity[6] = 2.61'),
+            ('safety.position_upper', [2.8973, 1.7628, 2.8973, 0.5, 2.8973, 3.7525, 2.8973],
+             'safety.position_upper[3]: must be <= hard_limits.position_upper[3] = -0.0698'),
+            ('kp', [400.0, 400.0], 'kp: must have 7 elements (got 2)')):
+        r = set_param(name, value)
+        assert not r.successful and r.reason.startswith(why), (name, r.reason)
+    r = set_param('torque_limit', [50.0] * 4 + [6.0] * 3)       # tightening is allowed
+    assert r.successful, r.reason
+    time.sleep(0.5)
+    assert probe.last_diag()['mode'] == 'normal'
+    stop_driver(procs, drv)
+    cmds, _ = read_panda_log(log)
+    late = cmds[-100:]          # the last ones the driver took: 0.2 s after the change
+    assert late and all(abs(c[j]) <= (50.0 if j <= 4 else 6.0) + 1e-9 for c in late
+                        for j in range(1, 8))
+    no_traceback(procs, ctrl)
+
+
+def test_seven_joint_deactivate_ramps_to_zero(fi, tmp_path):
+    """Deactivating a 7-joint controller ramps every joint to the hold and then to zero."""
+    procs, probe, log, drv, ctrl = start_panda(fi, tmp_path)
+    states, ramp, before = deactivate_in_normal_mode(probe, procs, drv,
+                                                     lambda: read_panda_log(log))
+    assert len(before) > 100
+    zero = (0.0,) * 7
+    zero_t = next(c[0] for c in ramp if c[1:] == zero)
+    assert ramp[-1][1:] == zero and [c[1:] for c in ramp].count(zero) == 1
+    # not faster than stop_time (1 s); how late the driver took the last ones is the host's
+    duration = zero_t - ramp[0][0]
+    assert duration >= 0.8, duration
+    mid = [c for c in ramp if c[0] < ramp[0][0] + 0.4]
+    assert all(abs(c[2]) > 5.0 for c in mid)          # still holding the arm at first
+    steps = assert_panda_steps(before[-10:] + ramp)
+    q_mid = [s for s in states if ramp[0][0] + 0.45 < s[0] < ramp[0][0] + 0.55]
+    assert q_mid and max(abs(q_mid[0][1 + j] - float(PANDA_Q0[j])) for j in range(7)) < 0.02
+    no_traceback(procs, ctrl)
+    print(f'\n[fault] 7-joint deactivate: ramp to the hold and then to zero in '
+          f'{duration * 1e3:.0f} ms; max step {max(steps):.3f} N m; the arm held at mid-ramp')

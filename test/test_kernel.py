@@ -179,7 +179,8 @@ def test_sensor_noise_is_the_tick_by_tick_sequence():
         noise = kernel.sensor_noise(params, 50)
         sensors = JointSensors(params, 1e-3)
         for k in range(50):
-            y = sensors.measure(0.0, 0.0, 0.0, 0.0)
+            q, qd = sensors.measure((0.0, 0.0), (0.0, 0.0))
+            y = (*q, *qd)
             np.testing.assert_array_equal(y, noise[k], err_msg=str(kw))
 
 

@@ -85,7 +85,7 @@ def _exec_depends() -> set[str]:
 
 
 def _node_parameter_names(node: str) -> set[str]:
-    names = {s.name for s in rp.SPECS[node]()} | {'use_sim_time'}
+    names = rp.node_parameter_names(node) | {'use_sim_time'}
     if node == 'controller':
         try:
             from manip_control.nodes.controller_safety import safety_specs
@@ -171,6 +171,18 @@ def _rclpy_available() -> bool:
         return False
 
 
+def _alternatives(parts) -> list[list]:
+    """Every path a list of path elements names (both branches of an IfElseSubstitution)."""
+    paths: list[list] = [[]]
+    for p in parts:
+        if _call_name(p) == 'IfElseSubstitution':
+            options = [_const(p.args[1]), _const(p.args[2])]
+        else:
+            options = [_const(p)]
+        paths = [path + [o] for path in paths for o in options]
+    return paths
+
+
 def test_package_files_exist_and_are_installed(launch_file):
     tree = ast.parse(launch_file.read_text())
     share = _installed_share_dirs()
@@ -180,11 +192,11 @@ def test_package_files_exist_and_are_installed(launch_file):
             parts = node.args[0].elts
             if _call_name(parts[0]) == 'FindPackageShare':
                 assert _const(parts[0].args[0]) == 'manip_control'
-                rel = [_const(p) for p in parts[1:]]
-                assert all(isinstance(r, str) for r in rel)
-                assert (ROOT.joinpath(*rel)).is_file(), rel
-                assert rel[0] in share, f'{rel[0]}/ is not installed by setup.py'
-                found += 1
+                for rel in _alternatives(parts[1:]):
+                    assert all(isinstance(r, str) for r in rel)
+                    assert (ROOT.joinpath(*rel)).is_file(), rel
+                    assert rel[0] in share, f'{rel[0]}/ is not installed by setup.py'
+                    found += 1
     assert found >= 2
 
 
@@ -193,9 +205,9 @@ def _params_files(launch_file) -> list[Path]:
     out = []
     for node in ast.walk(tree):
         if _call_name(node) == 'PathJoinSubstitution':
-            rel = [_const(p) for p in node.args[0].elts[1:]]
-            if rel and rel[0] == 'config':
-                out.append(ROOT.joinpath(*rel))
+            for rel in _alternatives(node.args[0].elts[1:]):
+                if rel and rel[0] == 'config':
+                    out.append(ROOT.joinpath(*rel))
     return out
 
 
@@ -255,15 +267,16 @@ def test_params_files_match_the_nodes(launch_file):
                 _const(_kw(e, 'executable')) != 'composed':
             nodes[_const(_kw(e, 'name'))] = e
     files = _params_files(launch_file)
-    assert len(files) == 1
-    data = yaml.safe_load(files[0].read_text())
-    # sections keyed /**/<node> apply under any namespace (the launch `namespace` argument)
-    sections = {k.rpartition('/')[2] for k in data if k.rpartition('/')[2] != '**'}
-    assert sections == set(nodes) - {'recorder'}, (set(data), set(nodes))
-    values = rp.load_params_file(files[0])
-    for name in sections:
-        unknown = set(values[name]) - _node_parameter_names(name)
-        assert not unknown, f'{files[0].name}: {name}: unknown {unknown}'
+    assert len(files) == 2              # the 2R's and, with urdf:=, the arm's
+    for file in files:
+        data = yaml.safe_load(file.read_text())
+        # sections keyed /**/<node> apply under any namespace (the launch `namespace` argument)
+        sections = {k.rpartition('/')[2] for k in data if k.rpartition('/')[2] != '**'}
+        assert sections == set(nodes) - {'recorder'}, (file.name, set(data), set(nodes))
+        values = rp.load_params_file(file)
+        for name in sections:
+            unknown = set(values[name]) - _node_parameter_names(name)
+            assert not unknown, f'{file.name}: {name}: unknown {unknown}'
     # the in-line parameters and remappings of each node exist too
     for name, call in nodes.items():
         for item in getattr(_kw(call, 'parameters'), 'elts', []):
@@ -276,8 +289,25 @@ def test_params_files_match_the_nodes(launch_file):
 
 
 def test_params_files_are_valid_configurations(launch_file):
-    values = rp.load_params_file(_params_files(launch_file)[0])
+    files = {f.name.startswith('arm_'): f for f in _params_files(launch_file)}
+    values = rp.load_params_file(files[False])                      # the 2R's
     rp.controller_config(values['controller'])
     rp.trajectory_config(values['trajectory'])
     if values['plant']:
         rp.plant_config(values['plant'])
+    # the arm's (urdf:=), with the defaults of a 7-joint arm from its URDF
+    pytest.importorskip('pinocchio')
+    from manip_control.arm_model import UrdfArm
+    from manip_control.arm_scenario import control_defaults
+    from manip_control.arm_scenario import plant_defaults
+    panda = ROOT.parent / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+    arm = UrdfArm.from_file(panda)
+    values = rp.load_params_file(files[True])
+    drives = values['controller'].get('nominal.drives', 'ideal')
+    defaults = control_defaults(arm, panda.read_text(), drives)
+    assert len(rp.controller_config(values['controller'], 'controller',
+                                    defaults).controller.kp) == 7
+    assert len(rp.trajectory_config(values['trajectory'], 'trajectory', defaults).joints) == 7
+    if values['plant']:
+        cfg = rp.plant_config(values['plant'], 'plant', plant_defaults(arm, panda.read_text()))
+        assert len(cfg.plant.initial_position) == 7

@@ -369,6 +369,53 @@ def assert_every_tick_recorded(counts: Counter, diag: dict, ns: str = '') -> Non
     assert counts[f'{ns}/controller/diagnostics'] > 0 and counts[f'{ns}/plant/diagnostics'] > 0
 
 
+def test_sim_launch_urdf_arm_records_every_tick(ros2_ws, ros2_procs):
+    """
+    ``ros2 launch manip_control sim.launch.py urdf:=panda.urdf duration:=3.0 bag:=runs/p1``.
+
+    A 7-joint arm from its URDF, simulated with sized drives and friction, ends by itself
+    with every process clean and every tick recorded; the arm follows its reference.
+    """
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import get_typestore
+    from rosbags.typesys import Stores
+    bag = ros2_ws.path / 'runs' / 'p1'
+    assert not bag.exists()
+    cmd = (f'source install/setup.bash && ros2 launch manip_control sim.launch.py '
+           f'urdf:={PANDA} duration:={DURATION} bag:=runs/p1')
+    p = ros2_procs.start('urdf_sim_launch', ['bash', '-c', cmd], cwd=str(ros2_ws.path))
+    rc = ros2_procs.wait(p, 240)
+    text = text_of(ros2_procs, p)
+    assert rc == 0, text[-5000:]
+    assert f'run finished: {TICKS} ticks, 0 command timeouts, 0 refused commands' in text, text
+    finished_cleanly(text, ('plant', 'controller', 'trajectory', 'recorder'))
+    assert_clean(text)
+    counts, diag = read_bag(bag)
+    assert_every_tick_recorded(counts, diag)
+    # 7 joints on every topic; the tracking error of the last second is small
+    states, refs = {}, {}
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        conns = [c for c in reader.connections if c.topic in ('/joint_states', '/reference')]
+        for conn, _, raw in reader.messages(connections=conns):
+            msg = reader.deserialize(raw, conn.msgtype)
+            stamp = msg.header.stamp.sec * 10 ** 9 + msg.header.stamp.nanosec
+            if conn.topic == '/joint_states':
+                assert len(msg.name) == 7 and len(msg.position) == 7
+                states[stamp] = list(msg.position)
+            else:
+                refs[stamp] = list(msg.points[0].positions)
+    late = [k for k in states if k >= (TICKS - 1000) * 1_000_000 and k in refs]
+    assert len(late) >= 900
+    err = max(abs(a - b) for k in late for a, b in zip(states[k], refs[k]))
+    assert err < 0.01, err
+    params = yaml.safe_load((bag / 'ros_params.yaml').read_text())
+    ctrl = next(v for k, v in params.items() if k.endswith('controller'))
+    recorded = ctrl['ros__parameters']['robot_description']     # the URDF through xacro
+    assert recorded.count('<joint ') == PANDA.read_text().count('<joint ') > 7, recorded[:300]
+    print(f'\n[launch] sim.launch.py urdf:=panda.urdf: {TICKS} ticks recorded on every '
+          f'topic, 7 joints; max |q - q_d| over the last second {err:.2e} rad')
+
+
 @pytest.fixture(scope='module')
 def composed_run(ros2_ws, tmp_path_factory):
     """``ros2 launch manip_control sim.launch.py composed:=true duration:=3.0 bag:=runs/c1``."""
@@ -568,6 +615,87 @@ def test_hardware_launch_against_a_driver(namespace, ros2_ws, ros2_procs, probe,
     assert_clean(text_of(ros2_procs, driver), allow_errors=True)
 
 
+PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+FAKE_DRIVER = Path(__file__).resolve().parent / 'fake_driver.py'
+
+
+def _driver_log(path: Path, n: int):
+    """``(cmds, states)`` of a fake-driver log: ``[(t, tau...)]``, ``[(t, q..., qd...)]``."""
+    cmds, states = [], []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if parts[0] == 'cmd' and len(parts) == 2 + n:
+            cmds.append(tuple(float(v) for v in parts[1:]))
+        elif parts[0] == 'state' and len(parts) == 2 + 2 * n:
+            states.append(tuple(float(v) for v in parts[1:]))
+    return cmds, states
+
+
+def test_hardware_launch_urdf_arm_against_a_driver(ros2_ws, ros2_procs, probe, spin, executor,
+                                                   tmp_path):
+    """
+    ``hardware.launch.py urdf:=panda.urdf`` drives a 7-joint arm through a driver.
+
+    The driver is ``test/fake_driver.py --urdf``: the Panda with ideal actuators, holding
+    the last Float64MultiArray forever (ForwardCommandController), brakes on until the first
+    command. Without a trajectory node the controller holds the arm where it is; a
+    JointTrajectory on /reference moves it; Ctrl-C ends with a zero command the driver holds.
+    """
+    import sys
+
+    import numpy as np
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+    from trajectory_msgs.msg import JointTrajectoryPoint
+    joints = [f'panda_joint{k}' for k in range(1, 8)]
+    q0 = [0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.5]
+    log = tmp_path / 'driver.log'
+    probe.sub(Float64MultiArray, '/effort_controller/commands')
+    ref_pub = probe.pub(JointTrajectory, '/reference')
+    executor.add_node(probe.node)
+    driver = ros2_procs.start('driver', [
+        sys.executable, str(FAKE_DRIVER), '--urdf', str(PANDA), '--rate', '500', '--brake',
+        '--extra-joints', '0', '--log', str(log), '--q0', *map(str, q0)])
+    p = ros2_procs.start('hardware_launch', launch_args(
+        ros2_ws, 'hardware.launch.py', f'urdf:={PANDA}', 'joint_states_topic:=/joint_states',
+        'command_topic:=/effort_controller/commands', 'state_publisher:=/fake_driver'))
+    cmds = probe.msgs['/effort_controller/commands']
+    assert spin(executor, 90, until=lambda: len(cmds) >= 1000), text_of(ros2_procs, p)[-4000:]
+    assert all(len(c.data) == 7 and all(math.isfinite(x) for x in c.data) for c in cmds)
+    assert max(abs(x) for x in cmds[-1].data) > 5.0               # holding a real arm up
+    # held where it is (no trajectory node): the arm has not moved from q0
+    _, states = _driver_log(log, 7)
+    q_now = np.array(states[-1][1:8])
+    assert np.abs(q_now - q0).max() < 0.02, q_now
+    # a reference moves it: 0.2 rad on joint 1, re-planned from the measured position
+    target = list(q0)
+    target[0] += 0.2
+    msg = JointTrajectory(joint_names=joints,
+                          points=[JointTrajectoryPoint(positions=target,
+                                                       velocities=[0.0] * 7)])
+    end = time.monotonic() + 20.0
+    reached = None
+    while reached is None and time.monotonic() < end:
+        ref_pub.publish(msg)
+        spin(executor, 0.1)
+        _, states = _driver_log(log, 7)
+        if states and np.abs(np.array(states[-1][1:8]) - target).max() < 0.005:
+            reached = states[-1]
+    assert reached is not None, (states[-1] if states else None, text_of(ros2_procs, p)[-3000:])
+    os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
+    rc = ros2_procs.wait(p, 60)
+    text = text_of(ros2_procs, p)
+    assert rc == 0, text[-5000:]
+    finished_cleanly(text, ('controller',))
+    assert_clean(text, allow_errors=True)
+    time.sleep(0.5)
+    ros2_procs.stop(driver)
+    logged, _ = _driver_log(log, 7)
+    assert logged[-1][1:] == (0.0,) * 7, logged[-3:]   # the driver holds a zero command
+    print(f'\n[launch] hardware.launch.py urdf:=panda.urdf: {len(logged)} commands of 7 '
+          f'joints; joint 1 moved 0.2 rad to within 5 mrad; the last command zero')
+
+
 # --------------------------------------------------------------------------------------------
 # arguments of every launch file, through the real launch library
 
@@ -578,11 +706,12 @@ def test_launch_arguments_are_described(ros2_ws, file):
     assert done.returncode == 0, done.stderr
     names = re.findall(r"^    '(\w+)':$", done.stdout, re.M)
     expected = {'sim.launch.py': {'params_file', 'duration', 'namespace', 'headless', 'bag',
-                                  'autostart', 'sigterm_timeout', 'log_level', 'composed'},
+                                  'autostart', 'sigterm_timeout', 'log_level', 'composed',
+                                  'urdf'},
                 'hardware.launch.py': {'params_file', 'joint_states_topic', 'command_topic',
                                        'joint_commands_topic', 'reference_topic', 'namespace',
                                        'headless', 'autostart', 'sigterm_timeout',
-                                       'log_level', 'state_publisher'},
+                                       'log_level', 'state_publisher', 'urdf', 'trajectory'},
                 'display.launch.py': {'model', 'use_sim_time'}}[file]
     assert set(names) == expected, done.stdout
     assert 'no description given' not in done.stdout, done.stdout

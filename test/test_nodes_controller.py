@@ -323,7 +323,9 @@ def test_seven_joint_arm_from_robot_description(ros_context, executor, probe, sp
                    ra)
     assert list(cmd.name) == PANDA_JOINTS
     a = np.array(ra) - 40.0 * (np.array(qd) - rv) - 400.0 * (np.array(q) - r)
-    expected = _panda_rnea(q, qd, a)
+    # + the friction feed-forward at the reference velocity: the fixture's <dynamics
+    # damping="0.003" friction="0.0"> on every joint
+    expected = _panda_rnea(q, qd, a) + 0.003 * np.array(rv)
     assert np.abs(expected).max() > 5.0                 # gravity of a real arm, not zeros
     np.testing.assert_allclose(cmd.effort, expected, rtol=1e-9, atol=1e-9)
     assert list(probe.msgs['/effort_controller/commands'][-1].data) == list(cmd.effort)

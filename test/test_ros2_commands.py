@@ -73,6 +73,11 @@ COVERED = {
     'command_topic:=/effort_controller/commands': [
         f'{INTEGRATION}::test_hardware_launch_against_a_driver'],
     'ros2 launch manip_control display.launch.py': [f'{INTEGRATION}::test_display_launch'],
+    # README, docs/arm_model.md: any arm from its URDF
+    'ros2 launch manip_control sim.launch.py urdf:=panda.urdf duration:=3.0 bag:=runs/p1': [
+        f'{INTEGRATION}::test_sim_launch_urdf_arm_records_every_tick'],
+    'ros2 launch manip_control hardware.launch.py urdf:=panda.urdf joint_states_topic:=... '
+    'command_topic:=...': [f'{INTEGRATION}::test_hardware_launch_urdf_arm_against_a_driver'],
     # README: watching and tuning a running system; docs/safety.md: bring-up by hand
     'ros2 launch manip_control hardware.launch.py autostart:=false': [
         'TestRunningSystem::test_lifecycle_by_hand'],

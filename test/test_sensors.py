@@ -24,8 +24,14 @@ import pytest
 T = 1e-3
 
 
+def _m(sensors, q1, q2, v1, v2):
+    """One 2-joint measurement as a flat ``(q1, q2, qd1, qd2)``."""
+    q, qd = sensors.measure((q1, q2), (v1, v2))
+    return (*q, *qd)
+
+
 def _run(sensors, states):
-    return np.array([sensors.measure(*s) for s in states])
+    return np.array([_m(sensors, *s) for s in states])
 
 
 def _random_states(n, seed=1):
@@ -65,7 +71,7 @@ def test_quantization_exact_multiples_are_kept():
     res = 2.0 * math.pi / counts
     sensors = JointSensors(SensorParameters(encoder_counts=counts), T)
     for k in (-400, -1, 0, 1, 7, 359, 1000):
-        q1, q2, _, _ = sensors.measure(k * res, -k * res + 0.4 * res, 0.0, 0.0)
+        q1, q2, _, _ = _m(sensors, k * res, -k * res + 0.4 * res, 0.0, 0.0)
         assert q1 == pytest.approx(k * res, abs=1e-12)
         assert q2 == pytest.approx(-k * res, abs=1e-12)
 
@@ -178,11 +184,11 @@ def test_filtered_difference_velocity_matches_discrete_first_order_lag(fc, f):
 def test_filtered_difference_first_sample_uses_true_velocity():
     params = SensorParameters(velocity_source='filtered_difference')
     sensors = JointSensors(params, T)
-    assert sensors.measure(0.1, 0.2, 1.5, -2.5) == (0.1, 0.2, 1.5, -2.5)
+    assert _m(sensors, 0.1, 0.2, 1.5, -2.5) == (0.1, 0.2, 1.5, -2.5)
     # constant position afterwards: velocity decays geometrically with factor 1 - alpha
     alpha = T / (T + 1.0 / (2.0 * math.pi * 100.0))
     for k in range(1, 20):
-        _, _, v1, v2 = sensors.measure(0.1, 0.2, 99.0, 99.0)
+        _, _, v1, v2 = _m(sensors, 0.1, 0.2, 99.0, 99.0)
         assert v1 == pytest.approx(1.5 * (1 - alpha) ** k, rel=1e-12)
         assert v2 == pytest.approx(-2.5 * (1 - alpha) ** k, rel=1e-12)
 
@@ -193,8 +199,24 @@ def test_filtered_difference_of_ramp_converges_to_slope_of_quantized_position():
                               velocity_cutoff_hz=20.0)
     sensors = JointSensors(params, T)
     slope = 0.8
-    vals = [sensors.measure(slope * k * T, -slope * k * T, 0.0, 0.0) for k in range(2000)]
+    vals = [_m(sensors, slope * k * T, -slope * k * T, 0.0, 0.0) for k in range(2000)]
     v = np.array(vals)[:, 2:]
     # after 2 s (>> tau = 8 ms) the average of the last 0.5 s is the slope
     assert np.mean(v[-500:, 0]) == pytest.approx(slope, rel=1e-3)
     assert np.mean(v[-500:, 1]) == pytest.approx(-slope, rel=1e-3)
+
+
+def test_seven_joints_quantized_and_noisy_per_joint():
+    counts = 4096
+    res = 2.0 * math.pi / counts
+    params = SensorParameters(encoder_counts=counts, velocity_noise_std=0.01, seed=3)
+    sensors = JointSensors(params, T, n_joints=7)
+    q_true = np.linspace(-1.0, 1.0, 7)
+    qd_true = np.zeros(7)
+    q, qd = sensors.measure(q_true, qd_true)
+    assert len(q) == len(qd) == 7
+    assert np.all(np.abs(np.array(q) - q_true) <= res / 2 + 1e-15)
+    np.testing.assert_allclose(np.array(q) / res, np.round(np.array(q) / res), atol=1e-9)
+    # the velocity noise is drawn per joint from the seeded sequence
+    expected = np.random.default_rng(3).normal(0.0, 0.01, 7)
+    np.testing.assert_array_equal(qd, expected)

@@ -193,6 +193,9 @@ class ComposedRunner(SimRunner):
             self.nodes.append(self.controller)
             self.trajectory = TrajectoryNode(cli_args=node_args.get('trajectory'), **kw)
             self.nodes.append(self.trajectory)
+            if self.plant.n != 2 or self.plant.values.get('robot_description'):
+                raise ParameterError('composed: runs the planar 2R only; simulate an arm '
+                                     'from its URDF as separate processes (composed:=false)')
             self._check_consistent()
             self.resolved = {'plant': _resolved_values(self.plant),
                              'controller': _resolved_values(self.controller),

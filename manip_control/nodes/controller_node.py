@@ -84,12 +84,15 @@ from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
+from manip_control.nodes.ros_params import arm_control_defaults
+from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import coerce_parameter
 from manip_control.nodes.ros_params import controller_all_specs
 from manip_control.nodes.ros_params import controller_config
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import hard_limit_specs
+from manip_control.nodes.ros_params import nominal_urdf_arm
 from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import RUNTIME_GAINS
 from manip_control.nodes.ros_params import wants_help
@@ -202,7 +205,9 @@ class ControllerNode(LifecycleNode):
                  keep_history: bool = False, **kwargs):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
         # an arm from robot_description sizes every per-joint default: read it first
-        self.arm, self._arm_defaults = self._arm_from_description()
+        self.arm, self._urdf = arm_from_description(self)
+        self._arm_defaults = (None if self.arm is None
+                              else arm_control_defaults(self, self.arm, self._urdf))
         ad = self._arm_defaults
         self._specs = {s.name: s for s in controller_specs(ad) + safety_specs(ad)}
         self._specs.update({s.name: s for s in hard_limit_specs(self._hard_limit_defaults())})
@@ -210,6 +215,10 @@ class ControllerNode(LifecycleNode):
         # everything is validated at start: a bad configuration never publishes anything
         self._check_arm_limits(self.values)
         cfg = self.config = controller_config(self.values, self.get_name(), ad)
+        rotors = cfg.controller.nominal.rotor_inertia
+        if self.arm is not None and any(rotors):       # the nominal rotors ride on the joints
+            self.arm = nominal_urdf_arm(self._urdf, self.arm.joint_names, rotors,
+                                        self.get_name())
         self.safety_params = safety_from_values(self.values, self.get_name())
         try:
             self.hard_limits = hard_limits_from_values(
@@ -1012,33 +1021,6 @@ class ControllerNode(LifecycleNode):
     def foreign_messages(self) -> int:
         """Return how many input messages were refused as another publisher's."""
         return sum(guard.refused for guard in self._sources.values())
-
-    def _arm_from_description(self):
-        """
-        Return ``(arm, defaults)`` from ``robot_description``, or ``(None, None)`` for the 2R.
-
-        The URDF's movable joints in chain order, or the ``joints`` given; the per-joint
-        defaults of :func:`manip_control.arm_scenario.control_defaults`.
-        """
-        overrides = getattr(self, '_parameter_overrides', None) or {}
-        given = overrides.get('robot_description')
-        text = given.value if given is not None else ''
-        if not text:
-            return None, None
-        name = self.get_name()
-        if not isinstance(text, str):
-            raise ParameterError(f'parameter robot_description (node {name}): must be the '
-                                 f'URDF text (got {type(text).__name__})')
-        joints = overrides.get('joints')
-        joints = list(joints.value) if joints is not None and joints.value else None
-        from manip_control.arm_model import ArmModelError
-        from manip_control.arm_model import UrdfArm
-        from manip_control.arm_scenario import control_defaults
-        try:
-            arm = UrdfArm.from_string(text, joints)
-        except ArmModelError as exc:
-            raise ParameterError(f'parameter robot_description (node {name}): {exc}') from None
-        return arm, control_defaults(arm)
 
     def _check_arm_limits(self, values) -> None:
         """Refuse a start without a torque limit where the description gives no effort."""

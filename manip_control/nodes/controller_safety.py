@@ -277,8 +277,10 @@ def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
             and math.isfinite(rate) and rate > 0.0):
         raise ParameterError(f'parameter diagnostics_rate (node {node}): must be > 0 '
                              f'(got {rate!r})')
+    joints = values.get('joints')
+    n = len(joints) if isinstance(joints, (list, tuple)) and joints else None
     try:
-        return safety_from_dict(data, 'safety')
+        return safety_from_dict(data, 'safety', n)
     except ParameterError as exc:
         raise ros_parameter_error(node, exc) from None
 
@@ -297,8 +299,10 @@ def command_safety_from_values(values: Mapping[str, Any], node: str = 'controlle
     from manip_control.nodes.ros_params import ros_parameter_error
     data = {name: _plain(values[PREFIX + name]) for name in COMMAND_SAFETY_FIELDS
             if values.get(PREFIX + name) is not None}
+    joints = values.get('joints')
+    n = len(joints) if isinstance(joints, (list, tuple)) and joints else None
     try:
-        return command_safety_from_dict(data, 'safety')
+        return command_safety_from_dict(data, 'safety', n)
     except ParameterError as exc:
         raise ros_parameter_error(node, exc) from None
 

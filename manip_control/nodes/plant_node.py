@@ -68,7 +68,10 @@ from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.ros_params import arm_from_description
+from manip_control.nodes.ros_params import arm_plant_defaults
 from manip_control.nodes.ros_params import declare_parameters
+from manip_control.nodes.ros_params import held_urdf_plant
 from manip_control.nodes.ros_params import plant_config
 from manip_control.nodes.ros_params import plant_specs
 from manip_control.nodes.ros_params import print_node_help
@@ -96,6 +99,11 @@ SUPERVISION_PERIOD = 0.005
 DIAGNOSTICS_PERIOD = 1.0
 
 
+def _floats(x) -> list:
+    """Return the plant state as a list of floats (2R plant: a list, ArmPlant: an array)."""
+    return x.tolist() if hasattr(x, 'tolist') else list(x)
+
+
 class PlantNode(Node):
     """
     The simulated arm as a ROS node.
@@ -120,14 +128,22 @@ class PlantNode(Node):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
         # Validate everything before creating any publisher: a bad configuration publishes
         # nothing (ParameterError propagates to main(), which exits with code 2).
-        self.values = declare_parameters(self, plant_specs())
-        cfg = self.config = plant_config(self.values, self.get_name())
+        # an arm from robot_description sizes every per-joint default: read it first
+        arm, urdf = arm_from_description(self)
+        defaults = None if arm is None else arm_plant_defaults(arm, urdf)
+        self.values = declare_parameters(self, plant_specs(defaults))
+        cfg = self.config = plant_config(self.values, self.get_name(), defaults)
         self.joints = list(cfg.joints)
+        self.n = n = len(self.joints)
         self.lockstep = cfg.mode == 'lockstep'
         self.period = cfg.period
         self.n_ticks = cfg.n_ticks
-        self.plant = Plant(cfg.plant, cfg.period)
-        self.sensors = JointSensors(cfg.plant.sensors, cfg.period)
+        if arm is None:
+            self.plant = Plant(cfg.plant, cfg.period)
+        else:
+            self.plant = held_urdf_plant(urdf, self.joints, cfg.plant, cfg.period,
+                                         self.get_name())
+        self.sensors = JointSensors(cfg.plant.sensors, cfg.period, n)
         self.refusals = RefusalCounter(throttle=1.0)
         self._stamped = cfg.command_source == 'joint_commands'
 
@@ -187,7 +203,7 @@ class PlantNode(Node):
         self._got_first = False
         self._degraded = False
         self._last_send = 0.0
-        self._last_cmd = (0.0, 0.0)
+        self._last_cmd = (0.0,) * n
         self._latest_cmd: tuple | None = None
         self._latest_wall = 0.0
         self._watchdog_active = False
@@ -242,10 +258,12 @@ class PlantNode(Node):
     def _publish_tick(self, t_ns: int) -> None:
         """Measure the state of tick ``self.k`` and publish it (with /clock in lockstep)."""
         x = self.plant._x
-        if not math.isfinite(x[0] + x[1] + x[2] + x[3] + x[4] + x[5]):
-            self._stop_not_finite(t_ns, x)
+        n = self.n
+        xs = _floats(x)
+        if not math.isfinite(sum(xs[:3 * n])):
+            self._stop_not_finite(t_ns, xs)
             return
-        y1, y2, w1, w2 = self.sensors.measure(x[0], x[1], x[2], x[3])
+        q, qd = self.sensors.measure(xs[:n], xs[n:2 * n])
         tj = self.plant.joint_torque_at(x)
         if self.first_tick_ns is None:
             self.first_tick_ns = t_ns
@@ -254,8 +272,8 @@ class PlantNode(Node):
             self._clock_raw = cdr.encode_clock(t_ns)
             self._clock_pub.publish(self._clock_raw)
             self.published['clock'] += 1
-        self._state_raw = self._state_enc.encode(t_ns, (y1, y2), (w1, w2), tj)
-        self._meas = (y1, y2, w1, w2)
+        self._state_raw = self._state_enc.encode(t_ns, q, qd, tj)
+        self._meas = (q, qd)
         self._tick_wall = time.monotonic()
         self._state_pub.publish(self._state_raw)
         self.published['joint_states'] += 1
@@ -270,26 +288,27 @@ class PlantNode(Node):
         self.resends += 1
         self._last_send = time.monotonic()
 
-    def _apply(self, tau1: float, tau2: float, publish: bool = True) -> None:
-        """Integrate one period with the command held; publish the motor telemetry."""
+    def _apply(self, tau, publish: bool = True) -> None:
+        """Integrate one period with ``tau`` [N·m] held; publish the motor telemetry."""
         plant = self.plant
         x = plant._x
-        plant.step(tau1, tau2)
+        plant.step(*tau)
         if not publish:
             self.k += 1
             return
         # Telemetry at t_k+ (the new command applied), as simulation.run_closed_loop records.
-        cur1, cur2 = x[4], x[5]
-        v1, v2 = plant.drive_voltage_at(x)
-        r1, r2 = plant.current_reference()
-        self._motor_pub.publish(self._state_enc.encode(self._tick_ns, (cur1, cur2), (v1, v2),
-                                                       (r1, r2)))
+        n = self.n
+        xs = _floats(x)
+        cur = xs[2 * n:3 * n]
+        volt = plant.drive_voltage_at(x)
+        self._motor_pub.publish(self._state_enc.encode(self._tick_ns, cur, volt,
+                                                       plant.current_reference()))
         self.published['motor_states'] += 1
         if self.history is not None:
             tj = plant.joint_torque_at(x)
-            y = self._meas
-            self.history.append((self._tick_ns * 1e-9, x[0], x[1], x[2], x[3], y[0], y[1], y[2],
-                                 y[3], tau1, tau2, tj[0], tj[1], cur1, cur2, v1, v2))
+            q, qd = self._meas
+            self.history.append((self._tick_ns * 1e-9, *xs[:2 * n], *q, *qd, *tau, *tj, *cur,
+                                 *volt))
         self.k += 1
 
     def _finish(self) -> None:
@@ -308,11 +327,14 @@ class PlantNode(Node):
 
     def _stop_not_finite(self, t_ns: int, x) -> None:
         """Stop on a non-finite state (a diverged integration): never publish it; exit 2."""
+        n = self.n
+
+        def vec(part):
+            return '[' + ', '.join(f'{v:.6g}' for v in x[part * n:(part + 1) * n]) + ']'
         self.failure = (
             f'plant state not finite at t = {self.k * self.period:.6f} s (tick {self.k}: '
-            f'q = [{x[0]:.6g}, {x[1]:.6g}], qd = [{x[2]:.6g}, {x[3]:.6g}], '
-            f'i = [{x[4]:.6g}, {x[5]:.6g}]): the integration diverged; nothing more is '
-            'published. Check control_rate and substeps (the step is 1 / (control_rate '
+            f'q = {vec(0)}, qd = {vec(1)}, i = {vec(2)}): the integration diverged; nothing '
+            'more is published. Check control_rate and substeps (the step is 1 / (control_rate '
             'substeps)) and the motor and friction parameters')
         self.exit_code = 2
         self.get_logger().error(self.failure)
@@ -403,7 +425,7 @@ class PlantNode(Node):
                 f'no command for t = {self._tick_ns * 1e-9:.6f} s within the timeout; holding '
                 f'the last command {list(self._last_cmd)} and going on (waiting at most '
                 f'{DEGRADED_WAIT * 1e3:g} ms per tick until commands come back)')
-        self._apply(*self._last_cmd)
+        self._apply(self._last_cmd)
         self._lockstep_next()
 
     @guarded
@@ -433,13 +455,13 @@ class PlantNode(Node):
                         self.get_logger().warning(
                             f'watchdog: no valid command for {self.config.command_timeout:g} '
                             's; zero torque command (zero current) until commands come back')
-                cmd = (0.0, 0.0)
+                cmd = (0.0,) * self.n
             elif self._watchdog_active:
                 self._watchdog_active = False
                 self.get_logger().info('watchdog: commands are back')
             for _ in range(steps - 1):
-                self._apply(cmd[0], cmd[1], publish=False)
-            self._apply(cmd[0], cmd[1])
+                self._apply(cmd, publish=False)
+            self._apply(cmd)
             if self.n_ticks and self.k >= self.n_ticks:
                 self._finish()
                 return
@@ -473,7 +495,7 @@ class PlantNode(Node):
                 return
             self._accept_lockstep(vals)
         else:
-            self._latest_cmd = (vals[0], vals[1])
+            self._latest_cmd = tuple(vals)
             self._latest_wall = time.monotonic()
 
     @guarded
@@ -492,7 +514,7 @@ class PlantNode(Node):
                 return
             self._accept_lockstep(vals)
         else:
-            self._latest_cmd = (vals[0], vals[1])
+            self._latest_cmd = tuple(vals)
             self._latest_wall = time.monotonic()
 
     def _accept_lockstep(self, vals) -> None:
@@ -500,8 +522,8 @@ class PlantNode(Node):
         if self._degraded:
             self._degraded = False
             self.get_logger().info('commands are back; lockstep resumes')
-        self._last_cmd = (vals[0], vals[1])
-        self._apply(vals[0], vals[1])
+        self._last_cmd = tuple(vals)
+        self._apply(self._last_cmd)
         self._lockstep_next()
 
     def close(self) -> None:

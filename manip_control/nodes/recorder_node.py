@@ -298,7 +298,9 @@ class RecorderNode(Node):
             ros[node] = {k: v for k, v in vals.items()
                          if known is None or k in known or k == 'use_sim_time'}
         scenario = self._run_params
-        if scenario is None and any(n in ros for n in NODE_NAMES):
+        # an arm from its URDF has no 2R scenario: ros_params.yaml (with the URDF) describes it
+        urdf_run = any(v.get('robot_description') for v in ros.values())
+        if scenario is None and not urdf_run and any(n in ros for n in NODE_NAMES):
             try:
                 scenario = scenario_from_ros(ros, name='recorded').to_dict()
             except ParameterError as exc:

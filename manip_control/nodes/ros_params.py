@@ -308,10 +308,35 @@ def _plant_physical_specs(pl: PlantParameters) -> list[ParamSpec]:
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         specs.append(ParamSpec(name, value, desc, cons, rng, True, name))
+    return specs + _sensor_specs(pl.sensors)
+
+
+def _arm_plant_physical_specs(pd: Mapping[str, Any]) -> list[ParamSpec]:
+    """Physical parameters of a plant from a URDF: friction, drives, limits, start, sensors."""
+    n = len(pd['joints'])
+    specs = _joint_specs('friction.', 'friction', FrictionParameters, _FRICTION_DOC,
+                         pd['friction'], 'friction')
+    motors = pd['motors']
+    actuator = 'motor' if motors is not None else 'ideal'
+    if motors is None:      # no effort limit to size drives: the default motors of the 2R
+        motors = (MotorParameters(),) * n
+    specs += _joint_specs('motors.', 'motors', MotorParameters, _MOTOR_DOC, motors, 'motors')
+    values = {'actuator': actuator, 'torque_limit': pd['torque_limit'],
+              'initial_position': pd['initial_position'], 'initial_velocity': [0.0] * n,
+              'start_in_equilibrium': True, 'substeps': 8}
+    for name, value in values.items():
+        desc, cons, rng = _PLANT_DOC[name]
+        cons, rng = _bounded('plant', name, cons, rng)
+        specs.append(ParamSpec(name, value, desc, cons, rng, True, name))
+    return specs + _sensor_specs(SensorParameters())
+
+
+def _sensor_specs(se: SensorParameters) -> list[ParamSpec]:
+    specs = []
     for f in fields(SensorParameters):
         desc, cons, rng = _SENSOR_DOC[f.name]
         cons, rng = _bounded('sensors', f.name, cons, rng)
-        value = getattr(pl.sensors, f.name)
+        value = getattr(se, f.name)
         if isinstance(value, float) or f.name.endswith(('_std', '_hz')):
             value = float(value)
         specs.append(ParamSpec(f'sensors.{f.name}', value, f'sensors: {desc}', cons, rng,
@@ -319,10 +344,26 @@ def _plant_physical_specs(pl: PlantParameters) -> list[ParamSpec]:
     return specs
 
 
-def plant_specs() -> list[ParamSpec]:
-    """Parameters of the plant node (defaults: the core's PlantParameters defaults)."""
+def plant_specs(plant_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
+    """
+    Parameters of the plant node (defaults: the core's PlantParameters defaults).
+
+    ``plant_defaults``: for an arm from a ``robot_description``,
+    :func:`manip_control.arm_scenario.plant_defaults` (joints, friction, sized drives,
+    limits, start); the 2R geometry (``arm.*``, rotor terms, friction model) is then not
+    declared.
+    """
     specs = _node_common('joint names, order of every per-joint parameter, of /joint_states '
                          'and of the Float64MultiArray commands')
+    specs.append(ParamSpec('robot_description', '', ROBOT_DESCRIPTION_DOC.replace(
+        'nominal rigid-body model', 'simulated rigid body').replace(
+        'torque_limit, safety envelope, gains', 'friction from <dynamics>, drives sized from '
+        'the effort limits, start at mid-range').replace('of nominal.arm.*', 'of arm.*'),
+        'URDF text or empty'))
+    if plant_defaults is not None:
+        specs[0] = ParamSpec('joints', list(plant_defaults['joints']), specs[0].description,
+                             'distinct movable joints of robot_description (default: all, in '
+                             'chain order)')
     specs += [
         ParamSpec('duration', 0.0, 'simulated time to run [s]; 0 = until stopped',
                   '0, or at least one control period; at most 86400 s',
@@ -351,6 +392,8 @@ def plant_specs() -> list[ParamSpec]:
                   'realtime: drive watchdog [s]; no valid command for this long means zero '
                   'torque command (zero current)', '> 0', (0.0, INF)),
     ]
+    if plant_defaults is not None:
+        return specs + _arm_plant_physical_specs(plant_defaults)
     return specs + _plant_physical_specs(PlantParameters())
 
 
@@ -359,6 +402,92 @@ ROBOT_DESCRIPTION_DOC = (
     'nominal rigid-body model comes from it (Pinocchio), joints default to its movable joints '
     'in chain order and the per-joint defaults (torque_limit, safety envelope, gains) to its '
     "limits; '' = the closed-form planar 2R of nominal.arm.*; read-only")
+
+
+def arm_from_description(node):
+    """
+    Return ``(arm, urdf)`` from a node's ``robot_description``, ``(None, '')`` without.
+
+    Read from the node's start values (before its parameters are declared: the arm sizes their
+    defaults). The arm has the URDF's movable joints in chain order, or those ``joints``
+    names; ``urdf`` is the text.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``robot_description`` and what is wrong with it (or with ``joints``).
+
+    """
+    overrides = getattr(node, '_parameter_overrides', None) or {}
+    given = overrides.get('robot_description')
+    text = given.value if given is not None else ''
+    if not text:
+        return None, ''
+    name = node.get_name()
+    if not isinstance(text, str):
+        raise ParameterError(f'parameter robot_description (node {name}): must be the URDF '
+                             f'text (got {type(text).__name__})')
+    joints = overrides.get('joints')
+    joints = list(joints.value) if joints is not None and joints.value else None
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import UrdfArm
+    try:
+        return UrdfArm.from_string(text, joints), text
+    except ArmModelError as exc:
+        raise ParameterError(f'parameter robot_description (node {name}): {exc}') from None
+
+
+def arm_control_defaults(node, arm, urdf: str) -> dict:
+    """
+    Return :func:`manip_control.arm_scenario.control_defaults` for a node's URDF arm.
+
+    With the ``nominal.drives`` start value of the node (``ideal`` when not given).
+    """
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_scenario import control_defaults
+    overrides = getattr(node, '_parameter_overrides', None) or {}
+    given = overrides.get('nominal.drives')
+    drives = given.value if given is not None else 'ideal'
+    try:
+        return {**control_defaults(arm, urdf, drives), 'drives': drives}
+    except ArmModelError as exc:
+        raise ParameterError(f'parameter {exc} (node {node.get_name()})') from None
+
+
+def nominal_urdf_arm(urdf: str, joints, rotor_inertia, node: str):
+    """Return the controller's nominal URDF arm with the nominal rotors as armature."""
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import UrdfArm
+    try:
+        return UrdfArm.from_string(urdf, list(joints), armature=[float(v) for v in
+                                                                 rotor_inertia])
+    except ArmModelError as exc:
+        raise ParameterError(f'parameter robot_description (node {node}): {exc}') from None
+
+
+def arm_plant_defaults(arm, urdf: str) -> dict:
+    """:func:`manip_control.arm_scenario.plant_defaults` (imported only for a URDF arm)."""
+    from manip_control.arm_scenario import plant_defaults
+    return plant_defaults(arm, urdf)
+
+
+def held_urdf_plant(urdf: str, joints, cfg: ArmPlantConfig, period: float, node: str):
+    """
+    Return the plant node's simulated arm from its URDF and validated configuration.
+
+    :func:`manip_control.arm_scenario.urdf_plant` held at the initial state
+    (:class:`manip_control.arm_plant.HeldArmPlant`).
+    """
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_plant import HeldArmPlant
+    from manip_control.arm_scenario import urdf_plant
+    try:
+        plant = urdf_plant(urdf, joints, cfg.friction, cfg.motors, cfg.torque_limit,
+                           cfg.substeps)
+        return HeldArmPlant(plant, period, cfg.initial_position, cfg.start_in_equilibrium,
+                            cfg.initial_velocity)
+    except ArmModelError as exc:
+        raise ParameterError(f'parameter robot_description (node {node}): {exc}') from None
 
 
 def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
@@ -374,12 +503,14 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
     if arm_defaults is not None:
         n = len(arm_defaults['joints'])
         # no rotors, ideal gears, no friction: what a URDF says of the drives
+        ad = arm_defaults
         co = ControllerParameters(
             kp=(1.0,) * n, kd=(1.0,) * n, ki=(0.0,) * n, integral_limit=(0.5,) * n,
             torque_limit=(1.0,) * n,
-            nominal=NominalModel(friction=(FrictionParameters(),) * n,
-                                 rotor_inertia=(0.0,) * n, gear_ratio=(100.0,) * n,
-                                 eta=(1.0,) * n, eta_back=(1.0,) * n))
+            nominal=NominalModel(friction=tuple(ad['nominal_friction']),
+                                 rotor_inertia=tuple(ad['rotor_inertia']),
+                                 gear_ratio=tuple(ad['gear_ratio']), eta=tuple(ad['eta']),
+                                 eta_back=tuple(ad['eta_back'])))
         given = {k: [float(v) for v in arm_defaults[k]] for k in ('kp', 'kd', 'torque_limit')}
     specs = _node_common('joint names: order of the commands (Float64MultiArray data, '
                          'JointState names) and of every per-joint parameter')
@@ -404,6 +535,13 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         specs.append(ParamSpec(name, value, desc, cons, rng, ro, name))
     if arm_defaults is None:
         specs += _arm_specs('nominal.arm.', 'nominal.arm', co.nominal.arm, 'nominal model')
+    else:
+        specs.append(ParamSpec(
+            'nominal.drives', arm_defaults.get('drives', 'ideal'),
+            'which drives the defaults of nominal.rotor_inertia, nominal.gear_ratio, '
+            'nominal.eta and nominal.eta_back describe: ideal (none: no rotors, ideal gears) '
+            'or sized (the drives sized from the effort limits, as the simulated plant of '
+            'the same URDF has); a given nominal.* value wins', 'ideal or sized'))
     specs += _joint_specs('nominal.friction.', 'nominal.friction', FrictionParameters,
                           {k: (f'nominal model: {v[0]}', v[1])
                            for k, v in _FRICTION_DOC.items()}, co.nominal.friction,
@@ -451,22 +589,39 @@ def hard_limit_specs(defaults: Mapping[str, Any]) -> list[ParamSpec]:
 DEFAULT_TRAJECTORY = Scenario().trajectory
 
 
-def trajectory_specs() -> list[ParamSpec]:
-    """Parameters of the trajectory node."""
+def trajectory_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
+    """
+    Parameters of the trajectory node.
+
+    ``arm_defaults``: as :func:`controller_specs`; the joints, the limits and the initial
+    reference (a sinusoid inside the limits) then come from the arm.
+    """
     specs = _node_common('joint names of /reference and of the goals (goals are matched by '
                          'name)')
+    specs.append(ParamSpec('robot_description', '', ROBOT_DESCRIPTION_DOC.replace(
+        'nominal rigid-body model comes from it (Pinocchio), ', '').replace(
+        'torque_limit, safety envelope, gains', 'limits.*, trajectory: a sinusoid inside them'
+    ).replace('closed-form planar 2R of nominal.arm.*', 'planar 2R'), 'URDF text or empty'))
+    lower, upper, vel = [-math.pi, -math.pi], [math.pi, math.pi], [5.0, 5.0]
+    reference = DEFAULT_TRAJECTORY
+    if arm_defaults is not None:
+        specs[0] = ParamSpec('joints', list(arm_defaults['joints']), specs[0].description,
+                             'distinct movable joints of robot_description (default: all, in '
+                             'chain order)')
+        lower, upper = arm_defaults['position_lower'], arm_defaults['position_upper']
+        vel, reference = arm_defaults['velocity_limit'], arm_defaults['reference']
     specs += [
-        ParamSpec('trajectory', flow_yaml(DEFAULT_TRAJECTORY),
+        ParamSpec('trajectory', flow_yaml(reference),
                   'initial reference: a YAML/JSON flow mapping as the trajectory section of a '
                   'scenario file, e.g. {type: sinusoid, amplitude: [0.5, 0.3], '
                   'omega: [0.5, 0.5]} (types sinusoid, sum_of_sinusoids, quintic, '
                   'waypoints, hold; omega in rad/s)', 'a mapping with a type key'),
-        ParamSpec('limits.position_lower', [-math.pi, -math.pi],
+        ParamSpec('limits.position_lower', [float(v) for v in lower],
                   'lower position limit per joint [rad]; goals and the initial trajectory '
                   'beyond it are rejected', 'each < limits.position_upper'),
-        ParamSpec('limits.position_upper', [math.pi, math.pi],
+        ParamSpec('limits.position_upper', [float(v) for v in upper],
                   'upper position limit per joint [rad]', 'each > limits.position_lower'),
-        ParamSpec('limits.velocity', [5.0, 5.0],
+        ParamSpec('limits.velocity', [float(v) for v in vel],
                   'speed limit per joint [rad/s]; goals whose path exceeds it are rejected',
                   'each > 0'),
     ]
@@ -674,6 +829,53 @@ def _common_checks(node: str, values: Mapping[str, Any], n: int = N_JOINTS) -> N
 
 
 @dataclass
+class ArmPlantConfig:
+    """The physical configuration of a plant from a URDF (per-joint tuples of n)."""
+
+    friction: tuple
+    motors: tuple | None
+    """None: ideal actuators."""
+    torque_limit: tuple
+    initial_position: tuple
+    initial_velocity: tuple
+    start_in_equilibrium: bool
+    substeps: int
+    sensors: SensorParameters
+
+
+def _arm_plant_config(tree: Mapping[str, Any], n: int, path: str) -> ArmPlantConfig:
+    """Validate the core tree of a URDF plant (the core's checks, per-joint lists of n)."""
+    from manip_control.parameters import _int
+    from manip_control.parameters import _positive
+    from manip_control.parameters import _sensors_from_dict
+    from manip_control.parameters import _validate_friction
+    from manip_control.parameters import _validate_motor
+    from manip_control.parameters import _vector
+    from manip_control.parameters import build_joint_list
+    actuator = tree.get('actuator', 'motor')
+    if actuator not in ('motor', 'ideal'):
+        raise ParameterError(f"{path}.actuator: must be 'motor' or 'ideal' (got {actuator!r})")
+    friction = build_joint_list(FrictionParameters, _validate_friction, 'friction',
+                                tree['friction'], f'{path}.friction', n)
+    motors = None
+    if actuator == 'motor':
+        motors = build_joint_list(MotorParameters, _validate_motor, 'motors', tree['motors'],
+                                  f'{path}.motors', n)
+    limit = _vector(f'{path}.torque_limit', tree['torque_limit'], n, check=_positive)
+    q0 = _vector(f'{path}.initial_position', tree['initial_position'], n)
+    qd0 = _vector(f'{path}.initial_velocity', tree['initial_velocity'], n)
+    if not isinstance(tree['start_in_equilibrium'], bool):
+        raise ParameterError(f'{path}.start_in_equilibrium: must be true or false')
+    substeps = _int(f'{path}.substeps', tree['substeps'], minimum=2)
+    if substeps % 2:
+        raise ParameterError(f'{path}.substeps: must be even (the integrator needs the '
+                             f'mid-period state; got {substeps})')
+    sensors = _sensors_from_dict(tree.get('sensors', {}), f'{path}.sensors')
+    return ArmPlantConfig(friction, motors, limit, q0, qd0, tree['start_in_equilibrium'],
+                          substeps, sensors)
+
+
+@dataclass
 class PlantConfig:
     """Resolved plant-node configuration."""
 
@@ -686,7 +888,7 @@ class PlantConfig:
     startup_timeout: float
     wait_for_subscribers: int
     command_timeout: float
-    plant: PlantParameters
+    plant: PlantParameters | ArmPlantConfig
 
     @property
     def period(self) -> float:
@@ -698,14 +900,19 @@ class PlantConfig:
         return int(round(self.duration * self.control_rate))
 
 
-def plant_config(values: Mapping[str, Any], node: str = 'plant') -> PlantConfig:
+def plant_config(values: Mapping[str, Any], node: str = 'plant',
+                 plant_defaults: Mapping[str, Any] | None = None) -> PlantConfig:
     """
     Validate the plant node's ROS values (core validation, ROS names in messages).
 
-    Missing values take the spec defaults.
+    Missing values take the spec defaults. ``plant_defaults``: as :func:`plant_specs`, for an
+    arm from a ``robot_description`` (the result's ``plant`` is then an
+    :class:`ArmPlantConfig`).
     """
-    values = with_defaults(plant_specs(), values)
-    _common_checks(node, values)
+    specs = plant_specs(plant_defaults)
+    values = with_defaults(specs, values)
+    n = N_JOINTS if plant_defaults is None else len(plant_defaults['joints'])
+    _common_checks(node, values, n)
     if values['command_source'] not in COMMAND_SOURCES:
         raise ParameterError(f'parameter command_source (node {node}): must be one of '
                              f'{", ".join(COMMAND_SOURCES)} (got {values["command_source"]!r})')
@@ -720,10 +927,10 @@ def plant_config(values: Mapping[str, Any], node: str = 'plant') -> PlantConfig:
             check_duration('duration', values['duration'], float(values['control_rate']))
         except ParameterError as exc:
             raise ros_parameter_error(node, exc) from None
-    specs = plant_specs()
     try:
         tree = values_to_core(specs, values)
-        plant = plant_from_dict(tree, 'P')
+        plant = (plant_from_dict(tree, 'P') if plant_defaults is None
+                 else _arm_plant_config(tree, n, 'P'))
     except ParameterError as exc:
         raise ros_parameter_error(node, exc, 'P') from None
     return PlantConfig(tuple(values['joints']), values['mode'], float(values['control_rate']),
@@ -789,20 +996,26 @@ class TrajectoryConfig:
         return 1.0 / self.control_rate
 
 
-def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory') -> TrajectoryConfig:
-    """Validate the trajectory node's ROS values (the trajectory against the limits too)."""
+def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory',
+                      arm_defaults: Mapping[str, Any] | None = None) -> TrajectoryConfig:
+    """
+    Validate the trajectory node's ROS values (the trajectory against the limits too).
+
+    ``arm_defaults``: as :func:`trajectory_specs`, for an arm from a ``robot_description``.
+    """
     from manip_control.trajectories import trajectory_from_config
     from manip_control.trajectories import TrajectoryError
     from manip_control.trajectories import validate_limits
-    values = with_defaults(trajectory_specs(), values)
-    _common_checks(node, values)
+    values = with_defaults(trajectory_specs(arm_defaults), values)
+    n = N_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
+    _common_checks(node, values, n)
     lower = values['limits.position_lower']
     upper = values['limits.position_upper']
     vel = values['limits.velocity']
     for name, arr in (('limits.position_lower', lower), ('limits.position_upper', upper),
                       ('limits.velocity', vel)):
         try:
-            arr = _check_joint_array(name, arr)
+            arr = _check_joint_array(name, arr, n)
         except ParameterError as exc:
             raise ros_parameter_error(node, exc) from None
         for j, v in enumerate(arr):
@@ -815,20 +1028,20 @@ def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory') -> Tr
                             'limits.velocity' else 'position_limit')
         except ParameterError as exc:
             raise ros_parameter_error(node, exc) from None
-    for j in range(N_JOINTS):
+    for j in range(n):
         if not lower[j] < upper[j]:
             raise ParameterError(f'parameter limits.position_lower[{j}] (node {node}): must be '
                                  f'< limits.position_upper[{j}] (got {lower[j]} >= {upper[j]})')
     try:
         cfg = parse_flow_mapping(values['trajectory'], 'trajectory')
-        traj = trajectory_from_config(cfg, N_JOINTS)
-        validate_limits(traj, [[lower[j], upper[j]] for j in range(N_JOINTS)], vel,
+        traj = trajectory_from_config(cfg, n)
+        validate_limits(traj, [[lower[j], upper[j]] for j in range(n)], vel,
                         joint_names=list(values['joints']))
     except (ParameterError, TrajectoryError) as exc:
         raise ros_parameter_error(node, exc) from None
     return TrajectoryConfig(tuple(values['joints']), values['mode'],
                             float(values['control_rate']), cfg,
-                            [[float(lower[j]), float(upper[j])] for j in range(N_JOINTS)],
+                            [[float(lower[j]), float(upper[j])] for j in range(n)],
                             [float(v) for v in vel])
 
 
@@ -941,11 +1154,16 @@ def controller_all_specs() -> list[ParamSpec]:
     return controller_specs() + safety_specs() + hard_limit_specs(defaults)
 
 
+#: Parameters a node declares only for an arm from its ``robot_description``.
+ARM_ONLY_PARAMETERS = {'controller': frozenset({'nominal.drives'})}
+
+
 def node_parameter_names(node: str) -> set[str]:
-    """Return every parameter name the package's node ``node`` declares."""
+    """Return every parameter name the package's node ``node`` declares (2R or URDF arm)."""
+    arm_only = set(ARM_ONLY_PARAMETERS.get(node, ()))
     if node == 'controller':
-        return {s.name for s in controller_all_specs()}
-    return {s.name for s in SPECS[node]()} if node in SPECS else set()
+        return {s.name for s in controller_all_specs()} | arm_only
+    return ({s.name for s in SPECS[node]()} | arm_only) if node in SPECS else set()
 
 
 def _is_ignorable(name: str) -> bool:

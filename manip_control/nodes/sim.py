@@ -97,12 +97,29 @@ class RunConfig:
 
 
 def load_run_config(config: str | None, mode: str | None = None,
-                    duration: float | None = None) -> RunConfig:
-    """Read ``--config`` (scenario file / preset or ROS params file) and apply overrides."""
+                    duration: float | None = None, urdf: str | None = None) -> RunConfig:
+    """
+    Read ``--config`` (scenario file / preset or ROS params file) and apply overrides.
+
+    ``urdf``: any serial arm from its URDF (or xacro) file instead of the 2R scenario: the
+    text is every node's ``robot_description``, ``--config`` a ROS params file (default
+    ``config/arm_sim_params.yaml``).
+    """
     if duration is not None and not duration > 0.0:
         raise ParameterError(f'--duration: must be > 0 (got {duration})')
-    path = resolve_config(config or 'default')
+    path = resolve_config(config or ('arm_sim_params' if urdf else 'default'))
     data = read_yaml(path)
+    text = ''
+    if urdf:
+        from manip_control.arm_model import ArmModelError
+        from manip_control.arm_model import read_urdf_file
+        try:
+            text = read_urdf_file(urdf)
+        except ArmModelError as exc:
+            raise ParameterError(f'--urdf {urdf}: {exc}') from None
+        if not is_params_document(data):
+            raise ParameterError(f'--config {path}: with --urdf, a ROS params file '
+                                 '(node: ros__parameters:), e.g. config/arm_sim_params.yaml')
     if is_params_document(data):
         values = load_params_file(path)
         unknown_nodes = sorted(set(values) - set(NODE_NAMES) - {'recorder'})
@@ -110,9 +127,12 @@ def load_run_config(config: str | None, mode: str | None = None,
             raise ParameterError(f'params file {path}: unknown node section '
                                  f'{unknown_nodes[0]!r} (expected {", ".join(NODE_NAMES)})')
         values = {n: dict(values.get(n, {})) for n in NODE_NAMES}
+        if text:
+            for node in NODE_NAMES:
+                values[node]['robot_description'] = text
         _share_loop_keys(values)
         scenario = None
-        name = path.stem
+        name = Path(urdf).stem if urdf else path.stem
     else:
         scenario = load_scenario(path)
         if duration is not None:
@@ -153,12 +173,39 @@ def _share_loop_keys(values: dict) -> None:
 # the run
 
 @dataclass
+class ArmRunInfo:
+    """What the summary needs of a run of an arm from its URDF (the 2R's Scenario fields)."""
+
+    name: str
+    duration: float
+    control_rate: float
+    joints: tuple
+    trajectory: dict
+    late_window_start: float
+
+    @property
+    def period(self) -> float:
+        """Control period [s]."""
+        return 1.0 / self.control_rate
+
+
+@dataclass
+class JointRecord:
+    """Per-tick records of a lockstep run of n joints (true q) for the summary."""
+
+    t: np.ndarray
+    error: np.ndarray
+    tau_cmd: np.ndarray
+    saturated: np.ndarray
+
+
+@dataclass
 class SimOutcome:
     """Everything a run produced (for the summary, tests and the benchmark)."""
 
     name: str
     mode: str
-    scenario: Scenario
+    scenario: Scenario | ArmRunInfo
     ticks: int
     wall_time: float
     plant_counters: dict
@@ -248,14 +295,19 @@ class SimRunner:
             self.nodes.append(self.trajectory)
             self._check_consistent()
             self.resolved = {n.get_name(): _resolved_values(n) for n in self.nodes}
-            self.scenario = run.scenario or scenario_from_ros(self.resolved, name=run.name)
+            self.urdf = bool(self.plant.values.get('robot_description'))
+            if self.urdf:
+                self.scenario = _arm_run_info(run.name, self.plant, self.trajectory)
+            else:
+                self.scenario = run.scenario or scenario_from_ros(self.resolved, name=run.name)
             if recording:
                 from manip_control.nodes.recorder_node import RecorderNode
                 rec_vals = {'bag': str(bag), 'storage': storage}
                 self.recorder = RecorderNode(parameter_overrides=parameter_overrides(
                     recorder_specs(), rec_vals) + extra, **kw)
                 self.nodes.append(self.recorder)
-                self.recorder.set_run_parameters(self.scenario.to_dict(), self.resolved)
+                self.recorder.set_run_parameters(
+                    None if self.urdf else self.scenario.to_dict(), self.resolved)
             self.shared_sim_time = share_sim_time and self.lockstep and share_time_source(
                 self.trajectory, [n for n in (self.controller, self.recorder) if n is not None])
             self.executor = make_executor(executor, context=context)
@@ -368,15 +420,17 @@ class SimRunner:
 
     def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
         sc = self.scenario
-        ch = np.array(self.controller.history, dtype=float).reshape(-1, 13)
+        n = len(self.plant.joints)
+        ch = np.array(self.controller.history, dtype=float).reshape(-1, 1 + 6 * n)
         lat = fresh = None
         if self.controller.latencies:
             arr = np.array(self.controller.latencies, dtype=np.int64).reshape(-1, 2)
             lat, fresh = arr[:, 0], arr[:, 1].astype(bool)
         result = None
         if self.lockstep and self.plant.history:
-            result = _simulation_result(sc, np.array(self.plant.history, dtype=float), ch,
-                                        self.plant.plant.state)
+            ph = np.array(self.plant.history, dtype=float)
+            result = (_joint_record(ph, ch, n) if self.urdf else
+                      _simulation_result(sc, ph, ch, self.plant.plant.state))
         window = (self.plant.first_tick_ns, self.plant.tick_stamp_ns) \
             if self.plant.first_tick_ns is not None else None
         return SimOutcome(self.run.name, 'lockstep' if self.lockstep else 'realtime', sc,
@@ -570,6 +624,27 @@ def _resolved_values(node) -> dict:
     return out
 
 
+def _arm_run_info(name: str, plant, trajectory) -> ArmRunInfo:
+    """Run facts of an arm from its URDF: late window from half the run, at most 5 s."""
+    duration = plant.config.duration
+    return ArmRunInfo(name, duration, plant.config.control_rate, tuple(plant.joints),
+                      dict(trajectory.config.trajectory),
+                      min(Scenario().late_window_start, 0.5 * duration))
+
+
+def _joint_record(ph: np.ndarray, ch: np.ndarray, n: int) -> JointRecord:
+    """
+    Summary records of n joints from the nodes' histories.
+
+    Plant rows ``(t, q, qd, q_meas, qd_meas, tau, tau_joint, i, V)`` and controller rows
+    ``(t, q_meas, q_d, qd_d, qdd_d, tau, saturated)``, n values each.
+    """
+    k = min(len(ph), len(ch))
+    ph, ch = ph[:k], ch[:k]
+    return JointRecord(ph[:, 0], ph[:, 1:1 + n] - ch[:, 1 + n:1 + 2 * n],
+                       ch[:, 1 + 4 * n:1 + 5 * n], ch[:, 1 + 5 * n:1 + 6 * n].astype(bool))
+
+
 def _simulation_result(scenario: Scenario, ph: np.ndarray, ch: np.ndarray, final_state):
     """Build a SimulationResult (the offline record type) from the nodes' histories."""
     from manip_control.simulation import SimulationResult
@@ -602,9 +677,10 @@ def tracking_summary(out: SimOutcome) -> dict:
         ch = out.controller_history
         if ch is None or len(ch) == 0:
             return {}
+        n = (ch.shape[1] - 1) // 6
         t = ch[:, 0] - ch[0, 0]
-        e = ch[:, 1:3] - ch[:, 3:5]
-        tau, sat = ch[:, 9:11], ch[:, 11:13].astype(bool)
+        e = ch[:, 1:1 + n] - ch[:, 1 + n:1 + 2 * n]
+        tau, sat = ch[:, 1 + 4 * n:1 + 5 * n], ch[:, 1 + 5 * n:1 + 6 * n].astype(bool)
         source = 'measured q'
     if len(t) == 0:
         return {}
@@ -651,13 +727,13 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
     if not s:
         lines.append('no ticks ran')
         return '\n'.join(lines)
-    j1, j2 = joints
+    width = max([12] + [len(j) + 1 for j in joints])
 
-    def row(label, arr, fmt='{:12.5f}'):
-        return f'  {label:<34}' + ''.join(fmt.format(v) for v in arr)
+    def row(label, arr, fmt='{:.5f}'):
+        return f'  {label:<34}' + ''.join(f'{fmt.format(v):>{width}}' for v in arr)
 
     lines.append(f'tracking error e = q - q_d [rad] ({s["error_source"]})'.ljust(36)
-                 + f'{j1:>12}{j2:>12}')
+                 + ''.join(f'{j:>{width}}' for j in joints))
     lines.append(row('RMS', s['rms']))
     lines.append(row('max |e|', s['max_abs']))
     if s['late_max_abs'] is not None:
@@ -665,8 +741,8 @@ def format_summary(out: SimOutcome, s: dict, joints) -> str:
         lines.append(row(f'RMS for t >= {start:.4g} s', s['late_rms']))
         lines.append(row(f'max |e| for t >= {start:.4g} s', s['late_max_abs']))
     lines.append(row('|e| at the end', s['final_abs']))
-    lines.append(row('max |tau_cmd| [N m]', s['tau_max_abs'], '{:12.3f}'))
-    lines.append(row('saturated [% of ticks]', s['saturated_pct'], '{:12.2f}'))
+    lines.append(row('max |tau_cmd| [N m]', s['tau_max_abs'], '{:.3f}'))
+    lines.append(row('saturated [% of ticks]', s['saturated_pct'], '{:.2f}'))
     pc = out.plant_counters
     late = (f', {pc["missed_ticks"]} late timer periods caught up' if out.mode == 'realtime'
             else '')
@@ -715,6 +791,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='scenario file or preset name (config/*.yaml core format, e.g. '
                         'seed001), or a ROS params file (node: ros__parameters:); '
                         'default: the default scenario')
+    p.add_argument('--urdf', default=None, metavar='FILE',
+                   help='simulate any serial arm from its URDF (or xacro) file: every node '
+                        'gets it as robot_description; --config is then a ROS params file '
+                        '(default config/arm_sim_params.yaml)')
     p.add_argument('--duration', type=float, default=None, metavar='S',
                    help='simulated time [s] (default: the scenario duration)')
     p.add_argument('--mode', choices=MODES, default=None,
@@ -759,7 +839,7 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
     ros_args = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
     args = build_parser().parse_args(remove_ros_args(['manip-sim'] + argv)[1:])
     try:
-        cfg = load_run_config(args.config, args.mode, args.duration)
+        cfg = load_run_config(args.config, args.mode, args.duration, args.urdf)
         set_realtime_priority(args.rt_priority)
     except ParameterError as exc:
         return error_exit(str(exc)), None
@@ -794,7 +874,7 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
             return error_exit(runner.plant.failure, runner.plant.exit_code), outcome
         summary = tracking_summary(outcome)
         print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
-        if summary.get('late_max_abs') is not None:
+        if summary.get('late_max_abs') is not None and not runner.urdf:
             print(lesson_text(outcome, summary, runner.scenario.joints), flush=True)
         if args.bag is not None:
             print(f'bag written to {args.bag}', flush=True)

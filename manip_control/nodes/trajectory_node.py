@@ -47,6 +47,8 @@ from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.ros_params import arm_control_defaults
+from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import trajectory_config
@@ -170,8 +172,11 @@ class TrajectoryNode(Node):
 
     def __init__(self, node_name: str = 'trajectory', *, parameter_overrides=None, **kwargs):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
-        self.values = declare_parameters(self, trajectory_specs())
-        cfg = self.config = trajectory_config(self.values, self.get_name())
+        # an arm from robot_description sizes the joints, limits and initial reference
+        arm, urdf = arm_from_description(self)
+        arm_defaults = None if arm is None else arm_control_defaults(self, arm, urdf)
+        self.values = declare_parameters(self, trajectory_specs(arm_defaults))
+        cfg = self.config = trajectory_config(self.values, self.get_name(), arm_defaults)
         self.joints = list(cfg.joints)
         self.lockstep = cfg.mode == 'lockstep'
         self.period = cfg.period
