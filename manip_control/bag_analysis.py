@@ -71,6 +71,7 @@ from manip_control.bag_io import JointStateSeries
 from manip_control.bag_io import TopicInfo
 from manip_control.bag_io import TrajectorySeries
 import numpy as np
+import yaml
 
 STRING = 'std_msgs/msg/String'
 
@@ -188,6 +189,30 @@ def select_topics(topics: dict[str, TopicInfo], overrides: dict[str, str | None]
 
 # ---------------------------------------------------------------------------------------------
 # parameters
+
+
+def _ros_parameter(bag: str, node: str, name: str) -> Any:
+    """
+    Return a node's parameter from ``ros_params.yaml`` beside a bag, or None.
+
+    The resolved ROS parameters this package's recorder writes (``node: ros__parameters:``);
+    a missing or unreadable file gives None.
+    """
+    path = Path(bag) / 'ros_params.yaml'
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding='utf-8'))
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key, section in data.items():
+        if str(key).rpartition('/')[2] == node and isinstance(section, dict):
+            values = section.get('ros__parameters')
+            if isinstance(values, dict):
+                return values.get(name)
+    return None
 
 
 def _lookup(params: dict | None, *paths: str) -> Any:
@@ -835,6 +860,10 @@ def analyze_run(run: RunData, *, transient: float | None = None,
             if limit_vals is not None:
                 limit_src = f'params.yaml {path}'
                 break
+        if limit_vals is None:      # an arm from its URDF: the nodes' resolved parameters
+            limit_vals = _per_joint(_ros_parameter(run.bag, 'controller', 'torque_limit'), nj)
+            if limit_vals is not None:
+                limit_src = 'ros_params.yaml controller torque_limit'
     effort: dict[str, Any] = {'source': run.selection.commands,
                               'limit_source': limit_src,
                               'limit': limit_vals if limit_vals is not None else 'unknown'}

@@ -352,3 +352,30 @@ def test_bad_robot_description_is_refused_by_name(ros_context, values, match):
     with pytest.raises(ParameterError, match=match) as err:
         make_node(ControllerNode, ros_context, controller_specs(), vals)
     assert '\n' not in str(err.value)
+
+
+PENDULUM = """<robot name="pendulum">
+  <link name="base"/>
+  <link name="arm">
+    <inertial><origin xyz="0 0 -0.5"/><mass value="2.0"/>
+      <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.05" iyz="0" izz="0.01"/></inertial>
+  </link>
+  <joint name="swing" type="continuous">
+    <parent link="base"/><child link="arm"/><axis xyz="0 1 0"/>
+  </joint>
+</robot>"""
+
+
+def test_joint_without_effort_limit_needs_a_torque_limit(ros_context):
+    vals = {'robot_description': PENDULUM}
+    with pytest.raises(ParameterError, match=r'^parameter torque_limit\[0\] \(node controller\): '
+                                             r'joint swing has no effort limit in '
+                                             r'robot_description; give torque_limit') as err:
+        make_node(ControllerNode, ros_context, controller_specs(), vals)
+    assert '\n' not in str(err.value)
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {**vals, 'torque_limit': [15.0], 'autostart': False})
+    assert node.joints == ['swing']
+    assert list(node.get_parameter('torque_limit').value) == [15.0]
+    # a continuous joint: the safety envelope is +-2 pi
+    assert list(node.get_parameter('safety.position_upper').value) == [2.0 * math.pi]

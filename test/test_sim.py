@@ -20,6 +20,7 @@ processes on the default topics, bad configurations, real time.
 """
 
 from dataclasses import replace
+import json
 
 import numpy as np
 import pytest
@@ -356,3 +357,13 @@ def test_manip_sim_urdf_runs_records_and_summarises_seven_joints(procs, tmp_path
     for topic, (stamps, _) in raw.items():
         assert len(stamps) >= 2000, (topic, len(stamps))
     assert 'bag: ' in out and 'Traceback' not in out + err
+    # manip-analyze reads the 7-joint bag as it is
+    rep = procs.start('analyze', [PYTHON, '-m', 'manip_control.bag_analysis', str(bag),
+                                  '--out', str(tmp_path / 'rep'), '--json', '--no-plots'])
+    assert procs.wait(rep, 240) == 0, procs.output(rep)
+    report = json.loads(procs.output(rep)[0])
+    assert report['joints'] == [f'panda_joint{k}' for k in range(1, 8)]
+    late = [j['late_max_abs'] for j in report['tracking']['per_joint'].values()]
+    assert len(late) == 7 and max(late) < 0.01, late
+    # the effort limit of a URDF run: the controller's, from ros_params.yaml
+    assert report['commanded_effort']['limit'] == [87.0] * 4 + [12.0] * 3

@@ -490,6 +490,16 @@ def held_urdf_plant(urdf: str, joints, cfg: ArmPlantConfig, period: float, node:
         raise ParameterError(f'parameter robot_description (node {node}): {exc}') from None
 
 
+def nominal_drives_spec(default: str = 'ideal') -> ParamSpec:
+    """Return the spec of ``nominal.drives`` (declared for an arm from its URDF only)."""
+    return ParamSpec(
+        'nominal.drives', default,
+        'with robot_description only: which drives the defaults of nominal.rotor_inertia, '
+        'nominal.gear_ratio, nominal.eta and nominal.eta_back describe: ideal (none: no '
+        'rotors, ideal gears) or sized (the drives sized from the effort limits, as the '
+        'simulated plant of the same URDF has); a given nominal.* value wins', 'ideal or sized')
+
+
 def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
     """
     Parameters of the controller node (defaults: the core's ControllerParameters).
@@ -536,12 +546,7 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
     if arm_defaults is None:
         specs += _arm_specs('nominal.arm.', 'nominal.arm', co.nominal.arm, 'nominal model')
     else:
-        specs.append(ParamSpec(
-            'nominal.drives', arm_defaults.get('drives', 'ideal'),
-            'which drives the defaults of nominal.rotor_inertia, nominal.gear_ratio, '
-            'nominal.eta and nominal.eta_back describe: ideal (none: no rotors, ideal gears) '
-            'or sized (the drives sized from the effort limits, as the simulated plant of '
-            'the same URDF has); a given nominal.* value wins', 'ideal or sized'))
+        specs.append(nominal_drives_spec(arm_defaults.get('drives', 'ideal')))
     specs += _joint_specs('nominal.friction.', 'nominal.friction', FrictionParameters,
                           {k: (f'nominal model: {v[0]}', v[1])
                            for k, v in _FRICTION_DOC.items()}, co.nominal.friction,
@@ -1143,7 +1148,8 @@ def controller_all_specs() -> list[ParamSpec]:
     Return every parameter the controller declares: its own, the safety layer's, the limits.
 
     The defaults of the read-only ``hard_limits.*`` are the ones of the default configuration
-    (the node computes them from its start values).
+    (the node computes them from its start values); ``nominal.drives`` is declared with a
+    ``robot_description`` only.
     """
     from manip_control.nodes.controller_safety import safety_from_values
     from manip_control.nodes.controller_safety import safety_specs
@@ -1151,19 +1157,15 @@ def controller_all_specs() -> list[ParamSpec]:
     co = ControllerParameters()
     defaults = hard_limit_defaults(co.kp, co.kd, co.ki, co.torque_limit,
                                    safety_from_values({}, 'controller'))
-    return controller_specs() + safety_specs() + hard_limit_specs(defaults)
-
-
-#: Parameters a node declares only for an arm from its ``robot_description``.
-ARM_ONLY_PARAMETERS = {'controller': frozenset({'nominal.drives'})}
+    return (controller_specs() + [nominal_drives_spec()] + safety_specs()
+            + hard_limit_specs(defaults))
 
 
 def node_parameter_names(node: str) -> set[str]:
     """Return every parameter name the package's node ``node`` declares (2R or URDF arm)."""
-    arm_only = set(ARM_ONLY_PARAMETERS.get(node, ()))
     if node == 'controller':
-        return {s.name for s in controller_all_specs()} | arm_only
-    return ({s.name for s in SPECS[node]()} | arm_only) if node in SPECS else set()
+        return {s.name for s in controller_all_specs()}
+    return {s.name for s in SPECS[node]()} if node in SPECS else set()
 
 
 def _is_ignorable(name: str) -> bool:
