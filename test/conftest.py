@@ -36,6 +36,8 @@ them (SIGINT, then SIGKILL) at the end of the test, pass or fail.
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from pathlib import Path
 import shutil
@@ -288,25 +290,31 @@ class ThreadedProbe:
     A test-side node in its own context, spun in a background thread.
 
     Every message of ``subs`` (key -> (type, topic)) is kept with its arrival time
-    (time.monotonic) under ``data[key]``; deep reader queues, so that a lagging probe does not
-    lose the samples it measures.
+    (time.monotonic) under ``data[key]``, and the time its publisher sent it (the DDS source
+    timestamp, system clock [s]) under ``sent[key]``; deep reader queues, so that a lagging
+    probe does not lose the samples it measures.
     """
 
-    def __init__(self, domain_id: int, name: str, subs: dict):
+    def __init__(self, domain_id: int, name: str, subs: dict, executor: str = 'single'):
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
+
+        from manip_control.nodes.common import make_executor
+        from manip_control.nodes.sources import WithMessageInfo
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx, domain_id=domain_id)
         self.node = rclpy.create_node(name, context=self.ctx)
         self.lock = threading.Lock()
         self.data = {key: [] for key in subs}
+        self.sent = {key: [] for key in subs}
         for key, (typ, topic, *depth) in subs.items():
             # depth 1: only the newest message at each take (a probe that lags behind a 1 kHz
             # topic on a loaded machine reads what is published now, not a backlog)
             self.node.create_subscription(
-                typ, topic, lambda m, lst=self.data[key]: self._rec(lst, m),
+                typ, topic, WithMessageInfo(functools.partial(self._rec, key)),
                 depth[0] if depth else 20000)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
+        # 'events': the events executor (about a seventh of the cost per message), for a
+        # probe that must keep up with a 1 kHz topic on a busy machine
+        self.ex = make_executor(executor, context=self.ctx)
         self.ex.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
@@ -318,9 +326,20 @@ class ThreadedProbe:
         except Exception:  # noqa: BLE001 - shutdown race
             pass
 
-    def _rec(self, lst, msg):
+    def _rec(self, key, msg, info):
         with self.lock:
-            lst.append((time.monotonic(), msg))
+            self.data[key].append((time.monotonic(), msg))
+            self.sent[key].append(info['source_timestamp'] * 1e-9 if info else math.nan)
+
+    def sent_times(self, key):
+        """Return a copy of the send times of ``key`` (source timestamps, system clock [s])."""
+        with self.lock:
+            return list(self.sent[key])
+
+    def last_sent(self, key) -> float:
+        """Return the send time of the last message of ``key`` (-inf: none yet)."""
+        with self.lock:
+            return self.sent[key][-1] if self.sent[key] else -math.inf
 
     def get(self, key):
         """Return a copy of ``[(arrival time, message), ...]`` of ``key``."""

@@ -1214,8 +1214,11 @@ def test_clock_offset_checked_and_diagnostics_on_the_standard_topic(fi, tmp_path
     procs, make_probe = fi
     probe = make_probe(())
     std = []
-    probe.node.create_subscription(DiagnosticArray, '/diagnostics',
-                                   lambda m: probe._rec(std, m), 1000)
+
+    def on_std(msg):
+        with probe.lock:
+            std.append((time.monotonic(), msg))
+    probe.node.create_subscription(DiagnosticArray, '/diagnostics', on_std, 1000)
     log = tmp_path / 'driver.log'
     # hanging at rest: the arm stays there without commands until the controller takes it
     drv = driver(procs, 'driver', log, '--stamp-offset', '-3600', '--q0',

@@ -56,7 +56,7 @@ class Probe(ThreadedProbe):
     """The probe of these tests: ``diag()`` reads the controller's last diagnostics."""
 
     def __init__(self, domain_id: int, subs: dict):
-        super().__init__(domain_id, 'input_probe', subs)
+        super().__init__(domain_id, 'input_probe', subs, executor='events')
 
     def diag(self) -> dict:
         d = self.get('diag')
@@ -437,11 +437,15 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
         return int({kv.key: kv.value for kv in d[-1][1].status[0].values}['watchdog_trips'])
 
     def phase(label, run):
-        t, trips0, cpu0 = time.monotonic(), trips(), cpu_seconds(ctrl.pid)
+        t, trips0, cpu0, wall = time.monotonic(), trips(), cpu_seconds(ctrl.pid), time.time()
         note = run()
-        t_end = time.monotonic()
+        t_end, wall_end = time.monotonic(), time.time()
         cpu = (cpu_seconds(ctrl.pid) - cpu0) / (t_end - t)
-        gaps = gaps_ms([x for x, _ in probe.get('cmds') if t <= x <= t_end])
+        # the period is judged on the send times (source timestamps) of the commands, once
+        # they have all arrived: a probe that lags on a busy machine must not count as gaps
+        probe.wait_for(lambda: probe.last_sent('cmds') >= wall_end, 60.0,
+                       f'the commands sent until the end of the phase ({label})')
+        gaps = gaps_ms([x for x in probe.sent_times('cmds') if wall <= x <= wall_end])
         assert len(gaps) > 200, f'{len(gaps)} commands in {t_end - t:.2f} s ({label})'
         lines.append(f'{label}{note}: {len(gaps) + 1} commands in {t_end - t:.2f} s, gap p50 '
                      f'{pct(gaps, 50):.2f} ms, p99 {pct(gaps, 99):.2f} ms, max '
@@ -450,8 +454,13 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
         return gaps
 
     def flood(topic):
+        # the sender runs at the lowest CPU priority: what is measured is the controller's
+        # handling of the flood's messages (each one arrives and is refused, see the counts),
+        # not the CPU time the sender's own busy loop takes from the plant and the controller
+        # on a 2-core machine (on a robot the drive and controller loops run at a real-time
+        # priority above such a process)
         f = procs.start(f'flood{topic.replace("/", "_")}',
-                        [PYTHON, '-c', FLOOD, topic, '10000', '2.0'])
+                        ['nice', '-n', '19', PYTHON, '-c', FLOOD, topic, '10000', '2.0'])
         probe.wait_for(lambda: 'start' in procs.output(f)[0], 60.0, 'the flood to start')
 
         def run():
@@ -470,9 +479,9 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
                  f"{d.get('refused.reference.second_source')}")
     print('\n[input] command gaps, real time 1 kHz, loaded machine:\n  ' + '\n  '.join(lines),
           file=sys.stdout)
-    # the flood's messages are refused and counted; only the ones the controller took: the
-    # real-time state reader keeps the newest state only, and a reader that falls behind loses
-    # the older ones (723 of the 20,000 states were taken on a loaded 2-core CI machine)
+    # the flood's messages are refused and counted; only the ones that reached the controller:
+    # the real-time state reader keeps the last 50 states, and a reader that falls further
+    # behind loses the older ones
     assert int(d.get('refused.joint_states.second_source', 0)) > 200, d
     assert int(d.get('refused.reference.second_source', 0)) > 200, d
     assert max(p99) < 100.0, lines

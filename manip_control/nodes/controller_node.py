@@ -36,8 +36,10 @@ When a tick runs
     latest reference (before the first reference: a hold of the first measured position),
     at most about once per control period (a state sooner than one period minus half a
     measured state period after the last tick is stored, not ticked). The real-time state
-    reader keeps only the newest state (keep last 1): a late controller never works
-    through a queue of old states.
+    reader keeps the last :data:`STATE_HISTORY_DEPTH` states and each callback takes all of
+    them before it ticks once, on the newest: a late controller never ticks on old states,
+    and a second publisher flooding ``joint_states`` does not push the driver's states out
+    of the reader before they are read.
 
 Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` and ``safety.*``
 (``ros2 param set``); an invalid value is refused with the reason in the SetParametersResult,
@@ -311,9 +313,7 @@ class ControllerNode(LifecycleNode):
                 matched=lambda info: self._on_command_matched('joint', info)))
         # real time: a best-effort reader takes joint states from reliable and best-effort
         # (sensor-data) driver publishers alike; lockstep keeps the reliable one (no loss)
-        # real time: keep only the newest state (a late reader skips the backlog, it never
-        # processes a queue of old states)
-        state_qos = qos if self.lockstep else best_effort_qos(1)
+        state_qos = qos if self.lockstep else best_effort_qos(STATE_HISTORY_DEPTH)
         self._subs = [
             self.create_subscription(JointState, 'joint_states',
                                      WithMessageInfo(self.on_joint_state), state_qos, raw=True,
@@ -554,14 +554,43 @@ class ControllerNode(LifecycleNode):
         # real time: transition logs and diagnostics after the command (first-tick latency)
         safety.defer = True
         try:
-            self._on_joint_state(safety, raw, info)
+            fresh = self._on_joint_state(safety, raw, info)
+            # the states behind it in the reader: validated in order, the tick on the newest
+            for _ in range(STATE_HISTORY_DEPTH):
+                got = self._take_state()
+                if got is None:
+                    break
+                fresh = self._on_joint_state(safety, got[0], got[1]) or fresh
+            if fresh and self.config.trigger == 'state':
+                # one tick per fresh state, at most about one per control period: a driver
+                # faster than control_rate is sampled (its newest state), not queued
+                now = time.monotonic()
+                period = safety.stamps.rate.period
+                if period is None or now - self._last_tick_time >= self.period - 0.5 * period:
+                    self._last_tick_time = now
+                    self.tick()
         finally:
             safety.flush()
 
-    def _on_joint_state(self, safety, raw: bytes, info) -> None:
+    def _take_state(self):
+        """Take the next joint state waiting in the reader: ``(raw, info)`` or None."""
+        if not self._subs:
+            return None
+        sub = self._subs[0]
+        try:
+            with sub.handle:
+                got = sub.handle.take_message(sub.msg_type, sub.raw)
+        except Exception:  # noqa: BLE001 - destroyed, or an rclpy without it
+            return None
+        if got is None:
+            return None
+        return got[0], (got[1] if len(got) > 1 else None)
+
+    def _on_joint_state(self, safety, raw: bytes, info) -> bool:
+        """Validate and store one joint state; True when it is stored for a real-time tick."""
         if not self._from_source('joint_states', info):
             self.refused_states += 1
-            return
+            return False
         msg, reason = cdr.decode_joint_state(raw)
         if reason:
             safety.refuse('joint_states', *decode_refusal(reason))
@@ -574,9 +603,9 @@ class ControllerNode(LifecycleNode):
         if sample is None:
             self.refused_states += 1
             self.last_refusal = 'joint state refused (see /controller/diagnostics)'
-            return
+            return False
         if not safety.should_command:
-            return                          # inactive
+            return False                    # inactive
         self.state = StateSample(stamp, list(sample.position), list(sample.velocity))
         if self.lockstep:
             if stamp == self._last_stamp:
@@ -586,14 +615,7 @@ class ControllerNode(LifecycleNode):
                 if (self._last_stamp != stamp and self.reference is not None
                         and safety.held_reference() is not None):
                     self.tick()             # the reference is lost: answer with the hold
-        elif self.config.trigger == 'state':
-            # one tick per fresh state, at most about one per control period: a driver faster
-            # than control_rate is sampled (its newest state), not queued
-            now = time.monotonic()
-            period = safety.stamps.rate.period
-            if period is None or now - self._last_tick_time >= self.period - 0.5 * period:
-                self._last_tick_time = now
-                self.tick()
+        return True
 
     @guarded
     def on_reference(self, raw: bytes, info=None) -> None:
@@ -858,16 +880,9 @@ class ControllerNode(LifecycleNode):
         the state callback although a fresh state is waiting: the state is taken first, so
         the age judged is that of the newest state that arrived, not of the last processed.
         """
-        if not self._subs:
-            return
-        sub = self._subs[0]
-        try:
-            with sub.handle:
-                got = sub.handle.take_message(sub.msg_type, sub.raw)
-        except Exception:  # noqa: BLE001 - destroyed or an rclpy without it: the callback
-            return
+        got = self._take_state()
         if got is not None:
-            self.on_joint_state(got[0], got[1] if len(got) > 1 else None)
+            self.on_joint_state(*got)
 
     # -- the control step -------------------------------------------------------------------
     def tick(self) -> ControlOutput | None:
@@ -1067,6 +1082,11 @@ class ControllerNode(LifecycleNode):
 
 #: Period of the graph check of the input and command topics [s] (steady clock).
 GRAPH_CHECK_PERIOD = 0.1
+
+#: Joint states the real-time reader keeps (taken all at each callback, see the module
+#: docstring): a 10 kHz flood from a second publisher then needs 5 ms of controller latency
+#: to push a driver state out unread.
+STATE_HISTORY_DEPTH = 50
 #: Zero torque to a new reader of the commands after the driver was gone [s] (the first
 #: samples to a reader that is still matching can be lost: the first one it gets is zero).
 RESTART_SETTLE = 0.1
