@@ -39,7 +39,10 @@ actuators clamped to its effort limits, no friction (:class:`manip_control.arm_p
 RK4), ``--q0`` one value per joint (default: the middle of every range).
 
 Every received command and every published state is written to ``--log``
-(``cmd <monotonic s> <tau per joint>`` / ``state <monotonic s> <q per joint> <qd per joint>``).
+(``cmd <monotonic s> <tau per joint>`` and ``seq <n>`` / ``state <monotonic s> <q per joint>
+<qd per joint>``). A command's time is when the controller sent it (its DDS source timestamp,
+on this host's monotonic clock), not when this process got to it, and ``n`` is its
+publication sequence number, so a command this driver never got shows as a gap in ``n``.
 
     python test/fake_driver.py --rate 500 --q0 -1.5708 0 --log /tmp/driver.log
 """
@@ -151,13 +154,17 @@ def main(argv=None) -> int:
     pub = node.create_publisher(JointState, '/joint_states',
                                 QoSProfile(depth=10, reliability=rel))
 
-    def on_cmd(msg):
+    def on_cmd(msg, info):
         state['taken'] += 1
         if len(msg.data) == n and all(math.isfinite(v) for v in msg.data):
             state['cmd'] = tuple(msg.data)
             state['brake'] = False
-            log.write(f'cmd {time.monotonic():.6f} '
-                      + ' '.join(f'{v:.9g}' for v in msg.data) + '\n')
+            now = time.monotonic()
+            source = (info or {}).get('source_timestamp')
+            sent = source * 1e-9 - (time.time() - now) if source else now
+            seq = (info or {}).get('publication_sequence_number', 0)
+            log.write(f'cmd {sent:.6f} ' + ' '.join(f'{v:.9g}' for v in msg.data)
+                      + f'\nseq {seq}\n')
 
     # a deep reader queue: every command is logged even when this process is starved
     node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,

@@ -44,6 +44,7 @@ from test_fault_injection import MAX_STEP  # noqa: E402
 from test_fault_injection import max_steps  # noqa: E402
 from test_fault_injection import no_traceback  # noqa: E402
 from test_fault_injection import read_log  # noqa: E402
+from test_fault_injection import read_seqs  # noqa: E402
 from test_fault_injection import stop_driver  # noqa: E402
 from test_fault_injection import trajectory  # noqa: E402
 from test_fault_injection import wait_normal  # noqa: E402
@@ -87,7 +88,8 @@ def _run_driver(fi, tmp_path, rate: float, *extra, window: float = WINDOW, durin
     no_traceback(procs, ctrl)
     assert ctrl.poll() is None
     cmds, states = read_log(log)
-    cmds = [c for c in cmds if t0 <= c[0] <= t1]
+    window_cmds = [(c, n) for c, n in zip(cmds, read_seqs(log)) if t0 <= c[0] <= t1]
+    cmds, seqs = [c for c, _ in window_cmds], [n for _, n in window_cmds]
     states = [s for s in states if t0 <= s[0] <= t1]
     text = Path(log).read_text()
     lost = sum(1 for line in text.splitlines() if line.startswith('lost ')
@@ -111,7 +113,7 @@ def _run_driver(fi, tmp_path, rate: float, *extra, window: float = WINDOW, durin
         'too_old': _count(d1, 'stale_states.too_old') - _count(d0, 'stale_states.too_old'),
         'stale': sum(_count(d1, k) - _count(d0, k) for k in d1 if k.startswith('stale_states.')),
         'rate': len(states) / window, 'lost': lost, 'sent': len(states),
-        'cmds': len(cmds), 'steps': max_steps(cmds),
+        'cmds': len(cmds), 'steps': max_steps(cmds, seqs),
         'peak': tuple(max((abs(c[j]) for c in cmds), default=0.0) for j in (1, 2)),
         'speed': tuple(max((abs(s[j]) for s in states), default=0.0) for j in (3, 4)),
         'non_normal_diags': non_normal, 'diag': d1, 'diags': diags, 'cmd_list': cmds,

@@ -240,14 +240,24 @@ def test_rogue_state_publisher_and_second_controller(procs, make_probe):
     rogue = probe.node.create_publisher(JointState, '/joint_states', 100)
     # a second driver publishing valid, conflicting joint states at about 1 kHz (briefly: the
     # controller's safe hold is limited by safety.hold_timeout)
-    t0 = time.monotonic()
+    t0, sent = time.monotonic(), 0
     while time.monotonic() < t0 + 0.6:
         rogue.publish(state(J, [1.5, -1.0], [0.0, 0.0]))
+        sent += 1
         time.sleep(0.001)
+    burst_end = time.time()
+
+    def after_burst():
+        d = probe.get('diag')
+        return d and d[-1][1].header.stamp.sec + 1e-9 * d[-1][1].header.stamp.nanosec \
+            >= burst_end
+    # judged on diagnostics the controller published after the burst (a probe lags on a busy
+    # machine: the last one it has read may be from the burst's start)
+    probe.wait_for(after_burst, 30.0, 'the controller diagnostics after the burst')
     d = probe.diag()
     # safe for the conflict (a state timeout, higher in priority, may show meanwhile under load)
     assert int(d.get('safe_entries.source_conflict', 0)) >= 1, d
-    assert int(d['refused.joint_states.second_source']) > 50, d
+    assert int(d['refused.joint_states.second_source']) > min(50, sent // 2), (sent, d)
     assert d['sources.joint_states.publishers'] == '2', d
     assert 'input_probe' in d['sources.joint_states.names'], d
     n_refused = int(d['refused.joint_states.second_source'])
@@ -263,7 +273,8 @@ def test_rogue_state_publisher_and_second_controller(procs, make_probe):
     assert max(abs(v) for m in own for v in m.velocity) < 10.0
     probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 20.0,
                    'normal mode after the rogue left')
-    print(f'\n[input] rogue /joint_states at ~1 kHz for 0.6 s: {n_refused} messages refused '
+    print(f'\n[input] rogue /joint_states at ~1 kHz for {t1 - t0:.2f} s ({sent} sent): '
+          f'{n_refused} messages refused '
           f'(second_source), safe mode source_conflict; normal again '
           f'{time.monotonic() - t1:.2f} s after it left')
 
