@@ -36,10 +36,11 @@ When a tick runs
     latest reference (before the first reference: a hold of the first measured position),
     at most about once per control period (a state sooner than one period minus half a
     measured state period after the last tick is stored, not ticked). The real-time state
-    reader keeps the last :data:`STATE_HISTORY_DEPTH` states and each callback takes all of
-    them before it ticks once, on the newest: a late controller never ticks on old states,
-    and a second publisher flooding ``joint_states`` does not push the driver's states out
-    of the reader before they are read.
+    reader keeps the last :data:`STATE_HISTORY_DEPTH` states; each callback takes all of
+    them, checks the source of each in order, and validates and uses only the newest of the
+    locked source: a late controller never ticks on old states (nor judges the driver's
+    clock by their age), and a second publisher flooding ``joint_states`` does not push the
+    driver's states out of the reader before they are read.
 
 Runtime parameters: ``kp``, ``kd``, ``ki``, ``torque_limit`` and ``safety.*``
 (``ros2 param set``); an invalid value is refused with the reason in the SetParametersResult,
@@ -554,13 +555,21 @@ class ControllerNode(LifecycleNode):
         # real time: transition logs and diagnostics after the command (first-tick latency)
         safety.defer = True
         try:
-            fresh = self._on_joint_state(safety, raw, info)
-            # the states behind it in the reader: validated in order, the tick on the newest
+            # the states behind it in the reader: each one source-checked in order (another
+            # publisher's are refused and counted), only the newest of the locked source used
+            # (an older one's age is the reader's backlog, not the driver's clock)
+            newest = (raw, info) if self._from_source('joint_states', info) else None
+            if newest is None:
+                self.refused_states += 1
             for _ in range(STATE_HISTORY_DEPTH):
                 got = self._take_state()
                 if got is None:
                     break
-                fresh = self._on_joint_state(safety, got[0], got[1]) or fresh
+                if self._from_source('joint_states', got[1]):
+                    newest = got
+                else:
+                    self.refused_states += 1
+            fresh = newest is not None and self._on_joint_state(safety, *newest, checked=True)
             if fresh and self.config.trigger == 'state':
                 # one tick per fresh state, at most about one per control period: a driver
                 # faster than control_rate is sampled (its newest state), not queued
@@ -586,9 +595,13 @@ class ControllerNode(LifecycleNode):
             return None
         return got[0], (got[1] if len(got) > 1 else None)
 
-    def _on_joint_state(self, safety, raw: bytes, info) -> bool:
-        """Validate and store one joint state; True when it is stored for a real-time tick."""
-        if not self._from_source('joint_states', info):
+    def _on_joint_state(self, safety, raw: bytes, info, checked: bool = False) -> bool:
+        """
+        Validate and store one joint state; True when it is stored for a real-time tick.
+
+        ``checked``: its source has been checked already (:meth:`_from_source`).
+        """
+        if not checked and not self._from_source('joint_states', info):
             self.refused_states += 1
             return False
         msg, reason = cdr.decode_joint_state(raw)
