@@ -36,6 +36,7 @@ them (SIGINT, then SIGKILL) at the end of the test, pass or fail.
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import math
 import os
@@ -85,6 +86,49 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 # take (manip_control.nodes.common.prefer_udp_transport): with LOCALHOST, UDPv4 on 127.0.0.1
 # through a Fast DDS profile, never shared memory (a killed peer can stall a publisher there)
 prefer_udp_transport()
+
+
+#: A test (setup, call, teardown) running longer than this [s] is hung: faulthandler writes every
+#: thread's Python stack and ends the run. Its watchdog is a C thread; pytest-timeout's is a
+#: Python thread, which a deadlock holding the GIL stops too.
+HANG_TIMEOUT = 600.0
+#: ... and, this long [s] after the test started, hang_watchdog.py writes the native stacks.
+HANG_NATIVE_STACKS = 540.0
+_HANG = {}
+
+
+def pytest_configure(config):
+    """Arm the hang detection: the real stderr (before capture), a heartbeat, the watchdog."""
+    import tempfile
+    _HANG['fd'] = os.dup(2)
+    # the heartbeat file is made when the first test starts (collection is not judged)
+    _HANG['dir'] = tempfile.mkdtemp(prefix='manip_control_hang_')
+    path = _HANG['heartbeat'] = os.path.join(_HANG['dir'], 'heartbeat')
+    _HANG['watchdog'] = subprocess.Popen(
+        [PYTHON, str(Path(__file__).with_name('hang_watchdog.py')), str(os.getpid()), path,
+         str(HANG_NATIVE_STACKS)], stdin=subprocess.DEVNULL, stdout=_HANG['fd'],
+        stderr=_HANG['fd'])
+
+
+def pytest_unconfigure(config):
+    watchdog = _HANG.pop('watchdog', None)
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
+    if 'dir' in _HANG:
+        shutil.rmtree(_HANG.pop('dir'), ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Time each test for :data:`HANG_TIMEOUT`; tell the watchdog that a test started."""
+    if 'heartbeat' in _HANG:
+        Path(_HANG['heartbeat']).touch()
+    faulthandler.dump_traceback_later(HANG_TIMEOUT, exit=True, file=_HANG.get('fd', 2))
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -421,9 +465,15 @@ def make_node(cls, ctx, node_specs, values: dict, **kwargs):
 
 @pytest.fixture
 def executor(ros_context):
-    """Give an EventsExecutor of this test's context (nodes added by the test)."""
+    """
+    Give a SingleThreadedExecutor of this test's context (nodes added by the test).
+
+    Not the events executor the node executables spin (they are tested with it as processes):
+    rclpy's events executor (Jazzy) can still run a callback queued for a timer or a
+    subscription after it was removed, and this process lives for the whole session.
+    """
     from manip_control.nodes.common import make_executor
-    ex = make_executor('events', context=ros_context)
+    ex = make_executor('single', context=ros_context)
     try:
         yield ex
     finally:

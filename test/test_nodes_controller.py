@@ -82,6 +82,9 @@ class Rig:
         # one state per test step: it must not go stale in between (a stale state means safe
         # mode and then resume_states fresh states to resume; see test_fault_injection)
         vals['safety.state_timeout'] = 10.0
+        # nor may the reference: a test step that takes over 100 ms on a loaded machine (a
+        # parameter service call) would otherwise be answered with the held reference
+        vals['safety.reference_timeout'] = 10.0
         vals.update(values)
         self.node = make_node(ControllerNode, ctx, controller_specs(), vals)
         Rig.nodes.append(self.node)
@@ -123,6 +126,10 @@ def _destroy_rigs(ros_context, executor, probe, spin):
         for node in Rig.nodes:
             if node in executor.get_nodes():
                 executor.remove_node(node)
+        # the events executor drops a removed node's timers and subscriptions at its next
+        # spin, and runs what was already queued for them then: let it, before the nodes go
+        spin(executor, 0.2)
+        for node in Rig.nodes:
             node.destroy_node()
         Rig.nodes = []
         assert spin(executor, 5.0, lambda: not any(probe.node.count_publishers(t)

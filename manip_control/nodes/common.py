@@ -100,7 +100,7 @@ def spin_until(executor, future=None, context=None) -> None:
     finally:
         _STOP['spinning'] = False
         if timer is not None:
-            nodes[0].destroy_timer(timer)
+            retire(nodes[0], timer)
     if _STOP['requested'] and not future.done():
         raise KeyboardInterrupt
 
@@ -126,6 +126,27 @@ def steady_clock():
     from rclpy.clock import Clock
     from rclpy.clock import ClockType
     return Clock(clock_type=ClockType.STEADY_TIME)
+
+
+def retire(node, entity) -> None:
+    """
+    Destroy a timer or subscription of ``node`` while an executor may spin; keep the object.
+
+    rclpy's events executor (Jazzy) holds a plain pointer to the Python object in a callback it
+    queued before it saw the removal, and may still run that callback: kept alive for the
+    node's life, the object is destroyed but never freed under it.
+    """
+    if entity is None:
+        return
+    retired = getattr(node, '_retired_entities', None)
+    if retired is None:
+        retired = node._retired_entities = []
+    retired.append(entity)
+    from rclpy.timer import Timer
+    if isinstance(entity, Timer):
+        node.destroy_timer(entity)
+    else:
+        node.destroy_subscription(entity)
 
 
 def guarded(method):

@@ -81,6 +81,7 @@ from manip_control.control import ControlOutput
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
+from manip_control.nodes.common import retire
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.controller_safety import command_safety_from_values
@@ -448,7 +449,7 @@ class ControllerNode(LifecycleNode):
 
     def _stop_emergency(self) -> None:
         if self._emergency_timer is not None:
-            self.destroy_timer(self._emergency_timer)
+            retire(self, self._emergency_timer)
             self._emergency_timer = None
 
     def _ramp_to_zero_now(self) -> None:
@@ -520,12 +521,9 @@ class ControllerNode(LifecycleNode):
             self.safety.release()           # zero torque once if it was commanding
             self.safety = None
             self._wait_delivered()
-        for sub in self._subs:
-            self.destroy_subscription(sub)
+        for entity in (*self._subs, self._timer, self._graph_timer):
+            retire(self, entity)
         self._subs = []
-        for timer in (self._timer, self._graph_timer):
-            if timer is not None:
-                self.destroy_timer(timer)
         self._timer = self._graph_timer = None
         for pub in (self._array_pub, self._cmd_pub):
             if pub is not None:

@@ -501,8 +501,9 @@ class ControllerSafety:
         elif self._stop is not None:
             self._emit((0.0,) * len(self.joints), limit=False)
         self._stop = None
+        from manip_control.nodes.common import retire
         for timer in self._timers:
-            self.node.destroy_timer(timer)
+            retire(self.node, timer)
         self._timers = []
         for pub in (self._diag_pub, self._std_diag_pub):
             if pub is not None:

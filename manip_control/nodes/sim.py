@@ -54,6 +54,7 @@ from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
 from manip_control.nodes.common import guard_services
 from manip_control.nodes.common import init_keeping_context_on_signals
+from manip_control.nodes.common import retire
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
 from manip_control.nodes.common import steady_clock
@@ -383,7 +384,7 @@ class SimRunner:
         except (KeyboardInterrupt, ExternalShutdownException):
             interrupted = True
         defer_signals()         # from here on a signal only flags: the bag is finished first
-        self.plant.destroy_timer(timer)
+        retire(self.plant, timer)
         check_domain()          # a participant discovered during the last period
         if not self.plant.done_future.done() and self.domain_error is None:
             interrupted = True
