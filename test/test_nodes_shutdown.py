@@ -170,3 +170,37 @@ def test_dds_transport_is_the_users(procs, tmp_path):
         if said:
             assert 'MANIP_PREFER_UDP=0' in err
         assert_clean_output(procs, p)
+
+
+def test_retired_timer_is_destroyed_and_kept_while_the_events_executor_spins(ros_context):
+    import rclpy
+    from manip_control.nodes.common import make_executor
+    from manip_control.nodes.common import retire
+    from manip_control.nodes.common import steady_clock
+    node = rclpy.create_node('retire_probe', context=ros_context)
+    ex = make_executor('events', context=ros_context)
+    ex.add_node(node)
+    calls = []
+    timer = node.create_timer(0.001, lambda: calls.append(time.monotonic()),
+                              clock=steady_clock())
+    sub = node.create_subscription(JointState, '/retire_probe', calls.append, 10)
+    try:
+        end = time.monotonic() + 5.0
+        while len(calls) < 5 and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.01)
+        assert len(calls) >= 5
+        time.sleep(0.005)               # the timer is due again: its callback may be queued
+        retire(node, timer)
+        retire(node, sub)
+        retire(node, None)
+        for _ in range(20):             # whatever was queued runs on an object still alive
+            ex.spin_once(timeout_sec=0.001)
+        assert node._retired_entities == [timer, sub]
+        assert timer not in node.timers and sub not in node.subscriptions
+        n = len(calls)
+        for _ in range(20):
+            ex.spin_once(timeout_sec=0.002)
+        assert len(calls) == n          # destroyed: no more calls
+    finally:
+        ex.shutdown(timeout_sec=5)
+        node.destroy_node()
