@@ -34,7 +34,7 @@ boundary, so a tick costs far less CPU and the loop runs faster (docs/ros.md).
 ``robot_description`` of the plant, the controller and the trajectory (rigid body through
 Pinocchio, drives sized from the effort limits, friction from ``<dynamics>``, a sinusoid
 reference inside the joint limits; docs/arm_model.md), the params file defaults to
-``config/arm_sim_params.yaml`` (nothing per joint) and the nodes run as separate processes.
+``config/arm_sim_params.yaml`` (nothing per joint); ``composed:=true`` works for it too.
 """
 
 from typing import List

@@ -369,26 +369,34 @@ def assert_every_tick_recorded(counts: Counter, diag: dict, ns: str = '') -> Non
     assert counts[f'{ns}/controller/diagnostics'] > 0 and counts[f'{ns}/plant/diagnostics'] > 0
 
 
-def test_sim_launch_urdf_arm_records_every_tick(ros2_ws, ros2_procs):
+@pytest.mark.parametrize('composed', [False, True], ids=['processes', 'composed'])
+def test_sim_launch_urdf_arm_records_every_tick(ros2_ws, ros2_procs, composed):
     """
     ``ros2 launch manip_control sim.launch.py urdf:=panda.urdf duration:=3.0 bag:=runs/p1``.
 
     A 7-joint arm from its URDF, simulated with sized drives and friction, ends by itself
-    with every process clean and every tick recorded; the arm follows its reference.
+    with every process clean and every tick recorded; the arm follows its reference. The same
+    with ``composed:=true`` (one process).
     """
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import get_typestore
     from rosbags.typesys import Stores
-    bag = ros2_ws.path / 'runs' / 'p1'
+    name = 'p2' if composed else 'p1'
+    bag = ros2_ws.path / 'runs' / name
     assert not bag.exists()
     cmd = (f'source install/setup.bash && ros2 launch manip_control sim.launch.py '
-           f'urdf:={PANDA} duration:={DURATION} bag:=runs/p1')
+           f'urdf:={PANDA} duration:={DURATION} bag:=runs/{name}'
+           + (' composed:=true' if composed else ''))
     p = ros2_procs.start('urdf_sim_launch', ['bash', '-c', cmd], cwd=str(ros2_ws.path))
     rc = ros2_procs.wait(p, 240)
     text = text_of(ros2_procs, p)
     assert rc == 0, text[-5000:]
     assert f'run finished: {TICKS} ticks, 0 command timeouts, 0 refused commands' in text, text
-    finished_cleanly(text, ('plant', 'controller', 'trajectory', 'recorder'))
+    if composed:
+        assert set(_node_pids(text)) == {'composed'}, text[-5000:]
+        finished_cleanly(text, ('composed',))
+    else:
+        finished_cleanly(text, ('plant', 'controller', 'trajectory', 'recorder'))
     assert_clean(text)
     counts, diag = read_bag(bag)
     assert_every_tick_recorded(counts, diag)
@@ -412,8 +420,9 @@ def test_sim_launch_urdf_arm_records_every_tick(ros2_ws, ros2_procs):
     ctrl = next(v for k, v in params.items() if k.endswith('controller'))
     recorded = ctrl['ros__parameters']['robot_description']     # the URDF through xacro
     assert recorded.count('<joint ') == PANDA.read_text().count('<joint ') > 7, recorded[:300]
-    print(f'\n[launch] sim.launch.py urdf:=panda.urdf: {TICKS} ticks recorded on every '
-          f'topic, 7 joints; max |q - q_d| over the last second {err:.2e} rad')
+    print(f'\n[launch] sim.launch.py urdf:=panda.urdf{" composed:=true" * composed}: {TICKS} '
+          f'ticks recorded on every topic, 7 joints; max |q - q_d| over the last second '
+          f'{err:.2e} rad')
 
 
 @pytest.fixture(scope='module')

@@ -54,6 +54,7 @@ from manip_control.nodes.common import log_transport_note
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.ros_params import check_params_files
 from manip_control.nodes.ros_params import wants_help
+from manip_control.nodes.sim import _arm_run_info
 from manip_control.nodes.sim import _resolved_values
 from manip_control.nodes.sim import share_time_source
 from manip_control.nodes.sim import SimOutcome
@@ -193,15 +194,17 @@ class ComposedRunner(SimRunner):
             self.nodes.append(self.controller)
             self.trajectory = TrajectoryNode(cli_args=node_args.get('trajectory'), **kw)
             self.nodes.append(self.trajectory)
-            if self.plant.n != 2 or self.plant.values.get('robot_description'):
-                raise ParameterError('composed: runs the planar 2R only; simulate an arm '
-                                     'from its URDF as separate processes (composed:=false)')
             self._check_consistent()
             self.resolved = {'plant': _resolved_values(self.plant),
                              'controller': _resolved_values(self.controller),
                              'trajectory': _resolved_values(self.trajectory)}
-            from manip_control.nodes.ros_params import scenario_from_ros
-            self.scenario = scenario_from_ros(self.resolved, name='composed')
+            # an arm from its URDF (robot_description) has no 2R scenario: its run facts only
+            self.urdf = bool(self.plant.values.get('robot_description'))
+            if self.urdf:
+                self.scenario = _arm_run_info('composed', self.plant, self.trajectory)
+            else:
+                from manip_control.nodes.ros_params import scenario_from_ros
+                self.scenario = scenario_from_ros(self.resolved, name='composed')
             rec_args = node_args.get('recorder')
             rec_values = self._recorder_values(rec_args, kw)
             if rec_values.get('bag'):
@@ -212,7 +215,8 @@ class ComposedRunner(SimRunner):
                 self.recorder = RecorderNode(cli_args=rec_args, **kw)
                 self.nodes.append(self.recorder)
                 self.bag = self.recorder.bag_path
-                self.recorder.set_run_parameters(self.scenario.to_dict(), self.resolved)
+                self.recorder.set_run_parameters(
+                    None if self.urdf else self.scenario.to_dict(), self.resolved)
             # one /clock subscription (the trajectory's) drives every sim-time clock
             followers = [n for n in (self.plant, self.controller, self.recorder)
                          if n is not None and _uses_sim_time(n)]

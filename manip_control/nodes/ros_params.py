@@ -72,7 +72,8 @@ from manip_control.parameters import SensorParameters
 from manip_control.parameters import yaml_load
 import yaml
 
-N_JOINTS = 2
+#: joints of the arm without a robot_description: the planar 2R (the closed-form default)
+PLANAR_2R_JOINTS = 2
 MODES = ('lockstep', 'realtime')
 COMMAND_SOURCES = ('joint_commands', 'effort_commands')
 TRIGGERS = ('state', 'timer')
@@ -683,7 +684,7 @@ def parse_flow_mapping(text: str, name: str) -> dict:
 # --------------------------------------------------------------------------------------------
 # conversion: ROS values <-> core dicts
 
-def _check_joint_array(name: str, value: Any, n: int = N_JOINTS) -> list:
+def _check_joint_array(name: str, value: Any, n: int = PLANAR_2R_JOINTS) -> list:
     if not isinstance(value, (list, tuple)):
         raise ParameterError(f'{name}: must be a list with one value per joint '
                              f'(got {value!r})')
@@ -717,7 +718,7 @@ def values_to_core(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dic
     """
     tree: dict = {}
     joints = values.get('joints')
-    n = len(joints) if isinstance(joints, (list, tuple)) and joints else N_JOINTS
+    n = len(joints) if isinstance(joints, (list, tuple)) and joints else PLANAR_2R_JOINTS
     for spec in specs:
         if spec.core is None or spec.name not in values:
             continue
@@ -735,7 +736,7 @@ def values_to_core(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dic
     return tree
 
 
-def _get_or_make_list(tree: dict, path: str, n: int = N_JOINTS) -> list:
+def _get_or_make_list(tree: dict, path: str, n: int = PLANAR_2R_JOINTS) -> list:
     parts = path.split('.')
     node = tree
     for p in parts[:-1]:
@@ -811,7 +812,7 @@ def with_defaults(specs: Sequence[ParamSpec], values: Mapping[str, Any]) -> dict
     return out
 
 
-def _common_checks(node: str, values: Mapping[str, Any], n: int = N_JOINTS) -> None:
+def _common_checks(node: str, values: Mapping[str, Any], n: int = PLANAR_2R_JOINTS) -> None:
     joints = values.get('joints')
     if joints is not None:
         if (len(joints) != n or not all(isinstance(j, str) and j for j in joints)
@@ -916,7 +917,7 @@ def plant_config(values: Mapping[str, Any], node: str = 'plant',
     """
     specs = plant_specs(plant_defaults)
     values = with_defaults(specs, values)
-    n = N_JOINTS if plant_defaults is None else len(plant_defaults['joints'])
+    n = PLANAR_2R_JOINTS if plant_defaults is None else len(plant_defaults['joints'])
     _common_checks(node, values, n)
     if values['command_source'] not in COMMAND_SOURCES:
         raise ParameterError(f'parameter command_source (node {node}): must be one of '
@@ -969,7 +970,7 @@ def controller_config(values: Mapping[str, Any], node: str = 'controller',
     """
     specs = controller_specs(arm_defaults)
     values = with_defaults(specs, values)
-    n = N_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
+    n = PLANAR_2R_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
     _common_checks(node, values, n)
     if values['trigger'] not in TRIGGERS:
         raise ParameterError(f'parameter trigger (node {node}): must be one of '
@@ -1012,7 +1013,7 @@ def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory',
     from manip_control.trajectories import TrajectoryError
     from manip_control.trajectories import validate_limits
     values = with_defaults(trajectory_specs(arm_defaults), values)
-    n = N_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
+    n = PLANAR_2R_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
     _common_checks(node, values, n)
     lower = values['limits.position_lower']
     upper = values['limits.position_upper']
