@@ -366,7 +366,8 @@ class UrdfRun:
 
 
 def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'motor',
-                         nominal_scale: float = 1.0, omega_n: float = 20.0,
+                         nominal_scale: float | Sequence[float] = 1.0,
+                         omega_n: float = 20.0,
                          zeta: float = 1.0, joints: Sequence[str] | None = None,
                          control_rate: float = 1000.0, compensate: bool = True,
                          nominal_urdf: str | None = None) -> UrdfRun:
@@ -382,9 +383,9 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     actuator : {'motor', 'ideal'}
         Sized DC-motor drives (:func:`motors_sized_for`) or ideal torque sources clamped at
         the effort limits.
-    nominal_scale : float
-        The controller's model has every link's mass and inertia times this factor (1: a
-        perfect model).
+    nominal_scale : float or sequence of n float
+        The controller's model has every link's mass and inertia times this factor, or the
+        body of joint ``i`` times the ``i``-th (1: a perfect model).
     omega_n, zeta : float
         Closed-loop bandwidth [rad/s] and damping (:func:`gains_from_bandwidth`).
     joints : sequence of str, optional
@@ -412,7 +413,8 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         raise ArmModelError(f"actuator: expected 'motor' or 'ideal' (got {actuator!r})")
     if not (duration > 0.0 and math.isfinite(duration)):
         raise ArmModelError(f'duration: must be > 0 s (got {duration})')
-    if not (nominal_scale > 0.0 and math.isfinite(nominal_scale)):
+    scale = np.atleast_1d(np.asarray(nominal_scale, dtype=float))
+    if not (np.all(scale > 0.0) and np.all(np.isfinite(scale))):
         raise ArmModelError(f'nominal scale: must be > 0 (got {nominal_scale})')
     text = read_urdf_file(path)
     bare = UrdfArm.from_string(text, joints, source=str(path))
@@ -430,7 +432,7 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
             other, arm.joint_names, source=str(nominal_urdf),
             armature=armature if nominal_armature is None else nominal_armature)
         nominal_friction = _urdf_friction(other, arm.joint_names, eps)
-    if nominal_scale != 1.0:
+    if np.any(scale != 1.0):
         nominal = nominal.with_inertial_scale(nominal_scale)
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = reference_within_limits(arm.limits)

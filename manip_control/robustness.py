@@ -37,6 +37,14 @@ Two figures stand beside the measured errors (docs/identification.md derives bot
   interval arithmetic over an error envelope that reproduces itself. It is loose (2-3x the
   worst run) and the proof gives none once the mismatch is large (small-gain condition).
 
+For any serial arm, ``manip-robustness --urdf FILE`` (:func:`run_urdf_study`) draws one
+relative error per joint's body, applied to its mass and rotational inertia together
+(``UrdfArm.with_inertial_scale``), runs the offline n-joint loop
+(:func:`manip_control.arm_scenario.run_urdf_closed_loop`: ideal actuators by default, so that
+the model error alone moves the arm off its reference) with gains from the bandwidth
+``wn`` (set A) and ``S wn`` (set B), and records the late-window (second half) error. The
+estimate and the bound are the 2R's (n/a there).
+
 ``manip-robustness`` shows a progress bar on stderr (when it is a terminal; ``--quiet``
 hides it), prints a table (per gain set and mismatch level: runs, median and max
 late-window error, max estimate, bound, and the ratios) and writes ``robustness.png``
@@ -629,13 +637,13 @@ def gain_sets(controller: ControllerParameters, scale: float) -> dict[str, tuple
 
 
 def make_specs(levels: Sequence[float], runs: int, seed: int,
-               gains: dict[str, tuple]) -> list[RunSpec]:
-    """All runs: for each level and run index one seeded draw, shared by all gain sets."""
+               gains: dict[str, tuple], size: int = len(PERTURBED)) -> list[RunSpec]:
+    """Return all runs: per level and run index one seeded draw of ``size`` errors."""
     specs = []
     for li, level in enumerate(levels):
         for r in range(runs):
             rng = np.random.default_rng(np.random.SeedSequence([seed, li, r]))
-            delta = tuple(float(x) for x in rng.uniform(-level, level, len(PERTURBED)))
+            delta = tuple(float(x) for x in rng.uniform(-level, level, size))
             for name, (kp, kd) in gains.items():
                 specs.append(RunSpec(name, float(level), r, delta, kp, kd))
     return specs
@@ -676,12 +684,7 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
     if scenario.controller.law != 'computed_torque':
         raise ParameterError('controller.law: the robustness study needs computed_torque '
                              f'(got {scenario.controller.law})')
-    if not levels or any(not 0.0 < s < 1.0 for s in levels):
-        raise ParameterError(f'levels: each must be in (0, 1) (got {list(levels)})')
-    if runs < 1:
-        raise ParameterError(f'runs: must be >= 1 (got {runs})')
-    if not gain_scale > 0.0:
-        raise ParameterError(f'gain_scale: must be > 0 (got {gain_scale})')
+    _check_study(levels, runs, gain_scale)
     if jobs is not None and jobs < 1:
         raise ParameterError(f'jobs: must be >= 1 (got {jobs})')
     specs = make_specs(levels, runs, seed, gain_sets(scenario.controller, gain_scale))
@@ -707,6 +710,89 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
                                  tuple(float(p) for p in est),
                                  bounds[(spec.gain_set, spec.level)], bool(batch.saturated[i])))
     return results
+
+
+def _check_study(levels: Sequence[float], runs: int, gain_scale: float) -> None:
+    if not levels or any(not 0.0 < s < 1.0 for s in levels):
+        raise ParameterError(f'levels: each must be in (0, 1) (got {list(levels)})')
+    if runs < 1:
+        raise ParameterError(f'runs: must be >= 1 (got {runs})')
+    if not gain_scale > 0.0:
+        raise ParameterError(f'gain_scale: must be > 0 (got {gain_scale})')
+
+
+def urdf_gain_sets(n: int, omega_n: float, scale: float) -> dict[str, tuple]:
+    """Gain set ``A`` (bandwidth ``omega_n`` [rad/s], critical) and ``B`` (``scale omega_n``)."""
+    from manip_control.arm_scenario import gains_from_bandwidth
+    return {name: tuple(tuple(float(k) for k in g) for g in gains_from_bandwidth(n, w))
+            for name, w in (('A', omega_n), ('B', scale * omega_n))}
+
+
+def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
+                   runs: int = DEFAULT_RUNS, seed: int = 0,
+                   gain_scale: float = DEFAULT_GAIN_SCALE, *, duration: float = 5.0,
+                   actuator: str = 'ideal', omega_n: float = 20.0,
+                   progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[list[RunResult], dict[str, tuple]]:
+    """
+    Run the Monte Carlo study on an arm from its URDF; deterministic for a seed.
+
+    Each run's nominal model has body ``i`` (moved by joint ``i``) with mass and rotational
+    inertia times ``1 + delta_i``, ``delta_i ~ U[-s, s]``; the plant is the description
+    itself. The computed-torque loop runs offline for ``duration`` [s]
+    (:func:`manip_control.arm_scenario.run_urdf_closed_loop`, reference inside the joint
+    limits); the error is the late-window (second half) max ``|q - q_d|`` per joint [rad].
+
+    Parameters
+    ----------
+    path : str
+        ``.urdf`` or ``.xacro`` file.
+    levels, runs, seed, gain_scale, progress
+        As :func:`run_study`.
+    duration : float
+        Simulated time per run [s].
+    actuator : {'ideal', 'motor'}
+        Ideal torque sources (the model error alone) or the sized DC-motor drives.
+    omega_n : float
+        Bandwidth of gain set A [rad/s] (``Kp = wn^2``, ``Kd = 2 wn``).
+
+    Returns
+    -------
+    results : list of RunResult
+        Estimate and bound ``nan`` (the 2R's only).
+    gains : dict
+        ``{'A': (kp, kd), 'B': (kp, kd)}``.
+
+    Raises
+    ------
+    ParameterError
+        Bad study option.
+    ArmModelError, UrdfError
+        Bad description or run option.
+
+    """
+    from manip_control.arm_model import read_urdf_file
+    from manip_control.arm_model import UrdfArm
+    from manip_control.arm_scenario import run_urdf_closed_loop
+    from manip_control.arm_scenario import summarize_urdf_run
+    _check_study(levels, runs, gain_scale)
+    n = UrdfArm.from_string(read_urdf_file(path), None, source=str(path)).n
+    gains = urdf_gain_sets(n, omega_n, gain_scale)
+    bandwidth = {'A': omega_n, 'B': gain_scale * omega_n}
+    specs = make_specs(levels, runs, seed, gains, size=n)
+    nan = (math.nan,) * n
+    results = []
+    for i, spec in enumerate(specs):
+        run = run_urdf_closed_loop(path, duration=duration, actuator=actuator,
+                                   nominal_scale=tuple(1.0 + d for d in spec.delta),
+                                   omega_n=bandwidth[spec.gain_set])
+        late = summarize_urdf_run(run)['late_max_error_rad']
+        limit = np.asarray(run.plant.torque_limit, dtype=float)
+        saturated = bool(np.any(np.abs(run.run.tau) >= limit * (1.0 - 1e-12)))
+        results.append(RunResult(spec, tuple(float(e) for e in late), nan, nan, saturated))
+        if progress is not None:
+            progress(i + 1, len(specs))
+    return results, gains
 
 
 class ProgressBar:
@@ -796,27 +882,38 @@ def _bound_text(value: float) -> str:
     return 'none' if math.isinf(value) else f'{value:.4g}'
 
 
+def _gain_text(gains: Sequence[float]) -> str:
+    """``a/b/...`` per joint, or one value when every joint has it."""
+    if len(set(gains)) == 1:
+        return f'{gains[0]:g}'
+    return '/'.join(f'{k:g}' for k in gains)
+
+
 def format_table(summary: Sequence[LevelSummary], gains: dict[str, tuple]) -> str:
     """Return the study's table: measured error, the estimate and the proven bound."""
     lines = [f'{"gains":<24} {"mismatch":>8} {"runs":>5} {"median |e|":>11} {"max |e|":>10} '
              f'{"estimate":>10} {"max/est":>8} {"bound":>10} {"max/bound":>9}']
     for s in summary:
         kp, kd = gains[s.gain_set]
-        label = f'{s.gain_set} kp={"/".join(f"{k:g}" for k in kp)} ' \
-                f'kd={"/".join(f"{k:g}" for k in kd)}'
+        label = f'{s.gain_set} kp={_gain_text(kp)} kd={_gain_text(kd)}'
         ratio = f'{s.ratio:9.2f}' if np.isfinite(s.bound) else f'{"-":>9}'
+        if math.isnan(s.max_estimate):
+            est = f'{"n/a":>10} {"-":>8}'
+        else:
+            est = f'{s.max_estimate:10.4g} {s.estimate_ratio:8.2f}'
         lines.append(f'{label:<24} {100 * s.level:7.1f}% {s.runs:5d} {s.median_error:11.4g} '
-                     f'{s.max_error:10.4g} {s.max_estimate:10.4g} {s.estimate_ratio:8.2f} '
-                     f'{_bound_text(s.bound):>10} {ratio}')
+                     f'{s.max_error:10.4g} {est} {_bound_text(s.bound):>10} {ratio}')
     return '\n'.join(lines)
 
 
-def write_csv(path: Path, results: Sequence[RunResult]) -> None:
+def write_csv(path: Path, results: Sequence[RunResult], perturbed: Sequence[str] = PERTURBED,
+              joints: Sequence[str] = ('joint1', 'joint2')) -> None:
+    """One row per run: its draws (``delta_<perturbed>``), errors, estimates, bounds."""
     with path.open('w', newline='') as fh:
         w = csv.writer(fh)
-        w.writerow(['gain_set', 'level', 'run', *[f'delta_{n}' for n in PERTURBED],
-                    'mismatch', 'error_joint1', 'error_joint2', 'estimate_joint1',
-                    'estimate_joint2', 'bound_joint1', 'bound_joint2', 'saturated'])
+        w.writerow(['gain_set', 'level', 'run', *[f'delta_{n}' for n in perturbed],
+                    'mismatch', *[f'{what}_{j}' for what in ('error', 'estimate', 'bound')
+                                  for j in joints], 'saturated'])
         for r in results:
             s = r.spec
             w.writerow([s.gain_set, s.level, s.index, *[f'{d:.6g}' for d in s.delta],
@@ -826,7 +923,7 @@ def write_csv(path: Path, results: Sequence[RunResult]) -> None:
 
 
 def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
-         title: str) -> None:
+         title: str, perturbed: str = 'm1, m2, I1, I2') -> None:
     """
     Plot the late-window error, the estimate and the proven bound vs mismatch size (PNG).
 
@@ -853,24 +950,29 @@ def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
         pmax = [max(max(r.estimate) for r in sel if r.spec.level == lv) for lv in levels]
         bnd = [max(next(r.bound for r in sel if r.spec.level == lv)) for lv in levels]
         lv = [100 * v for v in levels]
-        gl = f'kp={"/".join(f"{k:g}" for k in kp)}, kd={"/".join(f"{k:g}" for k in kd)}'
+        gl = f'kp={_gain_text(kp)}, kd={_gain_text(kd)}'
         ax.plot([0] + lv, [0] + emax, '-', color=c, label=f'{gs} ({gl}): max measured')
-        ax.plot([0] + lv, [0] + pmax, '--', color=c,
-                label=f'{gs}: max estimate (first order, not a bound)')
+        if not all(math.isnan(v) for v in pmax):
+            ax.plot([0] + lv, [0] + pmax, '--', color=c,
+                    label=f'{gs}: max estimate (first order, not a bound)')
         shown = [(x1, b) for x1, b in zip(lv, bnd) if np.isfinite(b)]
         if shown:
             ax.plot(*zip(*shown), 's:', color=c, ms=5,
                     label=f'{gs}: proven bound, every draw of the level')
-    ax.set_xlabel('nominal-parameter error  max |delta| over m1, m2, I1, I2  [%]')
+    ax.set_xlabel(f'nominal-parameter error  max |delta| over {perturbed}  [%]')
     ax.set_ylabel('late-window max |q - q_d|  [rad]')
     ax.set_title(title)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc='upper left')
-    fig.text(0.01, 0.01, 'dots: measured per run; rings: ISS estimate per run (first order: '
-             'runs exceed it); squares: proven bound (none where the proof gives none)',
-             fontsize=7)
+    if any(math.isfinite(e) for r in results for e in r.estimate):
+        fig.text(0.01, 0.01, 'dots: measured per run; rings: ISS estimate per run (first '
+                 'order: runs exceed it); squares: proven bound (none where the proof gives '
+                 'none)', fontsize=7)
+    else:
+        fig.text(0.01, 0.01, 'dots: measured per run; lines: the maximum of each level',
+                 fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -905,12 +1007,74 @@ def build_parser() -> argparse.ArgumentParser:
                         '(default ./robustness)')
     p.add_argument('--quiet', action='store_true',
                    help='no progress bar (it is shown only when stderr is a terminal)')
+    p.add_argument('--urdf', default=None, metavar='FILE',
+                   help='any serial arm: the study on this URDF (or xacro), one error per '
+                        "joint's body (mass and inertia), instead of --scenario")
+    p.add_argument('--duration', type=float, default=5.0,
+                   help='with --urdf: simulated time per run [s] (default 5; late window: '
+                        'the second half)')
+    p.add_argument('--actuator', choices=('ideal', 'motor'), default='ideal',
+                   help='with --urdf: ideal torque sources (the model error alone; default) '
+                        'or the sized DC-motor drives')
+    p.add_argument('--omega-n', type=float, default=20.0,
+                   help='with --urdf: bandwidth of gain set A [rad/s] (default 20)')
     return p
+
+
+def _main_urdf(args) -> None:
+    """Run the study on a URDF arm (``--urdf``): header, table, CSV and plot."""
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import read_urdf_file
+    from manip_control.arm_model import UrdfArm
+    if args.jobs is not None:
+        raise ParameterError('--jobs: the --urdf study runs in this process (no workers)')
+    try:
+        arm = UrdfArm.from_string(read_urdf_file(args.urdf), None, source=str(args.urdf))
+        _check_study(args.levels, args.runs, args.gain_scale)
+        n = len(args.levels) * args.runs * 2
+        print(f'{args.urdf}: {arm.n} joints, {n} runs ({args.runs} per level and gain set), '
+              f'{args.duration:g} s each ({args.actuator} actuators), late window from '
+              f'{0.5 * args.duration:g} s')
+        t0 = time.perf_counter()
+        bar = ProgressBar(sys.stderr, enabled=not args.quiet)
+        try:
+            results, gains = run_urdf_study(
+                args.urdf, args.levels, args.runs, args.seed, args.gain_scale,
+                duration=args.duration, actuator=args.actuator, omega_n=args.omega_n,
+                progress=bar)
+        finally:
+            bar.close()
+    except ArmModelError as exc:
+        raise ParameterError(str(exc)) from None
+    elapsed = time.perf_counter() - t0
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(out / 'robustness.csv', results, arm.joint_names, arm.joint_names)
+        plot(out / 'robustness.png', results, gains,
+             f'{Path(args.urdf).stem}: computed torque under nominal-model error',
+             perturbed="each joint's body mass and inertia")
+    except OSError as exc:
+        raise ParameterError(f'{out}: cannot write ({exc.strerror})') from None
+    print(format_table(summarize(results), gains))
+    sat = sum(r.saturated for r in results)
+    if sat:
+        print(f'note: {sat} runs hit the torque limit')
+    print('estimate and bound: the planar 2R study only (--scenario)')
+    print(f'{n} runs in {elapsed:.1f} s; wrote {out / "robustness.png"}, '
+          f'{out / "robustness.csv"}')
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``manip-robustness`` entry point; returns the exit code (2 on any error)."""
     args = build_parser().parse_args(argv)
+    if args.urdf is not None:
+        try:
+            _main_urdf(args)
+        except ParameterError as exc:
+            print(f'error: {exc}', file=sys.stderr)
+            return 2
+        return 0
     try:
         scenario = load_scenario(args.scenario)
         if args.jobs is not None and args.jobs < 1:

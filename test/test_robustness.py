@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from pathlib import Path
 import sys
 import time
 
@@ -33,10 +34,13 @@ from manip_control.robustness import PERTURBED
 from manip_control.robustness import perturbed_nominal
 from manip_control.robustness import ProgressBar
 from manip_control.robustness import run_study
+from manip_control.robustness import run_urdf_study
 from manip_control.robustness import summarize
 import numpy as np
 import pytest
 from scipy.signal import impulse
+
+ROOT_FIXTURES = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures'
 
 
 @pytest.fixture(scope='module')
@@ -219,3 +223,68 @@ def test_cli_progress_bar_and_quiet(quiet, tmp_path, monkeypatch, capsys):
     assert main(argv + (['--quiet'] if quiet else [])) == 0
     assert ('2/2 runs' in term.getvalue()) is not quiet
     assert '2 runs in' in capsys.readouterr().out
+
+
+PANDA = ROOT_FIXTURES / 'urdf' / 'panda.urdf'
+
+
+@pytest.fixture(scope='module')
+def urdf_study():
+    return run_urdf_study(str(PANDA), levels=(1e-6, 0.1), runs=2, seed=4, duration=2.0)
+
+
+def test_urdf_study_draws_one_error_per_body_shared_by_gain_sets(urdf_study):
+    results, gains = urdf_study
+    assert len(results) == 8 and set(gains) == {'A', 'B'}
+    assert gains['A'] == ((400.0,) * 7, (40.0,) * 7)
+    assert gains['B'] == ((1600.0,) * 7, (80.0,) * 7)
+    for r in results:
+        assert len(r.spec.delta) == 7 and len(r.error) == 7
+        assert all(abs(d) <= r.spec.level for d in r.spec.delta)
+        assert all(math.isnan(e) for e in r.estimate + r.bound)
+    a = [r.spec.delta for r in results if r.spec.gain_set == 'A']
+    b = [r.spec.delta for r in results if r.spec.gain_set == 'B']
+    assert a == b
+    # the draws are those of the seeded specs (the 2R study's, one per body)
+    specs = make_specs((1e-6, 0.1), 2, 4, gains, size=7)
+    assert [r.spec.delta for r in results] == [s.delta for s in specs]
+
+
+def test_urdf_study_error_follows_the_iss_scaling(urdf_study):
+    # e'' + kd e' + kp e = eta: the late error is ~ eta / wn^2, so doubling wn divides it by
+    # about 4 for the same draw; a perfect model leaves only the sampling error (0.07 mrad)
+    results, _ = urdf_study
+    by_key = {(r.spec.gain_set, r.spec.level, r.spec.index): max(r.error) for r in results}
+    for i in range(2):
+        ratio = by_key[('A', 0.1, i)] / by_key[('B', 0.1, i)]
+        assert 3.0 < ratio < 5.0, ratio
+        assert by_key[('A', 1e-6, i)] < min(2e-4, 0.05 * by_key[('A', 0.1, i)])
+    assert not any(r.saturated for r in results)
+
+
+def test_cli_urdf_writes_png_csv_and_table(tmp_path, capsys):
+    out = tmp_path / 'rob'
+    assert main(['--urdf', str(PANDA), '--levels', '0.1', '--runs', '1', '--duration', '1',
+                 '--out', str(out)]) == 0
+    text = capsys.readouterr().out
+    assert '7 joints, 2 runs' in text and 'A kp=400 kd=40' in text and 'B kp=1600 kd=80' in text
+    assert (out / 'robustness.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    rows = list(csv.DictReader((out / 'robustness.csv').open()))
+    assert len(rows) == 2 and 'delta_panda_joint7' in rows[0] and 'error_panda_joint7' in rows[0]
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--jobs', '2'], '--jobs'),
+    (['--levels', '0'], 'levels'),
+    (['--duration', '-1'], 'duration'),
+])
+def test_cli_urdf_errors_exit_2(argv, message, tmp_path, capsys):
+    assert main(['--urdf', str(PANDA)] + argv + ['--out', str(tmp_path / 'x')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and message in err and 'Traceback' not in err
+
+
+def test_cli_urdf_missing_file_exit_2(tmp_path, capsys):
+    assert main(['--urdf', str(tmp_path / 'nope.urdf'), '--out', str(tmp_path / 'x')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and 'nope.urdf' in err and 'Traceback' not in err
