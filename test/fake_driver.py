@@ -19,7 +19,9 @@ Integrates the core plant (the default arm, ideal actuators clamped to 89 / 25 N
 time at ``--rate``, publishes ``/joint_states`` (wall-clock stamps, the configured joints
 plus extra ones, effort = the applied torque) and holds the last ``Float64MultiArray`` from
 ``/effort_controller/commands`` like ros2_control's ForwardCommandController (zero before the
-first one). Faults on signals:
+first one; the newest command that arrived, never a backlog of older ones: a starved
+driver that applied its queue in order would close the loop through a delay of its own
+making). Faults on signals:
 
 * ``SIGUSR1``: freeze -- from now on re-send the last JointState unchanged (same stamp);
 * ``SIGUSR2``: one bad sample -- the next state carries ``q + --spike`` (the plant itself is
@@ -157,8 +159,6 @@ def main(argv=None) -> int:
     def on_cmd(msg, info):
         state['taken'] += 1
         if len(msg.data) == n and all(math.isfinite(v) for v in msg.data):
-            state['cmd'] = tuple(msg.data)
-            state['brake'] = False
             now = time.monotonic()
             source = (info or {}).get('source_timestamp')
             sent = source * 1e-9 - (time.time() - now) if source else now
@@ -166,9 +166,18 @@ def main(argv=None) -> int:
             log.write(f'cmd {sent:.6f} ' + ' '.join(f'{v:.9g}' for v in msg.data)
                       + f'\nseq {seq}\n')
 
+    def on_newest_cmd(msg):
+        if len(msg.data) == n and all(math.isfinite(v) for v in msg.data):
+            state['cmd'] = tuple(msg.data)
+            state['brake'] = False
+
     # a deep reader queue: every command is logged even when this process is starved
     node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
                              QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    # the command applied is the newest that arrived, as ros2_control's realtime buffer gives
+    # it: a starved driver skips to it instead of applying a backlog of old commands late
+    node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_newest_cmd,
+                             QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
     names = list(joints) + [f'extra{k}' for k in range(args.extra_joints)]
 
     def tick():
