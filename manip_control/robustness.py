@@ -1021,6 +1021,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _write_outputs(out_dir: str, results: Sequence[RunResult], gains: dict[str, tuple],
+                   title: str, saturation_note: str,
+                   perturbed: tuple = (PERTURBED, 'm1, m2, I1, I2'),
+                   joints: Sequence[str] = ('joint1', 'joint2')) -> Path:
+    """Write robustness.csv and robustness.png into ``out_dir``; print the table."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(out / 'robustness.csv', results, perturbed[0], joints)
+        plot(out / 'robustness.png', results, gains, title, perturbed=perturbed[1])
+    except OSError as exc:
+        raise ParameterError(f'{out}: cannot write ({exc.strerror})') from None
+    print(format_table(summarize(results), gains))
+    sat = sum(r.saturated for r in results)
+    if sat:
+        print(f'note: {sat} runs hit the torque limit{saturation_note}')
+    return out
+
+
 def _main_urdf(args) -> None:
     """Run the study on a URDF arm (``--urdf``): header, table, CSV and plot."""
     from manip_control.arm_model import ArmModelError
@@ -1047,19 +1066,10 @@ def _main_urdf(args) -> None:
     except ArmModelError as exc:
         raise ParameterError(str(exc)) from None
     elapsed = time.perf_counter() - t0
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        write_csv(out / 'robustness.csv', results, arm.joint_names, arm.joint_names)
-        plot(out / 'robustness.png', results, gains,
-             f'{Path(args.urdf).stem}: computed torque under nominal-model error',
-             perturbed="each joint's body mass and inertia")
-    except OSError as exc:
-        raise ParameterError(f'{out}: cannot write ({exc.strerror})') from None
-    print(format_table(summarize(results), gains))
-    sat = sum(r.saturated for r in results)
-    if sat:
-        print(f'note: {sat} runs hit the torque limit')
+    out = _write_outputs(args.out, results, gains,
+                         f'{Path(args.urdf).stem}: computed torque under nominal-model error',
+                         '', perturbed=(arm.joint_names, "each joint's body mass and inertia"),
+                         joints=arm.joint_names)
     print('estimate and bound: the planar 2R study only (--scenario)')
     print(f'{n} runs in {elapsed:.1f} s; wrote {out / "robustness.png"}, '
           f'{out / "robustness.csv"}')
@@ -1091,18 +1101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             bar.close()
         elapsed = time.perf_counter() - t0
-        out = Path(args.out)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            write_csv(out / 'robustness.csv', results)
-            plot(out / 'robustness.png', results, gains,
-                 f'{scenario.name}: computed torque under nominal-parameter error')
-        except OSError as exc:
-            raise ParameterError(f'{out}: cannot write ({exc.strerror})') from None
-        print(format_table(summarize(results), gains))
-        sat = sum(r.saturated for r in results)
-        if sat:
-            print(f'note: {sat} runs hit the torque limit (the bound assumes no saturation)')
+        out = _write_outputs(args.out, results, gains,
+                             f'{scenario.name}: computed torque under nominal-parameter error',
+                             ' (the bound assumes no saturation)')
         outside = bound_assumptions(scenario)
         print('estimate: first order in e along the reference, not a bound (runs exceed it); '
               'bound: proven for every draw of a level (docs/identification.md), '
