@@ -360,3 +360,114 @@ def test_standalone_recorder_exits_nonzero_on_write_error(procs, tmp_path):
         assert {t: i.count for t, i in r.topics.items() if i.count} == \
             {t['topic_metadata']['name']: t['message_count']
              for t in meta['topics_with_message_count'] if t['message_count']}
+
+
+# -- the recorder in the process of the nodes it records: taps ----------------------------------
+
+def _spin_until(executor, predicate, seconds=10.0):
+    end = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < end, 'timed out'
+        executor.spin_once(timeout_sec=0.01)
+
+
+def _bag_payloads(bag, topic):
+    with BagReader(bag) as r:
+        return [bytes(raw) for _, _, raw in r.raw_messages([topic])]
+
+
+def test_tap_records_once_and_still_records_publishers_outside_the_tap(ros_context, tmp_path):
+    """A tapped topic: its own messages once, another publisher's through a subscription."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from manip_control.nodes.cdr import JointStateEncoder
+    from manip_control.nodes.common import data_qos
+    from manip_control.nodes.recorder_node import RecorderNode
+    topic = '/tap_test/joint_states'
+    src = Node('tapped', context=ros_context)
+    other = Node('outside', context=ros_context)
+    rec = RecorderNode(context=ros_context, parameter_overrides=_rec_params(tmp_path, topic))
+    ex = SingleThreadedExecutor(context=ros_context)
+    for n in (src, other, rec):
+        ex.add_node(n)
+    enc = JointStateEncoder(['a'])
+    own = src.create_publisher(JointState, topic, data_qos())
+    rec.tap(own)
+    sent_own, sent_other = [], []
+    try:
+        for k in range(50):             # the tap alone: no subscription, nothing through DDS
+            sent_own.append(bytes(enc.encode(k, [k], [0.0], [0.0])))
+            own.publish(sent_own[-1])
+        assert rec._taps[topic].shared is None and rec.count_subscribers(topic) == 0
+        foreign = other.create_publisher(JointState, topic, data_qos())
+        # the watch subscribes once the graph lists a publisher outside the tap
+        _spin_until(ex, lambda: rec._taps[topic].shared is not None
+                    and rec._taps[topic].shared.get_publisher_count() == 2)
+        for k in range(50, 250):
+            sent_own.append(bytes(enc.encode(k, [k], [1.0], [0.0])))
+            own.publish(sent_own[-1])
+            sent_other.append(bytes(enc.encode(k, [k], [2.0], [0.0])))
+            foreign.publish(sent_other[-1])
+            # the same bytes from outside are another message, recorded as well
+            if k % 50 == 0:
+                own.publish(sent_own[-1])
+                sent_own.append(sent_own[-1])
+                foreign.publish(sent_own[-1])
+                sent_other.append(sent_own[-1])
+            ex.spin_once(timeout_sec=0)
+        _spin_until(ex, lambda: rec.counts()[topic] == len(sent_own) + len(sent_other))
+        end = time.monotonic() + 0.3       # nothing more comes (no copy recorded twice)
+        while time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.01)
+        assert rec.counts()[topic] == len(sent_own) + len(sent_other)
+        assert rec._taps[topic].dropped == 200 + 4      # each tapped copy taken once
+    finally:
+        rec.destroy_node()
+    got = _bag_payloads(tmp_path / 'bag', topic)
+    assert sorted(got) == sorted(sent_own + sent_other)
+
+
+def _rec_params(tmp_path, *topics):
+    from rclpy.parameter import Parameter
+    return [Parameter('bag', value=str(tmp_path / 'bag')),
+            Parameter('topics', value=list(topics))]
+
+
+def test_tap_moves_to_the_new_publisher_of_a_reconfigured_controller(ros_context, tmp_path):
+    """A controller configured again makes new command publishers: the tap follows them."""
+    from rclpy.lifecycle import TransitionCallbackReturn as R
+    runner = sim.SimRunner(sim.load_run_config('default', duration=0.2), bag=tmp_path / 'bag',
+                           context=ros_context)
+    try:
+        c = runner.controller
+        taps = runner.recorder._taps
+        first = c._cmd_pub
+        assert taps['/joint_commands'].publisher is first
+        assert taps['/effort_controller/commands'].publisher is c._array_pub
+        assert c.trigger_deactivate() == R.SUCCESS and c.trigger_cleanup() == R.SUCCESS
+        assert c.trigger_configure() == R.SUCCESS and c.trigger_activate() == R.SUCCESS
+        assert c._cmd_pub is not first
+        assert taps['/joint_commands'].publisher is c._cmd_pub
+        assert taps['/effort_controller/commands'].publisher is c._array_pub
+        out = runner.execute()
+    finally:
+        runner.destroy()
+    assert out.ticks == 200
+    for topic in DATA_TOPICS:
+        assert out.recorded[topic] == out.published[topic] == 200, (topic, out.recorded)
+
+
+def test_tapped_messages_are_stamped_with_the_tick_they_belong_to(ros_context, tmp_path):
+    """In lockstep the receive stamp of every loop message is the sim time of its tick."""
+    runner = sim.SimRunner(sim.load_run_config('default', duration=0.3), bag=tmp_path / 'bag',
+                           context=ros_context)
+    try:
+        assert runner.recorder.tapped_topics == set(DATA_TOPICS)
+        runner.execute()
+    finally:
+        runner.destroy()
+    ticks = [k * 1_000_000 for k in range(300)]
+    with BagReader(tmp_path / 'bag') as r:
+        for topic in DATA_TOPICS:
+            assert [t for _, t, _ in r.raw_messages([topic])] == ticks, topic

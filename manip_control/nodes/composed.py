@@ -20,7 +20,8 @@ The Python counterpart of a component container (rclpy has none, and launch_ros'
 executable instead of one process per node. It builds the same node classes as the separate
 executables (``PlantNode``, ``ControllerNode``, ``TrajectoryNode``, ``RecorderNode``) in one
 process and runs them with manip-sim's machinery (:class:`manip_control.nodes.sim.SimRunner`:
-one EventsExecutor, one ``/clock`` subscription for every node on sim time, the plant started
+one EventsExecutor, the plant's ``/clock`` publisher setting every sim-time clock of the
+process, the recorder taking the loop's topics from their publishers, the plant started
 once every connection of the loop and the recorder's are matched). Each node takes its
 parameters from the process's ROS arguments as a separate process would take them:
 
@@ -56,6 +57,7 @@ from manip_control.nodes.ros_params import check_params_files
 from manip_control.nodes.ros_params import wants_help
 from manip_control.nodes.sim import _arm_run_info
 from manip_control.nodes.sim import _resolved_values
+from manip_control.nodes.sim import drive_time_source
 from manip_control.nodes.sim import share_time_source
 from manip_control.nodes.sim import SimOutcome
 from manip_control.nodes.sim import SimRunner
@@ -217,11 +219,15 @@ class ComposedRunner(SimRunner):
                 self.bag = self.recorder.bag_path
                 self.recorder.set_run_parameters(
                     None if self.urdf else self.scenario.to_dict(), self.resolved)
-            # one /clock subscription (the trajectory's) drives every sim-time clock
+                self._tap_recorder()
+            # one time source (the trajectory's) drives every sim-time clock, set by the plant's
+            # /clock publisher as it sends (no /clock delivery inside the process)
             followers = [n for n in (self.plant, self.controller, self.recorder)
                          if n is not None and _uses_sim_time(n)]
             self.shared_sim_time = _uses_sim_time(self.trajectory) and share_time_source(
                 self.trajectory, followers)
+            if self.shared_sim_time and self.lockstep:
+                drive_time_source(self.plant._clock_pub, self.trajectory)
             self.executor = make_executor(executor, context=context)
             for n in self.nodes:
                 self.executor.add_node(n)
@@ -252,12 +258,13 @@ class ComposedRunner(SimRunner):
         return [owner[n].resolve_topic_name(t) for n, t in RECORDED]
 
     def _wait_ready(self) -> None:
-        """Wait until the recorder subscribes to every recorded topic, then as manip-sim."""
+        """Wait until the recorder subscribes to every recorded topic not tapped, as manip-sim."""
         import time
         if self.recorder is not None:
             name = self.recorder.get_name()
             ns = self.recorder.get_namespace()
-            topics = list(self.recorder.get_parameter('topics').value)
+            tapped = self.recorder.tapped_topics       # taken from their publishers
+            topics = [t for t in self.recorder.get_parameter('topics').value if t not in tapped]
             published = {t for t, _ in self.recorder.get_topic_names_and_types()}
 
             def subscribed(topic):
@@ -281,19 +288,21 @@ class ComposedRunner(SimRunner):
         on ticking while the recorder drains its queues, publishing what the bag may miss.
         Events already queued for the other nodes may still run (measured: one more command
         or state), so ``published`` is brought up to date in place (the outcome reports it)
-        until a drain ends with nothing new published. Then the recorder takes whatever else
-        already arrived (the plant's last diagnostics).
+        until a drain ends with nothing new published; each drain also lets the recorder take
+        whatever else already arrived (the plant's last diagnostics).
         """
         for node in self.nodes:
             if node is not self.recorder:
                 self.executor.remove_node(node)
         for _ in range(10):
             super()._drain(published)
+            # until nothing new came for 0.1 s: the events still queued run here, and what a
+            # tapped publisher sends in them is recorded at once
+            self.recorder.drain(self.executor)
             now = self._published()
             if now == published:
                 break
             published.update(now)
-        self.recorder.drain(self.executor)
 
     def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
         window = (self.plant.first_tick_ns, self.plant.tick_stamp_ns) \

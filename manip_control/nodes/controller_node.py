@@ -279,6 +279,9 @@ class ControllerNode(LifecycleNode):
         self._array_enc = cdr.Float64ArrayEncoder(len(self.joints))
         self._cmd_raw = self._array_raw = b''
         self._array_pub = self._cmd_pub = None
+        #: called with each command publisher once made (configure): a recorder of this
+        #: process taps it (manip_control.nodes.recorder_node.RecorderNode.tap)
+        self.publisher_hooks: list = []
         self._subs: list = []
         self._timer = None
         from rclpy.clock import Clock
@@ -313,6 +316,9 @@ class ControllerNode(LifecycleNode):
             JointState, 'joint_commands', qos,
             event_callbacks=PublisherEventCallbacks(
                 matched=lambda info: self._on_command_matched('joint', info)))
+        for hook in self.publisher_hooks:
+            hook(self._array_pub)
+            hook(self._cmd_pub)
         # real time: a best-effort reader takes joint states from reliable and best-effort
         # (sensor-data) driver publishers alike; lockstep keeps the reliable one (no loss)
         state_qos = qos if self.lockstep else best_effort_qos(STATE_HISTORY_DEPTH)

@@ -178,6 +178,9 @@ class PlantNode(Node):
                                                      'effort_controller/commands',
                                                      self._on_array_command, qos, raw=True)
         self._recorder: tuple[int, list[str]] | None = None     # (matched, wanted topics)
+        # readers of this process that take a topic from its publisher, not through DDS (a
+        # recorder's tap): topic -> count, added to the publisher's subscription count
+        self.in_process_readers: dict[str, int] = {}
         ready_topic = self.values.get('wait_for_recorder') or ''
         self._ready_sub = None
         if ready_topic and self.lockstep:
@@ -370,17 +373,20 @@ class PlantNode(Node):
             return False
         recorded = set(self._recorder[1])
         for pub in (self._state_pub, self._motor_pub, self._diag_pub):
-            if pub.topic_name in recorded and pub.get_subscription_count() < 1:
+            if pub.topic_name in recorded and self._readers(pub) < 1:
                 return False
         return True
+
+    def _readers(self, pub) -> int:
+        """Readers of ``pub``: its DDS subscriptions and the in-process ones."""
+        return pub.get_subscription_count() + self.in_process_readers.get(pub.topic_name, 0)
 
     @guarded
     def _supervise(self) -> None:
         """Lockstep supervision (steady timer): start-up, re-sends, command timeouts."""
         now = time.monotonic()
         if self._phase == 'starting':
-            ready = (self._state_pub.get_subscription_count()
-                     >= self.config.wait_for_subscribers
+            ready = (self._readers(self._state_pub) >= self.config.wait_for_subscribers
                      and self._cmd_sub.get_publisher_count() >= 1
                      and self._recorder_ready())
             if ready and self._ready_since is None:

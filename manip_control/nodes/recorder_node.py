@@ -53,6 +53,7 @@ deserialization).
 
 from __future__ import annotations
 
+from collections import deque
 import importlib
 from pathlib import Path
 import sys
@@ -86,6 +87,10 @@ ROS_PARAMS_FILE = 'ros_params.yaml'
 READY_PERIOD = 0.02
 #: Longest time [s of wall time] recorded data stays in memory before it reaches the file.
 FLUSH_PERIOD = 1.0
+#: How often [s of wall time] the publishers of a tapped topic are counted on the graph.
+TAP_WATCH_PERIOD = 0.1
+#: Tapped messages kept to recognise their copies on a topic that also has outside publishers.
+TAP_RECENT = 1000
 
 
 def message_class(msgtype: str):
@@ -129,6 +134,9 @@ class RecorderNode(Node):
         self._depth = int(v['qos_depth'])
         self._wanted = topics
         self._subs: dict = {}
+        self._taps: dict = {}           # tapped topic -> _Tap
+        self._tap_watch = None
+        self._clock_ns: int | None = None   # the last /clock this process published [ns]
         self.callback_errors = 0
         self.write_errors = 0
         self._run_params: dict | None = None
@@ -169,23 +177,100 @@ class RecorderNode(Node):
             offered = [qos_from_profile(data_qos()) if 'diagnostics' not in topic
                        else make_qos('reliable', 'volatile', depth=10)]
         self.writer.add_topic(topic, msgtype, qos=offered)
-        write = self.writer.write
+        self._subs[topic] = self.create_subscription(cls, topic, self._on_message(topic),
+                                                     data_qos(self._depth), raw=True)
+
+    def _on_message(self, topic: str):
+        """Return the callback that records a serialized message of ``topic`` as it comes."""
+        record = self.record
         # the rcl clock itself: about 1 us per message against 7 us for Clock.now(), which
         # builds a Time object (measured here; it is the same time, sim time included)
         now = self.get_clock().handle.get_now
 
-        def on_message(raw: bytes, _topic=topic) -> None:
-            try:
-                write(_topic, now().nanoseconds, raw)
-            except RecordingError as exc:
-                self._log_failure(exc)
-            except Exception as exc:  # noqa: BLE001 - e.g. after close(); never crash
-                self.write_errors += 1
-                self.get_logger().error(f'{_topic}: not recorded ({exc})',
-                                        throttle_duration_sec=1.0)
+        def on_message(raw: bytes) -> None:
+            record(topic, now().nanoseconds, raw)
+        return on_message
 
-        self._subs[topic] = self.create_subscription(cls, topic, on_message,
-                                                     data_qos(self._depth), raw=True)
+    def record(self, topic: str, stamp_ns: int, raw) -> None:
+        """Write one serialized message; an error is logged and counted, never raised."""
+        try:
+            self.writer.write(topic, stamp_ns, raw)
+        except RecordingError as exc:
+            self._log_failure(exc)
+        except Exception as exc:  # noqa: BLE001 - e.g. after close(); never crash
+            self.write_errors += 1
+            self.get_logger().error(f'{topic}: not recorded ({exc})',
+                                    throttle_duration_sec=1.0)
+
+    def tap(self, publisher) -> None:
+        """
+        Record what ``publisher`` (of this process, serialized messages) publishes, as it does.
+
+        Replaces the subscription to the publisher's topic: the message is written after the
+        publisher has sent it, stamped with :meth:`receive_time_ns`; a recording error is
+        logged and counted and never reaches the publishing node. The topic must be one of
+        ``topics``. Tapping a topic again (a node that made a new publisher for it) moves the
+        tap to the new publisher.
+        """
+        topic = publisher.topic_name
+        if topic not in self._wanted:
+            raise ValueError(f'{topic} is not recorded by {self.get_name()}')
+        old = self._taps.get(topic)
+        if old is not None:             # a new publisher of the topic (e.g. reconfigured)
+            old.remove()
+            self._taps[topic] = _Tap(self, topic, publisher, old)
+            return
+        sub = self._subs.get(topic)
+        if sub is not None:
+            self.destroy_subscription(sub)
+        if topic not in self.writer.topics:
+            self.writer.add_topic(topic, _msgtype(publisher.msg_type),
+                                  qos=[qos_from_profile(publisher.qos_profile)])
+        self._taps[topic] = _Tap(self, topic, publisher)
+        self._subs[topic] = None
+        if self._tap_watch is None:
+            self._tap_watch = self.create_timer(TAP_WATCH_PERIOD, self._watch_taps,
+                                                clock=steady_clock())
+
+    @property
+    def tapped_topics(self) -> set:
+        """Return the topics taken from their publishers in this process (:meth:`tap`)."""
+        return set(self._taps)
+
+    def follow_clock(self, publisher) -> None:
+        """
+        Stamp tapped messages with the last ``/clock`` that ``publisher`` (in process) sent.
+
+        For a lockstep run, whose time is the ``/clock`` of its plant.
+        """
+        from manip_control.nodes.cdr import decode_clock
+        send = publisher.publish
+
+        def publish(raw) -> None:
+            send(raw)
+            t_ns, _ = decode_clock(raw)
+            if t_ns is not None:
+                self._clock_ns = t_ns
+        publisher.publish = publish
+
+    def receive_time_ns(self) -> int:
+        """
+        Return the stamp of a tapped message [ns]: the node clock's now.
+
+        In a lockstep process (:meth:`follow_clock`), the last ``/clock`` it published: the
+        node clock follows ``/clock`` only when its delivery runs, after the messages that the
+        publisher of the clock sends in the same tick.
+        """
+        if self._clock_ns is not None:
+            return self._clock_ns
+        return self.get_clock().handle.get_now().nanoseconds
+
+    @guarded
+    def _watch_taps(self) -> None:
+        """Subscribe to a tapped topic as well once a publisher outside the taps appears."""
+        for topic, tap in self._taps.items():
+            if tap.shared is None and self.count_publishers(topic) > 1:
+                tap.share()
 
     def _log_failure(self, exc: Exception) -> None:
         if not self.failure_logged:
@@ -214,7 +299,12 @@ class RecorderNode(Node):
     def all_matched(self) -> bool:
         """Tell whether every subscription is matched with every publisher in the graph."""
         for topic, sub in self._subs.items():
-            if sub is not None and sub.get_publisher_count() < self.count_publishers(topic):
+            tap = self._taps.get(topic)
+            if tap is not None:
+                sub = tap.shared      # its own publisher needs no match
+                if sub is not None and sub.get_publisher_count() < self.count_publishers(topic):
+                    return False
+            elif sub is not None and sub.get_publisher_count() < self.count_publishers(topic):
                 return False
         return True
 
@@ -222,6 +312,9 @@ class RecorderNode(Node):
         """Return the recorded topics whose subscription matched every publisher (>= 1)."""
         out = []
         for topic in self._wanted:
+            if topic in self._taps:
+                out.append(topic)
+                continue
             sub = self._subs.get(topic)
             if sub is not None and sub.get_publisher_count() >= max(
                     1, self.count_publishers(topic)):
@@ -332,6 +425,8 @@ class RecorderNode(Node):
         if self._closed:
             return
         self._closed = True
+        for tap in self._taps.values():
+            tap.remove()
         if self._pending_nodes and self._ros_values:
             self._write_params()
         elif self._pending_nodes:
@@ -350,6 +445,67 @@ class RecorderNode(Node):
             self.close()
         finally:
             super().destroy_node()
+
+
+def _msgtype(cls) -> str:
+    """Return the type name of an rclpy message class (``'sensor_msgs/msg/JointState'``)."""
+    return f'{cls.__module__.split(".")[0]}/msg/{cls.__name__}'
+
+
+class _Tap:
+    """
+    The recording of one publisher of the recorder's process (see :meth:`RecorderNode.tap`).
+
+    ``shared`` is the subscription taken once the topic also has publishers outside the
+    process; from then on the tapped messages are remembered (``recent``) so that their DDS
+    copies are dropped: DDS delivers a publisher's messages in order, so the first remembered
+    message equal to a delivered one is its original, and those before it were sent before
+    the subscription matched and will not come.
+    """
+
+    def __init__(self, recorder: RecorderNode, topic: str, publisher, before=None) -> None:
+        self.recorder = recorder
+        self.topic = topic
+        self.publisher = publisher
+        self.shared = before.shared if before is not None else None
+        self.recent: deque | None = before.recent if before is not None else None
+        self.dropped = before.dropped if before is not None else 0
+        self._send = publisher.publish
+        record = recorder.record        # never raises: the publishing node goes on
+        stamp = recorder.receive_time_ns
+        send = self._send
+
+        def publish(raw) -> None:
+            send(raw)
+            record(topic, stamp(), raw)
+            recent = self.recent
+            if recent is not None:
+                recent.append(bytes(raw))
+        publisher.publish = publish
+
+    def share(self) -> None:
+        """Subscribe to the topic too (a publisher outside the process is on the graph)."""
+        rec = self.recorder
+        rec.get_logger().info(f'{self.topic}: {rec.count_publishers(self.topic)} publishers; '
+                              'recording the ones outside this process through a subscription')
+        self.recent = deque(maxlen=TAP_RECENT)
+        record = rec._on_message(self.topic)
+
+        def on_message(raw: bytes) -> None:
+            recent = self.recent
+            if raw in recent:           # a tapped message: recorded already
+                while recent.popleft() != raw:
+                    pass
+                self.dropped += 1
+                return
+            record(raw)
+        self.shared = rec.create_subscription(self.publisher.msg_type, self.topic, on_message,
+                                              data_qos(rec._depth), raw=True)
+
+    def remove(self) -> None:
+        """Stop recording the publisher (it publishes as before)."""
+        if self.publisher.publish is not self._send:
+            self.publisher.publish = self._send
 
 
 def main(args=None) -> int:

@@ -25,7 +25,10 @@ Usage::
 such as ``seed001``; default ``default``) or a ROS params file (``node: ros__parameters:``
 sections for plant / controller / trajectory, e.g. ``config/sim_params.yaml``). The three
 nodes talk over DDS topics exactly as separate processes do; the lockstep result equals
-:func:`manip_control.simulation.run_closed_loop` for the same scenario.
+:func:`manip_control.simulation.run_closed_loop` for the same scenario. Two things stay inside
+the process: the plant's ``/clock`` publisher sets the sim-time clocks of the nodes as it
+sends (:func:`drive_time_source`), and the recorder takes the loop's topics from their
+publishers (:meth:`manip_control.nodes.recorder_node.RecorderNode.tap`).
 
 ``--bag DIR`` adds the recorder node (rosbag2, metadata version 8, MCAP by default) with the
 resolved run parameters in ``DIR/params.yaml`` (scenario format, loadable by
@@ -309,8 +312,11 @@ class SimRunner:
                 self.nodes.append(self.recorder)
                 self.recorder.set_run_parameters(
                     None if self.urdf else self.scenario.to_dict(), self.resolved)
+                self._tap_recorder()
             self.shared_sim_time = share_sim_time and self.lockstep and share_time_source(
                 self.trajectory, [n for n in (self.controller, self.recorder) if n is not None])
+            if self.shared_sim_time:
+                drive_time_source(self.plant._clock_pub, self.trajectory)
             self.executor = make_executor(executor, context=context)
             for n in self.nodes:
                 guard_services(n)       # a bad request is answered, never raised
@@ -318,6 +324,32 @@ class SimRunner:
         except BaseException:
             self.destroy()
             raise
+
+    def _tap_recorder(self) -> None:
+        """
+        Let the recorder take the loop's topics from their publishers (see RecorderNode.tap).
+
+        One process needs no DDS delivery to its own recorder: that halves the deliveries of a
+        lockstep tick. The controller's command publishers are made anew when it is configured
+        again (``ros2 lifecycle``): the tap moves to them.
+        """
+        rec = self.recorder
+        wanted = set(rec.get_parameter('topics').value or [])
+
+        def tap(pub) -> None:
+            if pub is not None and pub.topic_name in wanted:
+                rec.tap(pub)
+                self.plant.in_process_readers[pub.topic_name] = 1
+        for pub in (self.plant._state_pub, self.plant._motor_pub, self.trajectory._ref_pub,
+                    self.controller._cmd_pub, self.controller._array_pub):
+            tap(pub)
+        self.controller.publisher_hooks.append(tap)
+        if self.lockstep:
+            rec.follow_clock(self.plant._clock_pub)
+
+    def tapped(self, pub) -> bool:
+        """Tell whether the recorder takes ``pub``'s topic from the publisher itself."""
+        return self.recorder is not None and pub.topic_name in self.recorder.tapped_topics
 
     def _check_consistent(self) -> None:
         nodes = (self.plant, self.controller, self.trajectory)
@@ -331,13 +363,16 @@ class SimRunner:
 
     def _wait_ready(self) -> None:
         """Spin until every connection of the loop (and the recorder) is matched."""
-        rec = 1 if self.recorder is not None else 0
+        def rec(pub) -> int:
+            """Count the recorder's subscription to ``pub``'s topic (0 without one, or a tap)."""
+            return 1 if self.recorder is not None and not self.tapped(pub) else 0
+        state, ref, motor = self.plant._state_pub, self.trajectory._ref_pub, self.plant._motor_pub
         checks = [
-            lambda: self.plant._state_pub.get_subscription_count() >= 1 + rec,
+            lambda: state.get_subscription_count() >= 1 + rec(state),
             lambda: self.plant._cmd_sub.get_publisher_count() >= 1,
-            lambda: self.trajectory._ref_pub.get_subscription_count() >= 1 + rec,
+            lambda: ref.get_subscription_count() >= 1 + rec(ref),
             # the recorder is motor_states' only subscriber: the writer's side of that match
-            lambda: self.plant._motor_pub.get_subscription_count() >= rec,
+            lambda: motor.get_subscription_count() >= rec(motor),
         ]
         if self.lockstep:
             checks.append(lambda: self.plant._clock_pub.get_subscription_count() >= 1)
@@ -586,6 +621,37 @@ def share_time_source(source, nodes) -> bool:
             continue
         own.detach_node()                 # destroys its /clock subscription
         main.attach_clock(node.get_clock())
+    return True
+
+
+def drive_time_source(clock_publisher, source) -> bool:
+    """
+    Set the sim-time clocks of ``source``'s time source as ``clock_publisher`` sends ``/clock``.
+
+    In one process the plant's ``/clock`` need not travel through DDS to the time source of
+    the nodes (:func:`share_time_source`): its publisher hands each time to the time source
+    as it sends it, and the time source's own subscription is dropped. The clocks take the
+    same values as from the subscription, and take them before any message sent after the
+    clock is delivered. Returns False (nothing changed) where rclpy's time source is not
+    reachable.
+    """
+    from rosgraph_msgs.msg import Clock
+    from manip_control.nodes.cdr import decode_clock
+    main = getattr(source, '_time_source', None)
+    if clock_publisher is None or main is None or not hasattr(main, 'clock_callback'):
+        return False
+    main.detach_node()                  # destroys its /clock subscription
+    msg = Clock()
+    stamp = msg.clock
+    send = clock_publisher.publish
+
+    def publish(raw) -> None:
+        send(raw)
+        t_ns, _ = decode_clock(raw)
+        if t_ns is not None:
+            stamp.sec, stamp.nanosec = divmod(t_ns, 1_000_000_000)
+            main.clock_callback(msg)
+    clock_publisher.publish = publish
     return True
 
 
