@@ -259,11 +259,16 @@ class RecorderNode(Node):
 
         In a lockstep process (:meth:`follow_clock`), the last ``/clock`` it published: the
         node clock follows ``/clock`` only when its delivery runs, after the messages that the
-        publisher of the clock sends in the same tick.
+        publisher of the clock sends in the same tick. Never raises (the system time if the
+        clock cannot be read, counted in ``callback_errors``).
         """
         if self._clock_ns is not None:
             return self._clock_ns
-        return self.get_clock().handle.get_now().nanoseconds
+        try:
+            return self.get_clock().handle.get_now().nanoseconds
+        except Exception:  # noqa: BLE001 - never stops the publisher (e.g. while shutting down)
+            self.callback_errors += 1
+            return time.time_ns()
 
     @guarded
     def _watch_taps(self) -> None:

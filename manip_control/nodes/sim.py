@@ -52,6 +52,7 @@ from pathlib import Path
 import sys
 import time
 
+from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
@@ -648,9 +649,13 @@ def drive_time_source(clock_publisher, source) -> bool:
     def publish(raw) -> None:
         send(raw)
         t_ns, _ = decode_clock(raw)
-        if t_ns is not None:
+        if t_ns is None:
+            return
+        try:
             stamp.sec, stamp.nanosec = divmod(t_ns, 1_000_000_000)
             main.clock_callback(msg)
+        except Exception as exc:  # noqa: BLE001 - never stops the plant's tick
+            callback_failed(source, 'clock', exc)
     clock_publisher.publish = publish
     return True
 
