@@ -105,21 +105,12 @@ def spin_until(executor, future=None, context=None) -> None:
         raise KeyboardInterrupt
 
 
-#: History of a data topic's publisher: what a reliable reader can still get resent [samples].
-#: 1 s at 1 kHz: with 100, a recorder process that the host did not run for about 140 ms
-#: (two busy loops on the 2 CPUs) lost 42 ticks of every topic, no longer held by the
-#: publishers when it could ask for them again.
-PUBLISH_DEPTH = 1000
-
-
 def data_qos(depth: int = 100):
     """
     Return the QoS of the data topics: reliable, volatile, keep last ``depth``.
 
-    Reliable so that lockstep and the recorder lose nothing. A subscription keeps ``depth``
-    samples; a publisher takes :data:`PUBLISH_DEPTH`, the samples a reader that was not run
-    for a while (a bag recorder on a loaded machine) can still get resent, without blocking
-    the publisher.
+    Reliable so that lockstep and the recorder lose nothing; the depth leaves room for a slow
+    reader (a bag recorder) without blocking the publisher.
     """
     from rclpy.qos import DurabilityPolicy
     from rclpy.qos import HistoryPolicy
