@@ -128,7 +128,7 @@ __all__ = [
     'hold_torque', 'clamp_torque', 'validate_parameter_updates',
     'RUNTIME_PARAMETERS', 'HardLimits', 'HARD_LIMIT_DOC', 'HARD_LIMIT_PREFIX',
     'GAIN_RANGE_FACTOR', 'hard_limit_defaults', 'hard_limits_from_values', 'RUNTIME_SAFETY',
-    'ramp_toward_zero', 'source_check', 'valid_node_name', 'AFTER_HOLD',
+    'ramp_toward_zero', 'source_check', 'valid_node_name', 'AFTER_HOLD', 'MAX_SENDERS',
 ]
 
 
@@ -454,6 +454,8 @@ def decode_refusal(reason: str) -> Refusal:
 #: Largest forward jump of the publication sequence number still taken as the same publisher
 #: (messages lost in between); a larger jump or any step back is another publisher.
 MAX_SEQUENCE_GAP = 1000
+#: Most sequences (publishers) a guard tells apart at once (:meth:`SourceGuard.senders`).
+MAX_SENDERS = 4
 
 
 class SourceGuard:
@@ -475,6 +477,12 @@ class SourceGuard:
 
     :meth:`conflict` reports a data conflict (another publisher's messages arrived) until
     ``hold`` seconds after the last refused one: the controller stays in safe mode meanwhile.
+
+    Every message, taken or refused, is also sorted into the sequences heard (at most
+    :data:`MAX_SENDERS`, each continuing ``last < seq <= last + max_gap``): :meth:`senders`
+    counts those heard within a window, so that a publisher that sends nothing (a killed or
+    stopped driver still on the graph until its DDS lease ends) is told from one that sends
+    (:func:`source_check`).
 
     Parameters
     ----------
@@ -510,6 +518,10 @@ class SourceGuard:
         #: the node that must publish the input ('' any single one); with it, a refused
         #: message is only counted (the locked source is the named node's)
         self.expected = ''
+        #: the sequences heard: [last seq, last arrival] (see :meth:`senders`)
+        self._heard: list = []
+        #: when the number of publishers on the graph last rose [s] (set by the node)
+        self.rose = -math.inf
 
     def reset(self) -> None:
         """Forget the locked publisher (activation): the next message locks."""
@@ -524,6 +536,8 @@ class SourceGuard:
         None (accepted) when it continues the locked sequence or locks a new one. ``seq``
         None (an RMW without sequence numbers) is accepted: only the graph check applies.
         """
+        if seq is not None:
+            self._hear(seq, now)
         if self.graph_conflict:
             self.refused += 1
             self.last_refused = now
@@ -548,6 +562,23 @@ class SourceGuard:
                         + (f': {", ".join(self.publisher_names)}' if self.publisher_names
                            else '') + ')')
         return Refusal(RefusalReason.SECOND_SOURCE, self._detail)
+
+    def _hear(self, seq: int, now: float) -> None:
+        """Sort a message into the sequences heard (the one it continues, else a new one)."""
+        best = None
+        for h in self._heard:
+            if h[0] < seq <= h[0] + self.max_gap and (best is None or h[0] > best[0]):
+                best = h
+        if best is not None:
+            best[0], best[1] = seq, now
+            return
+        if len(self._heard) >= MAX_SENDERS:
+            self._heard.remove(min(self._heard, key=lambda h: h[1]))
+        self._heard.append([seq, now])
+
+    def senders(self, now: float, window: float) -> int:
+        """Return how many sequences (publishers) were heard within ``window`` [s] of ``now``."""
+        return sum(1 for h in self._heard if now - h[1] <= window)
 
     def _refuse_unlocked(self, now: float) -> Refusal:
         """Refuse a message that may not be locked (another node publishes too)."""
@@ -1054,7 +1085,8 @@ def valid_node_name(name: str) -> bool:
     return bool(re.fullmatch(r'(/[A-Za-z_][A-Za-z0-9_]*)+', name))
 
 
-def source_check(expected: str, publishers: Sequence[str], matched: int) -> tuple[str, bool]:
+def source_check(expected: str, publishers: Sequence[str], matched: int, *,
+                 senders: int | None = None) -> tuple[str, bool]:
     """
     Judge the publishers of an input: ``(conflict, may_lock)``.
 
@@ -1069,12 +1101,19 @@ def source_check(expected: str, publishers: Sequence[str], matched: int) -> tupl
     matched : int
         Publishers matched with the reader (DDS matched status); more than the graph lists
         count as unknown nodes.
+    senders : int, optional
+        How many of them sent within the quiet window (:meth:`SourceGuard.senders`), and
+        none appeared within it; None: unknown (an RMW without sequence numbers, or a
+        publisher appeared within the window).
 
     Returns
     -------
     conflict : str
         Non-empty (the detail) when nothing derived from the input may be commanded:
-        without ``expected``, more than one publisher is matched or on the graph.
+        without ``expected``, more than one publisher is matched or on the graph, unless
+        exactly one of them sends (``senders == 1``): the others have sent nothing for the
+        quiet window (a killed or stopped driver whose DDS lease has not ended), and the one
+        that sends is the input's source. Two that send are never trusted.
     may_lock : bool
         Whether a new message sequence may be taken as the input's source now: without
         ``expected``, exactly one publisher; with it, every publisher (matched and on the
@@ -1085,6 +1124,8 @@ def source_check(expected: str, publishers: Sequence[str], matched: int) -> tupl
     names = list(publishers)
     n = max(len(names), int(matched))
     if not expected:
+        if n > 1 and senders == 1:
+            return '', True
         if n > 1:
             return (f'{n} publishers ({", ".join(names) or "not on the graph yet"}): no '
                     f'single source', False)

@@ -345,3 +345,79 @@ def test_frozen_driver_is_still_caught_within_the_timeout_in_use(fi, tmp_path, r
     # the controller cannot see the freeze before it is scheduled: the first check after the
     # deadline declares it
     assert_timeout_declared_on_time(d)
+
+
+# --------------------------------------------------------------------------------------------
+# a restarted driver: taken up from zero through the rate limit
+
+#: Longest time from the restarted driver's first state to normal commands [s] (a Python
+#: driver and controller starting on a loaded 2-core machine; measured figures with ``-s``)
+TAKE_UP = 30.0
+
+
+@pytest.mark.parametrize('how, named', [('kill', True), ('kill', False), ('stop', False)])
+def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
+    """
+    A driver killed (SIGKILL) or stopped (SIGSTOP) and a new one started after hold_timeout.
+
+    ``after_hold: gravity``: the controller sends the gravity hold of the last pose while the
+    old driver is silent. The new driver holds zero torque before its first command: the first
+    command it gets must be zero (within one rate-limit step of it), every later step within
+    the torque-rate limit, and it is taken up (normal commands) within :data:`TAKE_UP` of its
+    first state, also while the old participant is still on the graph (a stopped process
+    stays there and sends nothing; a killed one until its DDS lease ends) and without
+    ``state_publisher`` (the silent publisher is not a second source).
+    """
+    from test_fault_injection import DRIVER_STATE_TIMEOUT
+    procs, make_probe = fi
+    probe = make_probe(('diag',))
+    log = tmp_path / 'driver.log'
+    drv = driver(procs, 'driver', log, '--brake')
+    extra = ('-p', 'state_publisher:=/fake_driver') if named else ()
+    ctrl = controller(procs, 'controller', '-p', 'trigger:=state', '-p',
+                      f'safety.state_timeout:={DRIVER_STATE_TIMEOUT}',
+                      '-p', 'safety.hold_timeout:=1.0', '-p', 'safety.after_hold:=gravity',
+                      '-p', 'safety.gravity_hold_timeout:=60.0', *extra)
+    trajectory(procs, 'trajectory', '-p', HOLD_ZERO)
+    wait_normal(probe, 60.0)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    os.kill(drv.pid, signal.SIGKILL if how == 'kill' else signal.SIGSTOP)
+    probe.wait_for(lambda: probe.first_diag_after(t0, lambda d: d['reason'] == 'gravity_hold'),
+                   20.0, 'the gravity hold after hold_timeout')
+    time.sleep(0.5)
+    log2 = tmp_path / 'driver2.log'
+    t1 = time.monotonic()
+    drv2 = driver(procs, 'driver2', log2, '--brake')
+    t_norm, _ = probe.wait_for(
+        lambda: probe.first_diag_after(t1, lambda d: d['mode'] == 'normal'), 90.0,
+        'normal with the restarted driver')
+    time.sleep(1.0)
+    d = probe.last_diag()
+    stop_driver(procs, drv2)
+    if how == 'stop':
+        os.kill(drv.pid, signal.SIGKILL)
+    no_traceback(procs, ctrl)
+    assert ctrl.poll() is None
+    # the publishers the controller saw while taking the new driver up
+    on_graph = max(int(x.get('sources.joint_states.publishers') or 0)
+                   for t, x in [(t, diag_dict(m)) for t, m in probe.get('diag')]
+                   if t1 <= t <= t_norm)
+    cmds, states = read_log(log2)
+    seqs = read_seqs(log2)
+    t_first = states[0][0]
+    steps = max_steps(cmds, seqs)
+    first = cmds[0][1:]
+    q_min = min(s[1] for s in states)
+    source = 'state_publisher /fake_driver' if named else 'no state_publisher'
+    print(f'\n[driver] driver {how} ({source}), restarted {t1 - t0:.1f} s later: '
+          f'publishers on the graph '
+          f'{on_graph}; first command at the new driver {first[0]:.3f} / {first[1]:.3f} N m, '
+          f'max step {steps[0]:.3f} / {steps[1]:.3f} N m (limit {MAX_STEP[0]:.3f} / '
+          f'{MAX_STEP[1]:.3f}); normal {t_norm - t_first:.2f} s after its first state; lowest '
+          f'q1 {q_min:.3f} rad; safe-mode entries {_entries(d)}')
+    assert abs(first[0]) <= MAX_STEP[0] and abs(first[1]) <= MAX_STEP[1], cmds[:3]
+    assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
+    assert t_norm - t_first <= TAKE_UP, (t_norm, t_first)
+    if how == 'stop':
+        assert on_graph >= 2, on_graph      # the stopped driver was still on the graph

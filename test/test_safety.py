@@ -766,6 +766,42 @@ def test_source_guard_with_a_named_publisher_refuses_without_conflict():
     assert r is not None and g2.conflict(0.0).endswith('no single source')
 
 
+def test_a_silent_publisher_on_the_graph_is_not_a_second_source():
+    """
+    A killed / stopped driver stays on the graph and sends nothing: the new one is taken.
+
+    Without ``state_publisher`` two publishers are a conflict while the new one is new; once
+    only one of them has sent within the quiet window it is the source (relocked), and two
+    that send are a conflict again.
+    """
+    names = ['/fake_driver', '/fake_driver']
+    g = SourceGuard('joint_states', relock_after=0.5, hold=0.5)
+    for k in range(100):                                    # driver A, then silent at 0.2 s
+        assert g.check(5000 + k, k * 0.002) is None
+    assert g.senders(0.1, 0.5) == 1 and g.senders(1.0, 0.5) == 0
+    # driver B appeared at 1.0 s: within the quiet window nothing is known about it
+    assert source_check('', names, 2)[0] and not source_check('', names, 2)[1]
+    g.graph_conflict, g.may_lock = source_check('', names, 2)
+    for k in range(1, 200):                                 # B's states, refused meanwhile
+        assert reason(g.check(k, 1.0 + k * 0.002)) is R.SECOND_SOURCE
+    now = 1.4
+    assert g.senders(now, 0.5) == 1                         # only B sent within 0.5 s
+    g.graph_conflict, g.may_lock = source_check('', names, 2, senders=g.senders(now, 0.5))
+    assert g.graph_conflict == '' and g.may_lock
+    assert g.check(200, 1.402) is None and g.locks == 2     # B locked (A silent > 0.5 s)
+    assert g.check(201, 1.404) is None
+    # A sends again (SIGCONT): its states are refused and two senders conflict
+    assert reason(g.check(5100, 1.406)) is R.SECOND_SOURCE
+    assert g.senders(1.41, 0.5) == 2
+    conflict, may_lock = source_check('', names, 2, senders=g.senders(1.41, 0.5))
+    assert conflict and not may_lock
+    # more senders than the guard tells apart: still more than one
+    h = SourceGuard('joint_states')
+    for k in range(10):
+        h.check(10000 * (k + 1), 0.001 * k)
+    assert h.senders(0.01, 0.5) == 4
+
+
 def test_gravity_hold_timeout_is_validated_and_a_hard_limit():
     sp = safety_from_dict({'after_hold': 'gravity', 'gravity_hold_timeout': 5.0})
     assert sp.after_hold == 'gravity' and sp.gravity_hold_timeout == 5.0

@@ -86,6 +86,7 @@ from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
+from manip_control.nodes.controller_safety import RESTART_SETTLE
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
 from manip_control.nodes.ros_params import arm_control_defaults
@@ -209,7 +210,7 @@ class ControllerNode(LifecycleNode):
                  keep_history: bool = False, **kwargs):
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
         # an arm from robot_description sizes every per-joint default: read it first
-        self.arm, self._urdf = arm_from_description(self)
+        self.arm, self._urdf = arm_from_description(self, planar_2r='nominal.arm.')
         self._arm_defaults = (None if self.arm is None
                               else arm_control_defaults(self, self.arm, self._urdf))
         ad = self._arm_defaults
@@ -338,6 +339,19 @@ class ControllerNode(LifecycleNode):
             self._publish_safe, float(values['diagnostics_rate']), command_params=cp,
             realtime=not self.lockstep)
         self.safety.on_resume = self._on_resume
+        self.safety.readers = self._command_readers
+        if self.lockstep:
+            self.safety.trusted_states = 'lockstep: the plant'
+        elif self.state_publisher:
+            self.safety.trusted_states = f'only {self.state_publisher}'
+        else:
+            self.safety.trusted_states = ('any single publisher (state_publisher not set: the '
+                                          'first one is taken for the driver)')
+            self.get_logger().warning(
+                'state_publisher is not set: any single publisher of the joint states is '
+                'trusted (a node that publishes them before the driver is taken for it); set '
+                "state_publisher to the driver's node (hardware.launch.py: "
+                '/joint_state_broadcaster)')
         self.safety.before_check = self._before_watchdog
         self.safety.command_on_timeout = not self.lockstep
         if self.lockstep:
@@ -797,6 +811,12 @@ class ControllerNode(LifecycleNode):
             self.get_logger().info('a reader of the commands again (a restarted driver): '
                                    f'zero torque for {RESTART_SETTLE:g} s, then the hold '
                                    'ramps up from zero')
+        safety.reader_check()       # a new one while the states are stale: take it up
+
+    def _command_readers(self) -> int:
+        """Return the readers matched with the command publishers now (DDS matched count)."""
+        return sum(p.get_subscription_count() for p in (self._array_pub, self._cmd_pub)
+                   if p is not None)
 
     @guarded
     def check_graph(self) -> None:
@@ -814,19 +834,30 @@ class ControllerNode(LifecycleNode):
         report = {}
         # the resolved names (remapping, namespace) of this node's own topics
         inputs = dict(zip(('joint_states', 'reference'), (s.topic_name for s in self._subs)))
+        now = safety.now()
         for source, guard in self._sources.items():
             infos = publishers(self, inputs.get(source, source))
-            guard.publishers = max(len(infos), self._matched[source])
+            count = max(len(infos), self._matched[source])
+            if count > guard.publishers:
+                guard.rose = now
+            guard.publishers = count
             guard.publisher_names = tuple(describe(i) for i in infos)
             report[f'sources.{source}.publishers'] = str(guard.publishers)
             if guard.publishers > 1:
                 report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
             nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
+            # a publisher that sent nothing for longer than the state timeout while one other
+            # sends (a killed or stopped driver still on the graph) is not a second source
+            quiet = safety.state_timeout
+            senders = guard.senders(now, quiet) if now - guard.rose > quiet else None
             conflict, guard.may_lock = source_check(
-                guard.expected if not self.lockstep else '', nodes, self._matched[source])
+                guard.expected if not self.lockstep else '', nodes, self._matched[source],
+                senders=senders)
             if self.lockstep:
                 conflict = ''       # lockstep: the plant is the clock; the sequence guard
                 guard.may_lock = True
+            elif guard.graph_conflict and not conflict and senders == 1:
+                guard.last_refused = -math.inf  # what the conflict refused was the one sender's
             guard.graph_conflict = conflict
         ns = self.get_namespace().rstrip('/')
         others = set()
@@ -849,7 +880,6 @@ class ControllerNode(LifecycleNode):
         fault = ''
         if others:
             fault = f'another controller publishes the commands ({", ".join(sorted(others))})'
-        now = safety.now()
         for guard in self._sources.values():
             fault = fault or guard.conflict(now)
         safety.set_source_fault(fault)
@@ -1104,9 +1134,6 @@ GRAPH_CHECK_PERIOD = 0.1
 #: docstring): a 10 kHz flood from a second publisher then needs 5 ms of controller latency
 #: to push a driver state out unread.
 STATE_HISTORY_DEPTH = 50
-#: Zero torque to a new reader of the commands after the driver was gone [s] (the first
-#: samples to a reader that is still matching can be lost: the first one it gets is zero).
-RESTART_SETTLE = 0.1
 
 
 def _plain(value):

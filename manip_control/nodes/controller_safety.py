@@ -121,16 +121,31 @@ from manip_control.supervision import stop_ramp
 from manip_control.supervision import TorqueRateLimiter
 
 PREFIX = 'safety.'
+#: Most names a joint-name mismatch lists per kind (the rest counted).
+MISMATCH_NAMES = 10
+
+
+def _some(names: Sequence[str]) -> str:
+    """Return ``a, b, c`` for at most :data:`MISMATCH_NAMES` names, ``... (N in all)`` beyond."""
+    if len(names) <= MISMATCH_NAMES:
+        return ', '.join(names)
+    return f'{", ".join(names[:MISMATCH_NAMES])}, ... ({len(names)} in all)'
+
+
 SAFETY_FIELDS = tuple(SafetyParameters.__dataclass_fields__)
 DIAGNOSTICS_TOPIC = '~/diagnostics'
 #: The standard diagnostics topic read by diagnostic_aggregator and rqt_robot_monitor.
 STANDARD_DIAGNOSTICS_TOPIC = '/diagnostics'
 #: ``hardware_id`` of the controller's diagnostic status.
 HARDWARE_ID = 'manip_control/controller'
+#: Zero torque to a new reader of the commands after the driver was gone or fell silent [s]
+#: (the first samples to a reader that is still matching can be lost: the first one it gets
+#: is zero).
+RESTART_SETTLE = 0.1
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
            'STANDARD_DIAGNOSTICS_TOPIC', 'HARDWARE_ID', 'safety_specs', 'safety_from_values',
-           'command_safety_from_values']
+           'command_safety_from_values', 'RESTART_SETTLE']
 
 _DOC = {
     'safe_mode': ('safe-mode command: hold (gravity-compensated hold with damping at the last '
@@ -390,6 +405,16 @@ class ControllerSafety:
         self.driver_absent = False
         #: a restarted driver: zero torque until then (steady time) [s]
         self.settle_until = -math.inf
+        #: who may publish the joint states (set by the node; diagnostics
+        #: ``sources.joint_states.trusted``)
+        self.trusted_states = ''
+        #: callable returning the number of readers of the commands (set by the node): a new
+        #: one while the states are stale is a restarted driver (:meth:`reader_check`)
+        self.readers: Callable[[], int] | None = None
+        self._readers_seen = 0
+        #: the joint states cannot be matched: the detail (see :meth:`_name_mismatch`)
+        self._mismatch = ''
+        self._mismatch_names: tuple | None = None
         self.hold_timeouts = 0
         self.hold_q: tuple | None = None
         self._inside_q: tuple | None = None     # last in-envelope measured position
@@ -457,6 +482,7 @@ class ControllerSafety:
         self._ref_prev = None
         self._last_used_q = None
         self.no_reference = True
+        self._readers_seen = self.readers() if self.readers is not None else 0
         if self._stop is None:
             self.limiter.reset(None)     # set from the first state's measured effort
         else:
@@ -561,8 +587,14 @@ class ControllerSafety:
         """
         sample = map_joint_state(self.joints, names, position, velocity, effort)
         if isinstance(sample, Refusal):
+            if sample.reason is RefusalReason.MISSING_JOINT:
+                self._name_mismatch(names)
             self._refused('joint_states', sample)
             return None
+        if self._mismatch:
+            self._mismatch = ''
+            self._mismatch_names = None
+            self.report('joint_names')
         age = 0.0
         if wall_stamp:
             stamps = self.stamps
@@ -593,6 +625,31 @@ class ControllerSafety:
             else:
                 self.resume.bad()
         return sample
+
+    def _name_mismatch(self, names) -> None:
+        """
+        Name the joints a state lacks and the ones it has that are not configured, once.
+
+        One error (per name list, until a state matches) and the diagnostics (ERROR
+        ``joint_names``, value ``joint_names_mismatch``): the description or ``joints`` does
+        not match the driver's ``/joint_states``.
+        """
+        key = tuple(names)
+        if key == self._mismatch_names:
+            return
+        self._mismatch_names = key
+        have = set(key)
+        want = set(self.joints)
+        missing = [j for j in self.joints if j not in have]
+        unexpected = [n for n in key if n not in want]
+        self._mismatch = (f'{len(missing)} of the {len(self.joints)} configured joints '
+                          f'missing from the joint states: {_some(missing)}; names there that '
+                          f'are not configured: {_some(unexpected) or "none"}')
+        text = (f'joint states cannot be matched to the configured joints (robot_description '
+                f'/ joints): {self._mismatch}')
+        log = self.node.get_logger()
+        self._io(lambda: log.error(text))
+        self.report('joint_names', 2, self._mismatch)
 
     def _clock_step(self) -> None:
         """Report a confirmed step of the driver's clock (once per step)."""
@@ -929,8 +986,49 @@ class ControllerSafety:
                     >= 0.9 * self.period)):
             # stale states, a source conflict (states refused), a hold timeout: the
             # watchdog commands (a tick may not come)
+            if self.stale and self.reader_check():
+                return                  # a restarted driver: zero sent
             self.safe_commands += 1
             self._emit(self.safe_torque())
+
+    def reader_check(self) -> bool:
+        """
+        Look at the readers of the commands; True when a new one was taken up.
+
+        A reader more than at the last look while the states are stale (the driver commanded
+        is silent) is taken for a restarted driver, which holds zero torque at start
+        (:meth:`take_up`). Called before every command the watchdog sends while the states
+        are stale (the matched count is read synchronously, so the new reader's first command
+        is the zero) and on every matched event of the command publishers.
+        """
+        if self.readers is None:
+            return False
+        n = self.readers()
+        new, self._readers_seen = n > self._readers_seen, n
+        if new and self.stale and self.supervisor.should_command and self.command_on_timeout:
+            self.take_up()
+            return True
+        return False
+
+    def take_up(self) -> None:
+        """
+        Take up a restarted driver: zero torque now, for :data:`RESTART_SETTLE`, then ramps.
+
+        The command goes to zero at once, not through the rate limit: the hold it replaces
+        was sent to a driver that has sent nothing for longer than the state timeout (a
+        killed or stopped driver stays on the graph until its DDS lease ends), and the new
+        driver must get zero first. Afterwards every command starts from that zero through
+        the torque-rate limit.
+        """
+        self.settle_until = self.now() + RESTART_SETTLE
+        self._count('driver_take_ups')
+        self._emit((0.0,) * len(self.joints), limit=False)
+        log = self.node.get_logger()
+        self._io(lambda: log.warning(
+            'a new reader of the commands while the joint states are stale (a restarted '
+            f'driver): zero torque now and for {RESTART_SETTLE:g} s, then ramping up from '
+            'zero through the torque-rate limit'))
+        self._io(self.publish_diagnostics)
 
     def _stop_tick(self) -> None:
         t0, tau0, q_hold = self._stop
@@ -1031,6 +1129,8 @@ class ControllerSafety:
             return 2, 'gravity_hold', (f'hold longer than hold_timeout: gravity torque at the '
                                        f'last good pose ({max(left, 0.0):.3f} s left)')
         if sup.reason is SafeReason.NO_STATE_YET:
+            if self._mismatch:
+                return 2, 'joint_names', self._mismatch
             clock = self.stamps.clock_problem() if self.realtime else ''
             if clock:
                 return 2, 'clock_offset', clock
@@ -1078,6 +1178,8 @@ class ControllerSafety:
             for why, n in sorted(per.items()):
                 values[f'refused.{source}.{why}'] = str(n)
         values['refused_total'] = str(self.refusals.total())
+        values['joint_names_mismatch'] = self._mismatch
+        values['sources.joint_states.trusted'] = self.trusted_states
         values['reference_held'] = str(self.references.holding).lower()
         age = self.references.hold_age
         values['reference_age_at_hold_ms'] = '' if age is None else f'{age * 1e3:.3f}'

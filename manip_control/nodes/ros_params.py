@@ -405,13 +405,20 @@ ROBOT_DESCRIPTION_DOC = (
     "limits; '' = the closed-form planar 2R of nominal.arm.*; read-only")
 
 
-def arm_from_description(node):
+def arm_from_description(node, planar_2r: str = ''):
     """
     Return ``(arm, urdf)`` from a node's ``robot_description``, ``(None, '')`` without.
 
     Read from the node's start values (before its parameters are declared: the arm sizes their
     defaults). The arm has the URDF's movable joints in chain order, or those ``joints``
     names; ``urdf`` is the text.
+
+    With ``planar_2r`` (the prefix of the planar 2R's geometry parameters, e.g.
+    ``'nominal.arm.'``), a ``robot_description`` that is set but empty (or blank) means the
+    2R only when a ``<planar_2r>*`` start value is given too (the 2R params files, which the
+    launch files pass with ``robot_description: ''``); alone it is refused: an empty
+    description is a failed ``xacro`` or a placeholder, not a request for the 2R. Not set at
+    all: the 2R.
 
     Raises
     ------
@@ -422,9 +429,15 @@ def arm_from_description(node):
     overrides = getattr(node, '_parameter_overrides', None) or {}
     given = overrides.get('robot_description')
     text = given.value if given is not None else ''
-    if not text:
-        return None, ''
     name = node.get_name()
+    if isinstance(text, str) and not text.strip():
+        if (given is not None and planar_2r
+                and not any(k.startswith(planar_2r) for k in overrides)):
+            raise ParameterError(
+                f'parameter robot_description (node {name}): empty; give the URDF text of the '
+                f'arm, or for the closed-form planar 2R leave robot_description unset (or give '
+                f'its {planar_2r}* parameters)')
+        return None, ''
     if not isinstance(text, str):
         raise ParameterError(f'parameter robot_description (node {name}): must be the URDF '
                              f'text (got {type(text).__name__})')

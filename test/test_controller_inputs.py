@@ -1,0 +1,220 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What the controller node says about inputs that cannot work (in-process nodes).
+
+* an empty ``robot_description`` is refused unless the node is meant to be the planar 2R;
+* joint states whose names cannot match the configured joints: one error naming the missing
+  and the unexpected joints, and the diagnostics say it;
+* real time without ``state_publisher``: one warning at configure, and the diagnostics say,
+  that any single publisher of the joint states is trusted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import time
+
+import pytest
+
+pytest.importorskip('rclpy')
+
+from conftest import make_node  # noqa: E402, I100
+from manip_control.nodes.controller_node import ControllerNode  # noqa: E402
+from manip_control.nodes.ros_params import controller_specs  # noqa: E402
+from manip_control.parameters import ParameterError  # noqa: E402
+from rclpy.serialization import serialize_message  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+
+URDF = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf'
+PANDA = URDF / 'panda.urdf'
+PANDA_JOINTS = [f'panda_joint{k}' for k in range(1, 8)]
+
+
+class _Logger:
+    """Stands in for the node's logger: records ``(level, text)``."""
+
+    def __init__(self):
+        self.lines = []
+
+    def _log(self, level, text):
+        self.lines.append((level, str(text)))
+
+    def debug(self, text, **kwargs):
+        self._log('debug', text)
+
+    def info(self, text, **kwargs):
+        self._log('info', text)
+
+    def warning(self, text, **kwargs):
+        self._log('warning', text)
+
+    warn = warning
+
+    def error(self, text, **kwargs):
+        self._log('error', text)
+
+    def fatal(self, text, **kwargs):
+        self._log('fatal', text)
+
+    def at(self, level):
+        return [t for k, t in self.lines if k == level]
+
+
+def _recorded(node) -> _Logger:
+    log = _Logger()
+    node.get_logger = lambda: log
+    return log
+
+
+def _state(names, n_values=None):
+    m = JointState()
+    t = time.time()
+    m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
+    k = len(names) if n_values is None else n_values
+    m.name, m.position, m.velocity = list(names), [0.1] * k, [0.0] * k
+    return serialize_message(m)
+
+
+# --------------------------------------------------------------------------------------------
+# an empty robot_description
+
+
+@pytest.mark.parametrize('text', ['', '  \n '])
+def test_empty_description_is_refused_unless_the_2r_is_given(ros_context, text):
+    """
+    ``robot_description`` set but empty is refused by name (no silent 2R).
+
+    The planar 2R runs when ``robot_description`` is not set at all, or when it is empty and
+    the 2R's geometry (``nominal.arm.*``) is among the start values, as in the 2R params files
+    that the launch files pass with their ``robot_description: ''``.
+    """
+    with pytest.raises(ParameterError, match=r'^parameter robot_description \(node '
+                                             r'controller\): empty') as err:
+        make_node(ControllerNode, ros_context, controller_specs(),
+                  {'robot_description': text, 'mode': 'realtime'})
+    assert '\n' not in str(err.value)
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'robot_description': text, 'nominal.arm.m1': 2.5, 'mode': 'realtime'},
+                     node_name='controller_2r')
+    assert node.arm is None and node.joints == ['joint1', 'joint2']
+    node = make_node(ControllerNode, ros_context, controller_specs(), {'mode': 'realtime'},
+                     node_name='controller_default')
+    assert node.arm is None and node.joints == ['joint1', 'joint2']
+
+
+def test_empty_description_exits_with_one_error_line(ros_env):
+    """The executable: ``error: ...`` naming robot_description, exit code 2, no traceback."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, '-m', 'manip_control.nodes.controller_node',
+                          '--ros-args', '-p', "robot_description:=''"], env=ros_env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith('error: parameter robot_description'), lines
+    assert 'Traceback' not in out.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# joint states that cannot match the configured joints
+
+
+@pytest.mark.parametrize('names', [['joint1', 'joint2', 'extra0'],
+                                   PANDA_JOINTS[:5] + ['gripper']])
+def test_unmatched_joint_states_are_named_once(ros_context, names):
+    """
+    A driver whose states cannot match the description: one error naming both lists.
+
+    The Panda description against a 2R driver (no name in common) and against a driver
+    that lacks two of the joints: every state is refused (``missing_joint``), the first one
+    gives a single error that names the missing joints and the names that are not
+    configured, the diagnostics (ERROR ``joint_names``) say the same; a matching state
+    clears it.
+    """
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'robot_description': PANDA.read_text(), 'mode': 'realtime',
+                      'trigger': 'state', 'autostart': False})
+    log = _recorded(node)
+    node.trigger_configure()
+    node.trigger_activate()
+    for _ in range(200):
+        node.on_joint_state(_state(names), None)
+    missing = [j for j in PANDA_JOINTS if j not in names]
+    unexpected = [n for n in names if n not in PANDA_JOINTS]
+    named = [t for t in log.at('error') if 'missing' in t and all(j in t for j in missing)
+             and all(n in t for n in unexpected)]
+    assert len(named) == 1, log.at('error')
+    d = node.safety.diagnostics_values()
+    assert d['refused.joint_states.missing_joint'] == '200', d
+    assert d['level'] == 'ERROR' and d['reason'] == 'joint_names', d
+    assert all(j in d['detail'] for j in missing + unexpected), d['detail']
+    assert all(j in d['joint_names_mismatch'] for j in missing + unexpected), d
+    node.on_joint_state(_state(PANDA_JOINTS + ['gripper']), None)
+    d = node.safety.diagnostics_values()
+    assert d['reason'] != 'joint_names' and not d.get('joint_names_mismatch'), d
+
+
+def test_a_long_mismatch_is_named_in_one_bounded_line(ros_context):
+    """200 configured joints none of which the driver names: one line, the lists shortened."""
+    links = ''.join(f'<link name="l{k}"><inertial><mass value="1"/><inertia ixx="0.01" '
+                    f'iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+                    for k in range(201))
+    joints = ''.join(f'<joint name="j{k}" type="revolute"><parent link="l{k}"/><child '
+                     f'link="l{k + 1}"/><origin xyz="0 0 0.01"/><axis xyz="0 1 0"/><limit '
+                     f'lower="-1" upper="1" effort="10" velocity="1"/></joint>'
+                     for k in range(200))
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'robot_description': f'<robot name="c">{links}{joints}</robot>',
+                      'mode': 'realtime', 'trigger': 'state', 'autostart': False})
+    log = _recorded(node)
+    node.trigger_configure()
+    node.trigger_activate()
+    for _ in range(20):
+        node.on_joint_state(_state(['joint1', 'joint2']), None)
+    named = [t for t in log.at('error') if 'missing' in t and 'j0' in t and 'joint1' in t]
+    assert len(named) == 1, log.at('error')
+    assert '200' in named[0] and len(named[0]) < 600, named[0]
+
+
+# --------------------------------------------------------------------------------------------
+# any single publisher is trusted without state_publisher
+
+
+@pytest.mark.parametrize('mode, publisher, warned', [('realtime', '', True),
+                                                     ('realtime', '/fake_driver', False),
+                                                     ('lockstep', '', False)])
+def test_any_single_publisher_is_trusted_is_said(ros_context, mode, publisher, warned):
+    """
+    Real time without ``state_publisher``: one warning at configure, and the diagnostics.
+
+    Any single publisher of the joint states is taken for the driver (a rogue that starts
+    before it is trusted); with ``state_publisher`` the diagnostics name that node; lockstep
+    (the plant is the clock, the simulation's own domain check) says nothing.
+    """
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'mode': mode, 'state_publisher': publisher, 'autostart': False})
+    log = _recorded(node)
+    node.trigger_configure()
+    lines = [t for t in log.at('warning') if 'state_publisher' in t]
+    assert len(lines) == (1 if warned else 0), log.lines
+    if warned:
+        assert 'any single publisher' in lines[0] and '\n' not in lines[0], lines
+    d = node.safety.diagnostics_values()
+    trusted = d.get('sources.joint_states.trusted', '')
+    if warned:
+        assert 'any single publisher' in trusted, d
+    elif publisher:
+        assert trusted == f'only {publisher}', d
