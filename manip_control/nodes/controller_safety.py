@@ -142,10 +142,14 @@ HARDWARE_ID = 'manip_control/controller'
 #: (the first samples to a reader that is still matching can be lost: the first one it gets
 #: is zero).
 RESTART_SETTLE = 0.1
+#: No state taken for this long [s]: a new reader of the commands is a restarted driver
+#: (:meth:`ControllerSafety.reader_check`); as long as a new state publisher must wait
+#: (``SourceGuard.relock_after``). Shorter silences are a late driver or a starved host.
+RESTART_SILENCE = 0.5
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
            'STANDARD_DIAGNOSTICS_TOPIC', 'HARDWARE_ID', 'safety_specs', 'safety_from_values',
-           'command_safety_from_values', 'RESTART_SETTLE']
+           'command_safety_from_values', 'RESTART_SETTLE', 'RESTART_SILENCE']
 
 _DOC = {
     'safe_mode': ('safe-mode command: hold (gravity-compensated hold with damping at the last '
@@ -995,17 +999,20 @@ class ControllerSafety:
         """
         Look at the readers of the commands; True when a new one was taken up.
 
-        A reader more than at the last look while the states are stale (the driver commanded
-        is silent) is taken for a restarted driver, which holds zero torque at start
-        (:meth:`take_up`). Called before every command the watchdog sends while the states
-        are stale (the matched count is read synchronously, so the new reader's first command
-        is the zero) and on every matched event of the command publishers.
+        A reader more than at the last look while no state was taken for
+        :data:`RESTART_SILENCE` (the driver commanded is silent, not merely late) is taken
+        for a restarted driver, which holds zero torque at start (:meth:`take_up`). Called
+        before every command the watchdog sends while the states are stale (the matched
+        count is read synchronously, so the new reader's first command is the zero) and on
+        every matched event of the command publishers.
         """
         if self.readers is None:
             return False
         n = self.readers()
         new, self._readers_seen = n > self._readers_seen, n
-        if new and self.stale and self.supervisor.should_command and self.command_on_timeout:
+        sup = self.supervisor
+        if (new and self.stale and sup.should_command and self.command_on_timeout
+                and sup.state_age(self.now()) > RESTART_SILENCE):
             self.take_up()
             return True
         return False

@@ -542,7 +542,9 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         specs[0] = ParamSpec('joints', list(arm_defaults['joints']), specs[0].description,
                              'distinct movable joints of robot_description (default: all, in '
                              'chain order)')
-    specs.append(ParamSpec('robot_description', '', ROBOT_DESCRIPTION_DOC, 'URDF text or empty'))
+    specs.append(ParamSpec('robot_description', '', ROBOT_DESCRIPTION_DOC.replace(
+        'nominal.arm.*;', "nominal.arm.* (set to '', only with nominal.arm.* given: '' alone "
+        'is refused);'), 'URDF text or empty'))
     specs.append(ParamSpec(
         'trigger', 'state',
         'realtime only: state (one tick per received joint state, with the latest reference: '
