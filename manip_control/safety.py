@@ -129,6 +129,7 @@ __all__ = [
     'RUNTIME_PARAMETERS', 'HardLimits', 'HARD_LIMIT_DOC', 'HARD_LIMIT_PREFIX',
     'GAIN_RANGE_FACTOR', 'hard_limit_defaults', 'hard_limits_from_values', 'RUNTIME_SAFETY',
     'ramp_toward_zero', 'source_check', 'valid_node_name', 'AFTER_HOLD', 'MAX_SENDERS',
+    'APPEAR_WINDOW',
 ]
 
 
@@ -456,6 +457,9 @@ def decode_refusal(reason: str) -> Refusal:
 MAX_SEQUENCE_GAP = 1000
 #: Most sequences (publishers) a guard tells apart at once (:meth:`SourceGuard.senders`).
 MAX_SENDERS = 4
+#: A publisher that appears next to a live locked one conflicts for this long even before it
+#: sends [s] (:meth:`SourceGuard.single_sender`).
+APPEAR_WINDOW = 2.0
 
 
 class SourceGuard:
@@ -521,8 +525,12 @@ class SourceGuard:
         #: the sequences heard: [last seq, last arrival] (see :meth:`senders`)
         self._heard: list = []
         self._hit: list | None = None       # the sequence the last message continued
-        #: when the number of publishers on the graph last rose [s] (set by the node)
+        #: when the number of publishers on the graph last rose [s] (:meth:`graph_count`)
         self.rose = -math.inf
+        self._rose_live = False
+        #: a publisher that appears next to a live locked one conflicts for this long [s]
+        #: even before it sends (its first data came up to 1.5 s after its match under load)
+        self.appear_window = APPEAR_WINDOW
 
     def reset(self) -> None:
         """Forget the locked publisher (activation): the next message locks."""
@@ -581,6 +589,27 @@ class SourceGuard:
             self._heard.append(best)
         best[0], best[1] = seq, now
         self._hit = best
+
+    def graph_count(self, count: int, now: float) -> None:
+        """Note the number of publishers on the graph; a rise starts an appearance window."""
+        if count > self.publishers:
+            self.rose = now
+            self._rose_live = now - self.last_time <= self.relock_after
+        self.publishers = count
+
+    def single_sender(self, now: float, quiet: float) -> int | None:
+        """
+        Return the senders heard within ``quiet`` [s], or None while a new one may still send.
+
+        None within ``quiet`` of a rise of the publishers on the graph, or within
+        :attr:`appear_window` when the rise came while the locked sequence was live (another
+        publisher next to the driver); after a rise while it was silent (a restarted driver
+        next to its dead predecessor), ``quiet`` is enough.
+        """
+        window = max(self.appear_window, quiet) if self._rose_live else quiet
+        if now - self.rose <= window:
+            return None
+        return self.senders(now, quiet)
 
     def senders(self, now: float, window: float) -> int:
         """Return how many sequences (publishers) were heard within ``window`` [s] of ``now``."""

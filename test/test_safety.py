@@ -795,6 +795,17 @@ def test_a_silent_publisher_on_the_graph_is_not_a_second_source():
     assert g.senders(1.41, 0.5) == 2
     conflict, may_lock = source_check('', names, 2, senders=g.senders(1.41, 0.5))
     assert conflict and not may_lock
+    # the window after a rise: the state timeout after a silent locked source (a restart),
+    # APPEAR_WINDOW next to a live one (a publisher whose first data is late)
+    g2 = SourceGuard('joint_states')
+    g2.graph_count(1, 0.0)
+    assert g2.check(1, 0.0) is None
+    g2.graph_count(2, 1.0)                                  # the locked one silent for 1 s
+    assert g2.single_sender(1.04, 0.05) is None and g2.single_sender(1.06, 0.05) == 0
+    assert g2.check(2, 1.1) is None
+    g2.graph_count(3, 1.1)                                  # next to a live one
+    assert g2.single_sender(1.11, 0.05) is None and g2.single_sender(3.0, 0.05) is None
+    assert g2.check(3, 3.11) is None and g2.single_sender(3.12, 0.05) == 1
     # more senders than the guard tells apart: still more than one
     h = SourceGuard('joint_states')
     for k in range(10):

@@ -837,10 +837,7 @@ class ControllerNode(LifecycleNode):
         now = safety.now()
         for source, guard in self._sources.items():
             infos = publishers(self, inputs.get(source, source))
-            count = max(len(infos), self._matched[source])
-            if count > guard.publishers:
-                guard.rose = now
-            guard.publishers = count
+            guard.graph_count(max(len(infos), self._matched[source]), now)
             guard.publisher_names = tuple(describe(i) for i in infos)
             report[f'sources.{source}.publishers'] = str(guard.publishers)
             if guard.publishers > 1:
@@ -848,8 +845,7 @@ class ControllerNode(LifecycleNode):
             nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
             # a publisher that sent nothing for longer than the state timeout while one other
             # sends (a killed or stopped driver still on the graph) is not a second source
-            quiet = safety.state_timeout
-            senders = guard.senders(now, quiet) if now - guard.rose > quiet else None
+            senders = guard.single_sender(now, safety.state_timeout)
             conflict, guard.may_lock = source_check(
                 guard.expected if not self.lockstep else '', nodes, self._matched[source],
                 senders=senders)

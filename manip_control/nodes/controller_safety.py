@@ -1022,9 +1022,9 @@ class ControllerSafety:
         Take up a restarted driver: zero torque now, for :data:`RESTART_SETTLE`, then ramps.
 
         The command goes to zero at once, not through the rate limit: the hold it replaces
-        was sent to a driver that has sent nothing for longer than the state timeout (a
-        killed or stopped driver stays on the graph until its DDS lease ends), and the new
-        driver must get zero first. Afterwards every command starts from that zero through
+        was sent to a driver that has sent nothing for :data:`RESTART_SILENCE` (a killed or
+        stopped driver stays on the graph until its DDS lease ends), and the new driver must
+        get zero first. Afterwards every command starts from that zero through
         the torque-rate limit.
         """
         self.settle_until = self.now() + RESTART_SETTLE
@@ -1032,7 +1032,7 @@ class ControllerSafety:
         self._emit((0.0,) * len(self.joints), limit=False)
         log = self.node.get_logger()
         self._io(lambda: log.warning(
-            'a new reader of the commands while the joint states are stale (a restarted '
+            'a new reader of the commands after the joint states stopped (a restarted '
             f'driver): zero torque now and for {RESTART_SETTLE:g} s, then ramping up from '
             'zero through the torque-rate limit'))
         self._io(self.publish_diagnostics)
