@@ -218,3 +218,64 @@ def test_any_single_publisher_is_trusted_is_said(ros_context, mode, publisher, w
         assert 'any single publisher' in trusted, d
     elif publisher:
         assert trusted == f'only {publisher}', d
+
+
+# --------------------------------------------------------------------------------------------
+# a new reader of the commands after the states stopped: a restarted driver
+
+
+def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
+    """
+    The take-up of a restarted driver, driven by hand (steady clock, reader count).
+
+    The states stop; the watchdog sends the gravity hold, ramped up through the rate limit.
+    A new reader of the commands 0.1 s after the last state (a late driver, a starved host):
+    nothing changes. A new reader 1 s after it (a restarted driver; its predecessor's readers
+    are still matched): the next command is exactly zero, zero for 0.1 s, then the hold ramps
+    up from zero within the rate limit.
+    """
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
+    _recorded(node)
+    node.trigger_configure()
+    node.trigger_activate()
+    safety = node.safety
+    clock = [1000.0]
+    safety.now = lambda: clock[0]
+    readers = [2]
+    safety.readers = lambda: readers[0]
+    sent = []
+    safety.publish = lambda tau, stamp, hold: sent.append(tuple(tau))
+    safety.activate()                       # re-armed on the hand clock, 2 readers seen
+    node.on_joint_state(_state(['joint1', 'joint2']), None)
+    assert safety.supervisor.last_state_time is not None
+    t0 = safety.supervisor.last_state_time
+    period = safety.period
+    rate = safety.cmd.torque_rate_limit
+
+    def run(until):
+        while clock[0] < until:
+            clock[0] += period
+            safety.watchdog_tick()
+
+    run(t0 + 0.1)                           # stale: the hold ramps up toward g(q)
+    assert safety.stale and sent and abs(sent[-1][0]) > 10.0, sent[-3:]
+    readers[0] = 4                          # a reader 0.1 s after the last state
+    k = len(sent)
+    run(t0 + 0.2)
+    assert safety.counts.get('driver_take_ups', 0) == 0
+    assert abs(sent[k][0] - sent[k - 1][0]) <= rate[0] * 2 * period + 1e-9
+    run(t0 + 1.0)
+    hold = sent[-1]
+    readers[0] = 6                          # a restarted driver, 1 s after the last state
+    k = len(sent)
+    run(t0 + 1.0 + period)
+    assert sent[k] == (0.0, 0.0) and abs(hold[0]) > 10.0, (hold, sent[k])
+    assert safety.counts['driver_take_ups'] == 1
+    run(t0 + 1.09)
+    assert all(c == (0.0, 0.0) for c in sent[k:]), sent[k:]
+    run(t0 + 1.3)
+    after = sent[k:]
+    assert any(abs(c[0]) > 1.0 for c in after)         # the hold again, from zero
+    assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
+               for a, b in zip(after, after[1:]) for j in (0, 1))
