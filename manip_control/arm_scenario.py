@@ -253,8 +253,9 @@ def plant_defaults(arm: ArmModel, urdf: str) -> dict:
         motors = motors_sized_for(lim.effort, names=arm.joint_names)
     except ArmModelError:
         motors = None
-    mid = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
-                   0.5 * (lim.lower + lim.upper), 0.0)
+    with np.errstate(invalid='ignore'):         # inf + -inf where a joint has no limits
+        mid = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
+                       0.5 * (lim.lower + lim.upper), 0.0)
     return {'joints': list(arm.joint_names),
             'friction': _urdf_friction(urdf, arm.joint_names), 'motors': motors,
             'torque_limit': [float(v) if math.isfinite(v) else math.nan for v in lim.effort],

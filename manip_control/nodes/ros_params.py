@@ -501,6 +501,40 @@ def nominal_drives_spec(default: str = 'ideal') -> ParamSpec:
         'simulated plant of the same URDF has); a given nominal.* value wins', 'ideal or sized')
 
 
+def drives_following_plant(plant: Mapping[str, Any], source: str) -> str:
+    """
+    Return the ``nominal.drives`` that describe a simulated URDF plant's actuators.
+
+    ``plant`` is the plant node's parameter values (``robot_description``, optionally
+    ``joints`` and ``actuator``): ``actuator: ideal`` gives ``'ideal'`` (no drives to invert),
+    ``motor`` gives ``'sized'`` (the drives the plant sizes from the effort limits), no
+    ``actuator`` the plant's own default (sized drives when every joint has an effort limit,
+    else ideal actuators; :func:`manip_control.arm_scenario.plant_defaults`).
+
+    Raises
+    ------
+    ParameterError
+        The description cannot be loaded (one line, naming ``source`` and what is wrong).
+
+    """
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import UrdfArm
+    from manip_control.arm_scenario import plant_defaults
+    actuator = plant.get('actuator')
+    joints = plant.get('joints') or None
+    try:
+        arm = UrdfArm.from_string(plant['robot_description'],
+                                  list(joints) if joints else None, source=source)
+    except ArmModelError as exc:
+        raise ParameterError(str(exc)) from None
+    if actuator == 'ideal':
+        return 'ideal'
+    if actuator == 'motor':
+        return 'sized'
+    return 'ideal' if plant_defaults(arm, plant['robot_description'])['motors'] is None \
+        else 'sized'
+
+
 def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
     """
     Parameters of the controller node (defaults: the core's ControllerParameters).

@@ -1,0 +1,93 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The simulated URDF arm's controller inverts the drives the plant has, unless told otherwise.
+
+``config/arm_sim_params.yaml`` leaves ``nominal.drives`` out: manip-sim takes it from the
+plant section (``actuator: ideal`` -> no drives to invert; motors -> the sized drives).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip('pinocchio')
+pytest.importorskip('rclpy')
+
+from manip_control.arm_scenario import run_urdf_closed_loop  # noqa: E402, I100
+from manip_control.arm_scenario import summarize_urdf_run  # noqa: E402
+from manip_control.nodes import sim  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+URDF_DIR = ROOT.parent / 'shared' / 'fixtures' / 'urdf'
+PANDA = URDF_DIR / 'panda.urdf'
+if not PANDA.is_file():
+    pytest.fail(f'fixture {PANDA} absent (../shared must sit beside the project)',
+                pytrace=False)
+SHIPPED = (ROOT / 'config' / 'arm_sim_params.yaml').read_text()
+
+
+def _params(tmp_path, plant: str = '', controller: str = '') -> Path:
+    """The shipped arm_sim_params.yaml with lines added to the plant / controller sections."""
+    text = SHIPPED.replace('    command_source: joint_commands',
+                           plant + '    command_source: joint_commands', 1)
+    text = text.replace('    law: computed_torque', controller + '    law: computed_torque', 1)
+    path = tmp_path / 'params.yaml'
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize('plant, controller, urdf, drives', [
+    ('', '', 'panda', 'sized'),                                   # the plant's sized motors
+    ('    actuator: motor\n', '', 'panda', 'sized'),
+    ('    actuator: ideal\n', '', 'panda', 'ideal'),
+    # explicit nominal.drives wins over the plant
+    ('    actuator: ideal\n', '    nominal.drives: sized\n', 'panda', 'sized'),
+    ('', '    nominal.drives: ideal\n', 'panda', 'ideal'),
+    # no effort limits: the plant cannot size drives and has ideal actuators
+    ('    torque_limit: [5.0, 5.0]\n', '    torque_limit: [5.0, 5.0]\n', 'double_pendulum',
+     'ideal'),
+])
+def test_nominal_drives_follow_the_plant_unless_given(tmp_path, plant, controller, urdf,
+                                                      drives):
+    cfg = sim.load_run_config(str(_params(tmp_path, plant, controller)), None, 0.1,
+                              str(URDF_DIR / f'{urdf}.urdf'))
+    assert cfg.values['controller']['nominal.drives'] == drives
+
+
+def test_ideal_plant_alone_tracks_at_the_perfect_model_floor(tmp_path, capfd):
+    """
+    Plant switched to ideal actuators, nothing else: the perfect-model floor, not 0.047 rad.
+
+    The floor is the offline closed loop of the same arm, reference and gains with ideal
+    actuators and the plant's own model as the controller's (arm_scenario, no ROS): what is
+    left there is the zero-order hold. Inverting drives the plant does not have (gear loss,
+    armature) left 0.047 rad.
+    """
+    duration = 2.0
+    floor = summarize_urdf_run(run_urdf_closed_loop(str(PANDA), duration=duration,
+                                                    actuator='ideal'))
+    floor = np.array(floor['late_max_error_rad'])
+    assert floor.max() < 2e-4, floor
+    code, out = sim.run(['--urdf', str(PANDA), '--config',
+                         str(_params(tmp_path, '    actuator: ideal\n')), '--duration',
+                         str(duration), '--quiet'])
+    assert code == 0, capfd.readouterr().err
+    late = sim.tracking_summary(out)['late_max_abs']
+    assert out.ticks == 2000 and late.shape == (7,)
+    np.testing.assert_array_less(late, 1.5 * floor + 1e-6)
