@@ -91,3 +91,34 @@ def test_ideal_plant_alone_tracks_at_the_perfect_model_floor(tmp_path, capfd):
     late = sim.tracking_summary(out)['late_max_abs']
     assert out.ticks == 2000 and late.shape == (7,)
     np.testing.assert_array_less(late, 1.5 * floor + 1e-6)
+
+
+@pytest.mark.parametrize('plant, controller, urdf, drives', [
+    ('    actuator: ideal\n', '', PANDA, 'ideal'),
+    ('', '', PANDA, 'sized'),
+    ('    actuator: ideal\n', '    nominal.drives: sized\n', PANDA, 'sized'),
+    ('', '', '', None),                                 # the 2R: nominal.drives not declared
+])
+def test_sim_launch_gives_the_controller_the_plants_drives(tmp_path, plant, controller, urdf,
+                                                           drives):
+    """sim.launch.py urdf:=FILE: the params files the controller gets, in the order given."""
+    import importlib.util
+    from launch import LaunchContext
+    from launch_ros.actions import Node
+    from launch_ros.parameter_descriptions import ParameterFile
+    from launch_ros.utilities import evaluate_parameters
+    from manip_control.nodes.ros_params import load_params_file
+    spec = importlib.util.spec_from_file_location('sim_launch', ROOT / 'launch' / 'sim.launch.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    nodes = [e for e in module.generate_launch_description().entities if isinstance(e, Node)]
+    context = LaunchContext()
+    context.launch_configurations.update(
+        params_file=str(_params(tmp_path, plant, controller)), urdf=str(urdf))
+    for executable in ('controller', 'composed'):
+        (node,) = [n for n in nodes if n.node_executable == executable]
+        files = [p for p in node._Node__parameters if isinstance(p, ParameterFile)]
+        values = {}
+        for path in evaluate_parameters(context, files):
+            values.update(load_params_file(path, on_warning=lambda _t: None)['controller'])
+        assert values.get('nominal.drives') == drives, executable
