@@ -43,7 +43,7 @@ SHIPPED = (ROOT / 'config' / 'arm_sim_params.yaml').read_text()
 
 
 def _params(tmp_path, plant: str = '', controller: str = '') -> Path:
-    """The shipped arm_sim_params.yaml with lines added to the plant / controller sections."""
+    """Write the shipped arm_sim_params.yaml with lines added to the plant / controller."""
     text = SHIPPED.replace('    command_source: joint_commands',
                            plant + '    command_source: joint_commands', 1)
     text = text.replace('    law: computed_torque', controller + '    law: computed_torque', 1)
