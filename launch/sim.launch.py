@@ -75,6 +75,10 @@ def generate_launch_description():
     arm_given = NotEqualsSubstitution(urdf, '')
     robot_description = ParameterValue(
         IfElseSubstitution(arm_given, Command(['xacro ', urdf]), ''), value_type=str)
+    # the controller inverts the drives the simulated plant has unless the file says otherwise
+    drives_file = PythonExpression(
+        ["__import__('manip_control.nodes.ros_params', fromlist=['_'])"
+         ".drives_params_file(r'''", params_file, "''', r'''", urdf, "''')"])
     model_2r = PathJoinSubstitution([FindPackageShare('manip_control'), 'urdf',
                                      'manip_2r.urdf'])
     rviz_config = PathJoinSubstitution([FindPackageShare('manip_control'), 'rviz',
@@ -106,8 +110,8 @@ def generate_launch_description():
     # only (under any namespace); params_file sections apply by node name as for a process.
     one_process = Node(
         package='manip_control', executable='composed', namespace=namespace, output='screen',
-        parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
-                                  'robot_description': robot_description}],
+        parameters=[params_file, drives_file, {'use_sim_time': True, 'mode': 'lockstep',
+                                               'robot_description': robot_description}],
         ros_arguments=['--log-level', log_level,
                        '-p', ['plant:duration:=', duration],
                        '-p', ['plant:wait_for_subscribers:=', wait_for_subscribers],
@@ -173,10 +177,10 @@ def generate_launch_description():
             on_exit=[EmitEvent(event=Shutdown(reason='the plant finished the run'))])),
         Node(package='manip_control', executable='controller', name='controller',
              namespace=namespace, output='screen',
-             parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
-                                       'robot_description': robot_description,
-                                       'autostart': ParameterValue(autostart,
-                                                                   value_type=bool)}],
+             parameters=[params_file, drives_file,
+                         {'use_sim_time': True, 'mode': 'lockstep',
+                          'robot_description': robot_description,
+                          'autostart': ParameterValue(autostart, value_type=bool)}],
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='trajectory', name='trajectory',

@@ -66,6 +66,14 @@ a missing attribute, or a value the URDF specification reads as "no limit" (``ef
 on it; ``limits={...}`` overrides any of the four. Gravity is ``(0, 0, -9.81)`` m/s^2 in the
 URDF's root frame unless ``gravity=`` says otherwise.
 
+Inertial data is checked where the URDF is read, before Pinocchio sees it (its parser drops a
+NaN inertia with a printed message and keeps going): every ``<inertial>`` value and every
+``<origin>`` must be a finite number, a mass >= 0, a massless link without rotational
+inertia, and the inertia about the centre of mass positive semi-definite with principal
+moments satisfying the triangle inequality ``l1 + l2 >= l3`` (to :data:`INERTIA_TOL` of the
+largest); the body a movable joint moves (its child link and the links fixed to it) must have
+mass > 0. Massless frames fixed to a body (a ``tool0``) carry nothing and are accepted.
+
 Errors: a bad URDF raises :class:`UrdfError`, an unknown or misordered joint name
 :class:`JointSelectionError`, a vector of the wrong length :class:`ArmShapeError`, every one a
 :class:`ArmModelError` (a ``ValueError``) with a one-line message naming what is wrong.
@@ -78,6 +86,7 @@ import copy
 from dataclasses import dataclass
 import math
 from pathlib import Path
+import re
 from typing import Any, Mapping, Sequence
 import xml.etree.ElementTree as ET
 
@@ -810,7 +819,143 @@ def _parse_urdf(text: str, source: str):
     if len(roots) != 1:
         raise UrdfError(f'{source}: the links must form one tree; roots: {", ".join(roots)}'
                         if roots else f'{source}: the joints form a loop')
+    for name, joint in joints.items():
+        _origin(joint.element, f'{source}: joint {name}')
+    masses = {name: _check_inertial(elem, f'{source}: link {name}')
+              for name, elem in links.items()}
+    _check_moving_bodies(joints, masses, source)
     return root, joints, links
+
+
+# A decimal number as URDF parsers read it (no '_' digit separators, no hex).
+_NUMBER = re.compile(r'[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?')
+_NON_FINITE = re.compile(r'[+-]?(nan|inf|infinity)', re.IGNORECASE)
+#: Relative tolerance of the inertia checks (of the largest principal moment): rounding in a
+#: description written with a few significant digits is not refused.
+INERTIA_TOL = 1e-6
+_INERTIA_FIELDS = ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz')
+
+
+def _number(text: str | None, what: str) -> float:
+    """Return the finite number ``text``; UrdfError naming ``what`` if it is anything else."""
+    value = (text or '').strip()
+    if _NON_FINITE.fullmatch(value):
+        raise UrdfError(f'{what} is not finite')
+    if not _NUMBER.fullmatch(value):
+        raise UrdfError(f'{what} is not a number')
+    number = float(value)
+    if not math.isfinite(number):       # 1e999
+        raise UrdfError(f'{what} is not finite')
+    return number
+
+
+def _origin(elem, where: str) -> None:
+    """Check the ``<origin xyz= rpy=>`` of a joint or an inertial: 3 finite numbers each."""
+    origin = elem.find('origin')
+    if origin is None:
+        return
+    for attr in ('xyz', 'rpy'):
+        text = origin.get(attr)
+        if text is None:
+            continue
+        what = f'{where}: <origin {attr}="{text}">'
+        parts = text.split()
+        if len(parts) != 3:
+            raise UrdfError(f'{what} is not 3 numbers')
+        for part in parts:
+            _number(part, what)
+
+
+def _check_inertial(link, where: str) -> float:
+    """
+    Check a link's ``<inertial>`` and return its mass [kg] (0 without one).
+
+    Refused, naming the field: a value that is not a finite number, a missing ``<mass
+    value>`` or ``<inertia>`` attribute, a negative mass, rotational inertia on a massless
+    link, or an inertia about the centre of mass (``I_c`` [kg·m^2]) that is not positive
+    semi-definite or whose principal moments ``l1 <= l2 <= l3`` break the triangle inequality
+    ``l1 + l2 >= l3`` (every rigid body has ``l_i + l_j >= l_k``: ``l_i + l_j - l_k = 2
+    int r_k^2 dm``), both up to :data:`INERTIA_TOL` of ``l3``.
+    """
+    inertials = link.findall('inertial')
+    if not inertials:
+        return 0.0
+    if len(inertials) > 1:
+        raise UrdfError(f'{where}: more than one <inertial>')
+    inertial = inertials[0]
+    _origin(inertial, f'{where}: <inertial>')
+    mass_el, inertia_el = inertial.find('mass'), inertial.find('inertia')
+    if mass_el is None or mass_el.get('value') is None:
+        raise UrdfError(f'{where}: <inertial> needs <mass value=...> (URDF specification)')
+    mass = _number(mass_el.get('value'), f'{where}: <mass value="{mass_el.get("value")}">')
+    if mass < 0.0:
+        raise UrdfError(f'{where}: <mass value="{mass_el.get("value")}"> is negative')
+    if inertia_el is None:
+        raise UrdfError(f'{where}: <inertial> needs <inertia ixx= ixy= ixz= iyy= iyz= izz=> '
+                        '(URDF specification)')
+    values = {}
+    for attr in _INERTIA_FIELDS:
+        text = inertia_el.get(attr)
+        if text is None:
+            raise UrdfError(f'{where}: <inertia> has no {attr} (URDF specification: all six)')
+        values[attr] = _number(text, f'{where}: <inertia {attr}="{text}">')
+    v = values
+    inertia = np.array([[v['ixx'], v['ixy'], v['ixz']], [v['ixy'], v['iyy'], v['iyz']],
+                        [v['ixz'], v['iyz'], v['izz']]])
+    if mass == 0.0:
+        if np.any(inertia != 0.0):
+            raise UrdfError(f'{where}: <mass value="{mass_el.get("value")}"> with a non-zero '
+                            '<inertia>: a massless link has no rotational inertia')
+        return 0.0
+    for attr in ('ixx', 'iyy', 'izz'):
+        if v[attr] < 0.0:
+            raise UrdfError(f'{where}: <inertia {attr}="{inertia_el.get(attr)}"> is negative '
+                            '(a moment of inertia is >= 0)')
+    lam = np.linalg.eigvalsh(inertia)
+    tol = INERTIA_TOL * max(float(lam[2]), 0.0)
+    moments = ', '.join(f'{x:.6g}' for x in lam)
+    if lam[0] < -tol:
+        raise UrdfError(f'{where}: <inertia> is not positive semi-definite (principal moments '
+                        f'{moments} kg m^2)')
+    if lam[0] + lam[1] < lam[2] - tol:
+        diagonal = not (v['ixy'] or v['ixz'] or v['iyz'])
+        if diagonal:
+            big = max(('ixx', 'iyy', 'izz'), key=lambda k: v[k])
+            rest = ' + '.join(k for k in ('ixx', 'iyy', 'izz') if k != big)
+            raise UrdfError(f'{where}: <inertia {big}="{inertia_el.get(big)}"> is more than '
+                            f'{rest} (triangle inequality; no rigid body has these moments)')
+        raise UrdfError(f'{where}: <inertia> principal moments {moments} kg m^2 break the '
+                        'triangle inequality l1 + l2 >= l3 (no rigid body has them)')
+    return mass
+
+
+def _check_moving_bodies(joints: Mapping[str, _UrdfJoint], masses: Mapping[str, float],
+                         source: str) -> None:
+    """
+    Refuse a movable joint whose body has no mass.
+
+    The body of a movable joint is its child link and every link fixed to it (through fixed
+    joints). Massless links fixed to a body that has mass (a ``tool0`` frame) carry nothing and
+    are accepted; a body of zero mass would leave its joint without inertia (a singular
+    ``M(q)``), so it is refused even where the links further down the chain would keep ``M``
+    regular (give such a link its mass).
+    """
+    fixed_children: dict[str, list[str]] = {}
+    for j in joints.values():
+        if j.kind == 'fixed':
+            fixed_children.setdefault(j.parent, []).append(j.child)
+    for j in joints.values():
+        if j.kind not in MOVABLE_TYPES:
+            continue
+        body, todo = [], [j.child]
+        while todo:
+            link = todo.pop()
+            body.append(link)
+            todo.extend(fixed_children.get(link, []))
+        if not sum(masses[link] for link in body) > 0.0:
+            rigid = f' nor the links fixed to it ({", ".join(body[1:])})' if body[1:] else ''
+            raise UrdfError(f'{source}: link {j.child}: <mass> must be > 0: joint {j.name} moves '
+                            f'it and neither it{rigid} has mass')
 
 
 def _trunk(joints: Mapping[str, _UrdfJoint], links: Mapping[str, Any]) -> list[str]:

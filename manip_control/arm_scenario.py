@@ -253,8 +253,9 @@ def plant_defaults(arm: ArmModel, urdf: str) -> dict:
         motors = motors_sized_for(lim.effort, names=arm.joint_names)
     except ArmModelError:
         motors = None
-    mid = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
-                   0.5 * (lim.lower + lim.upper), 0.0)
+    with np.errstate(invalid='ignore'):         # inf + -inf where a joint has no limits
+        mid = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
+                       0.5 * (lim.lower + lim.upper), 0.0)
     return {'joints': list(arm.joint_names),
             'friction': _urdf_friction(urdf, arm.joint_names), 'motors': motors,
             'torque_limit': [float(v) if math.isfinite(v) else math.nan for v in lim.effort],
@@ -370,7 +371,8 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
                          omega_n: float = 20.0,
                          zeta: float = 1.0, joints: Sequence[str] | None = None,
                          control_rate: float = 1000.0, compensate: bool = True,
-                         nominal_urdf: str | None = None) -> UrdfRun:
+                         nominal_urdf: str | None = None,
+                         excitation: bool = False) -> UrdfRun:
     """
     Run computed torque on a URDF arm, offline, with the defaults of this module.
 
@@ -402,6 +404,10 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         with the armature and the Coulomb smoothing of the parameters file beside it when
         there is one (``NAME.yaml``), else the plant's armature and 0.02 rad/s (default: the
         plant's description).
+    excitation : bool
+        Track the identification excitation of :func:`excitation_reference` instead of the
+        sinusoid of :func:`reference_within_limits` (``manip-offline --excitation``: record
+        a bag for ``manip-identify --urdf``).
 
     Raises
     ------
@@ -435,11 +441,45 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     if np.any(scale != 1.0):
         nominal = nominal.with_inertial_scale(nominal_scale)
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
-    trajectory = reference_within_limits(arm.limits)
+    trajectory = (excitation_reference(arm).trajectory if excitation
+                  else reference_within_limits(arm.limits))
     ff = DriveCompensation(motors, nominal_friction) if compensate else None
     run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
                               feedforward=ff)
     return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff)
+
+
+#: The excitation of :func:`excitation_reference`: period [s], harmonics, position margin
+#: (fraction of the range at each end), fraction of the velocity limits, |qdd| cap [rad/s^2]
+#: (the choices of bench/bench_identify_arm.py, docs/identification.md).
+EXCITATION = {'period': 10.0, 'harmonics': 5, 'position_margin': 0.1,
+              'velocity_fraction': 0.5, 'acceleration_limit': 3.0}
+
+
+def excitation_reference(arm: UrdfArm, seed: int = 0):
+    """
+    Return the identification excitation of an arm (:data:`EXCITATION`, random ``seed``).
+
+    A finite Fourier series per joint that starts at rest, stays inside the URDF position
+    limits (10 % margins), half the velocity limits and 3 rad/s^2, chosen among random
+    candidates for the best-conditioned base regressor
+    (:func:`manip_control.arm_identification.excitation_trajectory`).
+
+    Raises
+    ------
+    ArmModelError
+        A joint without a velocity limit (the excitation cannot be sized).
+
+    """
+    from manip_control.arm_identification import ArmIdentificationError
+    from manip_control.arm_identification import ArmRegressor
+    from manip_control.arm_identification import base_parameters
+    from manip_control.arm_identification import excitation_trajectory
+    try:
+        return excitation_trajectory(base_parameters(ArmRegressor(arm)), seed=seed,
+                                     **EXCITATION)
+    except ArmIdentificationError as exc:
+        raise ArmModelError(f'excitation: {exc}') from None
 
 
 def joint_effort(result: UrdfRun) -> np.ndarray:

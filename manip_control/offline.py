@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help='record /joint_states (effort: the actuator torque) and the URDF on '
                           '/robot_description into a new bag (for manip-analyze, '
                           'manip-identify --urdf-from-bag)')
+    arm.add_argument('--excitation', action='store_true',
+                     help='track the identification excitation (a Fourier series inside the '
+                          'limits, period 10 s) instead of the default sinusoid: with --bag, '
+                          'the recording for manip-identify --urdf')
     arm.add_argument('--no-compensation', action='store_true',
                      help="the rigid-body law alone: no inversion of the drives' gear loss, "
                           'no friction feed-forward')
@@ -111,7 +115,8 @@ def run_urdf(args) -> int:
                                    nominal_scale=args.nominal_scale, omega_n=args.omega_n,
                                    zeta=args.zeta, joints=args.joints,
                                    compensate=not args.no_compensation,
-                                   nominal_urdf=args.nominal_urdf)
+                                   nominal_urdf=args.nominal_urdf,
+                                   excitation=args.excitation)
     except (ArmModelError, UrdfError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
@@ -131,6 +136,7 @@ def run_urdf(args) -> int:
     summary.update(urdf=str(args.urdf), nominal_urdf=args.nominal_urdf,
                    actuator=args.actuator or 'motor',
                    nominal_scale=args.nominal_scale, compensation=not args.no_compensation,
+                   reference='excitation' if args.excitation else 'sinusoid',
                    kp=res.kp.tolist(), kd=res.kd.tolist(),
                    wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
     if args.json:
@@ -142,7 +148,8 @@ def run_urdf(args) -> int:
           + ('' if args.nominal_scale == 1.0
              else f' with masses and inertias x{args.nominal_scale:g}')
           + ('; drives and friction not compensated' if args.no_compensation
-             else '; drives = the plant, friction from the nominal URDF'))
+             else '; drives = the plant, friction from the nominal URDF')
+          + ('; reference: the identification excitation' if args.excitation else ''))
     print(f"{summary['duration_s']:.3f} s simulated in {wall:.2f} s wall "
           f"({summary['real_time_factor']:.2f}x real time, model loading included)")
     w = max(16, 2 + max(len(name) for name in summary['joints']))
@@ -164,6 +171,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.urdf is not None:
         return run_urdf(args)
+    if args.excitation:
+        print('error: --excitation needs --urdf FILE (the excitation is sized by its limits)',
+              file=sys.stderr)
+        return 2
     try:
         scenario = load_scenario(args.config or 'default')
         if args.duration is not None:

@@ -514,6 +514,71 @@ def nominal_drives_spec(default: str = 'ideal') -> ParamSpec:
         'simulated plant of the same URDF has); a given nominal.* value wins', 'ideal or sized')
 
 
+def drives_following_plant(plant: Mapping[str, Any], source: str) -> str:
+    """
+    Return the ``nominal.drives`` that describe a simulated URDF plant's actuators.
+
+    ``plant`` is the plant node's parameter values (``robot_description``, optionally
+    ``joints`` and ``actuator``): ``actuator: ideal`` gives ``'ideal'`` (no drives to invert),
+    ``motor`` gives ``'sized'`` (the drives the plant sizes from the effort limits), no
+    ``actuator`` the plant's own default (sized drives when every joint has an effort limit,
+    else ideal actuators; :func:`manip_control.arm_scenario.plant_defaults`).
+
+    Raises
+    ------
+    ParameterError
+        The description cannot be loaded (one line, naming ``source`` and what is wrong).
+
+    """
+    from manip_control.arm_model import ArmModelError
+    from manip_control.arm_model import UrdfArm
+    from manip_control.arm_scenario import plant_defaults
+    actuator = plant.get('actuator')
+    joints = plant.get('joints') or None
+    try:
+        arm = UrdfArm.from_string(plant['robot_description'],
+                                  list(joints) if joints else None, source=source)
+    except ArmModelError as exc:
+        raise ParameterError(str(exc)) from None
+    if actuator == 'ideal':
+        return 'ideal'
+    if actuator == 'motor':
+        return 'sized'
+    return 'ideal' if plant_defaults(arm, plant['robot_description'])['motors'] is None \
+        else 'sized'
+
+
+def drives_params_file(params_file: str, urdf: str) -> str:
+    """
+    Return a params file that gives sim.launch.py's controller the plant's ``nominal.drives``.
+
+    With ``urdf`` (the launch's ``urdf:=``) and no ``nominal.drives`` for the controller in
+    ``params_file``: ``/**/controller: nominal.drives`` of :func:`drives_following_plant` on
+    the plant's section. Otherwise, or when the description cannot be loaded (the nodes then
+    refuse it in one line), a file that sets only ``mode: lockstep``, which the launch gives
+    the controller anyway. Written in the temporary directory, one file per content.
+    """
+    import hashlib
+    import tempfile
+    values = {'mode': 'lockstep'}
+    if urdf:
+        from manip_control.arm_model import ArmModelError
+        from manip_control.arm_model import read_urdf_file
+        try:
+            sections = load_params_file(params_file, on_warning=lambda _text: None)
+            if 'nominal.drives' not in sections.get('controller', {}):
+                plant = dict(sections.get('plant', {}), robot_description=read_urdf_file(urdf))
+                values['nominal.drives'] = drives_following_plant(plant, urdf)
+        except (ArmModelError, ParameterError, OSError):
+            pass
+    text = yaml.safe_dump({'/**/controller': {'ros__parameters': values}})
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f'manip_control_drives_{digest}.yaml'
+    if not path.is_file():
+        path.write_text(text, encoding='utf-8')
+    return str(path)
+
+
 def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[ParamSpec]:
     """
     Parameters of the controller node (defaults: the core's ControllerParameters).

@@ -64,6 +64,7 @@ from manip_control.nodes.common import spin_until
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.common import stop_requested
 from manip_control.nodes.ros_params import controller_specs
+from manip_control.nodes.ros_params import drives_following_plant
 from manip_control.nodes.ros_params import is_params_document
 from manip_control.nodes.ros_params import load_params_file
 from manip_control.nodes.ros_params import MODES
@@ -135,6 +136,11 @@ def load_run_config(config: str | None, mode: str | None = None,
         if text:
             for node in NODE_NAMES:
                 values[node]['robot_description'] = text
+        plant, controller = values['plant'], values['controller']
+        if plant.get('robot_description') and controller.get('robot_description') \
+                and 'nominal.drives' not in controller:
+            # the controller inverts the drives the simulated plant has, unless told otherwise
+            controller['nominal.drives'] = drives_following_plant(plant, str(urdf or path))
         _share_loop_keys(values)
         scenario = None
         name = Path(urdf).stem if urdf else path.stem
