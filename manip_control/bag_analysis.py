@@ -961,7 +961,14 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         report['notes'].append(report['power']['clock_note'])
 
     # ---- model
-    report['model'] = model_section(run, report, **(model or {}))
+    try:
+        report['model'] = model_section(run, report, **(model or {}))
+    except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
+        # a section that cannot run says so; it never takes the rest of the report with it
+        why = f'{type(exc).__name__}: {exc}'
+        report['model'] = {'available': False, 'failed': True, 'reason': why,
+                           'note': f'MODEL SECTION FAILED: {why} (the other sections stand)'}
+        run.model_series = None
     if report['model'].get('note'):
         report['notes'].append(report['model']['note'])
     return report
@@ -1089,14 +1096,25 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                 'note': f'no model section: {exc}'}
     idx = [run.joints.index(j) for j in model.joint_names]
     st = run.state
-    t = run.rel(run.state_t)
     cutoff = DEFAULT_CUTOFF_HZ if cutoff_hz is None else float(cutoff_hz)
-    q = st.position[:, idx]
-    rows = np.isfinite(q).any(axis=1)
+    rows = np.isfinite(st.position[:, idx]).any(axis=1)
+    held = None
+    if run.command_u is not None and len(run.command_u):
+        order = np.argsort(run.command_t, kind='stable')
+        held = _zoh(run.command_t[order], run.command_u[order], run.state_t[rows])[:, idx]
+    # samples that share one time stamp (a repeated or re-sent state, extra rows of a
+    # recovered log) are averaged into one: the filter needs strictly increasing times
+    tv, (q, vel, meas, held), repeats = _merge_repeats(
+        run.rel(run.state_t[rows]), st.position[rows][:, idx], st.velocity[rows][:, idx],
+        st.effort[rows][:, idx], held)
     try:
-        motion = filter_motion(t[rows], q[rows], cutoff_hz=cutoff)
+        motion = filter_motion(tv, q, cutoff_hz=cutoff)
     except ModelAnalysisError as exc:
-        raise AnalysisError(str(exc)) from None
+        if cutoff_hz is not None and str(exc).startswith('--cutoff'):
+            raise AnalysisError(str(exc)) from None     # the option asked for is impossible
+        return {'available': False, 'failed': True, 'reason': str(exc),
+                'repeated_stamps': repeats,
+                'note': f'MODEL SECTION FAILED: {exc} (the other sections stand)'}
     tau_model = model_torque(model, motion, friction)
     grid = motion.t
     keep = np.zeros(grid.size, bool)
@@ -1115,18 +1133,21 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                    'figures_every_s': motion.period,
                    'resampled': motion.resampled, 'transient_left_out_s': motion.trim_s},
         'samples': int(keep.sum()),
+        'repeated_stamps': repeats,
     }
+    if repeats:
+        out['note'] = (f'model section: {repeats} joint states repeat the time stamp of the '
+                       'one before them; each group sharing a stamp is averaged into one '
+                       'sample')
     series: dict[str, Any] = {'t': grid, 'model': tau_model, 'keep': keep,
                               'joints': list(model.joint_names)}
     # samples where a joint sits at its velocity limit (a simulator clamps the speed there,
     # so the torque does not produce the model's acceleration): flagged, and left out of a
     # second set of figures and of the fits, with the filter's reach (1 / fc) around them
-    vel = st.velocity[rows][:, idx]
     vlim = np.asarray(model.limits.velocity, float)
     clamped = np.zeros(grid.size, bool)
     at_limit: dict[str, float] = {}
     if np.isfinite(vel).any() and np.isfinite(vlim).any():
-        tv = t[rows]
         for j, name in enumerate(model.joint_names):
             ok = np.isfinite(vel[:, j])
             if not np.isfinite(vlim[j]) or not ok.any():
@@ -1148,11 +1169,10 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                           'samples and 1 / fc around them',
             'samples_away_from_limits': int(free.sum())}
     # the effort the model is compared with: measured, and the held command
-    meas = st.effort[rows][:, idx]
     have_meas = np.isfinite(meas).any() and not report['measured_effort'].get('all_zero')
     per: dict[str, Any] = {name: {} for name in model.joint_names}
     if have_meas:
-        eff_f = motion.smooth(t[rows], meas)
+        eff_f = motion.smooth(tv, meas)
         series['measured'] = eff_f
         for name, fig in zip(model.joint_names, compare(eff_f, tau_model, keep)):
             per[name]['measured'] = fig
@@ -1163,13 +1183,11 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
         out['measured_note'] = ('the joint states carry no effort' if not
                                 np.isfinite(meas).any() else ZERO_EFFORT_NOTE)
     cmd_f = None
-    if run.command_u is not None and len(run.command_u):
-        order = np.argsort(run.command_t, kind='stable')
-        held = _zoh(run.command_t[order], run.command_u[order], run.state_t[rows])[:, idx]
+    if held is not None:
         started = np.isfinite(held).all(axis=1)
         if started.any():
-            cmd_f = motion.smooth(t[rows], held)
-            t_first = float(t[rows][started][0])
+            cmd_f = motion.smooth(tv, held)
+            t_first = float(tv[started][0])
             ckeep = keep & (grid >= t_first + motion.trim_s)
             series['command'] = cmd_f
             series['command_keep'] = ckeep
@@ -1187,7 +1205,7 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                     per[name]['command_away_from_limits'] = fig
     # velocity check: D F q against F qd of the recorded velocity
     if np.isfinite(vel).any():
-        vel_f = motion.smooth(t[rows], vel)
+        vel_f = motion.smooth(tv, vel)
         dv = (motion.qd - vel_f)[keep]
         for j, name in enumerate(model.joint_names):
             if np.isfinite(dv[:, j]).all():
@@ -1210,6 +1228,32 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
         out['friction_fit'] = {'effort': tname, 'per_joint': dict(zip(model.joint_names, fits))}
     run.model_series = series
     return out
+
+
+def _merge_repeats(t: np.ndarray, *arrays: np.ndarray | None
+                   ) -> tuple[np.ndarray, list, int]:
+    """
+    Average the samples that share one time: ``(unique t, averaged arrays, repeats)``.
+
+    ``t`` is sorted; each array has one row per time (None passes through). A row's value
+    is the mean of the finite values of its group (NaN when there is none); ``repeats`` is
+    the number of rows merged into an earlier one.
+    """
+    first = np.ones(t.size, bool)
+    first[1:] = t[1:] != t[:-1]
+    if first.all():
+        return t, list(arrays), 0
+    starts = np.flatnonzero(first)
+    out = []
+    for a in arrays:
+        if a is None:
+            out.append(None)
+            continue
+        ok = np.isfinite(a)
+        total = np.add.reduceat(np.where(ok, a, 0.0), starts, axis=0)
+        n = np.add.reduceat(ok.astype(np.int64), starts, axis=0)
+        out.append(np.where(n > 0, total / np.maximum(n, 1), np.nan))
+    return t[starts], out, int(t.size - starts.size)
 
 
 class _Sub:
@@ -1489,6 +1533,8 @@ def _pct(x: Any) -> str:
 
 def _model_markdown(mo: dict) -> list[str]:
     lines = ['', '## Model', '']
+    if mo.get('failed'):
+        return lines + [f'**FAILED:** {mo.get("reason")} (the other sections stand).']
     if not mo.get('available'):
         return lines + [f'Not available: {mo.get("reason", "no model")}.']
     fi = mo['filter']
@@ -1618,7 +1664,7 @@ def render_summary(report: dict) -> str:
             lines.append(f'  best-fit gravity |g| {gf["magnitude"]:.3g} m/s^2 '
                          f'({", ".join(f"{x:.3g}" for x in gf["vector"])})')
     elif mo:
-        lines.append(f'model: n/a ({mo.get("reason")})')
+        lines.append(f'model: {"FAILED" if mo.get("failed") else "n/a"} ({mo.get("reason")})')
     for note in report['notes']:
         lines.append(f'note: {note}')
     return '\n'.join(lines)

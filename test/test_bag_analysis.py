@@ -779,3 +779,81 @@ def test_joint_states_with_extra_fields_are_analysed(tmp_path, capsys):
     rep = run_json([str(path), '--out', str(tmp_path / 'r')], capsys)
     assert rep['timing']['state']['count'] == 1000
     assert rep['measured_effort']['per_joint']['joint1']['rms'] == pytest.approx(2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# joints listed in different orders by different topics (matched by name, never by position)
+
+ABC = ['arm_a', 'arm_b', 'arm_c']
+#: per joint, by name: tracking error [rad], commanded effort [N·m], motor current [A]
+ERR = {'arm_a': 0.01, 'arm_b': -0.02, 'arm_c': 0.04}
+CMD = {'arm_a': 3.0, 'arm_b': -5.0, 'arm_c': 7.0}
+AMP = {'arm_a': 1.5, 'arm_b': -2.5, 'arm_c': 4.0}
+
+
+def _ordered_run(path: Path, orders: dict, switch: int | None = None, f64: bool = False
+                 ) -> Path:
+    """
+    Three joints whose states, commands, reference and motor topics each list them in the
+    order ``orders[topic]`` (after message ``switch``: the reverse of that order).
+
+    Every value is a function of the joint's name (``ERR``, ``CMD``, ``AMP``); with ``f64``
+    the commands are a Float64MultiArray in ``orders['cmd']`` order given by params.yaml.
+    """
+    n = 1000
+    k = np.arange(n)
+    stamps = 10**9 + k * 1_000_000
+    recv = stamps + 50_000
+    t = k / 1000.0
+    q_d = {nm: (j + 1) * 0.1 * np.sin(2 * np.pi * t) for j, nm in enumerate(ABC)}
+
+    def order(topic, i):
+        o = orders[topic]
+        return o[::-1] if switch is not None and i >= switch else o
+    with BagWriter(path) as w:
+        w.add_topic('/joint_states', JS)
+        w.add_topic('/reference', JT)
+        w.add_topic('/motor_states', JS)
+        w.add_topic('/effort_controller/commands' if f64 else '/joint_commands',
+                    F64 if f64 else JS)
+        for i in range(n):
+            o = order('state', i)
+            w.write('/joint_states', int(recv[i]), _js(
+                stamps[i], o, [q_d[nm][i] + ERR[nm] for nm in o], [0.0] * 3, [0.0] * 3))
+            o = order('ref', i)
+            w.write('/reference', int(recv[i]), _jt(stamps[i], o, [q_d[nm][i] for nm in o],
+                                                   [0.0] * 3))
+            o = order('motor', i)
+            w.write('/motor_states', int(recv[i]), _js(stamps[i], o, [AMP[nm] for nm in o],
+                                                       [0.0] * 3, [0.0] * 3))
+            o = order('cmd', i)
+            if f64:
+                w.write('/effort_controller/commands', int(recv[i]) + 10_000,
+                        _f64([CMD[nm] for nm in o]))
+            else:
+                w.write('/joint_commands', int(recv[i]) + 10_000, _js(
+                    stamps[i], o, [q_d[nm][i] for nm in o], [0.0] * 3, [CMD[nm] for nm in o]))
+        if f64:
+            w.write_params({'joints': orders['cmd']})
+    return path
+
+
+@pytest.mark.parametrize('case', ['orders', 'switch_mid_bag', 'float64_commands'])
+def test_joints_in_different_orders_are_matched_by_name(tmp_path, capsys, case):
+    orders = {'state': ABC, 'cmd': ['arm_c', 'arm_a', 'arm_b'],
+              'ref': ['arm_b', 'arm_c', 'arm_a'], 'motor': ['arm_c', 'arm_b', 'arm_a']}
+    path = _ordered_run(tmp_path / 'bag', orders, switch=500 if case == 'switch_mid_bag'
+                        else None, f64=case == 'float64_commands')
+    rep = run_json([str(path), '--out', str(tmp_path / 'rep'), '--no-plots'], capsys)
+    assert sorted(rep['joints']) == ABC
+    assert rep['topics']['reference'] == '/reference'
+    for nm in ABC:
+        tr = rep['tracking']['per_joint'][nm]
+        assert tr['mean'] == pytest.approx(ERR[nm], abs=1e-12), nm
+        assert tr['max_abs'] == pytest.approx(abs(ERR[nm]), abs=1e-12), nm
+        u = rep['commanded_effort']['per_joint'][nm]
+        assert u['mean'] == pytest.approx(CMD[nm], abs=1e-12), nm
+        assert u['peak_abs'] == pytest.approx(abs(CMD[nm]), abs=1e-12), nm
+        mo = rep['motor']['per_joint'][nm]
+        assert mo['current_peak_abs'] == pytest.approx(abs(AMP[nm]), abs=1e-12), nm
+    assert rep['tracking']['exact_stamp_matches'] == 1000
