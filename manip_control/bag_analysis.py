@@ -502,6 +502,9 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
             f'at bag time {pr["first_receive_ns"] / 1e9:.9f} s); the file may be corrupt '
             '(sqlite3 files carry no checksums)'))
     notes.extend(file_notes)
+    for topic, n_bad in decode_errors.items():
+        notes.append(f'{topic}: {n_bad} of {reader.topics[topic].count} messages could not be '
+                     'decoded with their stored definition (left out)')
     run = RunData(str(bag), base, sel, info, params, joints, int(state_t[0]), state, state_t,
                   notes=notes, robot_description=description,
                   robot_description_topic=desc_topic if description else None)

@@ -335,7 +335,7 @@ class McapStorageWriter:
         self.path = Path(path)
         self.chunk_size = int(chunk_size)
         self._sink = _Sink(self.path)
-        self._schemas: dict[str, int] = {}
+        self._schemas: dict[tuple, int] = {}
         self._schema_records: list = []
         self._channel_records: list = []
         self._chunk = bytearray()
@@ -359,17 +359,18 @@ class McapStorageWriter:
         return rb.end()
 
     def add_topic(self, t: TopicRecord) -> int:
-        """Register a schema (once per type) and a channel; returns the channel id."""
+        """Register a schema (once per type and definition) and a channel; returns its id."""
         from mcap.records import Channel
         from mcap.records import Schema
-        sid = self._schemas.get(t.msgtype)
+        key = (t.msgtype, t.msgdef_format, t.msgdef)     # one type may have two definitions
+        sid = self._schemas.get(key)
         if sid is None:
             sid = len(self._schema_records) + 1
             schema = Schema(id=sid, name=t.msgtype, encoding=t.msgdef_format or 'ros2msg',
                             data=t.msgdef.encode())
             self._schema_records.append(schema)
             self._chunk += self._record(schema)
-            self._schemas[t.msgtype] = sid
+            self._schemas[key] = sid
         meta = {'offered_qos_profiles': t.qos}
         if t.type_hash:
             meta['topic_type_hash'] = t.type_hash

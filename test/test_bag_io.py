@@ -1044,3 +1044,66 @@ def test_info_into_a_closed_pipe_is_not_an_error(tmp_path):
         proc.stdout.close()                    # like `| head -0`: the reader is gone
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) == 0 and err == ''
+
+
+def test_two_stored_definitions_of_one_type_each_decode_their_own_channel(tmp_path, capsys):
+    """
+    An extended JointState on /joint_states and the standard one on /motor_states.
+
+    Both schemas are named ``sensor_msgs/msg/JointState`` (written with the ``mcap``
+    library's writer); each channel must be decoded with its own schema: 5000 and 5000.
+    """
+    from manip_control.bag_analysis import main as analyze_main
+    from mcap.writer import Writer
+    ext = _custom_store(EXTRA_DEF)
+    C = ext.types
+    std_text, _ = TS.generate_msgdef(JS, ros_version=2)
+    path = tmp_path / 'two_schemas.mcap'
+    n = 5000
+    with open(path, 'wb') as fh:
+        w = Writer(fh, chunk_size=64_000)
+        w.start(profile='ros2', library='test')
+        s_ext = w.register_schema(JS, 'ros2msg', EXTRA_DEF.encode())
+        s_std = w.register_schema(JS, 'ros2msg', std_text.encode())
+        c_js = w.register_channel('/joint_states', 'cdr', s_ext)
+        c_mo = w.register_channel('/motor_states', 'cdr', s_std)
+        for k in range(n):
+            ns = 10**9 + k * 1_000_000
+            msg = C[JS](header=C['std_msgs/msg/Header'](
+                stamp=C['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+                frame_id=''), name=['a', 'b'], temperature=30.0,
+                position=np.array([1e-4 * k, -0.2]), velocity=np.array([0.1, 0.0]),
+                effort=np.array([3.0, 1.0]), flags=np.zeros(1, np.uint8))
+            w.add_message(c_js, ns, bytes(ext.serialize_cdr(msg, JS)), ns)
+            w.add_message(c_mo, ns + 1000, ser(joint_state(ns, ['a', 'b'], [2.0, -4.0 - k],
+                                                           [24.0, 12.0], [2.5, 4.5]), JS),
+                          ns + 1000)
+        w.finish()
+    with BagReader(path) as r:
+        assert r.topics['/motor_states'].count == n and r.topics['/joint_states'].count == n
+        s = r.read_series(['/joint_states', '/motor_states'])
+        assert r.decode_errors == {}
+    assert len(s['/joint_states']) == n and len(s['/motor_states']) == n
+    np.testing.assert_array_equal(s['/motor_states'].position[:, 1], -4.0 - np.arange(n))
+    np.testing.assert_array_equal(s['/joint_states'].position[:, 0], 1e-4 * np.arange(n))
+    for extra in ([], ['--motor', '/motor_states']):
+        out = tmp_path / f'rep{len(extra)}'
+        assert analyze_main([str(path), '--out', str(out), '--quiet', '--no-plots',
+                             '--no-model', '--json', *extra]) == 0
+        import json
+        rep = json.loads(capsys.readouterr().out)
+        assert rep['motor']['available'] and rep['motor']['source'] == '/motor_states'
+        assert rep['motor']['per_joint']['b']['current_peak_abs'] == pytest.approx(4.0 + n - 1)
+    # this package's writer keeps the two definitions apart too
+    bag = tmp_path / 'written'
+    with BagWriter(bag) as w:
+        w.add_topic('/joint_states', JS, msgdef=EXTRA_DEF)
+        w.add_topic('/motor_states', JS)
+        with BagReader(path) as r:
+            for topic, ts, raw in r.raw_messages(['/joint_states', '/motor_states']):
+                w.write(topic, ts, raw)
+    with BagReader(bag) as r:
+        s2 = r.read_series(['/joint_states', '/motor_states'])
+        assert r.decode_errors == {}
+    for topic in s:
+        np.testing.assert_array_equal(s2[topic].position, s[topic].position)
