@@ -70,6 +70,7 @@ from manip_control.bag_storage import metadata_dict
 from manip_control.bag_storage import METADATA_FILE
 from manip_control.bag_storage import open_storage_reader
 from manip_control.bag_storage import open_storage_writer
+from manip_control.bag_storage import parts_problem
 from manip_control.bag_storage import RawBatch
 from manip_control.bag_storage import read_metadata
 from manip_control.bag_storage import StorageError
@@ -1628,6 +1629,13 @@ class BagReader:
         self.message_count = sum(s.count for s in self._sources)
         for s in self._sources:
             self.notes.extend(s.notes)
+        if len(files) > 1:
+            problem = parts_problem([(f.name, s.start_ns, s.end_ns, s.count,
+                                      {t.topic: t.msgtype for t in s.topics})
+                                     for f, s in zip(files, self._sources)])
+            if problem is not None:
+                self.notes.insert(0, f'the storage files are not the parts of one recording '
+                                     f'({problem}): two recordings may be read as one here')
         why = [s.recovered_reason for s in self._sources if s.recovered]
         if why:
             self.recovered = True

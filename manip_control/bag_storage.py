@@ -1528,6 +1528,30 @@ def _rewrite_mcap(reader: McapStorageReader, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def parts_problem(parts: list[tuple[str, int, int, int, dict]]) -> str | None:
+    """
+    Tell why storage files cannot be the parts of one recording (None when they can be).
+
+    ``parts``: per file ``(name, start_ns, end_ns, message_count, {topic: msgtype})``. The
+    files of one split recording follow each other in time (a part starts at or after the
+    end of the one before it) and each part registers every topic of the parts before it
+    with the same type (a recorder opens a new part with all the topics it knows). Two
+    recordings side by side in one folder break one of these.
+    """
+    used = sorted((p for p in parts if p[3]), key=lambda p: (p[1], p[2]))
+    for a, b in zip(used, used[1:]):
+        if b[1] < a[2]:
+            return (f'{a[0]} ({a[1] / 1e9:.3f} .. {a[2] / 1e9:.3f} s) and {b[0]} '
+                    f'({b[1] / 1e9:.3f} .. {b[2] / 1e9:.3f} s) overlap in time')
+    for a, b in zip(used, used[1:]):
+        for topic, msgtype in a[4].items():
+            if topic not in b[4]:
+                return f'{b[0]} lacks the topic {topic} of {a[0]}, which starts before it'
+            if b[4][topic] != msgtype:
+                return (f'{topic} is {msgtype} in {a[0]} but {b[4][topic]} in {b[0]}')
+    return None
+
+
 def reindex(bag_dir: str | Path, *, log=None) -> dict:
     """
     Rebuild ``metadata.yaml`` (version 8) of a bag directory from its storage files.
@@ -1550,6 +1574,25 @@ def reindex(bag_dir: str | Path, *, log=None) -> dict:
     if len(kinds) != 1:
         raise StorageError(f'{bag_dir}: mixed storage files {[p.name for p in files]}')
     storage = kinds.pop()
+    # nothing is changed before every file is known to be a part of one recording
+    parts = []
+    for path in files:
+        reader = open_storage_reader(path)
+        try:
+            parts.append((path.name, reader.start_ns, reader.end_ns, reader.count,
+                          {t.topic: t.msgtype for t in reader.topics}))
+        finally:
+            reader.close()
+    if len(files) > 1:
+        problem = parts_problem(parts)
+        if problem is not None:
+            raise StorageError(
+                f'{bag_dir}: the storage files are not the parts of one recording ({problem}); '
+                'nothing was changed: put each recording in a folder of its own and reindex '
+                'that folder')
+        say(f'joining {len(files)} files as the parts of one recording: '
+            + ', '.join(f'{p[0]} ({p[3]} messages, {p[1] / 1e9:.3f} .. {p[2] / 1e9:.3f} s)'
+                        for p in sorted(parts, key=lambda p: (p[1], p[2]))))
     topics: dict[str, TopicRecord] = {}
     entries = []
     repaired = []

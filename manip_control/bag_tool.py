@@ -42,6 +42,7 @@ import sys
 
 from manip_control.bag_storage import reindex
 from manip_control.bag_storage import StorageError
+from manip_control.bag_storage import SUFFIXES
 
 __all__ = ['main']
 
@@ -64,7 +65,17 @@ def _info(path: str) -> int:
             what = ('finishes the MCAP file, so that standard tools (rosbags, ros2 bag, mcap) '
                     'read it' if r.storage == 'mcap' else
                     'folds the write-ahead log in and writes metadata.yaml')
-            print(f'repair: manip-bag reindex {where} {what}')
+            others = [] if r.path.is_dir() else sorted(
+                p.name for p in where.iterdir()
+                if p.is_file() and p.suffix in SUFFIXES and p.name != r.path.name)
+            if others:
+                # reindex joins every storage file of a folder: this one needs its own
+                own = where / r.path.stem
+                print(f'repair: its folder also holds {", ".join(others)}, which reindex would '
+                      f'join to it: move it into a folder of its own (mkdir {own} && mv '
+                      f'{r.path} {own}/), then manip-bag reindex {own} {what}')
+            else:
+                print(f'repair: manip-bag reindex {where} {what}')
         for note in r.notes:
             print(f'note: {note}')
         if r.storage == 'mcap':

@@ -1107,3 +1107,60 @@ def test_two_stored_definitions_of_one_type_each_decode_their_own_channel(tmp_pa
         assert r.decode_errors == {}
     for topic in s:
         np.testing.assert_array_equal(s2[topic].position, s[topic].position)
+
+
+def _split_parts(tmp_path: Path, offsets_ns, cut_last: bool = True) -> Path:
+    """Folder of bare .mcap files of 5000 states each starting at ``offsets_ns`` (last cut)."""
+    folder = tmp_path / 'folder'
+    folder.mkdir()
+    for i, off in enumerate(offsets_ns):
+        src = tmp_path / f'src{i}'
+        with BagWriter(src, chunk_size=20_000) as w:
+            w.add_topic('/joint_states', JS)
+            for k in range(5000):
+                ns = off + k * 1_000_000
+                w.write('/joint_states', ns, ser(joint_state(ns, ['a'], [float(k)]), JS))
+        (f,) = src.glob('*.mcap')
+        data = f.read_bytes()
+        if cut_last and i == len(offsets_ns) - 1:
+            data = data[:len(data) * 2 // 3]
+        (folder / f'run{i}.mcap').write_bytes(data)
+    return folder
+
+
+def test_reindex_refuses_two_recordings_and_the_advice_names_a_folder_of_its_own(tmp_path,
+                                                                                capsys):
+    """A cut recording beside a complete one of the same time: nothing is merged or changed."""
+    from manip_control.bag_analysis import main as analyze_main
+    from manip_control.bag_tool import main as bag_main
+    folder = _split_parts(tmp_path, [10**9, 10**9 + 1000])
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert bag_main(['info', str(folder / 'run1.mcap')]) == 0
+    out = capsys.readouterr().out
+    (advice,) = [x for x in out.splitlines() if x.startswith('repair: ')]
+    assert f'manip-bag reindex {folder} ' not in advice
+    assert 'run0.mcap' in advice and f'manip-bag reindex {folder / "run1"} ' in advice
+    assert bag_main(['reindex', str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith('error: ') and '\n' not in err
+    assert 'not the parts of one recording' in err and 'overlap in time' in err
+    assert 'run0.mcap' in err and 'run1.mcap' in err and 'nothing was changed' in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # read as it is, the folder is not passed off as one recording without a word
+    assert analyze_main([str(folder), '--out', str(tmp_path / 'rep'), '--quiet', '--no-plots',
+                         '--json']) == 0
+    import json
+    rep = json.loads(capsys.readouterr().out)
+    assert any('not the parts of one recording' in x for x in rep['notes'])
+
+
+def test_reindex_joins_the_parts_of_one_recording_and_says_so(tmp_path, capsys):
+    from manip_control.bag_tool import main as bag_main
+    folder = _split_parts(tmp_path, [10**9, 10**9 + 5000 * 1_000_000])
+    assert bag_main(['reindex', str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert 'joining 2 files as the parts of one recording: run0.mcap (5000 messages' in err
+    with BagReader(folder) as r:
+        assert r.metadata_version == 8 and not any('parts' in x for x in r.notes)
+        s = r.read_series(['/joint_states'])['/joint_states']
+    assert (np.diff(s.stamp_ns) > 0).all() and len(s) > 5000
