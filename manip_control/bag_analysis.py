@@ -517,34 +517,9 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
 
     # commands
     if sel.commands:
-        cmd = series[sel.commands]
-        run.command = cmd
-        if isinstance(cmd, JointStateSeries):
-            run.command_t = cmd.stamp_ns if use_header and cmd.stamp_ns.any() else cmd.recv_ns
-            run.command_u = _cols(cmd.names, joints, cmd.effort)
-        else:
-            width = cmd.data.shape[1]
-            order_names = _lookup(params, 'joints')
-            if (isinstance(order_names, list) and len(order_names) == width
-                    and set(order_names) <= set(joints)):
-                run.command_u = _cols(list(order_names), joints, cmd.data)
-            else:
-                run.command_u = _cols(joints[:width], joints, cmd.data)
-                if width != len(joints):
-                    notes.append(f'{sel.commands} has {width} values per message for '
-                                 f'{len(joints)} joints; mapped by position')
-            if use_header:
-                # a command answers the latest state received before it: give it that stamp
-                k = np.searchsorted(state.recv_ns, cmd.recv_ns, side='right') - 1
-                t = np.where(k >= 0, state.stamp_ns[np.clip(k, 0, None)], np.iinfo(np.int64).min)
-                keep = k >= 0
-                run.command_t = t[keep]
-                run.command_u = run.command_u[keep]
-                if not keep.all():
-                    notes.append(f'{int((~keep).sum())} commands before the first joint state '
-                                 'ignored on the header time base')
-            else:
-                run.command_t = cmd.recv_ns
+        run.command = series[sel.commands]
+        run.command_t, run.command_u = _command_series(run.command, state, joints, params,
+                                                       use_header, notes)
 
     # reference
     if sel.reference:
@@ -571,6 +546,42 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         run.motor = mot
         run.motor_t = mot.stamp_ns if use_header and mot.stamp_ns.any() else mot.recv_ns
     return run
+
+
+def _command_series(cmd, state: JointStateSeries, joints: list[str], params: dict | None,
+                    use_header: bool, notes: list[str] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return the times [ns] and efforts (joint order) of the commands on one time base.
+
+    JointState commands carry their own stamp; a Float64MultiArray command answers the
+    latest state received before it and gets that state's stamp on the header time base.
+    ``notes`` (when given) receives what was mapped by position or left out.
+    """
+    notes = [] if notes is None else notes
+    if isinstance(cmd, JointStateSeries):
+        t = cmd.stamp_ns if use_header and cmd.stamp_ns.any() else cmd.recv_ns
+        return t, _cols(cmd.names, joints, cmd.effort)
+    width = cmd.data.shape[1]
+    order_names = _lookup(params, 'joints')
+    if (isinstance(order_names, list) and len(order_names) == width
+            and set(order_names) <= set(joints)):
+        u = _cols(list(order_names), joints, cmd.data)
+    else:
+        u = _cols(joints[:width], joints, cmd.data)
+        if width != len(joints):
+            notes.append(f'{cmd.topic} has {width} values per message for '
+                         f'{len(joints)} joints; mapped by position')
+    if not use_header:
+        return cmd.recv_ns, u
+    # a command answers the latest state received before it: give it that stamp
+    k = np.searchsorted(state.recv_ns, cmd.recv_ns, side='right') - 1
+    t = np.where(k >= 0, state.stamp_ns[np.clip(k, 0, None)], np.iinfo(np.int64).min)
+    keep = k >= 0
+    if not keep.all():
+        notes.append(f'{int((~keep).sum())} commands before the first joint state '
+                     'ignored on the header time base')
+    return t[keep], u[keep]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1342,12 +1353,11 @@ def _power(run: RunData, t: np.ndarray) -> dict:
                 'mean_w': _f(pp.mean()), 'work_j': _f(work[-1]),
                 'positive_work_j': _f(np.sum(0.5 * (pos[1:] + pos[:-1]) * np.diff(tp))),
                 'clock': f'{run.time_base} time of {st.topic}'})
-    # the same power integrated over the other clock: a disagreement is a caveat on the work
+    # the work as a run on the other clock computes it (states in that clock's order, the
+    # command held on it): a disagreement is a caveat on the work
     other = 'receive' if run.time_base == 'header' else 'header'
-    t_other = st.recv_ns if other == 'receive' else st.stamp_ns
     if st.stamp_ns.any():
-        to = (t_other[ok] - t_other[ok][0]) / 1e9
-        w_other = float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(to)))
+        w_other = _work_on_clock(run, other == 'header', commanded)
         out['work_other_clock_j'] = _f(w_other)
         out['other_clock'] = other
         scale = max(abs(float(work[-1])), abs(w_other))
@@ -1367,6 +1377,24 @@ def _power(run: RunData, t: np.ndarray) -> dict:
     else:
         out['mechanical_energy'] = None
     return out
+
+
+def _work_on_clock(run: RunData, use_header: bool, commanded: bool) -> float:
+    """Work [J] ``sum_k (P_k + P_k-1) / 2 (t_k - t_k-1)`` with every time on one clock."""
+    st = run.state
+    t_ns = st.stamp_ns if use_header else st.recv_ns
+    order = np.argsort(t_ns, kind='stable')
+    t_ns, qd = t_ns[order], st.velocity[order]
+    tau = st.effort[order]
+    if commanded:
+        ct, cu = _command_series(run.command, st, run.joints, run.params, use_header)
+        corder = np.argsort(ct, kind='stable')
+        tau = _zoh(ct[corder], cu[corder], t_ns)
+    p = np.nansum(tau * qd, axis=1)
+    ok = np.isfinite(tau).any(axis=1) & np.isfinite(qd).any(axis=1)
+    tp = (t_ns[ok] - t_ns[ok][0]) / 1e9 if ok.any() else t_ns[:0] / 1e9
+    pp = p[ok]
+    return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tp)))
 
 
 def analyze(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',

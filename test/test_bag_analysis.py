@@ -857,3 +857,36 @@ def test_joints_in_different_orders_are_matched_by_name(tmp_path, capsys, case):
         mo = rep['motor']['per_joint'][nm]
         assert mo['current_peak_abs'] == pytest.approx(abs(AMP[nm]), abs=1e-12), nm
     assert rep['tracking']['exact_stamp_matches'] == 1000
+
+
+def test_other_clock_work_is_what_a_run_on_that_clock_gives(tmp_path, capsys):
+    """
+    Header stamps on sim time, receive times on a slower wall clock, power from commands.
+
+    The command answering state k arrives after it: on the header clock it acts at state
+    k's stamp, on the receive clock from the next state on. Both works are computed here
+    independently; each run's "other clock" figure must be the other run's work.
+    """
+    n = 2000
+    k = np.arange(n)
+    stamps = 10**9 + k * 1_000_000
+    recv = 500 * 10**9 + k * 2_200_000 + (k % 7) * 50_000     # another clock, jittered
+    t = k / 1000.0
+    qd = np.column_stack([np.cos(3 * t), 2.0 * np.sin(5 * t)])
+    q = np.column_stack([np.sin(3 * t) / 3, -0.4 * np.cos(5 * t)])
+    u = np.column_stack([4.0 + 3.0 * np.sin(7 * t), -2.0 + np.cos(11 * t)])
+    path = write_run(tmp_path / 'clk', stamps=stamps, recv=recv, q=q, qd=qd,
+                     tau=np.zeros((n, 2)), cmds=(recv + 300_000, u))
+    # independent: header clock, u_k with state k; receive clock, u_(k-1) with state k
+    p_h = np.sum(u * qd, axis=1)
+    w_header = float(np.sum(0.5 * (p_h[1:] + p_h[:-1]) * np.diff(stamps) / 1e9))
+    p_r = np.sum(u[:-1] * qd[1:], axis=1)
+    w_receive = float(np.sum(0.5 * (p_r[1:] + p_r[:-1]) * np.diff(recv[1:]) / 1e9))
+    rep_h = run_json([str(path), '--out', str(tmp_path / 'h'), '--no-plots'], capsys)
+    rep_r = run_json([str(path), '--out', str(tmp_path / 'r'), '--no-plots', '--time',
+                      'receive'], capsys)
+    assert rep_h['power']['from_commanded_effort'] and rep_r['power']['from_commanded_effort']
+    assert rep_h['power']['work_j'] == pytest.approx(w_header, rel=1e-12)
+    assert rep_r['power']['work_j'] == pytest.approx(w_receive, rel=1e-12)
+    assert rep_h['power']['work_other_clock_j'] == pytest.approx(w_receive, rel=1e-12)
+    assert rep_r['power']['work_other_clock_j'] == pytest.approx(w_header, rel=1e-12)
