@@ -70,6 +70,7 @@ from manip_control.bag_io import JOINT_TRAJECTORY
 from manip_control.bag_io import JointStateSeries
 from manip_control.bag_io import TopicInfo
 from manip_control.bag_io import TrajectorySeries
+from manip_control.bag_storage import ns_text
 import numpy as np
 import yaml
 
@@ -460,6 +461,15 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
             texts = [getattr(m, 'data', None) for _, m in msgs]
             texts = [x for x in texts if isinstance(x, str) and x.strip()]
             description = texts[-1] if texts else None
+        if skip_corrupt:
+            reader.verify()            # every damaged chunk, also of topics not read
+        lost = reader.lost_messages()
+        if lost:
+            # the totals of what was read, not of the whole file
+            info['message_count'] = reader.message_count - sum(lost.values())
+            for entry in info['topics']:
+                entry['count'] -= lost.get(entry['name'], 0)
+            info['left_out_messages'] = lost
         params = reader.params
         decode_errors = dict(reader.decode_errors)
         file_notes = list(reader.notes)
@@ -495,11 +505,17 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
     joints = list(state.names)
     for c in corrupt:
         notes.insert(0, f'DAMAGED DATA LEFT OUT (--skip-corrupt): {c}')
+    if info.get('left_out_messages'):
+        lost = info['left_out_messages']
+        notes.insert(len(corrupt), (
+            f'{sum(lost.values())} messages left out in damaged chunks ('
+            + ', '.join(f'{t} {n}' for t, n in lost.items()) + '); the message counts of '
+            'this report are of what was read'))
     for pr in problems:
         notes.insert(len(corrupt), (
             f'DAMAGED VALUES EXCLUDED: {pr["topic"]} {pr["field"]}: {pr["values"]} values in '
             f'{pr["messages"]} messages are infinite or beyond {ABSURD:g} in magnitude (first '
-            f'at bag time {pr["first_receive_ns"] / 1e9:.9f} s); the file may be corrupt '
+            f'at bag time {ns_text(pr["first_receive_ns"])} s); the file may be corrupt '
             '(sqlite3 files carry no checksums)'))
     notes.extend(file_notes)
     for topic, n_bad in decode_errors.items():
@@ -512,7 +528,7 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         end_rel = (int(state_t[-1]) - int(state_t[0])) / 1e9
         notes.insert(0, f'recovered bag: {info["recovered_reason"]}; the data read ends at '
                         f'{end_rel:.3f} s (last joint state; bag time '
-                        f'{info["recovered_end_ns"] / 1e9:.9f} s)')
+                        f'{ns_text(info["recovered_end_ns"])} s)')
         info['recovered_end_s'] = end_rel
 
     # commands

@@ -68,6 +68,7 @@ from manip_control.bag_storage import CHUNK_SIZE
 from manip_control.bag_storage import gather_rows
 from manip_control.bag_storage import metadata_dict
 from manip_control.bag_storage import METADATA_FILE
+from manip_control.bag_storage import ns_text
 from manip_control.bag_storage import open_storage_reader
 from manip_control.bag_storage import open_storage_writer
 from manip_control.bag_storage import parts_problem
@@ -464,7 +465,7 @@ class WriteFailure:
         if t0_ns is not None:
             rel = f' ({(self.first_lost_ns - t0_ns) / 1e9:.3f} s after the first message)'
         return (f'{path}: write error ({self.error}): {self.lost} messages not recorded from '
-                f'bag time {self.first_lost_ns / 1e9:.9f} s{rel} on; the bag holds the '
+                f'bag time {ns_text(self.first_lost_ns)} s{rel} on; the bag holds the '
                 f'{held} messages before it{self.repair}')
 
 
@@ -1729,6 +1730,19 @@ class BagReader:
     def store_for(self, topic: str):
         """Return the typestore that decodes ``topic`` (its channel's own stored definition)."""
         return self._stores.get(topic, self.typestore)
+
+    def lost_messages(self) -> dict[str, int]:
+        """Messages per topic in the damaged chunks left out so far (``skip_corrupt``)."""
+        out: dict[str, int] = {}
+        for src in self._sources:
+            lost = getattr(src, 'lost', None)
+            if not lost:
+                continue
+            names = {t.id: t.topic for t in src.topics}
+            for cid, n in lost.items():
+                if cid in names:
+                    out[names[cid]] = out.get(names[cid], 0) + n
+        return out
 
     @property
     def corrupt(self) -> list:

@@ -108,9 +108,22 @@ class CorruptRegion:
         """One line naming the file, the record, its time range and what failed."""
         span = ''
         if self.start_ns is not None and self.end_ns is not None:
-            span = (f', messages from bag time {self.start_ns / 1e9:.9f} s to '
-                    f'{self.end_ns / 1e9:.9f} s')
+            span = (f', messages from bag time {ns_text(self.start_ns)} s to '
+                    f'{ns_text(self.end_ns)} s')
         return f'{self.path}: {self.what} at byte {self.offset}{span}: {self.reason}'
+
+
+def ns_text(ns: int) -> str:
+    """
+    Seconds with 9 decimals written from integer nanoseconds (exact, unlike a float64).
+
+    A bag time of 1.7e18 ns has float64 steps of 256 ns: ``ns / 1e9`` printed to 9 decimals
+    can be tens of nanoseconds off.
+    """
+    ns = int(ns)
+    sign = '-' if ns < 0 else ''
+    sec, frac = divmod(abs(ns), 10**9)
+    return f'{sign}{sec}.{frac:09d}'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -888,6 +901,9 @@ _DATA_END = 0x0F
 
 def _stop_in_words(view, at: int, size: int, exc: BaseException) -> str:
     """Say in words why sequential reading stopped at byte ``at`` (not the parser's text)."""
+    if at >= size:
+        return (f'the file ends at byte {at}, right after a complete record (it was cut at a '
+                'record boundary)')
     if at + 9 > size:
         return f'the file ends inside a record header at byte {at} (it was cut short)'
     (length,) = struct.unpack_from('<Q', view, at + 1)
@@ -938,6 +954,7 @@ class McapStorageReader:
         self._data_end = None                           # (offset, crc) of DataEnd
         self._data_ok: bool | None = None               # data-section CRC checked (True: ok)
         self._bad_chunks: set[int] = set()              # chunks a data-section CRC blamed
+        self._lost_chunks: dict[int, object] = {}       # damaged chunks (index), by number
         self._mmap = None
         self._view = memoryview(b'')
         try:
@@ -1048,7 +1065,29 @@ class McapStorageReader:
         """Raise for a record that failed its checksum, or (``skip_corrupt``) note it."""
         if not self.skip_corrupt:
             raise CorruptDataError(region.describe() + ' (--skip-corrupt analyses the rest)')
-        self.corrupt.append(region)
+        if not any(c.offset == region.offset and c.what == region.what for c in self.corrupt):
+            self.corrupt.append(region)
+
+    @property
+    def lost(self) -> dict[int, int]:
+        """
+        Messages per channel id in the chunks left out as damaged (``skip_corrupt``).
+
+        Counted from the chunks' message indexes, which lie outside the checksummed chunk
+        (a file read sequentially never counted them in the first place: empty).
+        """
+        out: dict[int, int] = {}
+        for ci in self._lost_chunks.values():
+            if not ci.message_index_offsets:
+                continue
+            first = min(ci.message_index_offsets.values())
+            block = self._view[first:first + ci.message_index_length]
+            for cid, at in ci.message_index_offsets.items():
+                off = at - first
+                if 0 <= off and off + 15 <= len(block) and block[off] == 0x07:
+                    (nbytes,) = struct.unpack_from('<I', block, off + 11)
+                    out[cid] = out.get(cid, 0) + nbytes // 16
+        return out
 
     def _scan(self, why: str, finished: bool) -> None:
         """
@@ -1144,9 +1183,10 @@ class McapStorageReader:
             self.recovered = True
             self.dropped_bytes = max(0, size - complete)
             words = _stop_in_words(self._view, complete, size, stop)
+            ignored = (f'so its last {self.dropped_bytes} bytes are ignored'
+                       if self.dropped_bytes else 'so no byte of it is ignored')
             self.recovered_reason = (f'{why}; read up to its last complete chunk ({held}); '
-                                     f'{words}, so its last {self.dropped_bytes} bytes are '
-                                     'ignored')
+                                     f'{words}, {ignored}')
         elif not finished:
             self.recovered = True
             self.recovered_reason = f'{why}; read sequentially ({held})'
@@ -1159,6 +1199,7 @@ class McapStorageReader:
 
     # -- checksums --------------------------------------------------------------------------
     def _region_of(self, k: int, ci, reason: str) -> CorruptRegion:
+        self._lost_chunks[k] = ci
         return CorruptRegion(self.path, f'chunk {k + 1} of {len(self._chunk_indexes)}',
                              int(ci.chunk_start_offset), int(ci.message_start_time),
                              int(ci.message_end_time), reason)

@@ -40,6 +40,7 @@ import argparse
 import os
 import sys
 
+from manip_control.bag_storage import ns_text
 from manip_control.bag_storage import reindex
 from manip_control.bag_storage import StorageError
 from manip_control.bag_storage import SUFFIXES
@@ -57,8 +58,8 @@ def _info(path: str) -> int:
         print(f'storage: {r.storage}, metadata version: {r.metadata_version or "none"}, '
               f'files: {", ".join(f.name for f in r.files)}')
         span = (r.end_ns - r.start_ns) / 1e9 if r.message_count else 0.0
-        print(f'messages: {r.message_count}, from {r.start_ns / 1e9:.9f} s to '
-              f'{r.end_ns / 1e9:.9f} s ({span:.3f} s)')
+        print(f'messages: {r.message_count}, from {ns_text(r.start_ns)} s to '
+              f'{ns_text(r.end_ns)} s ({span:.3f} s)')
         if r.recovered:
             print(f'recovered: {r.recovered_reason}')
             where = r.path if r.path.is_dir() else Path(r.path).parent

@@ -890,3 +890,45 @@ def test_other_clock_work_is_what_a_run_on_that_clock_gives(tmp_path, capsys):
     assert rep_r['power']['work_j'] == pytest.approx(w_receive, rel=1e-12)
     assert rep_h['power']['work_other_clock_j'] == pytest.approx(w_receive, rel=1e-12)
     assert rep_r['power']['work_other_clock_j'] == pytest.approx(w_header, rel=1e-12)
+
+
+def test_skip_corrupt_counts_are_of_what_was_read(tracking_run, tmp_path, capsys):
+    """The header and the topic list give the messages read, not the whole file's."""
+    r = tracking_run
+    bag = write_run(tmp_path / 'bag', stamps=r['stamps'], recv=r['recv'], q=r['q'],
+                    qd=r['qd'], tau=r['tau'], chunk_size=50_000,
+                    ref=(r['stamps'], r['recv'] + 10_000, r['q'] - r['e'], r['qd']))
+    (f,) = bag.glob('*.mcap')
+    raw = bytearray(f.read_bytes())
+    at = raw.find(np.float64(r['q'][1500, 0]).tobytes())
+    raw[at + 7] ^= 0x40
+    f.write_bytes(bytes(raw))
+    rep = run_json([str(bag), '--out', str(tmp_path / 'rep'), '--skip-corrupt', '--no-plots'],
+                   capsys)
+    # read independently: the messages of the chunks whose CRC holds
+    from mcap.reader import make_reader
+    import zlib
+    kept = {'/joint_states': 0, '/reference': 0}
+    with open(f, 'rb') as fh:
+        summary = make_reader(fh).get_summary()
+    for ci in summary.chunk_indexes:
+        chunk = raw[ci.chunk_start_offset:ci.chunk_start_offset + ci.chunk_length]
+        head = 9 + 8 + 8 + 8 + 4
+        (n,) = np.frombuffer(bytes(chunk[head:head + 4]), '<u4')
+        at = head + 4 + int(n)
+        (size,) = np.frombuffer(bytes(chunk[at:at + 8]), '<u8')
+        (crc,) = np.frombuffer(bytes(chunk[9 + 24:9 + 28]), '<u4')
+        if zlib.crc32(bytes(chunk[at + 8:at + 8 + int(size)])) != crc:
+            continue
+        for cid, off in ci.message_index_offsets.items():
+            (nbytes,) = np.frombuffer(bytes(raw[off + 11:off + 15]), '<u4')
+            kept[summary.channels[cid].topic] += int(nbytes) // 16
+    assert 0 < kept['/joint_states'] < 3000
+    assert rep['timing']['state']['count'] == kept['/joint_states']
+    counts = {t['name']: t['count'] for t in rep['bag']['topics']}
+    assert counts == kept
+    assert rep['bag']['message_count'] == sum(kept.values())
+    assert any('the message counts of this report are of what was read' in x
+               for x in rep['notes'])
+    md = (tmp_path / 'rep' / 'report.md').read_text()
+    assert f'{sum(kept.values())} messages' in md

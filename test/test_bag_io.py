@@ -1164,3 +1164,40 @@ def test_reindex_joins_the_parts_of_one_recording_and_says_so(tmp_path, capsys):
         assert r.metadata_version == 8 and not any('parts' in x for x in r.notes)
         s = r.read_series(['/joint_states'])['/joint_states']
     assert (np.diff(s.stamp_ns) > 0).all() and len(s) > 5000
+
+
+def test_file_cut_at_a_record_boundary_says_so_not_zero_bytes_ignored(tmp_path):
+    bag = _state_bag(tmp_path / 'bag', n=3000, chunk_size=20_000)
+    (f,) = bag.glob('*.mcap')
+    from mcap.reader import make_reader
+    with open(f, 'rb') as fh:
+        summary = make_reader(fh).get_summary()
+    cis = sorted(summary.chunk_indexes, key=lambda c: c.chunk_start_offset)
+    at = cis[3].chunk_start_offset          # chunks 0-2 and their message indexes before it
+    cut = tmp_path / 'cut'
+    cut.mkdir()
+    (cut / f.name).write_bytes(f.read_bytes()[:at])
+    with BagReader(cut) as r:
+        why = r.recovered_reason
+        n = len(r.read_series(['/joint_states'])['/joint_states'])
+    assert n == sum(c.message_end_time // 10**6 - c.message_start_time // 10**6 + 1
+                    for c in cis[:3])
+    assert 'last 0 bytes' not in why and 'inside a record header' not in why
+    assert f'ends at byte {at}, right after a complete record' in why
+    assert 'no byte of it is ignored' in why
+
+
+def test_absolute_times_are_printed_from_integer_nanoseconds(tmp_path, capsys):
+    """1733000000.123456789 s: a float64 is 256 ns coarse there; the text must be exact."""
+    from manip_control.bag_tool import main as bag_main
+    t0 = 1_733_000_000_123_456_789
+    bag = tmp_path / 'bag'
+    with BagWriter(bag) as w:
+        w.add_topic('/joint_states', JS)
+        for k in range(3):
+            ns = t0 + k * 1_000_000
+            w.write('/joint_states', ns, ser(joint_state(ns, ['a'], [0.0]), JS))
+    assert f'{t0 / 1e9:.9f}' != '1733000000.123456789'        # the float is off
+    assert bag_main(['info', str(bag)]) == 0
+    out = capsys.readouterr().out
+    assert 'from 1733000000.123456789 s to 1733000000.125456789 s' in out
