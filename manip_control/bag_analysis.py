@@ -1253,6 +1253,10 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
         if gfit is not None:
             gfit['effort'] = tname
             out['gravity_fit'] = gfit
+            advice = _gravity_off(gfit)
+            if advice:
+                gfit['advice'] = advice
+                out['note'] = '; '.join(x for x in (out.get('note'), advice) if x)
         res = (target - tau_model)[tkeep]
         fits = _friction_fit(res, motion.qd[tkeep])
         out['friction_fit'] = {'effort': tname, 'per_joint': dict(zip(model.joint_names, fits))}
@@ -1284,6 +1288,32 @@ def _merge_repeats(t: np.ndarray, *arrays: np.ndarray | None
         n = np.add.reduceat(ok.astype(np.int64), starts, axis=0)
         out.append(np.where(n > 0, total / np.maximum(n, 1), np.nan))
     return t[starts], out, int(t.size - starts.size)
+
+
+#: The best-fit gravity is "near zero" below this fraction of the model's |g| ...
+GRAVITY_OFF_FRACTION = 0.1
+#: ... and the model's gravity "explains the efforts badly" when the residual RMS with it
+#: is this many times the residual RMS with the fitted field (over all joints).
+GRAVITY_OFF_RESIDUAL_RATIO = 3.0
+
+
+def _gravity_off(fit: dict) -> str | None:
+    """Advice when the efforts look like a run without gravity (e.g. a simulator's), else None."""
+    g_model = float(np.linalg.norm(fit['model_vector']))
+    if not g_model > 0.0 or fit['magnitude'] >= GRAVITY_OFF_FRACTION * g_model:
+        return None
+    fitted = [x for x in fit['residual_rms'] if x is not None]
+    with_model = [x for x in fit['residual_rms_model_gravity'] if x is not None]
+    if not fitted:
+        return None
+    r_fit = math.sqrt(sum(x * x for x in fitted))
+    r_model = math.sqrt(sum(x * x for x in with_model))
+    if not r_model > GRAVITY_OFF_RESIDUAL_RATIO * r_fit:
+        return None
+    return (f'gravity appears off: try --gravity 0 0 0 (the best-fit gravity is '
+            f'{fit["magnitude"]:.3g} m/s^2 against the model\'s {g_model:.3g}; the residual '
+            f'RMS is {r_model:.3g} N·m with the model\'s gravity, {r_fit:.3g} N·m with the '
+            'fitted one)')
 
 
 class _Sub:
@@ -1625,6 +1655,8 @@ def _model_markdown(mo: dict) -> list[str]:
                   + ', '.join(_fmt(x) for x in gf['residual_rms'])
                   + " N·m (with the model's gravity: "
                   + ', '.join(_fmt(x) for x in gf['residual_rms_model_gravity']) + ' N·m).']
+        if gf.get('advice'):
+            lines += ['', f'**{gf["advice"]}.**']
     ff = mo.get('friction_fit')
     if ff:
         parts = [f'{n}: b {_fmt(f["b"])}, τc {_fmt(f["tau_c"])} → {_fmt(f["residual_rms_after"])}'

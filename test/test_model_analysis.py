@@ -409,3 +409,27 @@ def test_a_model_section_that_cannot_run_leaves_the_rest_of_the_report(two_link_
     # an impossible --cutoff asked for on the command line stays an error
     assert main([str(bag), '--out', str(tmp_path / 'x'), '--quiet', '--cutoff', '900']) == 2
     assert capsys.readouterr().err.startswith('error: --cutoff')
+
+
+def test_a_run_without_gravity_gets_the_advice_to_try_gravity_zero(tmp_path):
+    """A simulator without gravity: the best-fit field is ~0 and the report says so."""
+    urdf = FIXTURES / 'urdf' / 'ur5.urdf'
+    arm = UrdfArm.from_file(urdf, gravity=(0.0, 0.0, 0.0))
+    t, q, qd, tau = simulate_urdf(arm, duration=2.0)
+    bag = write_bag(tmp_path / 'bag', t, arm.joint_names, q, qd, tau)
+    rep = _report(bag, tmp_path / 'rep', '--no-plots', '--urdf', str(urdf))
+    fit = rep['model']['gravity_fit']
+    assert fit['magnitude'] < 0.05, fit
+    assert any(x.startswith('gravity appears off: try --gravity 0 0 0') for x in rep['notes'])
+    assert '**gravity appears off: try --gravity 0 0 0' in (tmp_path / 'rep' / 'report.md'
+                                                             ).read_text()
+    rep = _report(bag, tmp_path / 'rep0', '--no-plots', '--urdf', str(urdf), '--gravity',
+                  '0', '0', '0')
+    assert not any('gravity appears off' in x for x in rep['notes'])
+    # gravity on, though not the model's: no advice
+    g = (1.5, -2.0, -9.0)
+    arm = UrdfArm.from_file(urdf, gravity=g)
+    t, q, qd, tau = simulate_urdf(arm, duration=2.0)
+    bag = write_bag(tmp_path / 'bag_g', t, arm.joint_names, q, qd, tau)
+    rep = _report(bag, tmp_path / 'rep_g', '--no-plots', '--urdf', str(urdf))
+    assert not any('gravity appears off' in x for x in rep['notes'])
