@@ -1310,10 +1310,10 @@ def _gravity_off(fit: dict) -> str | None:
     r_model = math.sqrt(sum(x * x for x in with_model))
     if not r_model > GRAVITY_OFF_RESIDUAL_RATIO * r_fit:
         return None
-    return (f'gravity appears off: try --gravity 0 0 0 (the best-fit gravity is '
-            f'{fit["magnitude"]:.3g} m/s^2 against the model\'s {g_model:.3g}; the residual '
-            f'RMS is {r_model:.3g} N·m with the model\'s gravity, {r_fit:.3g} N·m with the '
-            'fitted one)')
+    return ('gravity appears off: try --gravity 0 0 0 (the best-fit gravity is '
+            f'{fit["magnitude"]:.3g} m/s^2 against {g_model:.3g} in the model; the residual '
+            f'RMS is {r_model:.3g} N·m with the gravity of the model, {r_fit:.3g} N·m with '
+            'the fitted one)')
 
 
 class _Sub:

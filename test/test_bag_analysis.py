@@ -794,8 +794,10 @@ AMP = {'arm_a': 1.5, 'arm_b': -2.5, 'arm_c': 4.0}
 def _ordered_run(path: Path, orders: dict, switch: int | None = None, f64: bool = False
                  ) -> Path:
     """
-    Three joints whose states, commands, reference and motor topics each list them in the
-    order ``orders[topic]`` (after message ``switch``: the reverse of that order).
+    Write three joints that each topic lists in its own order.
+
+    States, commands, reference and motor topics list them in the order ``orders[topic]``
+    (after message ``switch``: the reverse of that order).
 
     Every value is a function of the joint's name (``ERR``, ``CMD``, ``AMP``); with ``f64``
     the commands are a Float64MultiArray in ``orders['cmd']`` order given by params.yaml.
@@ -821,8 +823,8 @@ def _ordered_run(path: Path, orders: dict, switch: int | None = None, f64: bool 
             w.write('/joint_states', int(recv[i]), _js(
                 stamps[i], o, [q_d[nm][i] + ERR[nm] for nm in o], [0.0] * 3, [0.0] * 3))
             o = order('ref', i)
-            w.write('/reference', int(recv[i]), _jt(stamps[i], o, [q_d[nm][i] for nm in o],
-                                                   [0.0] * 3))
+            w.write('/reference', int(recv[i]),
+                    _jt(stamps[i], o, [q_d[nm][i] for nm in o], [0.0] * 3))
             o = order('motor', i)
             w.write('/motor_states', int(recv[i]), _js(stamps[i], o, [AMP[nm] for nm in o],
                                                        [0.0] * 3, [0.0] * 3))

@@ -1128,8 +1128,7 @@ def _split_parts(tmp_path: Path, offsets_ns, cut_last: bool = True) -> Path:
     return folder
 
 
-def test_reindex_refuses_two_recordings_and_the_advice_names_a_folder_of_its_own(tmp_path,
-                                                                                capsys):
+def test_reindex_refuses_two_recordings_and_advises_a_folder_of_its_own(tmp_path, capsys):
     """A cut recording beside a complete one of the same time: nothing is merged or changed."""
     from manip_control.bag_analysis import main as analyze_main
     from manip_control.bag_tool import main as bag_main

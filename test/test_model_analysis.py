@@ -421,8 +421,8 @@ def test_a_run_without_gravity_gets_the_advice_to_try_gravity_zero(tmp_path):
     fit = rep['model']['gravity_fit']
     assert fit['magnitude'] < 0.05, fit
     assert any(x.startswith('gravity appears off: try --gravity 0 0 0') for x in rep['notes'])
-    assert '**gravity appears off: try --gravity 0 0 0' in (tmp_path / 'rep' / 'report.md'
-                                                             ).read_text()
+    md = (tmp_path / 'rep' / 'report.md').read_text()
+    assert '**gravity appears off: try --gravity 0 0 0' in md
     rep = _report(bag, tmp_path / 'rep0', '--no-plots', '--urdf', str(urdf), '--gravity',
                   '0', '0', '0')
     assert not any('gravity appears off' in x for x in rep['notes'])
