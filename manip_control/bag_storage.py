@@ -40,6 +40,7 @@ import mmap
 import operator
 import os
 from pathlib import Path
+import re
 import sqlite3
 import struct
 import zlib
@@ -1579,6 +1580,10 @@ def parts_problem(parts: list[tuple[str, int, int, int, dict]]) -> str | None:
     with the same type (a recorder opens a new part with all the topics it knows). Two
     recordings side by side in one folder break one of these.
     """
+    # rosbag2 names the parts of a split recording NAME_0, NAME_1, ...
+    named = [re.fullmatch(r'(.*)_(\d+)\.[a-z0-9]+', p[0]) for p in parts]
+    if all(named) and len({m.group(1) for m in named}) > 1:
+        return 'their names ' + ', '.join(p[0] for p in parts) + ' are of different recordings'
     used = sorted((p for p in parts if p[3]), key=lambda p: (p[1], p[2]))
     for a, b in zip(used, used[1:]):
         if b[1] < a[2]:

@@ -1109,7 +1109,8 @@ def test_two_stored_definitions_of_one_type_each_decode_their_own_channel(tmp_pa
         np.testing.assert_array_equal(s2[topic].position, s[topic].position)
 
 
-def _split_parts(tmp_path: Path, offsets_ns, cut_last: bool = True) -> Path:
+def _split_parts(tmp_path: Path, offsets_ns, cut_last: bool = True,
+                 names=('run0.mcap', 'run1.mcap')) -> Path:
     """Folder of bare .mcap files of 5000 states each starting at ``offsets_ns`` (last cut)."""
     folder = tmp_path / 'folder'
     folder.mkdir()
@@ -1124,7 +1125,7 @@ def _split_parts(tmp_path: Path, offsets_ns, cut_last: bool = True) -> Path:
         data = f.read_bytes()
         if cut_last and i == len(offsets_ns) - 1:
             data = data[:len(data) * 2 // 3]
-        (folder / f'run{i}.mcap').write_bytes(data)
+        (folder / names[i]).write_bytes(data)
     return folder
 
 
@@ -1200,3 +1201,14 @@ def test_absolute_times_are_printed_from_integer_nanoseconds(tmp_path, capsys):
     assert bag_main(['info', str(bag)]) == 0
     out = capsys.readouterr().out
     assert 'from 1733000000.123456789 s to 1733000000.125456789 s' in out
+
+
+def test_reindex_refuses_parts_named_after_two_recordings(tmp_path, capsys):
+    """rosbag2 names split parts NAME_0, NAME_1: a_0 and b_0 are two recordings."""
+    from manip_control.bag_tool import main as bag_main
+    folder = _split_parts(tmp_path, [10**9, 10**9 + 5000 * 1_000_000], cut_last=False,
+                          names=('a_0.mcap', 'b_0.mcap'))
+    assert bag_main(['reindex', str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert 'their names a_0.mcap, b_0.mcap are of different recordings' in err
+    assert not (folder / 'metadata.yaml').exists()
