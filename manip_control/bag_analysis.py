@@ -70,6 +70,7 @@ from manip_control.bag_io import JOINT_TRAJECTORY
 from manip_control.bag_io import JointStateSeries
 from manip_control.bag_io import TopicInfo
 from manip_control.bag_io import TrajectorySeries
+from manip_control.bag_storage import ns_text
 import numpy as np
 import yaml
 
@@ -460,6 +461,15 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
             texts = [getattr(m, 'data', None) for _, m in msgs]
             texts = [x for x in texts if isinstance(x, str) and x.strip()]
             description = texts[-1] if texts else None
+        if skip_corrupt:
+            reader.verify()            # every damaged chunk, also of topics not read
+        lost = reader.lost_messages()
+        if lost:
+            # the totals of what was read, not of the whole file
+            info['message_count'] = reader.message_count - sum(lost.values())
+            for entry in info['topics']:
+                entry['count'] -= lost.get(entry['name'], 0)
+            info['left_out_messages'] = lost
         params = reader.params
         decode_errors = dict(reader.decode_errors)
         file_notes = list(reader.notes)
@@ -495,13 +505,22 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
     joints = list(state.names)
     for c in corrupt:
         notes.insert(0, f'DAMAGED DATA LEFT OUT (--skip-corrupt): {c}')
+    if info.get('left_out_messages'):
+        lost = info['left_out_messages']
+        notes.insert(len(corrupt), (
+            f'{sum(lost.values())} messages left out in damaged chunks ('
+            + ', '.join(f'{t} {n}' for t, n in lost.items()) + '); the message counts of '
+            'this report are of what was read'))
     for pr in problems:
         notes.insert(len(corrupt), (
             f'DAMAGED VALUES EXCLUDED: {pr["topic"]} {pr["field"]}: {pr["values"]} values in '
             f'{pr["messages"]} messages are infinite or beyond {ABSURD:g} in magnitude (first '
-            f'at bag time {pr["first_receive_ns"] / 1e9:.9f} s); the file may be corrupt '
+            f'at bag time {ns_text(pr["first_receive_ns"])} s); the file may be corrupt '
             '(sqlite3 files carry no checksums)'))
     notes.extend(file_notes)
+    for topic, n_bad in decode_errors.items():
+        notes.append(f'{topic}: {n_bad} of {reader.topics[topic].count} messages could not be '
+                     'decoded with their stored definition (left out)')
     run = RunData(str(bag), base, sel, info, params, joints, int(state_t[0]), state, state_t,
                   notes=notes, robot_description=description,
                   robot_description_topic=desc_topic if description else None)
@@ -509,39 +528,14 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         end_rel = (int(state_t[-1]) - int(state_t[0])) / 1e9
         notes.insert(0, f'recovered bag: {info["recovered_reason"]}; the data read ends at '
                         f'{end_rel:.3f} s (last joint state; bag time '
-                        f'{info["recovered_end_ns"] / 1e9:.9f} s)')
+                        f'{ns_text(info["recovered_end_ns"])} s)')
         info['recovered_end_s'] = end_rel
 
     # commands
     if sel.commands:
-        cmd = series[sel.commands]
-        run.command = cmd
-        if isinstance(cmd, JointStateSeries):
-            run.command_t = cmd.stamp_ns if use_header and cmd.stamp_ns.any() else cmd.recv_ns
-            run.command_u = _cols(cmd.names, joints, cmd.effort)
-        else:
-            width = cmd.data.shape[1]
-            order_names = _lookup(params, 'joints')
-            if (isinstance(order_names, list) and len(order_names) == width
-                    and set(order_names) <= set(joints)):
-                run.command_u = _cols(list(order_names), joints, cmd.data)
-            else:
-                run.command_u = _cols(joints[:width], joints, cmd.data)
-                if width != len(joints):
-                    notes.append(f'{sel.commands} has {width} values per message for '
-                                 f'{len(joints)} joints; mapped by position')
-            if use_header:
-                # a command answers the latest state received before it: give it that stamp
-                k = np.searchsorted(state.recv_ns, cmd.recv_ns, side='right') - 1
-                t = np.where(k >= 0, state.stamp_ns[np.clip(k, 0, None)], np.iinfo(np.int64).min)
-                keep = k >= 0
-                run.command_t = t[keep]
-                run.command_u = run.command_u[keep]
-                if not keep.all():
-                    notes.append(f'{int((~keep).sum())} commands before the first joint state '
-                                 'ignored on the header time base')
-            else:
-                run.command_t = cmd.recv_ns
+        run.command = series[sel.commands]
+        run.command_t, run.command_u = _command_series(run.command, state, joints, params,
+                                                       use_header, notes)
 
     # reference
     if sel.reference:
@@ -568,6 +562,42 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         run.motor = mot
         run.motor_t = mot.stamp_ns if use_header and mot.stamp_ns.any() else mot.recv_ns
     return run
+
+
+def _command_series(cmd, state: JointStateSeries, joints: list[str], params: dict | None,
+                    use_header: bool, notes: list[str] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return the times [ns] and efforts (joint order) of the commands on one time base.
+
+    JointState commands carry their own stamp; a Float64MultiArray command answers the
+    latest state received before it and gets that state's stamp on the header time base.
+    ``notes`` (when given) receives what was mapped by position or left out.
+    """
+    notes = [] if notes is None else notes
+    if isinstance(cmd, JointStateSeries):
+        t = cmd.stamp_ns if use_header and cmd.stamp_ns.any() else cmd.recv_ns
+        return t, _cols(cmd.names, joints, cmd.effort)
+    width = cmd.data.shape[1]
+    order_names = _lookup(params, 'joints')
+    if (isinstance(order_names, list) and len(order_names) == width
+            and set(order_names) <= set(joints)):
+        u = _cols(list(order_names), joints, cmd.data)
+    else:
+        u = _cols(joints[:width], joints, cmd.data)
+        if width != len(joints):
+            notes.append(f'{cmd.topic} has {width} values per message for '
+                         f'{len(joints)} joints; mapped by position')
+    if not use_header:
+        return cmd.recv_ns, u
+    # a command answers the latest state received before it: give it that stamp
+    k = np.searchsorted(state.recv_ns, cmd.recv_ns, side='right') - 1
+    t = np.where(k >= 0, state.stamp_ns[np.clip(k, 0, None)], np.iinfo(np.int64).min)
+    keep = k >= 0
+    if not keep.all():
+        notes.append(f'{int((~keep).sum())} commands before the first joint state '
+                     'ignored on the header time base')
+    return t[keep], u[keep]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -961,7 +991,14 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         report['notes'].append(report['power']['clock_note'])
 
     # ---- model
-    report['model'] = model_section(run, report, **(model or {}))
+    try:
+        report['model'] = model_section(run, report, **(model or {}))
+    except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
+        # a section that cannot run says so; it never takes the rest of the report with it
+        why = f'{type(exc).__name__}: {exc}'
+        report['model'] = {'available': False, 'failed': True, 'reason': why,
+                           'note': f'MODEL SECTION FAILED: {why} (the other sections stand)'}
+        run.model_series = None
     if report['model'].get('note'):
         report['notes'].append(report['model']['note'])
     return report
@@ -1089,14 +1126,25 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                 'note': f'no model section: {exc}'}
     idx = [run.joints.index(j) for j in model.joint_names]
     st = run.state
-    t = run.rel(run.state_t)
     cutoff = DEFAULT_CUTOFF_HZ if cutoff_hz is None else float(cutoff_hz)
-    q = st.position[:, idx]
-    rows = np.isfinite(q).any(axis=1)
+    rows = np.isfinite(st.position[:, idx]).any(axis=1)
+    held = None
+    if run.command_u is not None and len(run.command_u):
+        order = np.argsort(run.command_t, kind='stable')
+        held = _zoh(run.command_t[order], run.command_u[order], run.state_t[rows])[:, idx]
+    # samples that share one time stamp (a repeated or re-sent state, extra rows of a
+    # recovered log) are averaged into one: the filter needs strictly increasing times
+    tv, (q, vel, meas, held), repeats = _merge_repeats(
+        run.rel(run.state_t[rows]), st.position[rows][:, idx], st.velocity[rows][:, idx],
+        st.effort[rows][:, idx], held)
     try:
-        motion = filter_motion(t[rows], q[rows], cutoff_hz=cutoff)
+        motion = filter_motion(tv, q, cutoff_hz=cutoff)
     except ModelAnalysisError as exc:
-        raise AnalysisError(str(exc)) from None
+        if cutoff_hz is not None and str(exc).startswith('--cutoff'):
+            raise AnalysisError(str(exc)) from None     # the option asked for is impossible
+        return {'available': False, 'failed': True, 'reason': str(exc),
+                'repeated_stamps': repeats,
+                'note': f'MODEL SECTION FAILED: {exc} (the other sections stand)'}
     tau_model = model_torque(model, motion, friction)
     grid = motion.t
     keep = np.zeros(grid.size, bool)
@@ -1115,18 +1163,21 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                    'figures_every_s': motion.period,
                    'resampled': motion.resampled, 'transient_left_out_s': motion.trim_s},
         'samples': int(keep.sum()),
+        'repeated_stamps': repeats,
     }
+    if repeats:
+        out['note'] = (f'model section: {repeats} joint states repeat the time stamp of the '
+                       'one before them; each group sharing a stamp is averaged into one '
+                       'sample')
     series: dict[str, Any] = {'t': grid, 'model': tau_model, 'keep': keep,
                               'joints': list(model.joint_names)}
     # samples where a joint sits at its velocity limit (a simulator clamps the speed there,
     # so the torque does not produce the model's acceleration): flagged, and left out of a
     # second set of figures and of the fits, with the filter's reach (1 / fc) around them
-    vel = st.velocity[rows][:, idx]
     vlim = np.asarray(model.limits.velocity, float)
     clamped = np.zeros(grid.size, bool)
     at_limit: dict[str, float] = {}
     if np.isfinite(vel).any() and np.isfinite(vlim).any():
-        tv = t[rows]
         for j, name in enumerate(model.joint_names):
             ok = np.isfinite(vel[:, j])
             if not np.isfinite(vlim[j]) or not ok.any():
@@ -1148,11 +1199,10 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                           'samples and 1 / fc around them',
             'samples_away_from_limits': int(free.sum())}
     # the effort the model is compared with: measured, and the held command
-    meas = st.effort[rows][:, idx]
     have_meas = np.isfinite(meas).any() and not report['measured_effort'].get('all_zero')
     per: dict[str, Any] = {name: {} for name in model.joint_names}
     if have_meas:
-        eff_f = motion.smooth(t[rows], meas)
+        eff_f = motion.smooth(tv, meas)
         series['measured'] = eff_f
         for name, fig in zip(model.joint_names, compare(eff_f, tau_model, keep)):
             per[name]['measured'] = fig
@@ -1163,13 +1213,11 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
         out['measured_note'] = ('the joint states carry no effort' if not
                                 np.isfinite(meas).any() else ZERO_EFFORT_NOTE)
     cmd_f = None
-    if run.command_u is not None and len(run.command_u):
-        order = np.argsort(run.command_t, kind='stable')
-        held = _zoh(run.command_t[order], run.command_u[order], run.state_t[rows])[:, idx]
+    if held is not None:
         started = np.isfinite(held).all(axis=1)
         if started.any():
-            cmd_f = motion.smooth(t[rows], held)
-            t_first = float(t[rows][started][0])
+            cmd_f = motion.smooth(tv, held)
+            t_first = float(tv[started][0])
             ckeep = keep & (grid >= t_first + motion.trim_s)
             series['command'] = cmd_f
             series['command_keep'] = ckeep
@@ -1187,7 +1235,7 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
                     per[name]['command_away_from_limits'] = fig
     # velocity check: D F q against F qd of the recorded velocity
     if np.isfinite(vel).any():
-        vel_f = motion.smooth(t[rows], vel)
+        vel_f = motion.smooth(tv, vel)
         dv = (motion.qd - vel_f)[keep]
         for j, name in enumerate(model.joint_names):
             if np.isfinite(dv[:, j]).all():
@@ -1205,11 +1253,67 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
         if gfit is not None:
             gfit['effort'] = tname
             out['gravity_fit'] = gfit
+            advice = _gravity_off(gfit)
+            if advice:
+                gfit['advice'] = advice
+                out['note'] = '; '.join(x for x in (out.get('note'), advice) if x)
         res = (target - tau_model)[tkeep]
         fits = _friction_fit(res, motion.qd[tkeep])
         out['friction_fit'] = {'effort': tname, 'per_joint': dict(zip(model.joint_names, fits))}
     run.model_series = series
     return out
+
+
+def _merge_repeats(t: np.ndarray, *arrays: np.ndarray | None
+                   ) -> tuple[np.ndarray, list, int]:
+    """
+    Average the samples that share one time: ``(unique t, averaged arrays, repeats)``.
+
+    ``t`` is sorted; each array has one row per time (None passes through). A row's value
+    is the mean of the finite values of its group (NaN when there is none); ``repeats`` is
+    the number of rows merged into an earlier one.
+    """
+    first = np.ones(t.size, bool)
+    first[1:] = t[1:] != t[:-1]
+    if first.all():
+        return t, list(arrays), 0
+    starts = np.flatnonzero(first)
+    out = []
+    for a in arrays:
+        if a is None:
+            out.append(None)
+            continue
+        ok = np.isfinite(a)
+        total = np.add.reduceat(np.where(ok, a, 0.0), starts, axis=0)
+        n = np.add.reduceat(ok.astype(np.int64), starts, axis=0)
+        out.append(np.where(n > 0, total / np.maximum(n, 1), np.nan))
+    return t[starts], out, int(t.size - starts.size)
+
+
+#: The best-fit gravity is "near zero" below this fraction of the model's |g| ...
+GRAVITY_OFF_FRACTION = 0.1
+#: ... and the model's gravity "explains the efforts badly" when the residual RMS with it
+#: is this many times the residual RMS with the fitted field (over all joints).
+GRAVITY_OFF_RESIDUAL_RATIO = 3.0
+
+
+def _gravity_off(fit: dict) -> str | None:
+    """Advice when the efforts look like a run without gravity (e.g. a simulator's), else None."""
+    g_model = float(np.linalg.norm(fit['model_vector']))
+    if not g_model > 0.0 or fit['magnitude'] >= GRAVITY_OFF_FRACTION * g_model:
+        return None
+    fitted = [x for x in fit['residual_rms'] if x is not None]
+    with_model = [x for x in fit['residual_rms_model_gravity'] if x is not None]
+    if not fitted:
+        return None
+    r_fit = math.sqrt(sum(x * x for x in fitted))
+    r_model = math.sqrt(sum(x * x for x in with_model))
+    if not r_model > GRAVITY_OFF_RESIDUAL_RATIO * r_fit:
+        return None
+    return ('gravity appears off: try --gravity 0 0 0 (the best-fit gravity is '
+            f'{fit["magnitude"]:.3g} m/s^2 against {g_model:.3g} in the model; the residual '
+            f'RMS is {r_model:.3g} N·m with the gravity of the model, {r_fit:.3g} N·m with '
+            'the fitted one)')
 
 
 class _Sub:
@@ -1295,12 +1399,11 @@ def _power(run: RunData, t: np.ndarray) -> dict:
                 'mean_w': _f(pp.mean()), 'work_j': _f(work[-1]),
                 'positive_work_j': _f(np.sum(0.5 * (pos[1:] + pos[:-1]) * np.diff(tp))),
                 'clock': f'{run.time_base} time of {st.topic}'})
-    # the same power integrated over the other clock: a disagreement is a caveat on the work
+    # the work as a run on the other clock computes it (states in that clock's order, the
+    # command held on it): a disagreement is a caveat on the work
     other = 'receive' if run.time_base == 'header' else 'header'
-    t_other = st.recv_ns if other == 'receive' else st.stamp_ns
     if st.stamp_ns.any():
-        to = (t_other[ok] - t_other[ok][0]) / 1e9
-        w_other = float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(to)))
+        w_other = _work_on_clock(run, other == 'header', commanded)
         out['work_other_clock_j'] = _f(w_other)
         out['other_clock'] = other
         scale = max(abs(float(work[-1])), abs(w_other))
@@ -1320,6 +1423,24 @@ def _power(run: RunData, t: np.ndarray) -> dict:
     else:
         out['mechanical_energy'] = None
     return out
+
+
+def _work_on_clock(run: RunData, use_header: bool, commanded: bool) -> float:
+    """Work [J] ``sum_k (P_k + P_k-1) / 2 (t_k - t_k-1)`` with every time on one clock."""
+    st = run.state
+    t_ns = st.stamp_ns if use_header else st.recv_ns
+    order = np.argsort(t_ns, kind='stable')
+    t_ns, qd = t_ns[order], st.velocity[order]
+    tau = st.effort[order]
+    if commanded:
+        ct, cu = _command_series(run.command, st, run.joints, run.params, use_header)
+        corder = np.argsort(ct, kind='stable')
+        tau = _zoh(ct[corder], cu[corder], t_ns)
+    p = np.nansum(tau * qd, axis=1)
+    ok = np.isfinite(tau).any(axis=1) & np.isfinite(qd).any(axis=1)
+    tp = (t_ns[ok] - t_ns[ok][0]) / 1e9 if ok.any() else t_ns[:0] / 1e9
+    pp = p[ok]
+    return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tp)))
 
 
 def analyze(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
@@ -1489,6 +1610,8 @@ def _pct(x: Any) -> str:
 
 def _model_markdown(mo: dict) -> list[str]:
     lines = ['', '## Model', '']
+    if mo.get('failed'):
+        return lines + [f'**FAILED:** {mo.get("reason")} (the other sections stand).']
     if not mo.get('available'):
         return lines + [f'Not available: {mo.get("reason", "no model")}.']
     fi = mo['filter']
@@ -1532,6 +1655,8 @@ def _model_markdown(mo: dict) -> list[str]:
                   + ', '.join(_fmt(x) for x in gf['residual_rms'])
                   + " N·m (with the model's gravity: "
                   + ', '.join(_fmt(x) for x in gf['residual_rms_model_gravity']) + ' N·m).']
+        if gf.get('advice'):
+            lines += ['', f'**{gf["advice"]}.**']
     ff = mo.get('friction_fit')
     if ff:
         parts = [f'{n}: b {_fmt(f["b"])}, τc {_fmt(f["tau_c"])} → {_fmt(f["residual_rms_after"])}'
@@ -1618,7 +1743,7 @@ def render_summary(report: dict) -> str:
             lines.append(f'  best-fit gravity |g| {gf["magnitude"]:.3g} m/s^2 '
                          f'({", ".join(f"{x:.3g}" for x in gf["vector"])})')
     elif mo:
-        lines.append(f'model: n/a ({mo.get("reason")})')
+        lines.append(f'model: {"FAILED" if mo.get("failed") else "n/a"} ({mo.get("reason")})')
     for note in report['notes']:
         lines.append(f'note: {note}')
     return '\n'.join(lines)

@@ -68,8 +68,10 @@ from manip_control.bag_storage import CHUNK_SIZE
 from manip_control.bag_storage import gather_rows
 from manip_control.bag_storage import metadata_dict
 from manip_control.bag_storage import METADATA_FILE
+from manip_control.bag_storage import ns_text
 from manip_control.bag_storage import open_storage_reader
 from manip_control.bag_storage import open_storage_writer
+from manip_control.bag_storage import parts_problem
 from manip_control.bag_storage import RawBatch
 from manip_control.bag_storage import read_metadata
 from manip_control.bag_storage import StorageError
@@ -463,7 +465,7 @@ class WriteFailure:
         if t0_ns is not None:
             rel = f' ({(self.first_lost_ns - t0_ns) / 1e9:.3f} s after the first message)'
         return (f'{path}: write error ({self.error}): {self.lost} messages not recorded from '
-                f'bag time {self.first_lost_ns / 1e9:.9f} s{rel} on; the bag holds the '
+                f'bag time {ns_text(self.first_lost_ns)} s{rel} on; the bag holds the '
                 f'{held} messages before it{self.repair}')
 
 
@@ -1507,6 +1509,7 @@ class BagReader:
         self.message_count = 0
         self.params: dict | None = None
         self.typestore = None
+        self._stores: dict[str, Any] = {}
         self.decode_errors: dict[str, int] = {}
         self.recovered = False
         self.recovered_reason = ''
@@ -1627,6 +1630,13 @@ class BagReader:
         self.message_count = sum(s.count for s in self._sources)
         for s in self._sources:
             self.notes.extend(s.notes)
+        if len(files) > 1:
+            problem = parts_problem([(f.name, s.start_ns, s.end_ns, s.count,
+                                      {t.topic: t.msgtype for t in s.topics})
+                                     for f, s in zip(files, self._sources)])
+            if problem is not None:
+                self.notes.insert(0, f'the storage files are not the parts of one recording '
+                                     f'({problem}): two recordings may be read as one here')
         why = [s.recovered_reason for s in self._sources if s.recovered]
         if why:
             self.recovered = True
@@ -1649,11 +1659,13 @@ class BagReader:
         """
         store_id = self._store_choice()
         store_name = getattr(store_id, 'name', str(store_id))
-        store = get_typestore(Stores.EMPTY)
         problems: dict[str, str] = {}
-        seen: set[str] = set()
-        for conns in self._conns.values():
-            for _, t in conns:
+        defaults: list = []
+
+        def build(records: list) -> Any:
+            store = get_typestore(Stores.EMPTY)
+            seen: set[str] = set()
+            for t in records:
                 if t.msgtype in seen or not t.msgdef_format or not t.msgdef.strip():
                     continue
                 seen.add(t.msgtype)
@@ -1668,18 +1680,37 @@ class BagReader:
                     store.register(new)
                 except (TypesysError, ValueError, KeyError) as exc:
                     problems[t.msgtype] = f'unusable message definition in the bag ({exc})'
-        if any(_missing_type(store, conns[0][1].msgtype) for conns in self._conns.values()):
-            default = default_typestore(store_id)      # only when the bag lacks definitions
-            needed: dict = {}
-            for name in self._conns:
-                for _, t in self._conns[name]:
-                    _collect_defaults(store, default, t.msgtype, needed, set())
-            if needed:
-                store.register(needed)
+            if any(_missing_type(store, t.msgtype) for t in records):
+                if not defaults:                   # only when the bag lacks definitions
+                    defaults.append(default_typestore(store_id))
+                needed: dict = {}
+                for t in records:
+                    _collect_defaults(store, defaults[0], t.msgtype, needed, set())
+                if needed:
+                    store.register(needed)
+            return store
+        records = [t for conns in self._conns.values() for _, t in conns]
+        store = build(records)
         self.typestore = store
+        # a type stored with another definition on some channel (an extended JointState on
+        # one topic, the standard one on another) is decoded with that channel's definition
+        first: dict[str, str] = {}
+        for t in records:
+            if t.msgdef_format and t.msgdef.strip():
+                first.setdefault(t.msgtype, t.msgdef)
+        self._stores = {}
+        own: dict[tuple, Any] = {}
+        for topic, conns in self._conns.items():
+            t = conns[0][1]
+            if t.msgdef_format and t.msgdef.strip() and first.get(t.msgtype) != t.msgdef:
+                key = (t.msgtype, t.msgdef_format, t.msgdef)
+                if key not in own:
+                    own[key] = build([t] + [r for r in records if r.msgtype != t.msgtype])
+                self._stores[topic] = own[key]
         self.topics.clear()
         self.skipped.clear()
         for topic, conns in self._conns.items():
+            store = self.store_for(topic)
             msgtype = conns[0][1].msgtype
             count = sum(t.count for _, t in conns if t.msgtype == msgtype)
             reason = None
@@ -1695,6 +1726,23 @@ class BagReader:
                                            reason or note)
             if reason is not None:
                 self.skipped[topic] = reason
+
+    def store_for(self, topic: str):
+        """Return the typestore that decodes ``topic`` (its channel's own stored definition)."""
+        return self._stores.get(topic, self.typestore)
+
+    def lost_messages(self) -> dict[str, int]:
+        """Messages per topic in the damaged chunks left out so far (``skip_corrupt``)."""
+        out: dict[str, int] = {}
+        for src in self._sources:
+            lost = getattr(src, 'lost', None)
+            if not lost:
+                continue
+            names = {t.id: t.topic for t in src.topics}
+            for cid, n in lost.items():
+                if cid in names:
+                    out[names[cid]] = out.get(names[cid], 0) + n
+        return out
 
     @property
     def corrupt(self) -> list:
@@ -1815,7 +1863,7 @@ class BagReader:
         types = {t: self.topics[t].msgtype for t in wanted}
         for topic, ts, raw in self.raw_messages(wanted):
             try:
-                msg = deserialize_tolerant(self.typestore, raw, types[topic],
+                msg = deserialize_tolerant(self.store_for(topic), raw, types[topic],
                                            self.max_trailing)
             except DecodeError:
                 self.decode_errors[topic] = self.decode_errors.get(topic, 0) + 1
@@ -1842,13 +1890,14 @@ class BagReader:
         for topic in wanted:
             batch = raw.pop(topic)
             msgtype = self.topics[topic].msgtype
+            store = self.store_for(topic)
 
-            def deser(b, _t=msgtype):
-                return deserialize_tolerant(self.typestore, b, _t, self.max_trailing)
+            def deser(b, _t=msgtype, _s=store):
+                return deserialize_tolerant(_s, b, _t, self.max_trailing)
             if msgtype in _DECODERS:
-                standard = self._layout_matches(msgtype)
+                standard = self._layout_matches(msgtype, topic)
                 if not standard:
-                    missing = _missing_field(self.typestore, msgtype, _NEEDED[msgtype])
+                    missing = _missing_field(store, msgtype, _NEEDED[msgtype])
                     if missing is not None:
                         raise BagError(f'{self.path}: topic {topic}: the stored definition of '
                                        f'{msgtype} has no field {missing}, which the '
@@ -1868,10 +1917,11 @@ class BagReader:
                 out[topic] = msgs
         return out
 
-    def _layout_matches(self, msgtype: str) -> bool:
+    def _layout_matches(self, msgtype: str, topic: str | None = None) -> bool:
         """Tell whether the bag's definition of ``msgtype`` has the standard field layout."""
         try:
-            return _signature(self.typestore, msgtype) == _LAYOUTS[msgtype]
+            store = self.typestore if topic is None else self.store_for(topic)
+            return _signature(store, msgtype) == _LAYOUTS[msgtype]
         except (KeyError, IndexError, AttributeError):
             return False
 

@@ -40,6 +40,7 @@ import mmap
 import operator
 import os
 from pathlib import Path
+import re
 import sqlite3
 import struct
 import zlib
@@ -108,9 +109,22 @@ class CorruptRegion:
         """One line naming the file, the record, its time range and what failed."""
         span = ''
         if self.start_ns is not None and self.end_ns is not None:
-            span = (f', messages from bag time {self.start_ns / 1e9:.9f} s to '
-                    f'{self.end_ns / 1e9:.9f} s')
+            span = (f', messages from bag time {ns_text(self.start_ns)} s to '
+                    f'{ns_text(self.end_ns)} s')
         return f'{self.path}: {self.what} at byte {self.offset}{span}: {self.reason}'
+
+
+def ns_text(ns: int) -> str:
+    """
+    Seconds with 9 decimals written from integer nanoseconds (exact, unlike a float64).
+
+    A bag time of 1.7e18 ns has float64 steps of 256 ns: ``ns / 1e9`` printed to 9 decimals
+    can be tens of nanoseconds off.
+    """
+    ns = int(ns)
+    sign = '-' if ns < 0 else ''
+    sec, frac = divmod(abs(ns), 10**9)
+    return f'{sign}{sec}.{frac:09d}'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +349,7 @@ class McapStorageWriter:
         self.path = Path(path)
         self.chunk_size = int(chunk_size)
         self._sink = _Sink(self.path)
-        self._schemas: dict[str, int] = {}
+        self._schemas: dict[tuple, int] = {}
         self._schema_records: list = []
         self._channel_records: list = []
         self._chunk = bytearray()
@@ -359,17 +373,18 @@ class McapStorageWriter:
         return rb.end()
 
     def add_topic(self, t: TopicRecord) -> int:
-        """Register a schema (once per type) and a channel; returns the channel id."""
+        """Register a schema (once per type and definition) and a channel; returns its id."""
         from mcap.records import Channel
         from mcap.records import Schema
-        sid = self._schemas.get(t.msgtype)
+        key = (t.msgtype, t.msgdef_format, t.msgdef)     # one type may have two definitions
+        sid = self._schemas.get(key)
         if sid is None:
             sid = len(self._schema_records) + 1
             schema = Schema(id=sid, name=t.msgtype, encoding=t.msgdef_format or 'ros2msg',
                             data=t.msgdef.encode())
             self._schema_records.append(schema)
             self._chunk += self._record(schema)
-            self._schemas[t.msgtype] = sid
+            self._schemas[key] = sid
         meta = {'offered_qos_profiles': t.qos}
         if t.type_hash:
             meta['topic_type_hash'] = t.type_hash
@@ -887,6 +902,9 @@ _DATA_END = 0x0F
 
 def _stop_in_words(view, at: int, size: int, exc: BaseException) -> str:
     """Say in words why sequential reading stopped at byte ``at`` (not the parser's text)."""
+    if at >= size:
+        return (f'the file ends at byte {at}, right after a complete record (it was cut at a '
+                'record boundary)')
     if at + 9 > size:
         return f'the file ends inside a record header at byte {at} (it was cut short)'
     (length,) = struct.unpack_from('<Q', view, at + 1)
@@ -937,6 +955,7 @@ class McapStorageReader:
         self._data_end = None                           # (offset, crc) of DataEnd
         self._data_ok: bool | None = None               # data-section CRC checked (True: ok)
         self._bad_chunks: set[int] = set()              # chunks a data-section CRC blamed
+        self._lost_chunks: dict[int, object] = {}       # damaged chunks (index), by number
         self._mmap = None
         self._view = memoryview(b'')
         try:
@@ -1047,7 +1066,29 @@ class McapStorageReader:
         """Raise for a record that failed its checksum, or (``skip_corrupt``) note it."""
         if not self.skip_corrupt:
             raise CorruptDataError(region.describe() + ' (--skip-corrupt analyses the rest)')
-        self.corrupt.append(region)
+        if not any(c.offset == region.offset and c.what == region.what for c in self.corrupt):
+            self.corrupt.append(region)
+
+    @property
+    def lost(self) -> dict[int, int]:
+        """
+        Messages per channel id in the chunks left out as damaged (``skip_corrupt``).
+
+        Counted from the chunks' message indexes, which lie outside the checksummed chunk
+        (a file read sequentially never counted them in the first place: empty).
+        """
+        out: dict[int, int] = {}
+        for ci in self._lost_chunks.values():
+            if not ci.message_index_offsets:
+                continue
+            first = min(ci.message_index_offsets.values())
+            block = self._view[first:first + ci.message_index_length]
+            for cid, at in ci.message_index_offsets.items():
+                off = at - first
+                if 0 <= off and off + 15 <= len(block) and block[off] == 0x07:
+                    (nbytes,) = struct.unpack_from('<I', block, off + 11)
+                    out[cid] = out.get(cid, 0) + nbytes // 16
+        return out
 
     def _scan(self, why: str, finished: bool) -> None:
         """
@@ -1143,9 +1184,10 @@ class McapStorageReader:
             self.recovered = True
             self.dropped_bytes = max(0, size - complete)
             words = _stop_in_words(self._view, complete, size, stop)
+            ignored = (f'so its last {self.dropped_bytes} bytes are ignored'
+                       if self.dropped_bytes else 'so no byte of it is ignored')
             self.recovered_reason = (f'{why}; read up to its last complete chunk ({held}); '
-                                     f'{words}, so its last {self.dropped_bytes} bytes are '
-                                     'ignored')
+                                     f'{words}, {ignored}')
         elif not finished:
             self.recovered = True
             self.recovered_reason = f'{why}; read sequentially ({held})'
@@ -1158,6 +1200,7 @@ class McapStorageReader:
 
     # -- checksums --------------------------------------------------------------------------
     def _region_of(self, k: int, ci, reason: str) -> CorruptRegion:
+        self._lost_chunks[k] = ci
         return CorruptRegion(self.path, f'chunk {k + 1} of {len(self._chunk_indexes)}',
                              int(ci.chunk_start_offset), int(ci.message_start_time),
                              int(ci.message_end_time), reason)
@@ -1527,6 +1570,34 @@ def _rewrite_mcap(reader: McapStorageReader, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def parts_problem(parts: list[tuple[str, int, int, int, dict]]) -> str | None:
+    """
+    Tell why storage files cannot be the parts of one recording (None when they can be).
+
+    ``parts``: per file ``(name, start_ns, end_ns, message_count, {topic: msgtype})``. The
+    files of one split recording follow each other in time (a part starts at or after the
+    end of the one before it) and each part registers every topic of the parts before it
+    with the same type (a recorder opens a new part with all the topics it knows). Two
+    recordings side by side in one folder break one of these.
+    """
+    # rosbag2 names the parts of a split recording NAME_0, NAME_1, ...
+    named = [re.fullmatch(r'(.*)_(\d+)\.[a-z0-9]+', p[0]) for p in parts]
+    if all(named) and len({m.group(1) for m in named}) > 1:
+        return 'their names ' + ', '.join(p[0] for p in parts) + ' are of different recordings'
+    used = sorted((p for p in parts if p[3]), key=lambda p: (p[1], p[2]))
+    for a, b in zip(used, used[1:]):
+        if b[1] < a[2]:
+            return (f'{a[0]} ({a[1] / 1e9:.3f} .. {a[2] / 1e9:.3f} s) and {b[0]} '
+                    f'({b[1] / 1e9:.3f} .. {b[2] / 1e9:.3f} s) overlap in time')
+    for a, b in zip(used, used[1:]):
+        for topic, msgtype in a[4].items():
+            if topic not in b[4]:
+                return f'{b[0]} lacks the topic {topic} of {a[0]}, which starts before it'
+            if b[4][topic] != msgtype:
+                return (f'{topic} is {msgtype} in {a[0]} but {b[4][topic]} in {b[0]}')
+    return None
+
+
 def reindex(bag_dir: str | Path, *, log=None) -> dict:
     """
     Rebuild ``metadata.yaml`` (version 8) of a bag directory from its storage files.
@@ -1549,6 +1620,25 @@ def reindex(bag_dir: str | Path, *, log=None) -> dict:
     if len(kinds) != 1:
         raise StorageError(f'{bag_dir}: mixed storage files {[p.name for p in files]}')
     storage = kinds.pop()
+    # nothing is changed before every file is known to be a part of one recording
+    parts = []
+    for path in files:
+        reader = open_storage_reader(path)
+        try:
+            parts.append((path.name, reader.start_ns, reader.end_ns, reader.count,
+                          {t.topic: t.msgtype for t in reader.topics}))
+        finally:
+            reader.close()
+    if len(files) > 1:
+        problem = parts_problem(parts)
+        if problem is not None:
+            raise StorageError(
+                f'{bag_dir}: the storage files are not the parts of one recording ({problem}); '
+                'nothing was changed: put each recording in a folder of its own and reindex '
+                'that folder')
+        say(f'joining {len(files)} files as the parts of one recording: '
+            + ', '.join(f'{p[0]} ({p[3]} messages, {p[1] / 1e9:.3f} .. {p[2] / 1e9:.3f} s)'
+                        for p in sorted(parts, key=lambda p: (p[1], p[2]))))
     topics: dict[str, TopicRecord] = {}
     entries = []
     repaired = []

@@ -40,8 +40,10 @@ import argparse
 import os
 import sys
 
+from manip_control.bag_storage import ns_text
 from manip_control.bag_storage import reindex
 from manip_control.bag_storage import StorageError
+from manip_control.bag_storage import SUFFIXES
 
 __all__ = ['main']
 
@@ -56,15 +58,25 @@ def _info(path: str) -> int:
         print(f'storage: {r.storage}, metadata version: {r.metadata_version or "none"}, '
               f'files: {", ".join(f.name for f in r.files)}')
         span = (r.end_ns - r.start_ns) / 1e9 if r.message_count else 0.0
-        print(f'messages: {r.message_count}, from {r.start_ns / 1e9:.9f} s to '
-              f'{r.end_ns / 1e9:.9f} s ({span:.3f} s)')
+        print(f'messages: {r.message_count}, from {ns_text(r.start_ns)} s to '
+              f'{ns_text(r.end_ns)} s ({span:.3f} s)')
         if r.recovered:
             print(f'recovered: {r.recovered_reason}')
             where = r.path if r.path.is_dir() else Path(r.path).parent
             what = ('finishes the MCAP file, so that standard tools (rosbags, ros2 bag, mcap) '
                     'read it' if r.storage == 'mcap' else
                     'folds the write-ahead log in and writes metadata.yaml')
-            print(f'repair: manip-bag reindex {where} {what}')
+            others = [] if r.path.is_dir() else sorted(
+                p.name for p in where.iterdir()
+                if p.is_file() and p.suffix in SUFFIXES and p.name != r.path.name)
+            if others:
+                # reindex joins every storage file of a folder: this one needs its own
+                own = where / r.path.stem
+                print(f'repair: its folder also holds {", ".join(others)}, which reindex would '
+                      f'join to it: move it into a folder of its own (mkdir {own} && mv '
+                      f'{r.path} {own}/), then manip-bag reindex {own} {what}')
+            else:
+                print(f'repair: manip-bag reindex {where} {what}')
         for note in r.notes:
             print(f'note: {note}')
         if r.storage == 'mcap':

@@ -779,3 +779,158 @@ def test_joint_states_with_extra_fields_are_analysed(tmp_path, capsys):
     rep = run_json([str(path), '--out', str(tmp_path / 'r')], capsys)
     assert rep['timing']['state']['count'] == 1000
     assert rep['measured_effort']['per_joint']['joint1']['rms'] == pytest.approx(2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# joints listed in different orders by different topics (matched by name, never by position)
+
+ABC = ['arm_a', 'arm_b', 'arm_c']
+#: per joint, by name: tracking error [rad], commanded effort [N·m], motor current [A]
+ERR = {'arm_a': 0.01, 'arm_b': -0.02, 'arm_c': 0.04}
+CMD = {'arm_a': 3.0, 'arm_b': -5.0, 'arm_c': 7.0}
+AMP = {'arm_a': 1.5, 'arm_b': -2.5, 'arm_c': 4.0}
+
+
+def _ordered_run(path: Path, orders: dict, switch: int | None = None, f64: bool = False
+                 ) -> Path:
+    """
+    Write three joints that each topic lists in its own order.
+
+    States, commands, reference and motor topics list them in the order ``orders[topic]``
+    (after message ``switch``: the reverse of that order).
+
+    Every value is a function of the joint's name (``ERR``, ``CMD``, ``AMP``); with ``f64``
+    the commands are a Float64MultiArray in ``orders['cmd']`` order given by params.yaml.
+    """
+    n = 1000
+    k = np.arange(n)
+    stamps = 10**9 + k * 1_000_000
+    recv = stamps + 50_000
+    t = k / 1000.0
+    q_d = {nm: (j + 1) * 0.1 * np.sin(2 * np.pi * t) for j, nm in enumerate(ABC)}
+
+    def order(topic, i):
+        o = orders[topic]
+        return o[::-1] if switch is not None and i >= switch else o
+    with BagWriter(path) as w:
+        w.add_topic('/joint_states', JS)
+        w.add_topic('/reference', JT)
+        w.add_topic('/motor_states', JS)
+        w.add_topic('/effort_controller/commands' if f64 else '/joint_commands',
+                    F64 if f64 else JS)
+        for i in range(n):
+            o = order('state', i)
+            w.write('/joint_states', int(recv[i]), _js(
+                stamps[i], o, [q_d[nm][i] + ERR[nm] for nm in o], [0.0] * 3, [0.0] * 3))
+            o = order('ref', i)
+            w.write('/reference', int(recv[i]),
+                    _jt(stamps[i], o, [q_d[nm][i] for nm in o], [0.0] * 3))
+            o = order('motor', i)
+            w.write('/motor_states', int(recv[i]), _js(stamps[i], o, [AMP[nm] for nm in o],
+                                                       [0.0] * 3, [0.0] * 3))
+            o = order('cmd', i)
+            if f64:
+                w.write('/effort_controller/commands', int(recv[i]) + 10_000,
+                        _f64([CMD[nm] for nm in o]))
+            else:
+                w.write('/joint_commands', int(recv[i]) + 10_000, _js(
+                    stamps[i], o, [q_d[nm][i] for nm in o], [0.0] * 3, [CMD[nm] for nm in o]))
+        if f64:
+            w.write_params({'joints': orders['cmd']})
+    return path
+
+
+@pytest.mark.parametrize('case', ['orders', 'switch_mid_bag', 'float64_commands'])
+def test_joints_in_different_orders_are_matched_by_name(tmp_path, capsys, case):
+    orders = {'state': ABC, 'cmd': ['arm_c', 'arm_a', 'arm_b'],
+              'ref': ['arm_b', 'arm_c', 'arm_a'], 'motor': ['arm_c', 'arm_b', 'arm_a']}
+    path = _ordered_run(tmp_path / 'bag', orders, switch=500 if case == 'switch_mid_bag'
+                        else None, f64=case == 'float64_commands')
+    rep = run_json([str(path), '--out', str(tmp_path / 'rep'), '--no-plots'], capsys)
+    assert sorted(rep['joints']) == ABC
+    assert rep['topics']['reference'] == '/reference'
+    for nm in ABC:
+        tr = rep['tracking']['per_joint'][nm]
+        assert tr['mean'] == pytest.approx(ERR[nm], abs=1e-12), nm
+        assert tr['max_abs'] == pytest.approx(abs(ERR[nm]), abs=1e-12), nm
+        u = rep['commanded_effort']['per_joint'][nm]
+        assert u['mean'] == pytest.approx(CMD[nm], abs=1e-12), nm
+        assert u['peak_abs'] == pytest.approx(abs(CMD[nm]), abs=1e-12), nm
+        mo = rep['motor']['per_joint'][nm]
+        assert mo['current_peak_abs'] == pytest.approx(abs(AMP[nm]), abs=1e-12), nm
+    assert rep['tracking']['exact_stamp_matches'] == 1000
+
+
+def test_other_clock_work_is_what_a_run_on_that_clock_gives(tmp_path, capsys):
+    """
+    Header stamps on sim time, receive times on a slower wall clock, power from commands.
+
+    The command answering state k arrives after it: on the header clock it acts at state
+    k's stamp, on the receive clock from the next state on. Both works are computed here
+    independently; each run's "other clock" figure must be the other run's work.
+    """
+    n = 2000
+    k = np.arange(n)
+    stamps = 10**9 + k * 1_000_000
+    recv = 500 * 10**9 + k * 2_200_000 + (k % 7) * 50_000     # another clock, jittered
+    t = k / 1000.0
+    qd = np.column_stack([np.cos(3 * t), 2.0 * np.sin(5 * t)])
+    q = np.column_stack([np.sin(3 * t) / 3, -0.4 * np.cos(5 * t)])
+    u = np.column_stack([4.0 + 3.0 * np.sin(7 * t), -2.0 + np.cos(11 * t)])
+    path = write_run(tmp_path / 'clk', stamps=stamps, recv=recv, q=q, qd=qd,
+                     tau=np.zeros((n, 2)), cmds=(recv + 300_000, u))
+    # independent: header clock, u_k with state k; receive clock, u_(k-1) with state k
+    p_h = np.sum(u * qd, axis=1)
+    w_header = float(np.sum(0.5 * (p_h[1:] + p_h[:-1]) * np.diff(stamps) / 1e9))
+    p_r = np.sum(u[:-1] * qd[1:], axis=1)
+    w_receive = float(np.sum(0.5 * (p_r[1:] + p_r[:-1]) * np.diff(recv[1:]) / 1e9))
+    rep_h = run_json([str(path), '--out', str(tmp_path / 'h'), '--no-plots'], capsys)
+    rep_r = run_json([str(path), '--out', str(tmp_path / 'r'), '--no-plots', '--time',
+                      'receive'], capsys)
+    assert rep_h['power']['from_commanded_effort'] and rep_r['power']['from_commanded_effort']
+    assert rep_h['power']['work_j'] == pytest.approx(w_header, rel=1e-12)
+    assert rep_r['power']['work_j'] == pytest.approx(w_receive, rel=1e-12)
+    assert rep_h['power']['work_other_clock_j'] == pytest.approx(w_receive, rel=1e-12)
+    assert rep_r['power']['work_other_clock_j'] == pytest.approx(w_header, rel=1e-12)
+
+
+def test_skip_corrupt_counts_are_of_what_was_read(tracking_run, tmp_path, capsys):
+    """The header and the topic list give the messages read, not the whole file's."""
+    r = tracking_run
+    bag = write_run(tmp_path / 'bag', stamps=r['stamps'], recv=r['recv'], q=r['q'],
+                    qd=r['qd'], tau=r['tau'], chunk_size=50_000,
+                    ref=(r['stamps'], r['recv'] + 10_000, r['q'] - r['e'], r['qd']))
+    (f,) = bag.glob('*.mcap')
+    raw = bytearray(f.read_bytes())
+    at = raw.find(np.float64(r['q'][1500, 0]).tobytes())
+    raw[at + 7] ^= 0x40
+    f.write_bytes(bytes(raw))
+    rep = run_json([str(bag), '--out', str(tmp_path / 'rep'), '--skip-corrupt', '--no-plots'],
+                   capsys)
+    # read independently: the messages of the chunks whose CRC holds
+    from mcap.reader import make_reader
+    import zlib
+    kept = {'/joint_states': 0, '/reference': 0}
+    with open(f, 'rb') as fh:
+        summary = make_reader(fh).get_summary()
+    for ci in summary.chunk_indexes:
+        chunk = raw[ci.chunk_start_offset:ci.chunk_start_offset + ci.chunk_length]
+        head = 9 + 8 + 8 + 8 + 4
+        (n,) = np.frombuffer(bytes(chunk[head:head + 4]), '<u4')
+        at = head + 4 + int(n)
+        (size,) = np.frombuffer(bytes(chunk[at:at + 8]), '<u8')
+        (crc,) = np.frombuffer(bytes(chunk[9 + 24:9 + 28]), '<u4')
+        if zlib.crc32(bytes(chunk[at + 8:at + 8 + int(size)])) != crc:
+            continue
+        for cid, off in ci.message_index_offsets.items():
+            (nbytes,) = np.frombuffer(bytes(raw[off + 11:off + 15]), '<u4')
+            kept[summary.channels[cid].topic] += int(nbytes) // 16
+    assert 0 < kept['/joint_states'] < 3000
+    assert rep['timing']['state']['count'] == kept['/joint_states']
+    counts = {t['name']: t['count'] for t in rep['bag']['topics']}
+    assert counts == kept
+    assert rep['bag']['message_count'] == sum(kept.values())
+    assert any('the message counts of this report are of what was read' in x
+               for x in rep['notes'])
+    md = (tmp_path / 'rep' / 'report.md').read_text()
+    assert f'{sum(kept.values())} messages' in md

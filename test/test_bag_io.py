@@ -289,7 +289,9 @@ def test_bare_storage_file(tmp_path, storage):
 @pytest.mark.parametrize('storage', STORAGES)
 def test_truncated_file_names_the_file(tmp_path, storage):
     bag = tmp_path / 'bag'
-    with BagWriter(bag, storage=storage) as w:
+    # one chunk however slowly the host runs (the writer also flushes every flush_period s):
+    # cut in half, the file holds no complete chunk
+    with BagWriter(bag, storage=storage, flush_period=3600.0) as w:
         w.add_topic('/joint_states', JS)
         for k in range(3000):
             w.write('/joint_states', k * 1_000_000,
@@ -1044,3 +1046,171 @@ def test_info_into_a_closed_pipe_is_not_an_error(tmp_path):
         proc.stdout.close()                    # like `| head -0`: the reader is gone
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) == 0 and err == ''
+
+
+def test_two_stored_definitions_of_one_type_each_decode_their_own_channel(tmp_path, capsys):
+    """
+    An extended JointState on /joint_states and the standard one on /motor_states.
+
+    Both schemas are named ``sensor_msgs/msg/JointState`` (written with the ``mcap``
+    library's writer); each channel must be decoded with its own schema: 5000 and 5000.
+    """
+    from manip_control.bag_analysis import main as analyze_main
+    from mcap.writer import Writer
+    ext = _custom_store(EXTRA_DEF)
+    C = ext.types
+    std_text, _ = TS.generate_msgdef(JS, ros_version=2)
+    path = tmp_path / 'two_schemas.mcap'
+    n = 5000
+    with open(path, 'wb') as fh:
+        w = Writer(fh, chunk_size=64_000)
+        w.start(profile='ros2', library='test')
+        s_ext = w.register_schema(JS, 'ros2msg', EXTRA_DEF.encode())
+        s_std = w.register_schema(JS, 'ros2msg', std_text.encode())
+        c_js = w.register_channel('/joint_states', 'cdr', s_ext)
+        c_mo = w.register_channel('/motor_states', 'cdr', s_std)
+        for k in range(n):
+            ns = 10**9 + k * 1_000_000
+            msg = C[JS](header=C['std_msgs/msg/Header'](
+                stamp=C['builtin_interfaces/msg/Time'](sec=ns // 10**9, nanosec=ns % 10**9),
+                frame_id=''), name=['a', 'b'], temperature=30.0,
+                position=np.array([1e-4 * k, -0.2]), velocity=np.array([0.1, 0.0]),
+                effort=np.array([3.0, 1.0]), flags=np.zeros(1, np.uint8))
+            w.add_message(c_js, ns, bytes(ext.serialize_cdr(msg, JS)), ns)
+            w.add_message(c_mo, ns + 1000, ser(joint_state(ns, ['a', 'b'], [2.0, -4.0 - k],
+                                                           [24.0, 12.0], [2.5, 4.5]), JS),
+                          ns + 1000)
+        w.finish()
+    with BagReader(path) as r:
+        assert r.topics['/motor_states'].count == n and r.topics['/joint_states'].count == n
+        s = r.read_series(['/joint_states', '/motor_states'])
+        assert r.decode_errors == {}
+    assert len(s['/joint_states']) == n and len(s['/motor_states']) == n
+    np.testing.assert_array_equal(s['/motor_states'].position[:, 1], -4.0 - np.arange(n))
+    np.testing.assert_array_equal(s['/joint_states'].position[:, 0], 1e-4 * np.arange(n))
+    for extra in ([], ['--motor', '/motor_states']):
+        out = tmp_path / f'rep{len(extra)}'
+        assert analyze_main([str(path), '--out', str(out), '--quiet', '--no-plots',
+                             '--no-model', '--json', *extra]) == 0
+        import json
+        rep = json.loads(capsys.readouterr().out)
+        assert rep['motor']['available'] and rep['motor']['source'] == '/motor_states'
+        assert rep['motor']['per_joint']['b']['current_peak_abs'] == pytest.approx(4.0 + n - 1)
+    # this package's writer keeps the two definitions apart too
+    bag = tmp_path / 'written'
+    with BagWriter(bag) as w:
+        w.add_topic('/joint_states', JS, msgdef=EXTRA_DEF)
+        w.add_topic('/motor_states', JS)
+        with BagReader(path) as r:
+            for topic, ts, raw in r.raw_messages(['/joint_states', '/motor_states']):
+                w.write(topic, ts, raw)
+    with BagReader(bag) as r:
+        s2 = r.read_series(['/joint_states', '/motor_states'])
+        assert r.decode_errors == {}
+    for topic in s:
+        np.testing.assert_array_equal(s2[topic].position, s[topic].position)
+
+
+def _split_parts(tmp_path: Path, offsets_ns, cut_last: bool = True,
+                 names=('run0.mcap', 'run1.mcap')) -> Path:
+    """Folder of bare .mcap files of 5000 states each starting at ``offsets_ns`` (last cut)."""
+    folder = tmp_path / 'folder'
+    folder.mkdir()
+    for i, off in enumerate(offsets_ns):
+        src = tmp_path / f'src{i}'
+        with BagWriter(src, chunk_size=20_000) as w:
+            w.add_topic('/joint_states', JS)
+            for k in range(5000):
+                ns = off + k * 1_000_000
+                w.write('/joint_states', ns, ser(joint_state(ns, ['a'], [float(k)]), JS))
+        (f,) = src.glob('*.mcap')
+        data = f.read_bytes()
+        if cut_last and i == len(offsets_ns) - 1:
+            data = data[:len(data) * 2 // 3]
+        (folder / names[i]).write_bytes(data)
+    return folder
+
+
+def test_reindex_refuses_two_recordings_and_advises_a_folder_of_its_own(tmp_path, capsys):
+    """A cut recording beside a complete one of the same time: nothing is merged or changed."""
+    from manip_control.bag_analysis import main as analyze_main
+    from manip_control.bag_tool import main as bag_main
+    folder = _split_parts(tmp_path, [10**9, 10**9 + 1000])
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert bag_main(['info', str(folder / 'run1.mcap')]) == 0
+    out = capsys.readouterr().out
+    (advice,) = [x for x in out.splitlines() if x.startswith('repair: ')]
+    assert f'manip-bag reindex {folder} ' not in advice
+    assert 'run0.mcap' in advice and f'manip-bag reindex {folder / "run1"} ' in advice
+    assert bag_main(['reindex', str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith('error: ') and '\n' not in err
+    assert 'not the parts of one recording' in err and 'overlap in time' in err
+    assert 'run0.mcap' in err and 'run1.mcap' in err and 'nothing was changed' in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # read as it is, the folder is not passed off as one recording without a word
+    assert analyze_main([str(folder), '--out', str(tmp_path / 'rep'), '--quiet', '--no-plots',
+                         '--json']) == 0
+    import json
+    rep = json.loads(capsys.readouterr().out)
+    assert any('not the parts of one recording' in x for x in rep['notes'])
+
+
+def test_reindex_joins_the_parts_of_one_recording_and_says_so(tmp_path, capsys):
+    from manip_control.bag_tool import main as bag_main
+    folder = _split_parts(tmp_path, [10**9, 10**9 + 5000 * 1_000_000])
+    assert bag_main(['reindex', str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert 'joining 2 files as the parts of one recording: run0.mcap (5000 messages' in err
+    with BagReader(folder) as r:
+        assert r.metadata_version == 8 and not any('parts' in x for x in r.notes)
+        s = r.read_series(['/joint_states'])['/joint_states']
+    assert (np.diff(s.stamp_ns) > 0).all() and len(s) > 5000
+
+
+def test_file_cut_at_a_record_boundary_says_so_not_zero_bytes_ignored(tmp_path):
+    bag = _state_bag(tmp_path / 'bag', n=3000, chunk_size=20_000)
+    (f,) = bag.glob('*.mcap')
+    from mcap.reader import make_reader
+    with open(f, 'rb') as fh:
+        summary = make_reader(fh).get_summary()
+    cis = sorted(summary.chunk_indexes, key=lambda c: c.chunk_start_offset)
+    at = cis[3].chunk_start_offset          # chunks 0-2 and their message indexes before it
+    cut = tmp_path / 'cut'
+    cut.mkdir()
+    (cut / f.name).write_bytes(f.read_bytes()[:at])
+    with BagReader(cut) as r:
+        why = r.recovered_reason
+        n = len(r.read_series(['/joint_states'])['/joint_states'])
+    assert n == sum(c.message_end_time // 10**6 - c.message_start_time // 10**6 + 1
+                    for c in cis[:3])
+    assert 'last 0 bytes' not in why and 'inside a record header' not in why
+    assert f'ends at byte {at}, right after a complete record' in why
+    assert 'no byte of it is ignored' in why
+
+
+def test_absolute_times_are_printed_from_integer_nanoseconds(tmp_path, capsys):
+    """1733000000.123456789 s: a float64 is 256 ns coarse there; the text must be exact."""
+    from manip_control.bag_tool import main as bag_main
+    t0 = 1_733_000_000_123_456_789
+    bag = tmp_path / 'bag'
+    with BagWriter(bag) as w:
+        w.add_topic('/joint_states', JS)
+        for k in range(3):
+            ns = t0 + k * 1_000_000
+            w.write('/joint_states', ns, ser(joint_state(ns, ['a'], [0.0]), JS))
+    assert f'{t0 / 1e9:.9f}' != '1733000000.123456789'        # the float is off
+    assert bag_main(['info', str(bag)]) == 0
+    out = capsys.readouterr().out
+    assert 'from 1733000000.123456789 s to 1733000000.125456789 s' in out
+
+
+def test_reindex_refuses_parts_named_after_two_recordings(tmp_path, capsys):
+    """rosbag2 names split parts NAME_0, NAME_1: a_0 and b_0 are two recordings."""
+    from manip_control.bag_tool import main as bag_main
+    folder = _split_parts(tmp_path, [10**9, 10**9 + 5000 * 1_000_000], cut_last=False,
+                          names=('a_0.mcap', 'b_0.mcap'))
+    assert bag_main(['reindex', str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert 'their names a_0.mcap, b_0.mcap are of different recordings' in err
+    assert not (folder / 'metadata.yaml').exists()

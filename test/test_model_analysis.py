@@ -346,3 +346,90 @@ def test_iiwa_bag_from_its_own_urdf(tmp_path):
     for name, e in per0.items():
         away = e['command_away_from_limits']
         assert away['residual_fraction'] < 0.35, (name, away)
+
+
+# ------------------------------------------------------------------------------------------
+# repeated stamps and sections that cannot run
+
+
+@pytest.mark.parametrize('where', ['one', 'recovered_tail', 'back_in_time'])
+def test_repeated_joint_state_stamps_are_merged_and_counted(two_link_bag, tmp_path, where):
+    """
+    Repeated stamps leave the figures as they were, and the report counts them.
+
+    ``one``: a single state sent twice; ``recovered_tail``: the last 300 rows written again
+    (the extra rows a recovered log can hold); ``back_in_time``: a state stamped like the
+    one before it followed by the real one (sorted, then two rows share a stamp).
+    """
+    _, params, res = two_link_bag
+    n = res.t.size
+    if where == 'one':
+        rows = np.insert(np.arange(n), 3000, 3000)
+    elif where == 'recovered_tail':
+        rows = np.concatenate([np.arange(n), np.arange(n - 300, n)])
+    else:
+        rows = np.arange(n)
+    t = res.t[rows].copy()
+    if where == 'back_in_time':
+        t[2000] = t[1999]
+    bag = write_bag(tmp_path / 'bag', t, ['joint1', 'joint2'], res.q_meas[rows],
+                    res.qd_meas[rows], res.tau_joint_meas[rows], params=params)
+    rep = _report(bag, tmp_path / 'rep', '--no-plots')
+    mo = rep['model']
+    assert mo['available'], mo
+    expected = {'one': 1, 'recovered_tail': 300, 'back_in_time': 1}[where]
+    assert mo['repeated_stamps'] == expected
+    assert any(f'{expected} joint states repeat the time stamp' in x for x in rep['notes'])
+    clean = _report(two_link_bag[0], tmp_path / 'clean', '--no-plots')['model']
+    for name in ('joint1', 'joint2'):
+        fig = mo['per_joint'][name]['measured']
+        assert fig['residual_fraction'] <= 0.01, (name, fig)
+        if where != 'back_in_time':         # exact copies: the very same figures
+            ref = clean['per_joint'][name]['measured']
+            assert fig['residual_rms'] == pytest.approx(ref['residual_rms'], rel=1e-9)
+
+
+def test_a_model_section_that_cannot_run_leaves_the_rest_of_the_report(two_link_bag,
+                                                                       tmp_path, capsys):
+    """A run too short for the filter: the model section says it failed, the rest stands."""
+    _, params, res = two_link_bag
+    k = slice(0, 100)                # 0.1 s: shorter than the 10 Hz filter's transients
+    bag = write_bag(tmp_path / 'bag', res.t[k], ['joint1', 'joint2'], res.q_meas[k],
+                    res.qd_meas[k], res.tau_joint_meas[k], params=params)
+    rep = _report(bag, tmp_path / 'rep', '--no-plots')
+    mo = rep['model']
+    assert mo['available'] is False and mo['failed'] is True
+    assert 'too short' in mo['reason']
+    assert any(x.startswith('MODEL SECTION FAILED: ') for x in rep['notes'])
+    assert rep['timing']['state']['count'] == 100
+    assert rep['measured_effort']['per_joint']['joint1']['rms'] == pytest.approx(
+        float(np.sqrt(np.mean(res.tau_joint_meas[k, 0] ** 2))), rel=1e-12)
+    md = (tmp_path / 'rep' / 'report.md').read_text()
+    assert '**FAILED:**' in md and 'too short' in md
+    # an impossible --cutoff asked for on the command line stays an error
+    assert main([str(bag), '--out', str(tmp_path / 'x'), '--quiet', '--cutoff', '900']) == 2
+    assert capsys.readouterr().err.startswith('error: --cutoff')
+
+
+def test_a_run_without_gravity_gets_the_advice_to_try_gravity_zero(tmp_path):
+    """A simulator without gravity: the best-fit field is ~0 and the report says so."""
+    urdf = FIXTURES / 'urdf' / 'ur5.urdf'
+    arm = UrdfArm.from_file(urdf, gravity=(0.0, 0.0, 0.0))
+    t, q, qd, tau = simulate_urdf(arm, duration=2.0)
+    bag = write_bag(tmp_path / 'bag', t, arm.joint_names, q, qd, tau)
+    rep = _report(bag, tmp_path / 'rep', '--no-plots', '--urdf', str(urdf))
+    fit = rep['model']['gravity_fit']
+    assert fit['magnitude'] < 0.05, fit
+    assert any(x.startswith('gravity appears off: try --gravity 0 0 0') for x in rep['notes'])
+    md = (tmp_path / 'rep' / 'report.md').read_text()
+    assert '**gravity appears off: try --gravity 0 0 0' in md
+    rep = _report(bag, tmp_path / 'rep0', '--no-plots', '--urdf', str(urdf), '--gravity',
+                  '0', '0', '0')
+    assert not any('gravity appears off' in x for x in rep['notes'])
+    # gravity on, though not the model's: no advice
+    g = (1.5, -2.0, -9.0)
+    arm = UrdfArm.from_file(urdf, gravity=g)
+    t, q, qd, tau = simulate_urdf(arm, duration=2.0)
+    bag = write_bag(tmp_path / 'bag_g', t, arm.joint_names, q, qd, tau)
+    rep = _report(bag, tmp_path / 'rep_g', '--no-plots', '--urdf', str(urdf))
+    assert not any('gravity appears off' in x for x in rep['notes'])
