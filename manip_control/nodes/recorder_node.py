@@ -411,12 +411,15 @@ class RecorderNode(Node):
                 ros, header='Resolved ROS parameters of the recorded run (--params-file).'))
 
     # -- shutdown ---------------------------------------------------------------------------
-    def drain(self, executor, quiet: float = 0.1, limit: float = 1.0) -> None:
+    def drain(self, executor, quiet: float = 0.1, limit: float = 5.0) -> None:
         """
         Record what already arrived before the stop (at most ``limit`` s).
 
         On Ctrl-C every process of a launch stops at once; messages already in this process's
         reader queues would otherwise be lost. Spins until nothing new came for ``quiet`` s.
+        A recorder that the host starved can hold seconds of messages there (with 1 s, one
+        stopped about 1000 ticks behind on a loaded host lost them); 5 s stays within
+        launch's ``sigterm_timeout`` (15 s).
         """
         end = time.monotonic() + limit
         last, last_change = sum(self.counts().values()), time.monotonic()
