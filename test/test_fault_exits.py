@@ -69,6 +69,15 @@ SCHED = 0.3
 DRIVER_LAG = 1.5
 
 
+#: state timeout of the invalid-request test [s]: above the scheduling delays (SCHED) of a
+#: loaded machine, so that a state timeout there is a defect, not load
+REQUEST_STATE_TIMEOUT = 0.5
+
+
+def _stamp(msg) -> float:
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
 def driver(procs, name, log, *extra):
     return procs.start(name, [sys.executable, DRIVER, '--log', str(log), '--rate',
                               str(DRIVER_RATE), *extra])
@@ -180,11 +189,18 @@ def test_invalid_requests_are_answered_and_change_nothing(fi, tmp_path):
     ``configure`` (id 1) while active -- what a lifecycle manager or a mistyped service call
     sends -- used to raise RCLError inside the service callback and end the process (the
     driver got a step to zero, then nothing).
+
+    Nothing changes includes the controller's mode: no safe-mode entry for any reason, a
+    state timeout included (it used to be excused as the loaded machine's). This loop's state
+    timeout is set above the scheduling delays of the loaded machine (:data:`SCHED`), so a
+    state timeout here is states not taken for 0.5 s, not load. (An executor held up by a
+    request is not seen this way: the controller takes the waiting state before it judges.)
     """
     from lifecycle_msgs.msg import Transition
     procs, make_probe = fi
     probe = make_probe(('diag',))
-    log, drv, ctrl, traj = start_loop(procs, tmp_path)
+    log, drv, ctrl, traj = start_loop(procs, tmp_path, '-p',
+                                      f'safety.state_timeout:={REQUEST_STATE_TIMEOUT}')
     plant = procs.node('plant', 'plant_node', '-p', 'mode:=realtime', '-r',
                        'joint_states:=/plant_states', '-r',
                        'effort_controller/commands:=/plant_cmds', '-r',
@@ -192,7 +208,6 @@ def test_invalid_requests_are_answered_and_change_nothing(fi, tmp_path):
     wait_normal(probe, 60.0)
     time.sleep(1.0)
     entries0 = safe_entries(probe.last_diag())
-    entries0_other = safe_entries(probe.last_diag(), but=('state_timeout',))
     t0 = time.monotonic()
     invalid = [(Transition.TRANSITION_CONFIGURE, ''), (Transition.TRANSITION_ACTIVATE, ''),
                (Transition.TRANSITION_CLEANUP, ''), (Transition.TRANSITION_UNCONFIGURED_SHUTDOWN,
@@ -201,12 +216,15 @@ def test_invalid_requests_are_answered_and_change_nothing(fi, tmp_path):
     answers = [_lifecycle_call(probe, i, lab) for i, lab in invalid]
     t1 = time.monotonic()
     answered = sum(_param_abuse(probe, n) for n in ('controller', 'trajectory', 'plant'))
-    time.sleep(0.5)
+    # diagnostics the controller published (its wall-clock stamp) after the last request
+    t_done = time.time() + 0.2
+    d = probe.wait_for(lambda: next((diag_dict(m) for _, m in reversed(probe.get('diag'))
+                                     if _stamp(m) > t_done), None),
+                       30.0, 'controller diagnostics after the requests')
     assert answers == [False] * len(invalid), answers
     for p in (ctrl, traj, plant, drv):
         assert p.poll() is None, procs.output(p)
-    d = probe.last_diag()
-    assert d['mode'] == 'normal' or d['reason'] in ('state_timeout', 'resuming'), d
+    assert d['mode'] == 'normal', d
     stop_driver(procs, drv)
     cmds, _ = read_log(log)
     peak, steps, n = figures(cmds, t0 - 0.2, t1 + 0.5)
@@ -218,9 +236,8 @@ def test_invalid_requests_are_answered_and_change_nothing(fi, tmp_path):
           f'safe-mode entries {safe_entries(d) - entries0}')
     assert late and abs(late[-1][1]) > 20.0, 'the controller stopped commanding'
     assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
-    # no safe mode from the requests (state timeouts of a loaded machine aside: 50 ms
-    # against a Python driver at load 15+ flaps)
-    assert safe_entries(d, but=('state_timeout',)) == entries0_other, d
+    # no safe mode from the requests, of any reason
+    assert safe_entries(d) == entries0, d
     no_traceback(procs, ctrl, traj, plant)
     out, err = procs.output(ctrl)
     assert 'request refused' in out + err

@@ -111,7 +111,17 @@ def test_standalone_recorder_with_separate_nodes(procs, tmp_path):
             time.monotonic() < deadline:
         time.sleep(0.2)
     # let the last messages arrive: the recorder makes its data durable every second, so the
-    # unfinished bag shows what it received; wait until that stops growing (loaded machine)
+    # unfinished bag shows what it received. A recorder starved on a loaded machine can be
+    # seconds behind: wait for every tick, then until the bag stops growing (re-sent ticks)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with BagReader(bag) as r:
+                if r.topics['/joint_states'].count >= 2000:
+                    break
+        except Exception:  # noqa: BLE001 - the file is being written
+            pass
+        time.sleep(0.5)
     last, since = -1, time.monotonic()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and time.monotonic() - since < 2.5:
@@ -123,7 +133,7 @@ def test_standalone_recorder_with_separate_nodes(procs, tmp_path):
             continue
         if now != last:
             last, since = now, time.monotonic()
-    procs.stop(rec)                                    # SIGINT: the bag is finished
+    procs.stop(rec, grace=15.0)                        # SIGINT: the bag is finished
     assert rec.returncode == 0, procs.output(rec)
     meta = _metadata(bag)
     assert meta['version'] == 8
@@ -471,3 +481,75 @@ def test_tapped_messages_are_stamped_with_the_tick_they_belong_to(ros_context, t
     with BagReader(tmp_path / 'bag') as r:
         for topic in DATA_TOPICS:
             assert [t for _, t, _ in r.raw_messages([topic])] == ticks, topic
+
+
+# ---------------------------------------------------------------------------------------------
+# a standalone recorder that the host does not run for a while
+
+
+def _proc_state(pid: int) -> str:
+    """State letter of ``pid`` in /proc (``T``: stopped)."""
+    with open(f'/proc/{pid}/stat') as fh:
+        return fh.read().rsplit(') ', 1)[-1][:1]
+
+
+def test_stopped_standalone_recorder_loses_nothing(ros2_ws, ros2_procs, tmp_path, probe, spin,
+                                                   executor):
+    """
+    ``sim.launch.py bag:=...`` (separate processes): the recorder stopped for 200 and 500 ms.
+
+    SIGSTOP / SIGCONT of the recorder process stands for a host that does not run it (a
+    loaded machine) for a stated time, while the lockstep loop goes on. Every tick the plant
+    counted must be in the bag, on every topic: the publishers still hold what the recorder
+    missed and send it again.
+    """
+    from rosgraph_msgs.msg import Clock
+    from test_launch_integration import _node_pids, launch_args, read_bag, stamped_efforts
+    from test_launch_integration import text_of
+    bag = tmp_path / 'stopped'
+    duration = 8.0
+    probe.sub(Clock, '/clock', depth=1)
+    executor.add_node(probe.node)
+    clocks = probe.msgs['/clock']
+
+    def now_ms():
+        return clocks[-1].clock.sec * 1000 + clocks[-1].clock.nanosec // 1_000_000
+
+    p = ros2_procs.start('sim_launch', launch_args(ros2_ws, 'sim.launch.py',
+                                                   f'duration:={duration}', f'bag:={bag}'))
+    assert spin(executor, 120, until=lambda: clocks and now_ms() >= 300), \
+        text_of(ros2_procs, p)[-4000:]
+    rec = _node_pids(text_of(ros2_procs, p))['recorder']
+    paused = []
+    try:
+        for seconds in (0.2, 0.5):
+            spin(executor, 0.3)
+            before = now_ms()
+            os.kill(rec, signal.SIGSTOP)
+            t0 = time.monotonic()
+            while _proc_state(rec) != 'T':
+                time.sleep(0.001)
+            spin(executor, seconds - (time.monotonic() - t0))
+            assert _proc_state(rec) == 'T'
+            os.kill(rec, signal.SIGCONT)
+            spin(executor, 0.05)
+            paused.append((seconds, now_ms() - before))
+    finally:
+        os.kill(rec, signal.SIGCONT)
+    text = text_of(ros2_procs, p)
+    assert 'run finished' not in text, 'the run ended before the recorder was stopped'
+    assert ros2_procs.wait(p, 180) == 0, text_of(ros2_procs, p)[-5000:]
+    # the loop went on while the recorder was stopped (else the test shows nothing)
+    for seconds, ticks in paused:
+        assert ticks >= 100 * seconds, paused
+    counts, diag = read_bag(bag)
+    ticks, resends = int(diag['ticks']), int(diag['resends'])
+    assert ticks == int(duration * 1000)
+    assert counts['/joint_states'] == ticks + resends, (counts, paused)
+    assert counts['/motor_states'] == ticks, (counts, paused)
+    assert ticks <= counts['/reference'] <= ticks + resends, (counts, paused)
+    assert counts['/joint_commands'] == counts['/effort_controller/commands'], counts
+    stamps = sorted({s for s, _ in stamped_efforts(bag, '/joint_commands')})
+    assert stamps == [k * 1_000_000 for k in range(ticks)], (counts, paused)
+    print(f'\n[recorder] stopped for {", ".join(f"{s * 1e3:.0f} ms" for s, _ in paused)} '
+          f'while the loop ran {", ".join(f"{t} ticks" for _, t in paused)}: {counts}')

@@ -105,12 +105,21 @@ def spin_until(executor, future=None, context=None) -> None:
         raise KeyboardInterrupt
 
 
+#: History of the publishers of the recorded data topics [samples]: what a reliable reader
+#: that the host did not run for a while can still get resent. 2 s at 1 kHz, 0.5 s at the
+#: 4 kHz a lockstep loop can reach: with 100, a standalone recorder stopped for 140 ms lost
+#: ticks. Readers bound their own backlog (their depth), so no reader acts on more old data.
+PUBLISH_DEPTH = 2000
+
+
 def data_qos(depth: int = 100):
     """
     Return the QoS of the data topics: reliable, volatile, keep last ``depth``.
 
-    Reliable so that lockstep and the recorder lose nothing; the depth leaves room for a slow
-    reader (a bag recorder) without blocking the publisher.
+    Reliable so that lockstep and the recorder lose nothing. A subscription keeps ``depth``
+    samples; a publisher of a recorded topic keeps :data:`PUBLISH_DEPTH`, the samples that a
+    reader which was not run for a while (a bag recorder on a loaded host) can still get
+    resent, without blocking the publisher.
     """
     from rclpy.qos import DurabilityPolicy
     from rclpy.qos import HistoryPolicy

@@ -81,6 +81,7 @@ from manip_control.control import ControlOutput
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
+from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import retire
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
@@ -310,11 +311,11 @@ class ControllerNode(LifecycleNode):
         qos = data_qos()
         self._readers = {'array': 0, 'joint': 0}
         self._array_pub = self.create_publisher(
-            Float64MultiArray, 'effort_controller/commands', qos,
+            Float64MultiArray, 'effort_controller/commands', data_qos(PUBLISH_DEPTH),
             event_callbacks=PublisherEventCallbacks(
                 matched=lambda info: self._on_command_matched('array', info)))
         self._cmd_pub = self.create_publisher(
-            JointState, 'joint_commands', qos,
+            JointState, 'joint_commands', data_qos(PUBLISH_DEPTH),
             event_callbacks=PublisherEventCallbacks(
                 matched=lambda info: self._on_command_matched('joint', info)))
         for hook in self.publisher_hooks:

@@ -66,6 +66,7 @@ from diagnostic_msgs.msg import KeyValue
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
+from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.ros_params import arm_from_description
@@ -163,8 +164,11 @@ class PlantNode(Node):
         self.failure = ''
 
         qos = data_qos()
-        self._state_pub = self.create_publisher(JointState, 'joint_states', qos)
-        self._motor_pub = self.create_publisher(JointState, 'motor_states', qos)
+        # recorded: kept for a recorder that lags (the controller's reader takes the newest)
+        self._state_pub = self.create_publisher(JointState, 'joint_states',
+                                                data_qos(PUBLISH_DEPTH))
+        self._motor_pub = self.create_publisher(JointState, 'motor_states',
+                                                data_qos(PUBLISH_DEPTH))
         self._clock_pub = self.create_publisher(Clock, '/clock', qos) if self.lockstep else None
         self._diag_pub = self.create_publisher(DiagnosticArray, '~/diagnostics', 10)
         # and on the standard topic that diagnostic_aggregator and rqt_robot_monitor read

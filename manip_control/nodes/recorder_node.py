@@ -65,6 +65,7 @@ from manip_control.bag_io import qos_from_profile
 from manip_control.bag_io import RecordingError
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
+from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import steady_clock
@@ -174,7 +175,7 @@ class RecorderNode(Node):
         offered = [qos_from_profile(info.qos_profile)
                    for info in self.get_publishers_info_by_topic(topic)]
         if not offered:
-            offered = [qos_from_profile(data_qos()) if 'diagnostics' not in topic
+            offered = [qos_from_profile(data_qos(PUBLISH_DEPTH)) if 'diagnostics' not in topic
                        else make_qos('reliable', 'volatile', depth=10)]
         self.writer.add_topic(topic, msgtype, qos=offered)
         self._subs[topic] = self.create_subscription(cls, topic, self._on_message(topic),
@@ -410,12 +411,15 @@ class RecorderNode(Node):
                 ros, header='Resolved ROS parameters of the recorded run (--params-file).'))
 
     # -- shutdown ---------------------------------------------------------------------------
-    def drain(self, executor, quiet: float = 0.1, limit: float = 1.0) -> None:
+    def drain(self, executor, quiet: float = 0.1, limit: float = 5.0) -> None:
         """
         Record what already arrived before the stop (at most ``limit`` s).
 
         On Ctrl-C every process of a launch stops at once; messages already in this process's
         reader queues would otherwise be lost. Spins until nothing new came for ``quiet`` s.
+        A recorder that the host starved can hold seconds of messages there (with 1 s, one
+        stopped about 1000 ticks behind on a loaded host lost them); 5 s stays within
+        launch's ``sigterm_timeout`` (15 s).
         """
         end = time.monotonic() + limit
         last, last_change = sum(self.counts().values()), time.monotonic()

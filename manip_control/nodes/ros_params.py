@@ -727,7 +727,7 @@ def recorder_specs() -> list[ParamSpec]:
                   'nodes whose parameters are fetched (parameter services) to write the '
                   'resolved run parameters (params.yaml) beside metadata.yaml',
                   'node names'),
-        ParamSpec('qos_depth', 1000, 'subscription history depth (reliable, keep last)',
+        ParamSpec('qos_depth', 10000, 'subscription history depth (reliable, keep last)',
                   '>= 1', (1, 1000000)),
     ]
 

@@ -45,6 +45,7 @@ import sys
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
+from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.ros_params import arm_control_defaults
@@ -191,7 +192,8 @@ class TrajectoryNode(Node):
         self._origin_ns: int | None = 0 if self.lockstep else None
 
         qos = data_qos()
-        self._ref_pub = self.create_publisher(JointTrajectory, 'reference', qos)
+        self._ref_pub = self.create_publisher(JointTrajectory, 'reference',
+                                              data_qos(PUBLISH_DEPTH))
         self._status_pub = self.create_publisher(String, '~/goal_status', 10)
         self.create_subscription(JointTrajectory, '~/goal', self._on_goal, 10)
         self._encoder = cdr.ReferenceEncoder(self.joints)   # raw CDR publish (nodes/cdr.py)
