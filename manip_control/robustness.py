@@ -389,7 +389,9 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
         \eta_k = M_k^{-1}(\tilde M_k v_k + \tilde n_k) = \hat M_k^{-1}(\tilde M_k
         \ddot q_k + \tilde n_k)
 
-    (``~`` = nominal - true; ``rho`` the change of ``M^-1 (tau_k - n)`` within the period).
+    (``~`` = nominal - true; ``rho`` the change of ``M^-1 (tau_k - n)`` within the period;
+    with friction compensation, applied at the reference velocity, ``n~`` holds
+    ``f^(qd_d) - f(qd)``, bounded with :func:`friction_velocity_change`).
     Exactly, ``x_{k+1} = A x_k + w_k`` with ``|w_k| <= (T^2/2, T) sup |d|``, so
     ``|e_k| <= |(A^k x_0)_e| + sum_i Ke[k-1-i] dbar_i`` (:func:`_zoh_kernels`). ``dbar`` is
     bounded by interval arithmetic over the envelope ``|e_i| <= E_i``, ``|e_dot_i| <= V_i``

@@ -355,10 +355,9 @@ def test_identified_urdf_reproduces_the_identified_model(panda_bag, tmp_path):
     np.testing.assert_allclose(fr.b, pi[11 * n:12 * n], rtol=1e-15)
 
 
-
 @pytest.fixture(scope='module')
 def long_panda_bag(tmp_path_factory):
-    """A 60 s recording of the bench's perturbed Panda (as ``panda_bag``, five times longer)."""
+    """Record 60 s of the bench's perturbed Panda (as ``panda_bag``, five times longer)."""
     bench = _bench()
     truth, fv, fc, armature = bench.true_arm(7)
     nominal = bench.nominal_model()
@@ -400,6 +399,7 @@ def test_standard_errors_cover_the_truth_on_a_simulated_bag(long_panda_bag, nois
     # and not by error bars too wide to mean anything (normal: median |z| 0.67)
     assert np.median(np.abs(z)) >= 0.2, np.round(z, 1)
     assert fit.filter_sensitivity is not None and np.all(fit.std_error > 0.0)
+
 
 def test_manip_identify_urdf_from_a_bag(panda_bag, tmp_path, capsys):
     bag, base, beta_true = panda_bag
