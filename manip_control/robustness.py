@@ -324,6 +324,31 @@ def _zoh_kernels(kp: float, kd: float, period: float, n: int) -> tuple:
     return p, ke, kv
 
 
+def friction_velocity_change(fr, ref_lo, ref_hi, v):
+    """
+    ``sup |f(x_d) - f(x)|`` [N·m] over ``x_d`` in ``[ref_lo, ref_hi]`` and ``|x - x_d| <= v``.
+
+    ``f(x) = b x + (tau_c + tau_s exp(-(x / v_s)^2)) tanh(x / eps)`` (friction.py). Viscous:
+    ``b v``. Coulomb: ``tau_c (tanh((x_d + v) / eps) - tanh(x_d / eps))``, whose largest
+    value over ``x_d`` is at ``x_d = -v / 2`` (mirror: ``+v / 2`` for ``x = x_d - v``), so it
+    is taken at the point of the interval nearest to that (at most ``2 tau_c``, about
+    ``tau_c v / eps`` for a small ``v``). Stribeck: ``tau_s min(L v, 2)`` with its Lipschitz
+    constant ``L = 1 / eps + sqrt(2 / e) / v_s``. Arrays broadcast.
+    """
+    v = np.asarray(v, dtype=float)
+
+    def up(x):
+        return np.tanh((x + v) / fr.eps) - np.tanh(x / fr.eps)
+
+    coul = np.maximum(up(np.clip(-0.5 * v, ref_lo, ref_hi)),
+                      up(np.clip(0.5 * v, ref_lo, ref_hi) - v))
+    out = fr.b * v + fr.tau_c * coul
+    if fr.tau_s:
+        lip = 1.0 / fr.eps + math.sqrt(2.0 / math.e) / fr.v_s
+        out = out + fr.tau_s * np.minimum(lip * v, 2.0)
+    return out
+
+
 def bound_assumptions(scenario: Scenario) -> tuple:
     """Return what of ``scenario`` the proof of :func:`error_bound` does not cover."""
     plant, ctrl = scenario.plant, scenario.controller
@@ -364,7 +389,9 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
         \eta_k = M_k^{-1}(\tilde M_k v_k + \tilde n_k) = \hat M_k^{-1}(\tilde M_k
         \ddot q_k + \tilde n_k)
 
-    (``~`` = nominal - true; ``rho`` the change of ``M^-1 (tau_k - n)`` within the period).
+    (``~`` = nominal - true; ``rho`` the change of ``M^-1 (tau_k - n)`` within the period;
+    with friction compensation, applied at the reference velocity, ``n~`` holds
+    ``f^(qd_d) - f(qd)``, bounded with :func:`friction_velocity_change`).
     Exactly, ``x_{k+1} = A x_k + w_k`` with ``|w_k| <= (T^2/2, T) sup |d|``, so
     ``|e_k| <= |(A^k x_0)_e| + sum_i Ke[k-1-i] dbar_i`` (:func:`_zoh_kernels`). ``dbar`` is
     bounded by interval arithmetic over the envelope ``|e_i| <= E_i``, ``|e_dot_i| <= V_i``
@@ -475,21 +502,34 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
     minv_max = np.array([[D22, abs(D12) + abs(B)], [abs(D12) + abs(B), A + 2.0 * abs(B)]]) \
         / det_min
 
-    def friction_mismatch(j, qd):
-        """Interval of ``f^_j(qd) - f_j(qd)`` at the tick (compensation minus plant)."""
-        def law(f, sign):
-            ones = np.ones_like(qd[0])
-            coul = (sign * f.tau_c * np.tanh(qd[0] / f.eps),
-                    sign * f.tau_c * np.tanh(qd[1] / f.eps))
-            coul = (np.minimum(*coul), np.maximum(*coul))
-            visc = (sign * f.b * qd[0], sign * f.b * qd[1])
-            visc = (np.minimum(*visc), np.maximum(*visc))
-            return _iadd(visc, coul, (-f.tau_s * ones, f.tau_s * ones))
+    def law(f, sign, qd):
+        """Interval of ``sign f(qd)`` over the interval ``qd``."""
+        ones = np.ones_like(qd[0])
+        coul = (sign * f.tau_c * np.tanh(qd[0] / f.eps), sign * f.tau_c * np.tanh(qd[1] / f.eps))
+        coul = (np.minimum(*coul), np.maximum(*coul))
+        visc = (sign * f.b * qd[0], sign * f.b * qd[1])
+        visc = (np.minimum(*visc), np.maximum(*visc))
+        return _iadd(visc, coul, (-f.tau_s * ones, f.tau_s * ones))
+
+    def friction_mismatch(j, qd, ref, v):
+        """
+        Interval of the friction the plant sees beyond the command's at the tick.
+
+        Without compensation ``-f_j(qd)`` over the box. With it the controller adds the
+        nominal friction at the reference velocity, so the plant sees ``f^_j(qd_d) -
+        f_j(qd) = (f^_j - f_j)(qd_d) + (f_j(qd_d) - f_j(qd))``: the model's error at the
+        reference, plus the friction's change over the velocity error ``|qd - qd_d| <= V``
+        (:func:`friction_velocity_change`), which is not zero when ``f^ = f``.
+        """
         a, b = fn[j], fp[j]
-        if comp and (a.b, a.tau_c, a.eps, a.tau_s, a.v_s) == (b.b, b.tau_c, b.eps, b.tau_s, b.v_s):
-            z = np.zeros_like(qd[0])
-            return z, z
-        return _iadd(law(a, 1.0), law(b, -1.0)) if comp else law(b, -1.0)
+        if not comp:
+            return law(b, -1.0, qd)
+        if (a.b, a.tau_c, a.eps, a.tau_s, a.v_s) == (b.b, b.tau_c, b.eps, b.tau_s, b.v_s):
+            model = (np.zeros_like(ref[0]), np.zeros_like(ref[0]))
+        else:
+            model = _iadd(law(a, 1.0, ref), law(b, -1.0, ref))
+        change = friction_velocity_change(b, ref[0], ref[1], v)
+        return model[0] - change, model[1] + change
 
     # eta is bounded over cells of `cell` ticks at once (the hull of the ticks' boxes)
     n_cells = -(-n // cell)
@@ -513,7 +553,8 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
         c12 = _icos(q[0][0] + q[1][0], q[0][1] + q[1][1])
         cor1 = _iadd(_imul((2.0, 2.0), _imul(qd[0], qd[1])), _isq(qd[1]))
         cor2 = _isq(qd[0])
-        fm = [friction_mismatch(j, qd[j]) for j in range(2)]
+        fm = [friction_mismatch(j, qd[j], (qd_lo[:, j], qd_hi[:, j]), V[:, j])
+              for j in range(2)]
         out = []
         for j in range(2):
             r = _iadd(_imul(F['minv', j, 0].over(*c2), fm[0]),
@@ -531,33 +572,51 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
         return np.repeat(np.column_stack(out), cell, axis=0)[:n]
 
     def within_period(E, V, eta):
-        """``sup |rho| + T sup |qddd_d|`` per joint: the change within a period (global)."""
-        vx, ex, etx = V.max(axis=0), E.max(axis=0), eta.max(axis=0)
-        base = kd * vx + kp * ex + etx + jerk * period     # |e_dd| without rho
-        qdm = np.abs(tb.velocity_max) + vx
+        """
+        ``sup |rho| + T sup |qddd_d|`` per tick and joint: the change within each period.
 
-        def rho(acc):          # acc: bound on |e_dd| (2,)
+        Per tick (from that tick's envelope), not from the envelope's largest value over
+        the run: a global maximum (the initial transient) would feed every late tick and
+        keep a small mismatch's envelope from reproducing itself.
+        """
+        base = kd * V + kp * E + eta + jerk * period        # |e_dd| without rho, (n, 2)
+        qdm = np.abs(tb.velocity_max) + V
+
+        def rho(acc):          # acc: bound on |e_dd|, (n, 2)
             qddm = np.abs(tb.acceleration_max) + acc
             qdx = qdm + acc * period
-            z = abs(B) * qdx[1] * period * np.array([2.0 * qddm[0] + qddm[1], qddm[0]])
-            dn1 = (abs(B) * (qdx[1] * (2.0 * qdx[0] * qdx[1] + qdx[1] ** 2)
-                             + 2.0 * qddm[0] * qdx[1] + 2.0 * qdx[0] * qddm[1]
-                             + 2.0 * qdx[1] * qddm[1])
-                   + abs(true.g1) * qdx[0] + abs(true.g2) * (qdx[0] + qdx[1]))
-            dn2 = (abs(B) * (qdx[1] * qdx[0] ** 2 + 2.0 * qdx[0] * qddm[0])
-                   + abs(true.g2) * (qdx[0] + qdx[1]))
-            dn = np.array([dn1, dn2])
+            z = abs(B) * qdx[:, 1:2] * period * np.column_stack(
+                [2.0 * qddm[:, 0] + qddm[:, 1], qddm[:, 0]])
+            dn1 = (abs(B) * (qdx[:, 1] * (2.0 * qdx[:, 0] * qdx[:, 1] + qdx[:, 1] ** 2)
+                             + 2.0 * qddm[:, 0] * qdx[:, 1] + 2.0 * qdx[:, 0] * qddm[:, 1]
+                             + 2.0 * qdx[:, 1] * qddm[:, 1])
+                   + abs(true.g1) * qdx[:, 0] + abs(true.g2) * (qdx[:, 0] + qdx[:, 1]))
+            dn2 = (abs(B) * (qdx[:, 1] * qdx[:, 0] ** 2 + 2.0 * qdx[:, 0] * qddm[:, 0])
+                   + abs(true.g2) * (qdx[:, 0] + qdx[:, 1]))
+            dn = np.column_stack([dn1, dn2])
             for j, f in enumerate(fp):
-                dn[j] += (f.b + (f.tau_c + 2.0 * f.tau_s) / f.eps + 2.0 * f.tau_s / f.v_s) \
-                    * qddm[j]
-            return minv_max @ (z + period * dn)
+                dn[:, j] += (f.b + (f.tau_c + 2.0 * f.tau_s) / f.eps
+                             + 2.0 * f.tau_s / f.v_s) * qddm[:, j]
+            return (z + period * dn) @ minv_max.T
 
-        r0 = rho(np.zeros(2))
-        r1 = np.column_stack([rho(np.eye(2)[k]) - r0 for k in range(2)])
+        r0 = rho(np.zeros_like(E))
+        r1 = np.stack([rho(np.broadcast_to(np.eye(2)[k], E.shape)) - r0 for k in range(2)],
+                      axis=2)                                   # (n, 2, 2), column k
         lhs = np.eye(2) - r1
-        if np.linalg.det(lhs) <= 0.0 or np.any(np.linalg.inv(lhs) < -1e-12):
+        if np.any(np.linalg.det(lhs) <= 0.0):
             return None
-        acc = np.linalg.solve(lhs, base + r0)             # |e_dd| <= acc
+        inv = np.linalg.inv(lhs)
+        if np.any(inv < -1e-12):
+            return None
+        acc = np.einsum('nij,nj->ni', inv, base + r0)          # |e_dd| <= acc
+        # rho is quadratic in acc (terms of order T^2): make acc >= base + rho(acc) hold
+        for _ in range(20):
+            need = base + rho(acc)
+            if np.all(need <= acc):
+                break
+            acc = np.maximum(acc, need) * (1.0 + 1e-6)
+        else:
+            return None
         return rho(acc) + jerk * period
 
     from scipy.signal import fftconvolve

@@ -17,15 +17,18 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from pathlib import Path
 import sys
 import time
 
+from manip_control.parameters import FrictionParameters
 from manip_control.parameters import load_scenario
 from manip_control.robustness import bound_assumptions
 from manip_control.robustness import error_bound
+from manip_control.robustness import friction_velocity_change
 from manip_control.robustness import gain_sets
 from manip_control.robustness import h_l1_norm
 from manip_control.robustness import main
@@ -35,6 +38,7 @@ from manip_control.robustness import perturbed_nominal
 from manip_control.robustness import ProgressBar
 from manip_control.robustness import run_study
 from manip_control.robustness import run_urdf_study
+from manip_control.robustness import single_run
 from manip_control.robustness import summarize
 import numpy as np
 import pytest
@@ -288,3 +292,59 @@ def test_cli_urdf_missing_file_exit_2(tmp_path, capsys):
     assert main(['--urdf', str(tmp_path / 'nope.urdf'), '--out', str(tmp_path / 'x')]) == 2
     err = capsys.readouterr().err
     assert err.startswith('error: ') and 'nope.urdf' in err and 'Traceback' not in err
+
+
+def test_a_small_mismatch_gets_a_bound_that_grows_with_it(seed001):
+    # the search used to fail below about 0.5 % (inf: "small-gain condition fails") while
+    # larger errors got a bound; the bound must exist and be monotone in the error
+    bounds = []
+    for level in (0.001, 0.002, 0.005, 0.01, 0.02):
+        nominal = perturbed_nominal(seed001, (level,) * len(PERTURBED))
+        b = error_bound(seed001, nominal)
+        assert b.proven, (level, b.bound)
+        bounds.append(b.bound)
+    bounds = np.array(bounds)
+    assert np.all(np.diff(bounds, axis=0) > 0.0), bounds
+    for level, bound in zip((0.001, 0.02), bounds[[0, -1]]):
+        nominal = perturbed_nominal(seed001, (level,) * len(PERTURBED))
+        err, saturated = single_run(seed001, nominal, seed001.controller.kp,
+                                    seed001.controller.kd)
+        assert np.all(np.array(err) <= bound) and not saturated, (level, err, bound)
+
+
+def _friction(x, b, tau_c, eps, tau_s=0.0, v_s=1.0):
+    """``b x + (tau_c + tau_s exp(-(x / v_s)^2)) tanh(x / eps)`` written out here."""
+    return b * x + (tau_c + tau_s * np.exp(-(x / v_s) ** 2)) * np.tanh(x / eps)
+
+
+@pytest.mark.parametrize('lo, hi, v', [(-0.3, 0.4, 0.05), (0.2, 0.5, 0.1), (-0.6, -0.1, 0.5),
+                                       (-0.01, 0.01, 0.002), (0.05, 0.06, 1.0)])
+@pytest.mark.parametrize('tau_s', [0.0, 0.3])
+def test_friction_velocity_change_bounds_a_brute_force_search(lo, hi, v, tau_s):
+    fr = FrictionParameters(b=0.2, tau_c=0.5, eps=0.02, tau_s=tau_s, v_s=0.1)
+    xd = np.linspace(lo, hi, 2001)[:, None]
+    x = xd + np.linspace(-v, v, 2001)[None, :]
+    args = (fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s)
+    worst = float(np.max(np.abs(_friction(xd, *args) - _friction(x, *args))))
+    bound = float(friction_velocity_change(fr, lo, hi, v))
+    assert bound >= worst * (1.0 - 1e-9)
+    if tau_s == 0.0:                      # exact for viscous + Coulomb (up to the grid)
+        assert bound <= worst * 1.01 + 1e-12
+
+
+def test_bound_holds_with_friction_compensated_at_the_reference(seed001):
+    # compensation adds the nominal friction at the reference velocity: with the nominal
+    # friction equal to the plant's the plant still sees f(qd_d) - f(qd) (0.5 N m Coulomb)
+    friction = (FrictionParameters(b=0.0, tau_c=0.5, eps=0.1),) * 2
+    scenario = dataclasses.replace(
+        seed001, plant=dataclasses.replace(seed001.plant, friction=friction),
+        controller=dataclasses.replace(seed001.controller, friction_compensation=True))
+    assert not bound_assumptions(scenario)
+    for level in (0.0, 0.001, 0.01):
+        nominal = perturbed_nominal(scenario, (level, -level, level, -level))
+        assert nominal.friction == scenario.plant.friction
+        b = error_bound(scenario, nominal)
+        assert b.proven, (level, b.bound)
+        err, saturated = single_run(scenario, nominal, scenario.controller.kp,
+                                    scenario.controller.kd)
+        assert np.all(np.array(err) <= b.bound) and not saturated, (level, err, b.bound)
