@@ -405,3 +405,86 @@ def test_held_plant_telemetry_equals_the_2r_plant():
                                    rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(held._x, two.state, rtol=1e-9, atol=1e-9)
     assert held.position == tuple(held._x[:2]) and held.velocity == tuple(held._x[2:4])
+
+
+def _documented_rhs(arm, motors, friction):
+    """
+    The plant's documented equations, written here from the module docstring alone.
+
+    Drive, gear loss on ``N k_t i`` with ``s = tanh(qd / eps)``, smooth friction; the rigid
+    body is the arm model's Pinocchio ABA. None of the plant's or actuators' functions is
+    called, so a change of the gear rule there shows against this.
+    """
+    n = arm.n
+    N = np.array([m.N for m in motors])
+    k_t = np.array([m.k_t for m in motors])
+    k_e = np.array([m.k_e for m in motors])
+    R = np.array([m.R for m in motors])
+    L = np.array([m.L for m in motors])
+    i_max = np.array([m.i_max for m in motors])
+    v_max = np.array([m.V_max for m in motors])
+    kp_i = np.array([m.Kp_i for m in motors])
+    ki_i = np.array([m.Ki_i for m in motors])
+    k_f = 1.0 - np.array([m.eta for m in motors])
+    k_b = 1.0 / np.array([m.eta_back for m in motors]) - 1.0
+    b = np.array([f.b for f in friction])
+    tau_c = np.array([f.tau_c for f in friction])
+    eps = np.array([f.eps for f in friction])
+
+    def rhs(x, u):
+        q, qd, i, xi = x[:n], x[n:2 * n], x[2 * n:3 * n], x[3 * n:]
+        i_ref = np.clip(u / (N * k_t), -i_max, i_max)
+        v_raw = kp_i * (i_ref - i) + xi
+        v = np.clip(v_raw, -v_max, v_max)
+        dxi = np.where(np.abs(v_raw) <= v_max, ki_i * (i_ref - i), 0.0)
+        di = (v - R * i - k_e * N * qd) / L
+        s = np.tanh(qd / eps)
+        nk = N * k_t * i
+        tau_m = nk - N * k_t * (0.5 * (k_f + k_b) * np.abs(i) * s + 0.5 * (k_f - k_b) * i * s * s)
+        f = b * qd + tau_c * s
+        qdd = arm.forward_dynamics(q, qd, tau_m - f)
+        return np.concatenate((qd, qdd, di, dxi))
+
+    return rhs
+
+
+def test_lossy_gears_against_an_independent_reference():
+    """
+    Lossy gears (eta 0.85 forward, 0.7 back) on the Panda against the documented equations.
+
+    Reference: the equations of the module docstring written in the test (not the plant's
+    right-hand side), integrated by Radau at rtol 1e-10 over each held period, the loop
+    closed on the reference's own state (computed torque, 150 ticks from equilibrium onto a
+    reference that starts at speed, so the joints reverse and the gear switches between
+    driving and being driven). The plant's default step must agree within the tolerance of
+    the lossless comparison above; a gear rule with the efficiencies swapped must not.
+    """
+    arm = _panda(armature=0.04)
+    fr = [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * 7
+    motors = _panda_motors(arm, 0.85, 0.7)
+    plant = ArmPlant(arm, fr, motors)
+    rhs = _documented_rhs(arm, motors, fr)
+    swapped = _documented_rhs(arm, _panda_motors(arm, 0.7, 0.85), fr)
+    q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])
+    traj = Sinusoid(0.2, 1.5, offset=q0, phase=np.arange(7) * 0.5)
+    kp, kd = np.full(7, 400.0), np.full(7, 40.0)
+    lim = plant.torque_limit
+    x0 = plant.initial_state(q0)
+    xs_ref, xs_sw, us = [x0], [x0], []
+    x = xw = x0
+    for k in range(150):
+        r, rv, ra = traj.sample(k * 1e-3)
+        tau = arm.inverse_dynamics(x[:7], x[7:14], ra - kd * (x[7:14] - rv) - kp * (x[:7] - r))
+        u = np.clip(tau, -lim, lim)
+        us.append(u)
+        x = solve_ivp(lambda _t, y: rhs(y, u), (0.0, 1e-3), x, method='Radau',
+                      rtol=1e-10, atol=1e-10).y[:, -1]
+        xw = solve_ivp(lambda _t, y: swapped(y, u), (0.0, 1e-3), xw, method='Radau',
+                       rtol=1e-10, atol=1e-10).y[:, -1]
+        xs_ref.append(x)
+        xs_sw.append(xw)
+    err = _max_errors(_steps(plant, x0, us), np.array(xs_ref), 7)
+    err_swapped = _max_errors(np.array(xs_sw), np.array(xs_ref), 7)
+    assert err[0] <= 5e-7 and err[1] <= 1e-5 and err[2] <= 1e-3, err
+    # the comparison can tell the gear rule: the swapped efficiencies are far outside it
+    assert err_swapped[0] > 100.0 * max(err[0], 1e-9), (err, err_swapped)
