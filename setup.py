@@ -32,7 +32,7 @@ setup(
         ('share/' + package_name + '/rviz', glob('rviz/*.rviz')),
     ],
     install_requires=['setuptools', 'numpy', 'scipy', 'PyYAML', 'rosbags', 'matplotlib',
-                      'mcap', 'numba', 'pillow', 'pin'],
+                      'mcap', 'numba', 'pillow', 'pin', 'mujoco'],
     zip_safe=True,
     maintainer='manip_control maintainers',
     maintainer_email='manip_control@example.com',
