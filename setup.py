@@ -48,6 +48,7 @@ setup(
             'recorder = manip_control.nodes.recorder_node:main',
             'sim = manip_control.nodes.sim:main',
             'composed = manip_control.nodes.composed:main',
+            'mujoco_driver = manip_control.nodes.mujoco_driver_node:main',
             # command-line tools
             'manip-sim = manip_control.nodes.sim:main',
             'manip-offline = manip_control.offline:main',

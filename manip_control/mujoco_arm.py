@@ -37,8 +37,9 @@ How the URDF becomes a MuJoCo model:
   ``package://`` paths rarely resolve); :attr:`MujocoArm.notes` says how many, once.
 - Contacts, joint-limit and equality constraints are off (the joints move freely past their
   URDF range; a driver or a controller has to keep them in). Dry friction stays on.
-- The URDF's ``<dynamics damping friction>`` are not used: damping, dry friction and
-  armature are those given to :meth:`MujocoArm.from_urdf` (default 0: the rigid body alone).
+- The URDF's ``<dynamics damping friction>`` (viscous [N·m·s/rad] and dry [N·m] friction) are
+  used only with ``urdf_dynamics=True``; the ``damping`` and ``frictionloss`` given to
+  :meth:`MujocoArm.from_urdf` are added to them (default: the rigid body alone).
 - Gravity ``(0, 0, -9.81)`` m/s^2 in the URDF's root frame, as ``UrdfArm`` has it.
 
 Errors: a URDF that cannot be read raises :class:`~manip_control.arm_model.UrdfError`, one that
@@ -226,7 +227,8 @@ class MujocoArm:
     @classmethod
     def from_urdf(cls, urdf: str | Path, joints: Sequence[str] | None = None, *,
                   mass_scale: Any = 1.0, damping: Any = 0.0, frictionloss: Any = 0.0,
-                  armature: Any = 0.0, timestep: float = 1e-3, integrator: str = 'RK4',
+                  armature: Any = 0.0, urdf_dynamics: bool = False,
+                  timestep: float = 1e-3, integrator: str = 'RK4',
                   xacro_args: Mapping[str, str] | None = None,
                   source: str | None = None) -> 'MujocoArm':
         """
@@ -250,6 +252,9 @@ class MujocoArm:
             Dry friction >= 0 [N·m]: MuJoCo's friction-loss constraint, at most this torque.
         armature : float or sequence of n float
             Reflected rotor inertia >= 0 [kg·m^2] added to ``M``'s diagonal.
+        urdf_dynamics : bool
+            Also simulate the URDF's ``<dynamics damping friction>`` (as the controller's
+            nominal friction has them); ``damping`` and ``frictionloss`` add to them.
         timestep : float
             MuJoCo's integration step [s], > 0.
         integrator : str
@@ -314,6 +319,11 @@ class MujocoArm:
             f = scale[jids.index(int(model.body_jntadr[owner]))]
             model.body_mass[body] *= f
             model.body_inertia[body] *= f
+        if urdf_dynamics:       # MuJoCo's own reading of <dynamics damping friction>
+            damp = damp + model.dof_damping[vadr]
+            dry = dry + model.dof_frictionloss[vadr]
+        model.dof_damping[:] = 0.0
+        model.dof_frictionloss[:] = 0.0
         model.dof_damping[vadr] = damp
         model.dof_frictionloss[vadr] = dry
         # friction loss is a soft constraint: below the friction level a joint creeps at a

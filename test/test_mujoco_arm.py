@@ -149,6 +149,22 @@ def test_dry_friction_and_damping_act_as_documented():
     assert np.all(np.abs(damped.qd) < np.abs(free.qd))
 
 
+def test_urdf_dynamics_are_read_on_request_and_added_to():
+    path = URDF_DIR / 'xarm7.urdf'       # <dynamics damping="10|5|2" friction="1">
+    assert MujocoArm.from_urdf(path).model.dof_damping.max() == 0.0
+    mj = MujocoArm.from_urdf(path, urdf_dynamics=True, damping=0.5, frictionloss=0.25)
+    damping = [float(j.find('dynamics').get('damping')) for j in _joints(path, mj.joint_names)]
+    friction = [float(j.find('dynamics').get('friction')) for j in _joints(path, mj.joint_names)]
+    np.testing.assert_allclose(mj.model.dof_damping, np.add(damping, 0.5), rtol=1e-12)
+    np.testing.assert_allclose(mj.model.dof_frictionloss, np.add(friction, 0.25), rtol=1e-12)
+
+
+def _joints(path, names):
+    import xml.etree.ElementTree as ET
+    by_name = {j.get('name'): j for j in ET.parse(path).getroot().findall('joint')}
+    return [by_name[name] for name in names]
+
+
 def test_extra_joints_are_locked_like_urdf_arm():
     mj = MujocoArm.from_urdf(URDF_DIR / 'panda.urdf')
     assert mj.n == 7 and mj.model.nv == 7
