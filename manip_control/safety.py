@@ -79,7 +79,7 @@ Safe torque (``safe_mode``)
 ``zero``: ``tau = 0``. ``hold``: gravity-compensated hold with damping at the hold target,
 through the nominal mass matrix (:func:`hold_torque`; ``Kp_h`` [1/s^2], ``Kd_h`` [1/s])::
 
-    tau = g^(q) + s M^(q) (Kp_h (q_hold - q) - Kd_h qd)   (fresh states, envelope faults)
+    tau = c^(q, qd) + g^(q) + s M^(q) (Kp_h (q_hold - q) - Kd_h qd)   (fresh states)
     tau = g^(q_last)                                       (state timeout: q, qd unknown)
 
 ``q_hold`` is captured when the supervisor enters SAFE: the last measured position, projected
@@ -1113,20 +1113,23 @@ def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple:
     .. math::
 
         a = K_{p,h} (q_{hold} - q) - K_{d,h} \dot q, \qquad
-        \tau = \hat g(q) + s \, \hat M(q) \, a
+        \tau = \hat c(q, \dot q) + \hat g(q) + s \, \hat M(q) \, a
 
     with the per-joint bandwidth ``kp`` [1/s^2] and ``kd`` [1/s], the nominal model's mass
-    matrix ``M^`` and gravity ``g^`` (:class:`ArmModel`). On the nominal arm every joint then
-    follows ``qdd_k = s a_k``, whatever the inertia coupling: a light mode of a coupled arm
+    matrix ``M^``, velocity terms ``c^`` and gravity ``g^`` (:class:`ArmModel`, ``bias``). On
+    the nominal arm every joint then follows ``qdd_k = s a_k``, whatever the inertia coupling
+    and the speed: a light mode of a coupled arm
     sees the same bandwidth as a heavy one (a per-joint gain sized on the diagonal ``M_kk``
     puts ``Kd / lambda_min(M)`` on the light mode). ``s`` in [0, 1] is the largest factor
     that keeps every ``|tau_k| <= limit_k``: the feedback is scaled, not clipped per joint,
-    so a saturated joint does not turn the acceleration of the others (0 when gravity alone
-    exceeds a limit; then the gravity torque is clamped). ``qd = 0`` and ``q_hold = q`` give
+    so a saturated joint does not turn the acceleration of the others (0 when ``c^ + g^``
+    alone exceeds a limit; then it is clamped). ``qd = 0`` and ``q_hold = q`` give
     the pure gravity hold ``g^(q)``. All zeros if anything is not finite [N·m].
     """
     n = len(q)
-    g = model.gravity(q)
+    # the velocity terms c(q, qd) too: a coasting coupled arm throws its energy into the
+    # light joints, and the hold must not leave that to the (scaled) feedback
+    g = model.bias(q, qd) if any(qd) else model.gravity(q)
     a = [kp[k] * (q_hold[k] - q[k]) - kd[k] * qd[k] for k in range(n)]
     if not any(a):
         return clamp_torque(g, limit)
@@ -1136,8 +1139,10 @@ def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple:
     s = 1.0
     for k in range(n):
         gk, fk, lk = float(g[k]), float(f[k]), limit[k]
-        if abs(gk + s * fk) > lk:       # |g_k| > lk: gravity alone saturates (s = 0)
-            s = 0.0 if fk == 0.0 else max(0.0, min(s, ((lk if fk > 0.0 else -lk) - gk) / fk))
+        if abs(gk) >= lk:               # gravity alone saturates: no feedback
+            s = 0.0
+        elif abs(gk + s * fk) > lk:     # |g_k + s f_k| is convex in s: shrink s to the bound
+            s = min(s, ((lk if fk > 0.0 else -lk) - gk) / fk)
     return clamp_torque([g[k] + s * f[k] for k in range(n)], limit)
 
 
