@@ -43,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / 'test'))
 
-from manip_control.arm_model import UrdfArm  # noqa: E402
 from manip_control.arm_scenario import control_defaults  # noqa: E402
 from manip_control.hold_design import delay_margin  # noqa: E402
 from manip_control.hold_design import gravity_stiffness  # noqa: E402
