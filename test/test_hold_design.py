@@ -173,9 +173,14 @@ def grows(sim, arm, q0, law, delay, ticks=3000):
     """Whether a small disturbance grows under ``law`` with ``delay`` ticks (MuJoCo)."""
     qd0 = 0.02 * np.random.default_rng(1).standard_normal(arm.n)
     v = np.abs(run_delayed(sim, q0, qd0, law, delay, ticks, arm.gravity(q0)))
-    # a fast growth is bounded by the torque limits within the first 0.5 s: also "grows"
-    return (len(v) <= ticks or v[-1000:].max() > v[:500].max()
-            or v[-1000:].max() > 10.0 * np.abs(qd0).max())
+    return len(v) <= ticks or v[-1000:].max() > v[:500].max()
+
+
+def settles(sim, arm, q0, law, delay, ticks=3000):
+    """Whether the same disturbance ends below its start (a bounded limit cycle does not)."""
+    qd0 = 0.02 * np.random.default_rng(1).standard_normal(arm.n)
+    v = np.abs(run_delayed(sim, q0, qd0, law, delay, ticks, arm.gravity(q0)))
+    return len(v) > ticks and v[-1000:].max() < np.abs(qd0).max()
 
 
 @pytest.mark.parametrize('name', ['panda.urdf', 'xarm7.urdf'])
@@ -185,8 +190,9 @@ def test_hold_margin_computed_agrees_with_mujoco(name):
 
     A small disturbance at mid-range does not grow with 4 ticks less delay than the computed
     margin and grows with 2 ticks more (the Panda's measured margin is 3 ticks below the
-    computed one, docs/safety.md); for the former diagonal-sized hold as well (its margin is
-    -1 to 1 tick on these arms: the light modes see ``Kd / lambda_min(M)``).
+    computed one, docs/safety.md). The former diagonal-sized hold (computed margin -1 to 1
+    tick on these arms: the light modes see ``Kd / lambda_min(M)``) does not settle with 2
+    ticks more.
     """
     arm, sim = arm_of(name)
     q0 = range_poses(arm, 1)[0]
@@ -199,9 +205,8 @@ def test_hold_margin_computed_agrees_with_mujoco(name):
     diag = np.diag(m)
     old = delay_margin(m, diag * W * W, 2.0 * W * diag, T, stiffness=g)
     assert old <= 1
-    if old >= 4:
-        assert not grows(sim, arm, q0, diagonal_hold(arm, q0, lim), old - 4)
-    assert grows(sim, arm, q0, diagonal_hold(arm, q0, lim), old + 2)
+    # a fast instability is bounded by the torque limits within 0.5 s: it does not settle
+    assert not settles(sim, arm, q0, diagonal_hold(arm, q0, lim), old + 2)
 
 
 # --------------------------------------------------------------------------------------------
