@@ -32,7 +32,7 @@ setup(
         ('share/' + package_name + '/rviz', glob('rviz/*.rviz')),
     ],
     install_requires=['setuptools', 'numpy', 'scipy', 'PyYAML', 'rosbags', 'matplotlib',
-                      'mcap', 'numba', 'pillow', 'pin'],
+                      'mcap', 'numba', 'pillow', 'pin', 'mujoco'],
     zip_safe=True,
     maintainer='manip_control maintainers',
     maintainer_email='manip_control@example.com',
@@ -48,6 +48,7 @@ setup(
             'recorder = manip_control.nodes.recorder_node:main',
             'sim = manip_control.nodes.sim:main',
             'composed = manip_control.nodes.composed:main',
+            'mujoco_driver = manip_control.nodes.mujoco_driver_node:main',
             # command-line tools
             'manip-sim = manip_control.nodes.sim:main',
             'manip-offline = manip_control.offline:main',

@@ -47,13 +47,13 @@ from pathlib import Path
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from manip_control.arm_model import UrdfArm  # noqa: E402
 from manip_control.arm_plant import ArmPlant  # noqa: E402
 from manip_control.arm_plant import run_arm_closed_loop  # noqa: E402
+from manip_control.mujoco_arm import mujoco_urdf  # noqa: E402
 from manip_control.parameters import FrictionParameters  # noqa: E402
 from manip_control.parameters import MotorParameters  # noqa: E402
 from manip_control.trajectories import Sinusoid  # noqa: E402
@@ -100,18 +100,6 @@ def bench_closed_loop(urdf: Path, duration: float) -> None:
               f'(target >= 10x); late max |e| {late:.2e} rad')
 
 
-def mujoco_urdf(urdf: Path) -> str:
-    """Return the URDF text without visual/collision geometry (MuJoCo cannot load meshes)."""
-    root = ET.fromstring(urdf.read_text())
-    for link in root.findall('link'):
-        for tag in ('visual', 'collision'):
-            for elem in link.findall(tag):
-                link.remove(elem)
-    ext = ET.SubElement(root, 'mujoco')
-    ET.SubElement(ext, 'compiler', {'discardvisual': 'true', 'fusestatic': 'false'})
-    return ET.tostring(root, encoding='unicode')
-
-
 def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
     try:
         import mujoco
@@ -122,7 +110,8 @@ def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
     names = full.joint_names + tuple(full.locked_joints)
     arm = UrdfArm.from_file(urdf, names)             # every movable joint, as MuJoCo has
     plant = ArmPlant(arm, torque_limit=np.full(arm.n, 1e9), substeps=1)
-    m = mujoco.MjModel.from_xml_string(mujoco_urdf(urdf))
+    xml, _ = mujoco_urdf(urdf.read_text(), source=str(urdf))
+    m = mujoco.MjModel.from_xml_string(xml)
     m.opt.timestep = 1e-3
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
     off = mujoco.mjtDisableBit

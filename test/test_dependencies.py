@@ -60,6 +60,7 @@ IMPORT_TO_KEY = {
     'matplotlib': 'python3-matplotlib',
     'mcap': 'mcap-ros2-support',  # the key installs mcap with its ROS 2 decoder
     'mcap_ros2': 'mcap-ros2-support',
+    'mujoco': 'python3-mujoco-pip',  # the mujoco wheels on PyPI
     'lz4': 'mcap-ros2-support',  # mcap's chunk codecs, installed with it
     'zstandard': 'mcap-ros2-support',
     'numba': 'python3-numba',
@@ -77,6 +78,7 @@ IMPORT_TO_KEY = {
 KEY_TO_PYPI = {
     'mcap-ros2-support': 'mcap',
     'python3-matplotlib': 'matplotlib',
+    'python3-mujoco-pip': 'mujoco',
     'python3-numba': 'numba',
     'python3-numpy': 'numpy',
     'pinocchio': 'pin',

@@ -349,6 +349,35 @@ def test_seven_joint_arm_from_robot_description(ros_context, executor, probe, sp
                                atol=1e-9)
 
 
+def test_urdf_defaults_follow_the_law(ros_context):
+    """
+    law: pd_gravity from a URDF: gains per joint in N m/rad from the arm, not 400 / 40.
+
+    ``m_k w^2``, ``2 w m_k`` (w 20 rad/s) with ``m_k`` the smallest ``1 / (M^-1)_kk`` over
+    the poses of ``range_poses``, M straight from Pinocchio; the hold gains are a bandwidth
+    through the mass matrix, the same for every joint.
+    """
+    import pinocchio as pin
+    from manip_control.arm_model import UrdfArm
+    from manip_control.hold_design import range_poses
+    full = pin.buildModelFromXML(PANDA.read_text())
+    locked = [full.getJointId(j) for j in ('panda_finger_joint1', 'panda_finger_joint2')]
+    model = pin.buildReducedModel(full, locked, pin.neutral(full))
+    data = model.createData()
+    m = np.min([1.0 / np.diag(np.linalg.inv(pin.crba(model, data, q)))
+                for q in range_poses(UrdfArm.from_file(PANDA))], axis=0)
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'robot_description': PANDA.read_text(), 'law': 'pd_gravity',
+                      'autostart': False})
+    np.testing.assert_allclose(node.get_parameter('kp').value, 400.0 * m, rtol=1e-9)
+    np.testing.assert_allclose(node.get_parameter('kd').value, 40.0 * m, rtol=1e-9)
+    assert list(node.get_parameter('safety.hold_kp').value) == [100.0] * 7
+    assert list(node.get_parameter('safety.hold_kd').value) == [20.0] * 7
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'robot_description': PANDA.read_text(), 'autostart': False})
+    assert list(node.get_parameter('kp').value) == [400.0] * 7
+
+
 @pytest.mark.parametrize('values,match', [
     ({'robot_description': '<robot name="x"><link name="a"/>'},
      r'parameter robot_description \(node controller\): .*'),

@@ -455,15 +455,20 @@ def arm_control_defaults(node, arm, urdf: str) -> dict:
     """
     Return :func:`manip_control.arm_scenario.control_defaults` for a node's URDF arm.
 
-    With the ``nominal.drives`` start value of the node (``ideal`` when not given).
+    With the ``nominal.drives`` start value of the node (``ideal`` when not given) and its
+    ``law`` (read-only; the gains' units and sizes depend on it).
     """
     from manip_control.arm_model import ArmModelError
     from manip_control.arm_scenario import control_defaults
     overrides = getattr(node, '_parameter_overrides', None) or {}
     given = overrides.get('nominal.drives')
     drives = given.value if given is not None else 'ideal'
+    given = overrides.get('law')
+    law = given.value if given is not None else 'computed_torque'
+    if law not in ('computed_torque', 'pd_gravity'):
+        law = 'computed_torque'         # refused with its name by the law's validation
     try:
-        return {**control_defaults(arm, urdf, drives), 'drives': drives}
+        return {**control_defaults(arm, urdf, drives, law=law), 'drives': drives}
     except ArmModelError as exc:
         raise ParameterError(f'parameter {exc} (node {node.get_name()})') from None
 
