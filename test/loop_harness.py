@@ -128,6 +128,9 @@ class LoopRun:
         self.mid = [float(0.5 * (a + b)) if math.isfinite(a) and math.isfinite(b) else 0.0
                     for a, b in zip(lo, hi)]
         self.log = self.tmp / 'driver.log'
+        from manip_control.arm_scenario import TORQUE_SWING_TIME
+        #: the controller's default torque-rate limit per joint [N m/s]
+        self.rate_limit = [float(e) / TORQUE_SWING_TIME for e in arm.limits.effort]
         text = self.urdf.read_text()
         ctrl = {'mode': 'realtime', 'control_rate': 1000.0, 'trigger': 'state',
                 'state_publisher': '/fake_driver', **(controller or {})}

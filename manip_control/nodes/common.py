@@ -594,6 +594,15 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
     return previous
 
 
+#: Set by :func:`run_node`: the node owns its process (process-wide real-time settings).
+_PROCESS = {'own': False}
+
+
+def owns_process() -> bool:
+    """Return True inside :func:`run_node` (one node per process: ``ros2 run``, launch)."""
+    return _PROCESS['own']
+
+
 def run_node(factory, args=None) -> int:
     """
     Init rclpy, build the node (ParameterError -> exit 2 with one message), spin, clean up.
@@ -619,6 +628,7 @@ def run_node(factory, args=None) -> int:
     node = None
     executor = None
     code = 0
+    _PROCESS['own'] = True
     try:
         try:
             node = factory()

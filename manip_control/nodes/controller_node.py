@@ -87,6 +87,7 @@ from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import lock_memory
 from manip_control.nodes.common import name_thread
+from manip_control.nodes.common import owns_process
 from manip_control.nodes.common import retire
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import set_thread_realtime
@@ -672,7 +673,8 @@ class ControllerNode(LifecycleNode):
             return
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
         notes = []
-        if self.values['realtime.lock_memory'] and not _MEMORY['locked']:
+        own = owns_process()        # else (an embedding process) only the thread changes
+        if own and self.values['realtime.lock_memory'] and not _MEMORY['locked']:
             why = lock_memory()
             if why:
                 notes.append(f'realtime.lock_memory: {why}')
@@ -682,7 +684,7 @@ class ControllerNode(LifecycleNode):
         # default, while a service call of the executor thread runs Python code
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         prio = int(self.values['realtime.priority'])
-        if prio > 1 and threading.current_thread() is threading.main_thread():
+        if own and prio > 1 and threading.current_thread() is threading.main_thread():
             # the executor (this thread) shares the interpreter lock with the control thread:
             # descheduled by a normal process while holding it, it would hold the control
             # thread too; at the lowest real-time priority it is not, and the control thread
@@ -729,7 +731,7 @@ class ControllerNode(LifecycleNode):
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
         name_thread('control')
         why = set_thread_realtime(int(self.values['realtime.priority']))
-        if not why and int(self.values['realtime.priority']) > 1:
+        if not why and int(self.values['realtime.priority']) > 1 and owns_process():
             # the DDS threads deliver the states: just below the control thread
             why = set_threads_realtime('dds.', int(self.values['realtime.priority']) - 1)[1]
         notes = list(self._loop_notes) + ([f'realtime.priority: {why}'] if why else [])
