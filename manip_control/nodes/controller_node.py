@@ -477,6 +477,11 @@ class ControllerNode(LifecycleNode):
             self.fail('a lifecycle transition raised an exception')
         return TransitionCallbackReturn.FAILURE
 
+    def destroy_node(self):
+        """Stop the control thread first (it uses the node's handles), then destroy."""
+        self._stop_control_thread()
+        return super().destroy_node()
+
     def close(self) -> None:
         """Process exit (Ctrl-C, SIGTERM, end of manip-sim): as shutdown."""
         self._stop_control_thread()
@@ -730,12 +735,14 @@ class ControllerNode(LifecycleNode):
         """
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
         name_thread('control')
-        why = set_thread_realtime(int(self.values['realtime.priority']))
-        if not why and int(self.values['realtime.priority']) > 1 and owns_process():
+        # embedded in a process it does not own (manip-sim, composed, tests), the process's
+        # owner chooses the scheduling (manip-sim --rt-priority)
+        prio = int(self.values['realtime.priority']) if owns_process() else 0
+        why = set_thread_realtime(prio)
+        if not why and prio > 1:
             # the DDS threads deliver the states: just below the control thread
-            why = set_threads_realtime('dds.', int(self.values['realtime.priority']) - 1)[1]
+            why = set_threads_realtime('dds.', prio - 1)[1]
         notes = list(self._loop_notes) + ([f'realtime.priority: {why}'] if why else [])
-        prio = int(self.values['realtime.priority'])
         self.realtime_status = (f'SCHED_FIFO {prio}' if prio > 0 and not why
                                 else 'normal scheduling') + (
             ', memory locked' if _MEMORY['locked'] else '')
