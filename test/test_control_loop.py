@@ -25,7 +25,6 @@ driver's log (the times the controller sent each command). Figures: ``bench/benc
 import os
 from pathlib import Path
 import signal
-import subprocess
 import sys
 import time
 
@@ -231,7 +230,8 @@ def test_shutdown_transition_ramps_to_zero_and_the_process_exits(procs, tmp_path
     assert not any(last[1:]), last              # zero is the last command the driver got
     nonzero = [c[0] for c in cmds if any(c[1:])]
     zero_at = min(c[0] for c in cmds if not any(c[1:]) and c[0] > max(nonzero))
+    step = run.errors(cmds, [], sent - 1.0, exited)['max_step']
     print(f'\n[loop] shutdown: zero {1e3 * (zero_at - sent):.0f} ms after the request was '
           f'sent ({1e3 * (replied - sent):.0f} ms to the reply), process exit '
-          f'{exited - sent:.2f} s after it; max step {run.errors(cmds, [], sent - 1, exited)["max_step"]:.2f} N m')
+          f'{exited - sent:.2f} s after it; max step {step:.2f} N m')
     assert zero_at - sent <= 0.52
