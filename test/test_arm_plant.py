@@ -409,7 +409,7 @@ def test_held_plant_telemetry_equals_the_2r_plant():
 
 def _documented_rhs(arm, motors, friction):
     """
-    The plant's documented equations, written here from the module docstring alone.
+    Return the plant's documented right-hand side, written here from its docstring alone.
 
     Drive, gear loss on ``N k_t i`` with ``s = tanh(qd / eps)``, smooth friction; the rigid
     body is the arm model's Pinocchio ABA. None of the plant's or actuators' functions is
