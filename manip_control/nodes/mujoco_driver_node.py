@@ -27,7 +27,8 @@ Publishes
 Subscribes
     ``effort_controller/commands`` (std_msgs/Float64MultiArray, torque [N m] per joint in the
     same order). The newest command is applied at each tick and held until the next one, for
-    ever (no watchdog unless ``command_timeout`` > 0); zero before the first. A command of the
+    ever (no watchdog unless ``command_timeout`` > 0); before the first, the arm is held still
+    (``brake``; or falls under zero torque with ``brake:=false``). A command of the
     wrong length, with a non-finite value or malformed is refused (counted, logged at most
     once a second), never applied. Commands are clamped to the URDF's effort limits, as a
     drive does.
@@ -84,7 +85,8 @@ def driver_specs() -> list[ParamSpec]:
                   "package's planar 2R (the default scenario's plant, with its rotor "
                   'inertia as armature and its friction)', 'URDF text or empty'),
         ParamSpec('initial_position', [],
-                  'start pose per joint [rad or m]; [] = 0 clipped into each joint range',
+                  'start pose per joint [rad or m]; [] = the middle of each joint range (0 for '
+                  'a joint without one)',
                   'n finite values inside the URDF joint ranges'),
         ParamSpec('mass_scale', [1.0],
                   'factor on the mass and rotational inertia of the body moved by each joint '
@@ -101,6 +103,10 @@ def driver_specs() -> list[ParamSpec]:
         ParamSpec('armature', [],
                   'reflected rotor inertia added to the inertia diagonal [kg m^2] (2R default: '
                   'its Jm N^2)' + _PER_JOINT, 'each >= 0'),
+        ParamSpec('brake', True,
+                  'the arm is held still (brakes on, zero effort reported) until the first '
+                  'command, as a robot waits for its controller; false: it moves under zero '
+                  'torque (falls) from the start', ''),
         ParamSpec('state_rate', 1000.0,
                   'physics tick and joint_states rate [Hz] (MuJoCo steps one period per tick)',
                   'in [1, 10000]', (1.0, 10000.0)),
@@ -212,7 +218,8 @@ class MujocoDriverNode(Node):
             if outside:
                 raise bad('initial_position', f'outside the URDF range of {", ".join(outside)}')
         else:
-            q0 = np.clip(np.zeros(n), lim.lower, lim.upper)
+            finite = np.isfinite(lim.lower) & np.isfinite(lim.upper)
+            q0 = np.where(finite, 0.5 * (lim.lower + lim.upper), 0.0)
         arm.set_state(q0)
         self.period = period
         self._effort = np.where(np.isfinite(lim.effort), lim.effort, INF)
@@ -330,7 +337,8 @@ class MujocoDriverNode(Node):
         if np.any(applied != tau):
             stats['applied_torque_limited_ticks'] += 1
         arm = self.arm
-        arm.step(applied)
+        if seq or not self.values['brake']:
+            arm.step(applied)
         stats['ticks'] += 1
         q, qd = arm.q, arm.qd
         speed = float(np.max(np.abs(qd)))
