@@ -61,7 +61,7 @@ def _launch(ros2_ws, *args):
 
 
 def _params(ros2_ws, tmp_path: Path, urdf: str, summary: Path) -> Path:
-    """A params file: the installed one of this arm kind plus the driver's section."""
+    """Write a params file: the installed one of this arm kind plus the driver's section."""
     share = Path(ros2_ws.run([ros2_ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
     name = 'arm_hardware_params.yaml' if urdf else 'hardware_params.yaml'
     data = yaml.safe_load((share / 'share' / 'manip_control' / 'config' / name).read_text())
@@ -178,8 +178,8 @@ def test_bad_parameter_is_one_line_and_exit_2(param, needle, ros2_ws, ros2_procs
     assert len(lines) == 1 and lines[0].startswith('error: ' + needle), err
 
 
-def test_bad_commands_are_refused_and_counted_never_applied(ros2_ws, ros2_procs, tmp_path,
-                                                           probe, executor, spin):
+def test_bad_commands_are_refused_and_counted_never_applied(
+        ros2_ws, ros2_procs, tmp_path, probe, executor, spin):
     """Wrong length, NaN: refused (counted, logged); the last valid command stays applied."""
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
