@@ -110,7 +110,7 @@ def test_armature_and_mass_scale_equal_pinocchio(name):
 def test_held_torque_gives_pinocchio_acceleration_from_rest(name):
     path = URDF_DIR / f'{name}.urdf'
     pin = UrdfArm.from_file(path)
-    mj = MujocoArm.from_urdf(path)
+    mj = MujocoArm.from_urdf(path, integrator='RK4')
     rng = np.random.default_rng(7)
     q0 = _states(pin, rng, 1)[0]
     tau = pin.gravity(q0) + rng.uniform(-1.0, 1.0, pin.n)
@@ -170,6 +170,18 @@ def test_extra_joints_are_locked_like_urdf_arm():
     assert mj.n == 7 and mj.model.nv == 7
     assert 'panda_finger_joint1' in mj.notes[0]
     assert 'visual' in mj.notes[0] and '\n' not in mj.notes[0]
+
+
+def test_divergence_is_reported_not_silently_reset():
+    """MuJoCo resets a diverged simulation to q = 0 and goes on; ``step`` raises instead."""
+    from manip_control.mujoco_arm import MujocoDivergedError
+    mj = MujocoArm.from_urdf(URDF_DIR / 'double_pendulum.urdf')
+    mj.set_state([0.3, -0.4])
+    mj.step([0.0, 0.0])
+    with pytest.raises(MujocoDivergedError, match='diverged'):
+        mj.step([1e300, -1e300])
+    mj.set_state([0.3, -0.4])          # a new start clears it
+    mj.step([0.0, 0.0])
 
 
 def _massless_leaf(tmp_path) -> Path:

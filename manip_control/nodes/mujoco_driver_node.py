@@ -58,6 +58,7 @@ import threading
 import time
 
 from manip_control.arm_model import ArmModelError
+from manip_control.mujoco_arm import MujocoDivergedError
 from manip_control.nodes import cdr
 from manip_control.nodes.common import run_node
 from manip_control.nodes.ros_params import declare_parameters
@@ -232,7 +233,7 @@ class MujocoDriverNode(Node):
                       'ticks_at_stop': None, 'commands': 0, 'refused': 0, 'states_lost': 0,
                       'late_restarts': 0, 'max_late_s': 0.0, 'pauses': 0,
                       'watchdog_zeroed_ticks': 0, 'max_abs_velocity': 0.0,
-                      'applied_torque_limited_ticks': 0}
+                      'applied_torque_limited_ticks': 0, 'diverged': False}
         self.last_refusal = ''
         self._at_stop = None
         self._running = True
@@ -338,7 +339,14 @@ class MujocoDriverNode(Node):
             stats['applied_torque_limited_ticks'] += 1
         arm = self.arm
         if seq or not self.values['brake']:
-            arm.step(applied)
+            try:
+                arm.step(applied)
+            except MujocoDivergedError as exc:
+                # a faulted robot: no more states (the controller's state watchdog acts)
+                stats['diverged'] = True
+                self.get_logger().error(f'{exc}: the driver stops publishing joint_states')
+                self._running = False
+                return
         stats['ticks'] += 1
         q, qd = arm.q, arm.qd
         speed = float(np.max(np.abs(qd)))
