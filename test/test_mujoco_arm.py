@@ -173,7 +173,7 @@ def test_extra_joints_are_locked_like_urdf_arm():
 
 
 def test_divergence_is_reported_not_silently_reset():
-    """MuJoCo resets a diverged simulation to q = 0 and goes on; ``step`` raises instead."""
+    """Raise on divergence: MuJoCo itself resets the simulation to q = 0 and goes on."""
     from manip_control.mujoco_arm import MujocoDivergedError
     mj = MujocoArm.from_urdf(URDF_DIR / 'double_pendulum.urdf')
     mj.set_state([0.3, -0.4])
