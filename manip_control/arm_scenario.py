@@ -44,6 +44,7 @@ from manip_control.arm_model import UrdfArm
 from manip_control.arm_plant import ArmPlant
 from manip_control.arm_plant import ArmRun
 from manip_control.arm_plant import run_arm_closed_loop
+from manip_control.hold_design import pd_gravity_gains
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
 from manip_control.trajectories import Sinusoid
@@ -159,8 +160,11 @@ def gains_from_bandwidth(n: int, omega_n: float = 20.0,
 
 #: Position envelope [rad] of a joint without position limits (continuous).
 UNLIMITED_ENVELOPE = 2.0 * math.pi
-#: Hold servo of the safe mode: natural frequency [rad/s] on the diagonal inertia, critical.
+#: Hold servo of the safe mode: natural frequency [rad/s] through the nominal mass matrix,
+#: critically damped (``hold_kp = w^2``, ``hold_kd = 2 w``; :func:`safety.hold_torque`).
 HOLD_OMEGA = 10.0
+#: PD + gravity defaults: natural frequency [rad/s] on each joint's lightest apparent inertia.
+PD_GRAVITY_OMEGA = 20.0
 #: Time for the torque-rate limit to swing the full effort [s].
 TORQUE_SWING_TIME = 0.04
 #: Largest reference acceleration as a share of the effort over the diagonal inertia, and
@@ -174,17 +178,22 @@ NOMINAL_DRIVES = ('ideal', 'sized')
 
 
 def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
-                     omega_n: float = 20.0, zeta: float = 1.0) -> dict:
+                     omega_n: float = 20.0, zeta: float = 1.0,
+                     law: str = 'computed_torque') -> dict:
     """
     Per-joint controller and safety defaults for an arm known only from its description.
 
-    * gains: :func:`gains_from_bandwidth` (``Kp = wn^2``, ``Kd = 2 zeta wn``);
+    * gains, ``law='computed_torque'``: :func:`gains_from_bandwidth` (``Kp = wn^2``,
+      ``Kd = 2 zeta wn`` [1/s^2, 1/s]); ``law='pd_gravity'``:
+      :func:`manip_control.hold_design.pd_gravity_gains` with ``PD_GRAVITY_OMEGA`` (``m_k w^2``,
+      ``2 zeta w m_k`` [N·m/rad, N·m·s/rad] on the lightest apparent inertia ``m_k`` of joint
+      ``k`` over its range: stable with loop delays of several periods on a coupled arm);
     * ``torque_limit``: the effort limits (``nan`` where the description gives none, so
       that a start without an explicit ``torque_limit`` is refused);
     * safety envelope: the position limits (``+-UNLIMITED_ENVELOPE`` for a joint without
       them) and the velocity limits (10 rad/s where none);
-    * safe-mode hold: a critically damped ``HOLD_OMEGA`` servo on the diagonal inertia
-      ``M_kk`` at the middle of the range, ``hold_kp = M_kk w^2``, ``hold_kd = 2 M_kk w``;
+    * safe-mode hold: a critically damped ``HOLD_OMEGA`` servo through the nominal mass
+      matrix, ``hold_kp = w^2`` [1/s^2], ``hold_kd = 2 w`` [1/s] on every joint;
     * ``torque_rate_limit``: the effort in ``TORQUE_SWING_TIME``;
     * ``reference_acceleration_limit``: ``ACCELERATION_SHARE`` of the effort over ``M_kk``,
       at most ``ACCELERATION_CAP``;
@@ -205,9 +214,14 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     """
     if drives not in NOMINAL_DRIVES:
         raise ArmModelError(f"nominal.drives: must be 'ideal' or 'sized' (got {drives!r})")
+    if law not in ('computed_torque', 'pd_gravity'):
+        raise ArmModelError(f"law: must be 'computed_torque' or 'pd_gravity' (got {law!r})")
     lim = arm.limits
     n = arm.n
-    kp, kd = gains_from_bandwidth(n, omega_n, zeta)
+    if law == 'pd_gravity':
+        kp, kd = pd_gravity_gains(arm, PD_GRAVITY_OMEGA, zeta)
+    else:
+        kp, kd = gains_from_bandwidth(n, omega_n, zeta)
     friction = (_urdf_friction(urdf, arm.joint_names) if urdf
                 else [FrictionParameters()] * n)
     rotor, ratio, eta = [0.0] * n, [GEAR_RATIO] * n, [1.0] * n
@@ -220,7 +234,7 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     effort = np.where(np.isfinite(lim.effort), lim.effort, np.nan)
     velocity = np.where(np.isfinite(lim.velocity), lim.velocity, 10.0)
     inertia = np.diag(arm.mass_matrix(0.5 * (lower + upper))).copy()
-    w = HOLD_OMEGA
+    w = float(HOLD_OMEGA)
     accel = np.minimum(ACCELERATION_SHARE * effort / inertia, ACCELERATION_CAP)
 
     def floats(values) -> list:
@@ -229,7 +243,7 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     return {'joints': list(arm.joint_names), 'kp': floats(kp), 'kd': floats(kd),
             'torque_limit': floats(effort), 'position_lower': floats(lower),
             'position_upper': floats(upper), 'velocity_limit': floats(velocity),
-            'hold_kp': floats(inertia * w * w), 'hold_kd': floats(2.0 * inertia * w),
+            'hold_kp': [w * w] * n, 'hold_kd': [2.0 * w] * n,
             'torque_rate_limit': floats(np.where(np.isfinite(effort),
                                                  effort / TORQUE_SWING_TIME, 2000.0)),
             'reference_acceleration_limit': floats(np.where(np.isfinite(accel), accel,

@@ -76,10 +76,11 @@ activation (operator re-arm). Every change of (mode, reason) is returned once as
 
 Safe torque (``safe_mode``)
 ---------------------------
-``zero``: ``tau = 0``. ``hold``: gravity-compensated hold with damping at the hold target::
+``zero``: ``tau = 0``. ``hold``: gravity-compensated hold with damping at the hold target,
+through the nominal mass matrix (:func:`hold_torque`; ``Kp_h`` [1/s^2], ``Kd_h`` [1/s])::
 
-    tau = g^(q) + Kp_h (q_hold - q) - Kd_h qd          (fresh states, envelope faults)
-    tau = g^(q_last)                                   (state timeout: q, qd unknown)
+    tau = c^(q, qd) + g^(q) + s M^(q) (Kp_h (q_hold - q) - Kd_h qd)   (fresh states)
+    tau = g^(q_last)                                       (state timeout: q, qd unknown)
 
 ``q_hold`` is captured when the supervisor enters SAFE: the last measured position, projected
 into the position envelope shrunk by ``2 * position_margin`` -- so a position fault brings the
@@ -605,9 +606,11 @@ class SafetyParameters:
     velocity_margin : float
         Hysteresis [rad/s], >= 0, < every velocity limit (default 0.5).
     hold_kp : tuple of n float
-        Hold stiffness [N·m/rad], > 0 (default 100, 30).
+        Hold stiffness per joint through the nominal mass matrix [1/s^2], > 0 (default 100:
+        ``w^2`` of a 10 rad/s servo; see :func:`hold_torque`).
     hold_kd : tuple of n float
-        Hold damping [N·m·s/rad], > 0 (default 40, 10).
+        Hold damping per joint through the nominal mass matrix [1/s], > 0 (default 20:
+        ``2 w``, critically damped).
     latch_limits : bool
         Envelope faults stay latched until re-activation (default false).
     stamp_age : bool
@@ -631,8 +634,8 @@ class SafetyParameters:
     velocity_limit: tuple = _opt((10.0, 10.0))
     position_margin: float = _opt(0.05)
     velocity_margin: float = _opt(0.5)
-    hold_kp: tuple = _opt((100.0, 30.0))
-    hold_kd: tuple = _opt((40.0, 10.0))
+    hold_kp: tuple = _opt((100.0, 100.0))
+    hold_kd: tuple = _opt((20.0, 20.0))
     latch_limits: bool = _opt(False)
     stamp_age: bool = _opt(True)
     after_hold: str = _opt('zero')
@@ -1104,16 +1107,43 @@ def clamp_torque(tau, limit) -> tuple:
 
 
 def hold_torque(model, q, qd, q_hold, kp, kd, limit) -> tuple:
-    """
-    Gravity-compensated hold with damping, clamped.
+    r"""
+    Gravity-compensated hold through the nominal mass matrix, damping dominant, bounded.
 
-    ``tau = g^(q) + Kp (q_hold - q) - Kd qd`` [N·m] with the nominal model's gravity vector
-    ``g^`` (:meth:`ArmModel.gravity`); ``qd = 0`` and ``q_hold = q`` give the pure gravity
-    hold ``g^(q)``.
+    .. math::
+
+        a = K_{p,h} (q_{hold} - q) - K_{d,h} \dot q, \qquad
+        \tau = \hat c(q, \dot q) + \hat g(q) + s \, \hat M(q) \, a
+
+    with the per-joint bandwidth ``kp`` [1/s^2] and ``kd`` [1/s], the nominal model's mass
+    matrix ``M^``, velocity terms ``c^`` and gravity ``g^`` (:class:`ArmModel`, ``bias``). On
+    the nominal arm every joint then follows ``qdd_k = s a_k``, whatever the inertia coupling
+    and the speed: a light mode of a coupled arm
+    sees the same bandwidth as a heavy one (a per-joint gain sized on the diagonal ``M_kk``
+    puts ``Kd / lambda_min(M)`` on the light mode). ``s`` in [0, 1] is the largest factor
+    that keeps every ``|tau_k| <= limit_k``: the feedback is scaled, not clipped per joint,
+    so a saturated joint does not turn the acceleration of the others (0 when ``c^ + g^``
+    alone exceeds a limit; then it is clamped). ``qd = 0`` and ``q_hold = q`` give
+    the pure gravity hold ``g^(q)``. All zeros if anything is not finite [N·m].
     """
-    g = model.gravity(q)
-    tau = [g[k] + kp[k] * (q_hold[k] - q[k]) - kd[k] * qd[k] for k in range(len(q))]
-    return clamp_torque(tau, limit)
+    n = len(q)
+    # the velocity terms c(q, qd) too: a coasting coupled arm throws its energy into the
+    # light joints, and the hold must not leave that to the (scaled) feedback
+    g = model.bias(q, qd) if any(qd) else model.gravity(q)
+    a = [kp[k] * (q_hold[k] - q[k]) - kd[k] * qd[k] for k in range(n)]
+    if not any(a):
+        return clamp_torque(g, limit)
+    if not all(math.isfinite(v) for v in a):
+        return (0.0,) * n
+    f = model.mass_matrix(q) @ a
+    s = 1.0
+    for k in range(n):
+        gk, fk, lk = float(g[k]), float(f[k]), limit[k]
+        if abs(gk) >= lk:               # gravity alone saturates: no feedback
+            s = 0.0
+        elif abs(gk + s * fk) > lk:     # |g_k + s f_k| is convex in s: shrink s to the bound
+            s = min(s, ((lk if fk > 0.0 else -lk) - gk) / fk)
+    return clamp_torque([g[k] + s * f[k] for k in range(n)], limit)
 
 
 # --------------------------------------------------------------------------------------------

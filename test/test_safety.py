@@ -451,15 +451,41 @@ def test_gravity_hold_equals_closed_form(q):
     np.testing.assert_allclose(tau, ref, rtol=1e-12, atol=1e-12)
 
 
-def test_hold_torque_pd_terms_and_clamp():
+def mass_closed_form(q):
+    """2R mass matrix from the lumped parameters (rotors on the diagonal)."""
+    tl = TwoLinkModel(ARM, (0.1, 0.05))
+    c2 = math.cos(q[1])
+    return np.array([[tl.a + 2.0 * tl.b * c2, tl.d12 + tl.b * c2],
+                     [tl.d12 + tl.b * c2, tl.d22]])
+
+
+def hold_closed_form(q, qd, qh, kp, kd):
+    """``c(q, qd) + g(q) + M(q) (Kp (q_hold - q) - Kd qd)`` of the 2R in closed form [N m]."""
+    a = np.array(kp) * (np.array(qh) - q) - np.array(kd) * np.array(qd)
+    h = TwoLinkModel(ARM, (0.1, 0.05)).b * math.sin(q[1])      # Spong et al. 6.4
+    c = np.array([-h * (2.0 * qd[0] * qd[1] + qd[1] ** 2), h * qd[0] ** 2])
+    return c + gravity_closed_form(q) + mass_closed_form(q) @ a
+
+
+def test_hold_torque_through_the_mass_matrix_and_scaled_into_the_limits():
     q, qd, qh = (0.3, -0.2), (0.5, -1.0), (0.35, -0.1)
     kp, kd = (100.0, 30.0), (40.0, 10.0)
-    ref = gravity_closed_form(q) + np.array(kp) * (np.array(qh) - q) - np.array(kd) * qd
-    np.testing.assert_allclose(hold_torque(MODEL, q, qd, qh, kp, kd, (1e3, 1e3)), ref,
-                               rtol=1e-12)
-    tau = hold_torque(MODEL, q, (-100.0, 100.0), qh, kp, kd, LIM)
-    assert tau == (89.0, -25.0)
+    np.testing.assert_allclose(hold_torque(MODEL, q, qd, qh, kp, kd, (1e3, 1e3)),
+                               hold_closed_form(q, qd, qh, kp, kd), rtol=1e-12)
+    # saturated: the feedback is scaled (its direction kept), one joint at its limit
+    g = hold_closed_form(q, (-3.0, 3.0), q, (0.0, 0.0), (0.0, 0.0))    # c + g
+    f = hold_closed_form(q, (-3.0, 3.0), qh, kp, kd) - g
+    tau = np.array(hold_torque(MODEL, q, (-3.0, 3.0), qh, kp, kd, LIM))
+    assert np.all(np.abs(tau) <= np.array(LIM) + 1e-12)
+    assert np.isclose(np.abs(tau), LIM, rtol=1e-12).any()
+    s = (tau - g) @ f / (f @ f)
+    assert 0.0 < s < 1.0
+    np.testing.assert_allclose(tau - g, s * f, rtol=1e-9, atol=1e-9)
+    # the velocity terms and gravity alone above a limit: no feedback, they are clamped
+    cg = hold_closed_form(q, qd, q, (0.0, 0.0), (0.0, 0.0))
+    assert hold_torque(MODEL, q, qd, qh, kp, kd, (1.0, 1.0)) == clamp_torque(cg, (1.0, 1.0))
     assert hold_torque(MODEL, (NAN, 0.0), (0.0, 0.0), (0.0, 0.0), kp, kd, LIM) == (0.0, 0.0)
+    assert hold_torque(MODEL, q, (NAN, 0.0), qh, kp, kd, LIM) == (0.0, 0.0)
 
 
 def test_clamp_torque():
@@ -478,9 +504,8 @@ def test_safe_torque_per_reason():
     sup.update_state(0.001, (1.1, 0.2), (2.0, -1.0))  # position fault, moving
     kp, kd = np.array(sup.params.hold_kp), np.array(sup.params.hold_kd)
     qh = np.array([0.9, 0.2])  # 1.0 - 2 * 0.05
-    ref = gravity_closed_form((1.1, 0.2)) + kp * (qh - (1.1, 0.2)) - kd * (2.0, -1.0)
-    ref = np.clip(ref, -np.array(LIM), LIM)
-    np.testing.assert_allclose(sup.safe_torque(MODEL, LIM), ref, rtol=1e-12)
+    ref = hold_closed_form((1.1, 0.2), (2.0, -1.0), qh, kp, kd)
+    np.testing.assert_allclose(sup.safe_torque(MODEL, (1e3, 1e3)), ref, rtol=1e-12)
     sup.check(1.0)  # stale: pure gravity hold at the last position, no stale feedback
     assert sup.reason is SafeReason.STATE_TIMEOUT
     np.testing.assert_allclose(sup.safe_torque(MODEL, LIM), gravity_closed_form((1.1, 0.2)),

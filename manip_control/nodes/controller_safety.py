@@ -149,8 +149,9 @@ _DOC = {
                         'this far inside the limits (the hold target is 2x inside)', '>= 0'),
     'velocity_margin': ('hysteresis [rad/s]: after a velocity fault, resume once every |qd| '
                         '<= velocity_limit - velocity_margin', '>= 0, < velocity_limit'),
-    'hold_kp': ('hold stiffness per joint [N m/rad]', 'each > 0'),
-    'hold_kd': ('hold damping per joint [N m s/rad]', 'each > 0'),
+    'hold_kp': ('hold stiffness per joint through the nominal mass matrix [1/s^2] (tau = '
+                'g(q) + M(q) (hold_kp e - hold_kd qd), scaled into torque_limit)', 'each > 0'),
+    'hold_kd': ('hold damping per joint through the nominal mass matrix [1/s]', 'each > 0'),
     'latch_limits': ('position / velocity faults stay latched until the next activation',
                      ''),
     'stamp_age': ('real time: a joint state is fresh only when its age from the header stamp '
@@ -404,6 +405,9 @@ class ControllerSafety:
         self._diag_pub = None
         self._std_diag_pub = None
         self._timers: list = []
+        #: wraps each timer callback (the node's lock, the watchdog as a backup of its
+        #: control thread)
+        self.timer_wrap: Callable = lambda fn: fn
         self._last_nf_log = -math.inf
         self.extra_values: dict[str, str] = {}     # input sources (graph check)
         #: set by the node during a control step: transition logs and diagnostics wait until
@@ -423,7 +427,7 @@ class ControllerSafety:
     def _steady_timer(self, period, callback):
         from rclpy.clock import Clock
         from rclpy.clock import ClockType
-        timer = self.node.create_timer(period, callback,
+        timer = self.node.create_timer(period, self.timer_wrap(callback),
                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._timers.append(timer)
         return timer
@@ -870,8 +874,8 @@ class ControllerSafety:
 
         Zero after a hold timeout, with ``safe_mode: zero``, inactive or before the first
         state; the gravity hold at the last measured position while states are stale;
-        otherwise the damped hold ``g^(q) + Kp_h (q_hold - q) - Kd_h qd`` at the hold
-        target (:meth:`hold_target`).
+        otherwise the damped hold ``g^(q) + s M^(q) (Kp_h (q_hold - q) - Kd_h qd)`` at the
+        hold target (:meth:`hold_target`; :func:`~manip_control.safety.hold_torque`).
         """
         sup = self.supervisor
         zero = (0.0,) * len(self.joints)

@@ -442,15 +442,20 @@ def arm_control_defaults(node, arm, urdf: str) -> dict:
     """
     Return :func:`manip_control.arm_scenario.control_defaults` for a node's URDF arm.
 
-    With the ``nominal.drives`` start value of the node (``ideal`` when not given).
+    With the ``nominal.drives`` start value of the node (``ideal`` when not given) and its
+    ``law`` (read-only; the gains' units and sizes depend on it).
     """
     from manip_control.arm_model import ArmModelError
     from manip_control.arm_scenario import control_defaults
     overrides = getattr(node, '_parameter_overrides', None) or {}
     given = overrides.get('nominal.drives')
     drives = given.value if given is not None else 'ideal'
+    given = overrides.get('law')
+    law = given.value if given is not None else 'computed_torque'
+    if law not in ('computed_torque', 'pd_gravity'):
+        law = 'computed_torque'         # refused with its name by the law's validation
     try:
-        return {**control_defaults(arm, urdf, drives), 'drives': drives}
+        return {**control_defaults(arm, urdf, drives, law=law), 'drives': drives}
     except ArmModelError as exc:
         raise ParameterError(f'parameter {exc} (node {node.get_name()})') from None
 
@@ -536,6 +541,16 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         'the lowest state-to-command latency) or timer (a free-running wall timer at '
         'control_rate using the latest joint state and reference; latency up to one period)',
         'state or timer'))
+    specs.append(ParamSpec(
+        'realtime.priority', 50,
+        'realtime only: SCHED_FIFO priority of the control thread (which takes the joint '
+        'states and references and ticks; services and parameters are served by another '
+        'thread); 0: normal scheduling. Where the OS refuses it: one warning, normal '
+        'scheduling', '0 to 99', (0, 99)))
+    specs.append(ParamSpec(
+        'realtime.lock_memory', True,
+        'realtime only: lock the process memory at configure (mlockall), so that no page '
+        'fault delays a tick. Where the OS refuses it: one warning', ''))
     for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'torque_limit',
                  'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]

@@ -1,0 +1,305 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+
+r"""
+Loop-delay margins of a joint-space servo, and gains sized from the arm's inertia coupling.
+
+ROS-free (numpy only). Used at configuration time (never inside the control loop).
+
+Delay margin
+------------
+About a pose at rest (gravity compensated, Coriolis zero at rest) a joint-space PD servo on
+the arm ``M(q) qdd = tau`` is the linear loop
+
+.. math::
+
+    M \ddot e = u, \qquad u_k = -K_p e_{k-d} - K_d \dot e_{k-d}
+
+with gain matrices ``Kp`` [N·m/rad] and ``Kd`` [N·m·s/rad], the command held over each
+period ``T`` (zero-order hold) and computed from the state sampled ``d`` ticks earlier (loop
+delay ``d T``). Exactly discretized over one period (``u`` constant)::
+
+    e+ = e + T v + T^2/2 M^-1 u,      v+ = v + T M^-1 u
+
+and the ``d`` commands in flight are part of the state. :func:`delay_margin` is the largest
+``d`` whose closed-loop transition matrix has spectral radius < 1. For gains sized on the
+diagonal of M (``Kd = diag(2 w M_kk)``) the light modes of a coupled arm see
+``Kd / lambda_min(M)``, far above ``2 w``; for the hold through the nominal mass matrix
+(:func:`manip_control.safety.hold_torque`: ``Kp = M^ diag(kp)``, ``Kd = M^ diag(kd)``)
+every mode of the nominal arm sees ``kp`` [1/s^2], ``kd`` [1/s].
+
+PD + gravity gains
+------------------
+:func:`pd_gravity_gains` sizes ``Kp = diag(m_k w^2)``, ``Kd = diag(2 zeta w m_k)`` on the
+apparent inertia of joint ``k`` with every other joint free, ``m_k = 1 / (M^-1)_kk``, its
+smallest value over the poses. Then ``Kd^1/2 M^-1 Kd^1/2`` has unit-scaled diagonal and
+every mode's damping rate is at most ``n 2 zeta w`` (its trace), whatever the coupling; the
+diagonal ``M_kk`` bounds nothing (``M_kk / lambda_min(M)`` is about 150 on the Panda).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy.linalg import eigvals
+from scipy.linalg import expm
+
+__all__ = ['delay_margin', 'range_poses', 'hold_gain_matrices', 'hold_delay_margin',
+           'pd_gravity_gains', 'gravity_stiffness', 'MAX_MARGIN_TICKS']
+
+#: Largest delay [ticks] :func:`delay_margin` looks at.
+MAX_MARGIN_TICKS = 400
+
+
+def _discrete(mass: np.ndarray, stiffness: np.ndarray, period: float):
+    """Exact zero-order-hold discretization ``(A, B)`` of ``e' = v, v' = M^-1 (u - G e)``."""
+    n = mass.shape[0]
+    minv = np.linalg.inv(mass)
+    c = np.zeros((3 * n, 3 * n))
+    c[:n, n:2 * n] = np.eye(n)
+    c[n:2 * n, :n] = -minv @ stiffness
+    c[n:2 * n, 2 * n:] = minv
+    phi = expm(c * period)
+    return phi[:2 * n, :2 * n], phi[:2 * n, 2 * n:]
+
+
+def spectral_radius(mass, kp, kd, period: float, ticks: int, stiffness=None) -> float:
+    """
+    Spectral radius of the delayed loop of the module docstring, built in full.
+
+    The state is ``(e, v)`` and the ``ticks`` commands in flight (size ``2n + n d``): the
+    direct check of one delay (:func:`delay_margin` finds the margin in the frequency
+    domain). Arguments as :func:`delay_margin`.
+    """
+    m = np.asarray(mass, dtype=float)
+    n = m.shape[0]
+    kp, kd = _matrix('kp', kp, n), _matrix('kd', kd, n)
+    g = np.zeros((n, n)) if stiffness is None else _matrix('stiffness', stiffness, n)
+    a, b = _discrete(m, g, period)
+    k = np.hstack((kp - g, kd))                 # the gravity feed-forward of the sampled pose
+    if ticks == 0:
+        return float(np.max(np.abs(eigvals(a - b @ k, check_finite=False))))
+    size = 2 * n + n * ticks
+    z = np.zeros((size, size))
+    z[:2 * n, :2 * n] = a
+    z[:2 * n, 2 * n:3 * n] = b                  # the oldest command in flight acts now
+    for i in range(ticks - 1):                  # the queue moves up by one
+        r = 2 * n + i * n
+        z[r:r + n, r + n:r + 2 * n] = np.eye(n)
+    z[size - n:, :2 * n] = -k                   # the command from this sample, d ticks on
+    return float(np.max(np.abs(eigvals(z, check_finite=False))))
+
+
+def _matrix(name: str, value, n: int) -> np.ndarray:
+    g = np.asarray(value, dtype=float)
+    g = np.diag(g) if g.ndim == 1 else g
+    if g.shape != (n, n):
+        raise ValueError(f'{name}: must be {n} values or an {n}x{n} matrix '
+                         f'(got shape {g.shape})')
+    return g
+
+
+def delay_margin(mass, kp, kd, period: float, max_ticks: int = MAX_MARGIN_TICKS,
+                 stiffness=None) -> int:
+    """
+    Largest loop delay [ticks] that keeps the linearized joint servo stable.
+
+    Parameters
+    ----------
+    mass : (n, n) array_like
+        Mass matrix of the arm at the pose [kg·m^2].
+    kp, kd : (n, n) or (n,) array_like
+        Stiffness [N·m/rad] and damping [N·m·s/rad] (a vector is a diagonal matrix).
+    period : float
+        Control period T [s], > 0.
+    max_ticks : int
+        Largest delay looked at.
+    stiffness : (n, n) array_like, optional
+        Gravity stiffness ``G = dg/dq`` at the pose [N·m/rad] (:func:`gravity_stiffness`;
+        default zero). The plant feels ``-G e`` now, the gravity compensation computed at
+        the sampled pose adds ``+G e`` ``d`` ticks late.
+
+    Returns
+    -------
+    int
+        The largest ``d`` in ``[0, max_ticks]`` for which the loop of the module docstring
+        (command from the state ``d`` ticks old, zero-order hold) has spectral radius < 1;
+        -1 when it is unstable without delay.
+
+    Notes
+    -----
+    With ``u`` computed at tick ``k`` and applied at ``k + d``, the closed loop's poles are
+    the roots of ``det(I + z^-d L(z)) = 0`` with ``L(z) = K (zI - A)^-1 B``,
+    ``K = [Kp - G, Kd]``. Stable at ``d = 0``, a pole reaches the unit circle first at the
+    smallest ``d*`` for which an eigenvalue of ``L(exp(j theta))`` equals
+    ``-exp(j theta d*)``: ``|lambda| = 1`` and ``theta d* = arg(lambda) - pi (mod 2 pi)``.
+    The crossings are found on a log frequency grid and refined by bisection; the margin
+    is ``ceil(d*) - 1``. :func:`spectral_radius` builds the delayed loop in full (a check).
+
+    Raises
+    ------
+    ValueError
+        ``period`` not > 0, or shapes that do not match ``mass``.
+
+    """
+    m = np.asarray(mass, dtype=float)
+    n = m.shape[0]
+    if m.ndim != 2 or m.shape != (n, n):
+        raise ValueError(f'mass: must be a square matrix (got shape {m.shape})')
+    if not period > 0.0:
+        raise ValueError(f'period: must be > 0 s (got {period})')
+    kp, kd = _matrix('kp', kp, n), _matrix('kd', kd, n)
+    g = np.zeros((n, n)) if stiffness is None else _matrix('stiffness', stiffness, n)
+    if spectral_radius(m, kp, kd, period, 0, g) >= 1.0:
+        return -1
+    a, b = _discrete(m, g, period)
+    k = np.hstack((kp - g, kd))
+    # the loop gain L(z) = K (zI - A)^-1 B on the unit circle, z = exp(j theta)
+    theta = np.geomspace(1e-5, math.pi, _GRID)
+    eye = np.eye(2 * n)
+    zi = np.exp(1j * theta)[:, None, None] * eye - a
+    lam = np.linalg.eigvals(k @ np.linalg.solve(zi, np.broadcast_to(b, zi.shape[:1] + b.shape)))
+    mag = np.sort(np.abs(lam), axis=1) - 1.0
+    best = math.inf
+    for i, r in zip(*np.nonzero(np.sign(mag[:-1]) != np.sign(mag[1:]))):
+        th = _crossing(a, b, k, theta[i], theta[i + 1], r)
+        zc = np.linalg.solve(np.exp(1j * th) * eye - a, b)
+        ev = np.linalg.eigvals(k @ zc)
+        lc = ev[np.argmin(np.abs(np.abs(ev) - 1.0))]
+        # a closed-loop pole on the unit circle: lambda = -exp(j theta d)
+        best = min(best, ((np.angle(lc) - math.pi) % (2.0 * math.pi)) / th)
+    return int(min(math.ceil(best) - 1, max_ticks)) if math.isfinite(best) else max_ticks
+
+
+#: Frequency grid of :func:`delay_margin` (log-spaced over (0, pi] rad per tick).
+_GRID = 6000
+
+
+def _crossing(a, b, k, lo: float, hi: float, rank: int) -> float:
+    """Refine the frequency where the ``rank``-th smallest ``|lambda(L)|`` crosses 1."""
+    eye = np.eye(a.shape[0])
+
+    def f(th):
+        ev = np.linalg.eigvals(k @ np.linalg.solve(np.exp(1j * th) * eye - a, b))
+        return np.sort(np.abs(ev))[rank] - 1.0
+
+    flo = f(lo)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        if (fm > 0.0) == (flo > 0.0):
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def gravity_stiffness(arm, q, step: float = 1e-6) -> np.ndarray:
+    """
+    Return ``G = dg/dq`` of the arm's gravity torque at ``q`` [N·m/rad], shape (n, n).
+
+    Central differences of :meth:`ArmModel.gravity` (``step`` [rad]), symmetrized (``G`` is
+    the Hessian of the potential energy).
+    """
+    q = np.asarray(q, dtype=float)
+    cols = []
+    for k in range(q.size):
+        dq = np.zeros(q.size)
+        dq[k] = step
+        cols.append((np.asarray(arm.gravity(q + dq)) - np.asarray(arm.gravity(q - dq)))
+                    / (2.0 * step))
+    g = np.array(cols).T
+    return 0.5 * (g + g.T)
+
+
+def range_poses(arm, count: int = 8, seed: int = 0) -> np.ndarray:
+    """
+    Poses across the joint ranges: the middle, then ``count - 1`` uniform random ones.
+
+    A joint without position limits ranges over ``[-pi, pi]``. Returns ``(count, n)`` [rad].
+    """
+    lim = arm.limits
+    lo = np.where(np.isfinite(lim.lower), lim.lower, -math.pi)
+    hi = np.where(np.isfinite(lim.upper), lim.upper, math.pi)
+    rng = np.random.default_rng(seed)
+    rest = lo + (hi - lo) * rng.random((max(count - 1, 0), arm.n))
+    return np.vstack((0.5 * (lo + hi), rest))
+
+
+def hold_gain_matrices(nominal_mass, kp: Sequence[float], kd: Sequence[float]):
+    """Return the hold's ``(M^ diag(kp), M^ diag(kd))`` [N·m/rad, N·m·s/rad]."""
+    m = np.asarray(nominal_mass, dtype=float)
+    return m * np.asarray(kp, dtype=float), m * np.asarray(kd, dtype=float)
+
+
+def hold_delay_margin(arm, kp: Sequence[float], kd: Sequence[float], period: float,
+                      poses=None, plant=None, gravity: bool = True,
+                      max_ticks: int = MAX_MARGIN_TICKS) -> int:
+    """
+    Loop-delay margin [ticks] of the safe hold of :func:`manip_control.safety.hold_torque`.
+
+    Parameters
+    ----------
+    arm : ArmModel
+        The controller's nominal model (``M^``).
+    kp, kd : sequence of n float
+        ``safety.hold_kp`` [1/s^2], ``safety.hold_kd`` [1/s].
+    period : float
+        Control period [s].
+    poses : (p, n) array_like, optional
+        Where to look (default :func:`range_poses`).
+    plant : ArmModel, optional
+        The arm held (default: the nominal one).
+    gravity : bool
+        Include the gravity stiffness (:func:`gravity_stiffness`; false: a horizontal arm).
+    max_ticks : int
+        Largest delay looked at.
+
+    Returns
+    -------
+    int
+        The smallest :func:`delay_margin` over the poses.
+
+    """
+    poses = range_poses(arm) if poses is None else np.atleast_2d(poses)
+    plant = arm if plant is None else plant
+    margins = []
+    for q in poses:
+        gp, gd = hold_gain_matrices(arm.mass_matrix(q), kp, kd)
+        margins.append(delay_margin(plant.mass_matrix(q), gp, gd, period, max_ticks,
+                                    gravity_stiffness(plant, q) if gravity else None))
+    return min(margins)
+
+
+def pd_gravity_gains(arm, omega_n: float = 20.0, zeta: float = 1.0,
+                     poses=None) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Per-joint PD + gravity gains of an arm: ``(Kp [N·m/rad], Kd [N·m·s/rad])``.
+
+    ``Kp_k = m_k omega_n^2``, ``Kd_k = 2 zeta omega_n m_k`` with ``m_k = min 1 / (M^-1)_kk``
+    over the poses (default :func:`range_poses`): the inertia joint ``k`` shows with the
+    other joints free, at its lightest (see the module docstring). ``omega_n`` [rad/s] and
+    ``zeta`` > 0.
+    """
+    if not (omega_n > 0.0 and math.isfinite(omega_n)):
+        raise ValueError(f'omega_n: must be > 0 rad/s (got {omega_n})')
+    if not (zeta > 0.0 and math.isfinite(zeta)):
+        raise ValueError(f'zeta: must be > 0 (got {zeta})')
+    poses = range_poses(arm) if poses is None else np.atleast_2d(poses)
+    apparent = np.min([1.0 / np.diag(np.linalg.inv(arm.mass_matrix(q))) for q in poses],
+                      axis=0)
+    return apparent * omega_n * omega_n, apparent * 2.0 * zeta * omega_n
