@@ -232,7 +232,7 @@ class MujocoArm:
     def from_urdf(cls, urdf: str | Path, joints: Sequence[str] | None = None, *,
                   mass_scale: Any = 1.0, damping: Any = 0.0, frictionloss: Any = 0.0,
                   armature: Any = 0.0, urdf_dynamics: bool = False,
-                  timestep: float = 1e-3, integrator: str = 'RK4',
+                  timestep: float = 1e-3, integrator: str = 'implicitfast',
                   xacro_args: Mapping[str, str] | None = None,
                   source: str | None = None) -> 'MujocoArm':
         """
@@ -262,7 +262,10 @@ class MujocoArm:
         timestep : float
             MuJoCo's integration step [s], > 0.
         integrator : str
-            One of :data:`INTEGRATORS` (default ``'RK4'``).
+            One of :data:`INTEGRATORS`. Default ``'implicitfast'`` (the joint damping
+            integrated implicitly): with RK4 at 1 ms the xArm 7 with its URDF damping
+            diverged within 20 ms under 47 of 50 random effort-limited torques from
+            mid-range, with implicitfast under none.
         xacro_args : mapping, optional
             xacro arguments for a ``.xacro`` file.
         source : str, optional

@@ -184,6 +184,30 @@ def test_divergence_is_reported_not_silently_reset():
     mj.step([0.0, 0.0])
 
 
+@pytest.mark.parametrize('integrator, diverges', [('implicitfast', False), ('RK4', True)])
+def test_xarm7_with_its_urdf_damping_stays_stable_by_default(integrator, diverges):
+    """Effort-limited torques from mid-range: the default never diverges, RK4 does."""
+    from manip_control.mujoco_arm import MujocoDivergedError
+    path = URDF_DIR / 'xarm7.urdf'
+    pin = UrdfArm.from_file(path)
+    lim = pin.limits
+    q0 = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
+                  0.5 * (lim.lower + lim.upper), 0.0)
+    kwargs = {} if integrator == 'implicitfast' else {'integrator': integrator}
+    mj = MujocoArm.from_urdf(path, urdf_dynamics=True, **kwargs)
+    rng = np.random.default_rng(1)
+    bad = 0
+    for _ in range(10):
+        tau = rng.uniform(-1.0, 1.0, 7) * lim.effort
+        mj.set_state(q0)
+        try:
+            for _ in range(20):
+                mj.step(tau)
+        except MujocoDivergedError:
+            bad += 1
+    assert (bad > 0) == diverges, bad
+
+
 def _massless_leaf(tmp_path) -> Path:
     text = (URDF_DIR / 'double_pendulum.urdf').read_text()
     pin = UrdfArm.from_string(text)

@@ -111,7 +111,9 @@ def driver_specs() -> list[ParamSpec]:
         ParamSpec('state_rate', 1000.0,
                   'physics tick and joint_states rate [Hz] (MuJoCo steps one period per tick)',
                   'in [1, 10000]', (1.0, 10000.0)),
-        ParamSpec('integrator', 'RK4', 'MuJoCo integrator',
+        ParamSpec('integrator', 'implicitfast',
+                  'MuJoCo integrator (implicitfast: the joint damping implicitly; RK4 diverged '
+                  'on the xArm 7 with its URDF damping)',
                   'RK4, Euler, implicitfast or implicit'),
         ParamSpec('reliability', 'reliable', 'QoS reliability of joint_states',
                   'reliable or best_effort'),
