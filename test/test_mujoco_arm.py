@@ -172,8 +172,9 @@ def test_extra_joints_are_locked_like_urdf_arm():
     assert 'visual' in mj.notes[0] and '\n' not in mj.notes[0]
 
 
-def test_divergence_is_reported_not_silently_reset():
+def test_divergence_is_reported_not_silently_reset(tmp_path, monkeypatch):
     """Raise on divergence: MuJoCo itself resets the simulation to q = 0 and goes on."""
+    monkeypatch.chdir(tmp_path)         # MuJoCo writes its warnings to ./MUJOCO_LOG.TXT
     from manip_control.mujoco_arm import MujocoDivergedError
     mj = MujocoArm.from_urdf(URDF_DIR / 'double_pendulum.urdf')
     mj.set_state([0.3, -0.4])
@@ -185,8 +186,10 @@ def test_divergence_is_reported_not_silently_reset():
 
 
 @pytest.mark.parametrize('integrator, diverges', [('implicitfast', False), ('RK4', True)])
-def test_xarm7_with_its_urdf_damping_stays_stable_by_default(integrator, diverges):
+def test_xarm7_with_its_urdf_damping_stays_stable_by_default(
+        integrator, diverges, tmp_path, monkeypatch):
     """Effort-limited torques from mid-range: the default never diverges, RK4 does."""
+    monkeypatch.chdir(tmp_path)         # MuJoCo writes its warnings to ./MUJOCO_LOG.TXT
     from manip_control.mujoco_arm import MujocoDivergedError
     path = URDF_DIR / 'xarm7.urdf'
     pin = UrdfArm.from_file(path)
