@@ -75,7 +75,7 @@ INF = math.inf
 RELIABILITIES = ('reliable', 'best_effort')
 #: a tick later than this many periods restarts the schedule (no burst of catch-up ticks)
 LATE_RESTART = 5
-_PER_JOINT = '; [] = the default, one value = every joint, else one per joint'
+_PER_JOINT = '; one value = every joint, else one per joint'
 
 
 def driver_specs() -> list[ParamSpec]:
@@ -85,9 +85,9 @@ def driver_specs() -> list[ParamSpec]:
                   "URDF text of the arm (as robot_state_publisher takes it); '' = the "
                   "package's planar 2R (the default scenario's plant, with its rotor "
                   'inertia as armature and its friction)', 'URDF text or empty'),
-        ParamSpec('initial_position', [],
-                  'start pose per joint [rad or m]; [] = the middle of each joint range (0 for '
-                  'a joint without one)',
+        ParamSpec('initial_position', [math.nan],
+                  'start pose per joint [rad or m]; [nan] = the middle of each joint range (0 '
+                  'for a joint without one)',
                   'n finite values inside the URDF joint ranges'),
         ParamSpec('mass_scale', [1.0],
                   'factor on the mass and rotational inertia of the body moved by each joint '
@@ -95,15 +95,14 @@ def driver_specs() -> list[ParamSpec]:
         ParamSpec('urdf_dynamics', True,
                   "simulate the URDF's <dynamics damping friction> (the controller's nominal "
                   'friction comes from them); damping and frictionloss add to them', ''),
-        ParamSpec('damping', [],
-                  'extra viscous joint damping [N m s/rad] (2R default: its friction b)'
-                  + _PER_JOINT, 'each >= 0'),
-        ParamSpec('frictionloss', [],
-                  'extra dry joint friction [N m] (MuJoCo frictionloss; 2R default: its '
-                  'Coulomb level)' + _PER_JOINT, 'each >= 0'),
-        ParamSpec('armature', [],
-                  'reflected rotor inertia added to the inertia diagonal [kg m^2] (2R default: '
-                  'its Jm N^2)' + _PER_JOINT, 'each >= 0'),
+        ParamSpec('damping', [0.0],
+                  'extra viscous joint damping [N m s/rad]' + _PER_JOINT, 'each >= 0'),
+        ParamSpec('frictionloss', [0.0],
+                  'extra dry joint friction [N m] (MuJoCo frictionloss)' + _PER_JOINT,
+                  'each >= 0'),
+        ParamSpec('armature', [0.0],
+                  'extra reflected rotor inertia on the inertia diagonal [kg m^2] (the 2R '
+                  'has its rotors Jm N^2 already)' + _PER_JOINT, 'each >= 0'),
         ParamSpec('brake', True,
                   'the arm is held still (brakes on, zero effort reported) until the first '
                   'command, as a robot waits for its controller; false: it moves under zero '
@@ -188,11 +187,12 @@ class MujocoDriverNode(Node):
         options = {}
         for key in ('mass_scale', 'damping', 'frictionloss', 'armature'):
             value = v[key]
-            if not value:
-                value = defaults.get(key, 1.0 if key == 'mass_scale' else 0.0)
-            elif len(value) == 1:
-                value = value[0]
-            options[key] = value
+            options[key] = value[0] if len(value) == 1 else value
+        if defaults:        # the 2R's rotors, plus any extra armature asked for
+            try:
+                options['armature'] = list(np.add(defaults['armature'], options['armature']))
+            except ValueError:
+                raise bad('armature', f'expected 1 or 2 values, got {v["armature"]}') from None
         from manip_control.mujoco_arm import MujocoArm
         try:
             arm = MujocoArm.from_urdf(text, mass_scale=options['mass_scale'],
@@ -210,7 +210,7 @@ class MujocoDriverNode(Node):
         self.arm = arm
         self.n = n = arm.n
         lim = arm.urdf_arm.limits
-        if v['initial_position']:
+        if not (len(v['initial_position']) == 1 and math.isnan(v['initial_position'][0])):
             q0 = np.array(v['initial_position'], dtype=float)
             if q0.shape != (n,) or not np.all(np.isfinite(q0)):
                 raise bad('initial_position', f'expected {n} finite values (joints '
