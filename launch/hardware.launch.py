@@ -33,6 +33,11 @@ the states of any other node are refused and counted (``''``: any single publish
 come from the description, the params file defaults to ``config/arm_hardware_params.yaml``
 (nothing per joint) and no trajectory node starts: the controller holds the arm where it is
 until a JointTrajectory arrives on ``reference_topic``.
+``mujoco:=true`` also starts the MuJoCo driver (``mujoco_driver``, node
+``joint_state_broadcaster``): a simulated robot on the same ``robot_description`` (the
+planar 2R without ``urdf:=``) that publishes the joint states and holds the newest command,
+with the trajectory node on by default; its parameters come from the params file's
+``joint_state_broadcaster`` section.
 """
 
 from launch import LaunchDescription
@@ -67,6 +72,7 @@ def generate_launch_description():
     sigterm_timeout = LaunchConfiguration('sigterm_timeout')
     urdf = LaunchConfiguration('urdf')
     arm_given = NotEqualsSubstitution(urdf, '')
+    mujoco = LaunchConfiguration('mujoco')
     robot_description = ParameterValue(
         IfElseSubstitution(arm_given, Command(['xacro ', urdf]), ''), value_type=str)
     return LaunchDescription([
@@ -85,10 +91,18 @@ def generate_launch_description():
                         '(node_name: ros__parameters:); default hardware_params.yaml, '
                         'arm_hardware_params.yaml with urdf:='),
         DeclareLaunchArgument(
-            'trajectory', default_value=IfElseSubstitution(arm_given, 'false', 'true'),
+            'mujoco', default_value='false',
+            description='true: also start the MuJoCo driver (a simulated robot on the same '
+                        'robot_description, the 2R without urdf:=) as joint_state_broadcaster; '
+                        "its parameters: the params file's joint_state_broadcaster section"),
+        DeclareLaunchArgument(
+            'trajectory',
+            default_value=IfElseSubstitution(
+                mujoco, 'true', IfElseSubstitution(arm_given, 'false', 'true')),
             description='start the trajectory node (the reference generator); default true, '
-                        'false with urdf:= (the controller then holds the measured position '
-                        'until a JointTrajectory arrives on reference_topic)'),
+                        'false with urdf:= unless mujoco:=true (the controller then holds the '
+                        'measured position until a JointTrajectory arrives on '
+                        'reference_topic)'),
         DeclareLaunchArgument(
             'joint_states_topic', default_value='joint_states',
             description='sensor_msgs/JointState topic of the driver (read by the controller)'),
@@ -150,6 +164,13 @@ def generate_launch_description():
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout,
              condition=IfCondition(LaunchConfiguration('trajectory'))),
+        Node(package='manip_control', executable='mujoco_driver',
+             name='joint_state_broadcaster', namespace=namespace, output='screen',
+             parameters=[params_file, {'robot_description': robot_description}],
+             remappings=[('joint_states', joint_states_topic),
+                         ('effort_controller/commands', command_topic)],
+             arguments=ros_args, additional_env=stop_with_parent,
+             sigterm_timeout=sigterm_timeout, condition=IfCondition(mujoco)),
         Node(package='rviz2', executable='rviz2', name='rviz2', namespace=namespace,
              output='screen', arguments=['-d', rviz_config],
              condition=UnlessCondition(headless)),

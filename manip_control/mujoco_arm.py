@@ -70,6 +70,10 @@ class MujocoLoadError(UrdfError):
     """MuJoCo cannot load the description; the message names it and gives MuJoCo's reason."""
 
 
+class MujocoDivergedError(ArmModelError):
+    """The simulation became unstable (NaN, Inf or huge acceleration); the state is lost."""
+
+
 def _mujoco():
     try:
         import mujoco
@@ -228,7 +232,7 @@ class MujocoArm:
     def from_urdf(cls, urdf: str | Path, joints: Sequence[str] | None = None, *,
                   mass_scale: Any = 1.0, damping: Any = 0.0, frictionloss: Any = 0.0,
                   armature: Any = 0.0, urdf_dynamics: bool = False,
-                  timestep: float = 1e-3, integrator: str = 'RK4',
+                  timestep: float = 1e-3, integrator: str = 'implicitfast',
                   xacro_args: Mapping[str, str] | None = None,
                   source: str | None = None) -> 'MujocoArm':
         """
@@ -258,7 +262,10 @@ class MujocoArm:
         timestep : float
             MuJoCo's integration step [s], > 0.
         integrator : str
-            One of :data:`INTEGRATORS` (default ``'RK4'``).
+            One of :data:`INTEGRATORS`. Default ``'implicitfast'`` (the joint damping
+            integrated implicitly): with RK4 at 1 ms the xArm 7 with its URDF damping
+            diverged within 20 ms under 47 of 50 random effort-limited torques from
+            mid-range, with implicitfast under none.
         xacro_args : mapping, optional
             xacro arguments for a ``.xacro`` file.
         source : str, optional
@@ -350,6 +357,8 @@ class MujocoArm:
         self._qi = slice(0, n) if ident else qadr
         self._vi = slice(0, n) if ident else vadr
         self._tau = np.zeros(n)
+        self._bad_acc = int(mujoco.mjtWarning.mjWARN_BADQACC)
+        self._bad_seen = 0
         self.source = source
         self.notes = (note,)
         self.timestep = float(timestep)
@@ -404,6 +413,7 @@ class MujocoArm:
         q = self._vec('q', q)
         qd = np.zeros(self.n) if qd is None else self._vec('qd', qd)
         self._mj.mj_resetData(self.model, self.data)
+        self._bad_seen = 0
         self.data.qpos[self._qi] = q
         self.data.qvel[self._vi] = qd
         self._tau[:] = 0.0
@@ -420,6 +430,8 @@ class MujocoArm:
         ------
         ArmModelError
             ``tau`` of the wrong length or not finite, or a bad ``duration``.
+        MujocoDivergedError
+            The simulation became unstable (MuJoCo has reset its state).
 
         """
         tau = self._vec('tau', tau)
@@ -435,6 +447,12 @@ class MujocoArm:
         mj_step, model, data = self._mj.mj_step, self.model, self.data
         for _ in range(steps):
             mj_step(model, data)
+        # MuJoCo resets the state (to q = 0) on a NaN / Inf / huge acceleration: say so
+        if data.warning[self._bad_acc].number != self._bad_seen:
+            self._bad_seen = int(data.warning[self._bad_acc].number)
+            raise MujocoDivergedError(f'{self.source}: the MuJoCo simulation diverged (NaN, '
+                                      f'Inf or huge acceleration) before t = '
+                                      f'{data.time:.4f} s; MuJoCo reset its state')
 
     # -- MuJoCo's dynamics terms --------------------------------------------------------------
     def _at(self, q: Any):

@@ -38,7 +38,8 @@ OUR_TOPICS = {'plant': {'joint_states', 'motor_states', 'joint_commands',
                         'effort_controller/commands'},
               'controller': {'joint_states', 'reference', 'joint_commands',
                              'effort_controller/commands'},
-              'trajectory': {'reference'}}
+              'trajectory': {'reference'},
+              'joint_state_broadcaster': {'joint_states', 'effort_controller/commands'}}
 
 
 def _call_name(node: ast.AST) -> str | None:
@@ -86,6 +87,9 @@ def _exec_depends() -> set[str]:
 
 def _node_parameter_names(node: str) -> set[str]:
     names = rp.node_parameter_names(node) | {'use_sim_time'}
+    if node == 'joint_state_broadcaster':      # the MuJoCo driver (hardware.launch.py)
+        from manip_control.nodes.mujoco_driver_node import driver_specs
+        names |= {s.name for s in driver_specs()}
     if node == 'controller':
         try:
             from manip_control.nodes.controller_safety import safety_specs
@@ -272,7 +276,9 @@ def test_params_files_match_the_nodes(launch_file):
         data = yaml.safe_load(file.read_text())
         # sections keyed /**/<node> apply under any namespace (the launch `namespace` argument)
         sections = {k.rpartition('/')[2] for k in data if k.rpartition('/')[2] != '**'}
-        assert sections == set(nodes) - {'recorder'}, (file.name, set(data), set(nodes))
+        # the recorder and the MuJoCo driver run on their defaults
+        assert sections == set(nodes) - {'recorder', 'joint_state_broadcaster'}, \
+            (file.name, set(data), set(nodes))
         values = rp.load_params_file(file)
         for name in sections:
             unknown = set(values[name]) - _node_parameter_names(name)

@@ -720,7 +720,8 @@ def test_launch_arguments_are_described(ros2_ws, file):
                 'hardware.launch.py': {'params_file', 'joint_states_topic', 'command_topic',
                                        'joint_commands_topic', 'reference_topic', 'namespace',
                                        'headless', 'autostart', 'sigterm_timeout',
-                                       'log_level', 'state_publisher', 'urdf', 'trajectory'},
+                                       'log_level', 'state_publisher', 'urdf', 'trajectory',
+                                       'mujoco'},
                 'display.launch.py': {'model', 'use_sim_time'}}[file]
     assert set(names) == expected, done.stdout
     assert 'no description given' not in done.stdout, done.stdout

@@ -110,7 +110,7 @@ def test_armature_and_mass_scale_equal_pinocchio(name):
 def test_held_torque_gives_pinocchio_acceleration_from_rest(name):
     path = URDF_DIR / f'{name}.urdf'
     pin = UrdfArm.from_file(path)
-    mj = MujocoArm.from_urdf(path)
+    mj = MujocoArm.from_urdf(path, integrator='RK4')
     rng = np.random.default_rng(7)
     q0 = _states(pin, rng, 1)[0]
     tau = pin.gravity(q0) + rng.uniform(-1.0, 1.0, pin.n)
@@ -170,6 +170,45 @@ def test_extra_joints_are_locked_like_urdf_arm():
     assert mj.n == 7 and mj.model.nv == 7
     assert 'panda_finger_joint1' in mj.notes[0]
     assert 'visual' in mj.notes[0] and '\n' not in mj.notes[0]
+
+
+def test_divergence_is_reported_not_silently_reset(tmp_path, monkeypatch):
+    """Raise on divergence: MuJoCo itself resets the simulation to q = 0 and goes on."""
+    monkeypatch.chdir(tmp_path)         # MuJoCo writes its warnings to ./MUJOCO_LOG.TXT
+    from manip_control.mujoco_arm import MujocoDivergedError
+    mj = MujocoArm.from_urdf(URDF_DIR / 'double_pendulum.urdf')
+    mj.set_state([0.3, -0.4])
+    mj.step([0.0, 0.0])
+    with pytest.raises(MujocoDivergedError, match='diverged'):
+        mj.step([1e300, -1e300])
+    mj.set_state([0.3, -0.4])          # a new start clears it
+    mj.step([0.0, 0.0])
+
+
+@pytest.mark.parametrize('integrator, diverges', [('implicitfast', False), ('RK4', True)])
+def test_xarm7_with_its_urdf_damping_stays_stable_by_default(
+        integrator, diverges, tmp_path, monkeypatch):
+    """Effort-limited torques from mid-range: the default never diverges, RK4 does."""
+    monkeypatch.chdir(tmp_path)         # MuJoCo writes its warnings to ./MUJOCO_LOG.TXT
+    from manip_control.mujoco_arm import MujocoDivergedError
+    path = URDF_DIR / 'xarm7.urdf'
+    pin = UrdfArm.from_file(path)
+    lim = pin.limits
+    q0 = np.where(np.isfinite(lim.lower) & np.isfinite(lim.upper),
+                  0.5 * (lim.lower + lim.upper), 0.0)
+    kwargs = {} if integrator == 'implicitfast' else {'integrator': integrator}
+    mj = MujocoArm.from_urdf(path, urdf_dynamics=True, **kwargs)
+    rng = np.random.default_rng(1)
+    bad = 0
+    for _ in range(10):
+        tau = rng.uniform(-1.0, 1.0, 7) * lim.effort
+        mj.set_state(q0)
+        try:
+            for _ in range(20):
+                mj.step(tau)
+        except MujocoDivergedError:
+            bad += 1
+    assert (bad > 0) == diverges, bad
 
 
 def _massless_leaf(tmp_path) -> Path:

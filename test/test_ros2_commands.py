@@ -41,10 +41,16 @@ import pytest
 
 DOCS = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
 INTEGRATION = 'test_launch_integration.py'
+MUJOCO = 'test_mujoco_driver.py'
 HERE = Path(__file__).name
 
 #: documented command -> the tests that run it ("module::test", module default: this one)
 COVERED = {
+    # README: the MuJoCo driver as the first hardware step
+    'ros2 launch manip_control hardware.launch.py mujoco:=true': [
+        f'{MUJOCO}::test_controller_tracks_the_mujoco_arm'],
+    'ros2 launch manip_control hardware.launch.py mujoco:=true urdf:=panda.urdf': [
+        f'{MUJOCO}::test_controller_tracks_the_mujoco_arm'],
     # README: the ROS route and the launch files
     'ros2 launch manip_control sim.launch.py duration:=3.0 bag:=runs/r1': [
         f'{INTEGRATION}::test_sim_launch_ends_by_itself_with_every_process_clean',
@@ -197,7 +203,7 @@ def test_every_documented_ros2_command_is_run_by_a_test():
     stale = sorted(set(COVERED) - set(documented))
     assert not stale, f'COVERED entries no longer in the docs: {stale}'
     defined: dict[str, set[str]] = {}
-    for module in {HERE, INTEGRATION}:
+    for module in {HERE, INTEGRATION, MUJOCO}:
         tree = ast.parse((Path(__file__).parent / module).read_text())
         names = set()
         for node in tree.body:

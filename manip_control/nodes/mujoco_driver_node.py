@@ -27,7 +27,8 @@ Publishes
 Subscribes
     ``effort_controller/commands`` (std_msgs/Float64MultiArray, torque [N m] per joint in the
     same order). The newest command is applied at each tick and held until the next one, for
-    ever (no watchdog unless ``command_timeout`` > 0); zero before the first. A command of the
+    ever (no watchdog unless ``command_timeout`` > 0); before the first, the arm is held still
+    (``brake``; or falls under zero torque with ``brake:=false``). A command of the
     wrong length, with a non-finite value or malformed is refused (counted, logged at most
     once a second), never applied. Commands are clamped to the URDF's effort limits, as a
     drive does.
@@ -57,6 +58,7 @@ import threading
 import time
 
 from manip_control.arm_model import ArmModelError
+from manip_control.mujoco_arm import MujocoDivergedError
 from manip_control.nodes import cdr
 from manip_control.nodes.common import run_node
 from manip_control.nodes.ros_params import declare_parameters
@@ -73,7 +75,7 @@ INF = math.inf
 RELIABILITIES = ('reliable', 'best_effort')
 #: a tick later than this many periods restarts the schedule (no burst of catch-up ticks)
 LATE_RESTART = 5
-_PER_JOINT = '; [] = the default, one value = every joint, else one per joint'
+_PER_JOINT = '; one value = every joint, else one per joint'
 
 
 def driver_specs() -> list[ParamSpec]:
@@ -83,8 +85,9 @@ def driver_specs() -> list[ParamSpec]:
                   "URDF text of the arm (as robot_state_publisher takes it); '' = the "
                   "package's planar 2R (the default scenario's plant, with its rotor "
                   'inertia as armature and its friction)', 'URDF text or empty'),
-        ParamSpec('initial_position', [],
-                  'start pose per joint [rad or m]; [] = 0 clipped into each joint range',
+        ParamSpec('initial_position', [math.nan],
+                  'start pose per joint [rad or m]; [nan] = the middle of each joint range (0 '
+                  'for a joint without one)',
                   'n finite values inside the URDF joint ranges'),
         ParamSpec('mass_scale', [1.0],
                   'factor on the mass and rotational inertia of the body moved by each joint '
@@ -92,19 +95,24 @@ def driver_specs() -> list[ParamSpec]:
         ParamSpec('urdf_dynamics', True,
                   "simulate the URDF's <dynamics damping friction> (the controller's nominal "
                   'friction comes from them); damping and frictionloss add to them', ''),
-        ParamSpec('damping', [],
-                  'extra viscous joint damping [N m s/rad] (2R default: its friction b)'
-                  + _PER_JOINT, 'each >= 0'),
-        ParamSpec('frictionloss', [],
-                  'extra dry joint friction [N m] (MuJoCo frictionloss; 2R default: its '
-                  'Coulomb level)' + _PER_JOINT, 'each >= 0'),
-        ParamSpec('armature', [],
-                  'reflected rotor inertia added to the inertia diagonal [kg m^2] (2R default: '
-                  'its Jm N^2)' + _PER_JOINT, 'each >= 0'),
+        ParamSpec('damping', [0.0],
+                  'extra viscous joint damping [N m s/rad]' + _PER_JOINT, 'each >= 0'),
+        ParamSpec('frictionloss', [0.0],
+                  'extra dry joint friction [N m] (MuJoCo frictionloss)' + _PER_JOINT,
+                  'each >= 0'),
+        ParamSpec('armature', [0.0],
+                  'extra reflected rotor inertia on the inertia diagonal [kg m^2] (the 2R '
+                  'has its rotors Jm N^2 already)' + _PER_JOINT, 'each >= 0'),
+        ParamSpec('brake', True,
+                  'the arm is held still (brakes on, zero effort reported) until the first '
+                  'command, as a robot waits for its controller; false: it moves under zero '
+                  'torque (falls) from the start', ''),
         ParamSpec('state_rate', 1000.0,
                   'physics tick and joint_states rate [Hz] (MuJoCo steps one period per tick)',
                   'in [1, 10000]', (1.0, 10000.0)),
-        ParamSpec('integrator', 'RK4', 'MuJoCo integrator',
+        ParamSpec('integrator', 'implicitfast',
+                  'MuJoCo integrator (implicitfast: the joint damping implicitly; RK4 diverged '
+                  'on the xArm 7 with its URDF damping)',
                   'RK4, Euler, implicitfast or implicit'),
         ParamSpec('reliability', 'reliable', 'QoS reliability of joint_states',
                   'reliable or best_effort'),
@@ -179,11 +187,12 @@ class MujocoDriverNode(Node):
         options = {}
         for key in ('mass_scale', 'damping', 'frictionloss', 'armature'):
             value = v[key]
-            if not value:
-                value = defaults.get(key, 1.0 if key == 'mass_scale' else 0.0)
-            elif len(value) == 1:
-                value = value[0]
-            options[key] = value
+            options[key] = value[0] if len(value) == 1 else value
+        if defaults:        # the 2R's rotors, plus any extra armature asked for
+            try:
+                options['armature'] = list(np.add(defaults['armature'], options['armature']))
+            except ValueError:
+                raise bad('armature', f'expected 1 or 2 values, got {v["armature"]}') from None
         from manip_control.mujoco_arm import MujocoArm
         try:
             arm = MujocoArm.from_urdf(text, mass_scale=options['mass_scale'],
@@ -201,7 +210,7 @@ class MujocoDriverNode(Node):
         self.arm = arm
         self.n = n = arm.n
         lim = arm.urdf_arm.limits
-        if v['initial_position']:
+        if not (len(v['initial_position']) == 1 and math.isnan(v['initial_position'][0])):
             q0 = np.array(v['initial_position'], dtype=float)
             if q0.shape != (n,) or not np.all(np.isfinite(q0)):
                 raise bad('initial_position', f'expected {n} finite values (joints '
@@ -212,7 +221,8 @@ class MujocoDriverNode(Node):
             if outside:
                 raise bad('initial_position', f'outside the URDF range of {", ".join(outside)}')
         else:
-            q0 = np.clip(np.zeros(n), lim.lower, lim.upper)
+            finite = np.isfinite(lim.lower) & np.isfinite(lim.upper)
+            q0 = np.where(finite, 0.5 * (lim.lower + lim.upper), 0.0)
         arm.set_state(q0)
         self.period = period
         self._effort = np.where(np.isfinite(lim.effort), lim.effort, INF)
@@ -225,7 +235,7 @@ class MujocoDriverNode(Node):
                       'ticks_at_stop': None, 'commands': 0, 'refused': 0, 'states_lost': 0,
                       'late_restarts': 0, 'max_late_s': 0.0, 'pauses': 0,
                       'watchdog_zeroed_ticks': 0, 'max_abs_velocity': 0.0,
-                      'applied_torque_limited_ticks': 0}
+                      'applied_torque_limited_ticks': 0, 'diverged': False}
         self.last_refusal = ''
         self._at_stop = None
         self._running = True
@@ -330,7 +340,15 @@ class MujocoDriverNode(Node):
         if np.any(applied != tau):
             stats['applied_torque_limited_ticks'] += 1
         arm = self.arm
-        arm.step(applied)
+        if seq or not self.values['brake']:
+            try:
+                arm.step(applied)
+            except MujocoDivergedError as exc:
+                # a faulted robot: no more states (the controller's state watchdog acts)
+                stats['diverged'] = True
+                self.get_logger().error(f'{exc}: the driver stops publishing joint_states')
+                self._running = False
+                return
         stats['ticks'] += 1
         q, qd = arm.q, arm.qd
         speed = float(np.max(np.abs(qd)))

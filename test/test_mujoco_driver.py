@@ -1,0 +1,221 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The MuJoCo driver at process level: ``ros2 launch manip_control hardware.launch.py mujoco:=true``.
+
+The controller and the trajectory node of the package drive an arm simulated by MuJoCo (an
+engine the package did not write) through the topics of a ros2_control robot. For the 2R, the
+Panda and the xArm 7: a smooth reference (sinusoids inside the joint ranges, period 5 s) for
+``RUN`` seconds, then Ctrl-C. Checked: the late RMS tracking error (``q`` of the driver's
+joint states against the ``q_d`` the controller used for them, matched by stamp, from 6 s on:
+after the start transient, more than one period of the reference) <= 1e-3 rad on every joint;
+a fresh command for >= 99 % of the driver's ticks from the first command to the stop (counted
+by the driver); no velocity- or position-limit safe-mode entry and no hold timeout (the
+controller's diagnostics); every process finishes cleanly and the last command the driver
+holds is zero. The issue's figure is a 20 s run; 12 s keeps the three runs near 2 min.
+
+Also: the driver's own refusals (a bad parameter: one line, exit 2; bad commands: counted,
+never applied).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import DOMAIN_ID, ThreadedProbe
+import numpy as np
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+URDF_DIR = ROOT.parent / 'shared' / 'fixtures' / 'urdf'
+#: wall seconds of a tracking run after the first command
+RUN = 12.0
+#: start of the "late" window [s of reference time]
+LATE = 6.0
+FORBIDDEN = ('Traceback', '[FATAL]', 'process has died')
+
+
+def _launch(ros2_ws, *args):
+    return [ros2_ws.ros2, 'launch', 'manip_control', 'hardware.launch.py', *args]
+
+
+def _params(ros2_ws, tmp_path: Path, urdf: str, summary: Path) -> Path:
+    """Write a params file: the installed one of this arm kind plus the driver's section."""
+    share = Path(ros2_ws.run([ros2_ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
+    name = 'arm_hardware_params.yaml' if urdf else 'hardware_params.yaml'
+    data = yaml.safe_load((share / 'share' / 'manip_control' / 'config' / name).read_text())
+    if not urdf:
+        # the 2R's file holds the home position: a sinusoid instead, period 5 s; and its
+        # nominal model is 20 % light on purpose (a demo of model error): the simulated arm's
+        # own masses instead, as a user enters the identified parameters of a real arm
+        from manip_control.parameters import load_scenario
+        arm = load_scenario('default').plant.arm
+        data['/**/trajectory']['ros__parameters']['trajectory'] = (
+            '{type: sinusoid, amplitude: [0.25, 0.25], omega: [1.2566, 1.2566], '
+            'phase: [0.0, 0.785]}')
+        data['/**/controller']['ros__parameters'].update(
+            {'nominal.arm.m1': arm.m1, 'nominal.arm.m2': arm.m2})
+    # the driver at real-time priority, as a robot's driver runs (root here; else a warning)
+    data['/**/joint_state_broadcaster'] = {'ros__parameters': {
+        'summary_file': str(summary), 'realtime_priority': 50}}
+    path = tmp_path / 'params.yaml'
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _tracking(probe: ThreadedProbe, joints):
+    """RMS and max of ``q - q_d`` from LATE on, matched by stamp; samples used."""
+    def stamp(m):
+        return m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
+
+    q = {stamp(m): np.array(m.position) for _, m in probe.get('states')}
+    cmds = [m for _, m in probe.get('cmds')]
+    t0 = stamp(cmds[0])
+    err = np.array([q[stamp(m)] - np.array(m.position) for m in cmds
+                    if stamp(m) in q and stamp(m) - t0 >= LATE * 1e9])
+    return np.sqrt(np.mean(err ** 2, axis=0)), np.abs(err).max(axis=0), len(err)
+
+
+def _diag_values(probe: ThreadedProbe) -> dict:
+    msgs = [m for _, m in probe.get('diag')]
+    assert msgs, 'no controller diagnostics'
+    for st in msgs[-1].status:
+        return {kv.key: kv.value for kv in st.values}
+    return {}
+
+
+ARMS = {'2r': '', 'panda': 'panda.urdf', 'xarm7': 'xarm7.urdf'}
+
+
+@pytest.mark.parametrize('arm', list(ARMS))
+def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import JointState
+    urdf = str(URDF_DIR / ARMS[arm]) if ARMS[arm] else ''
+    summary = tmp_path / 'driver.json'
+    params = _params(ros2_ws, tmp_path, urdf, summary)
+    probe = ThreadedProbe(DOMAIN_ID, 'mujoco_probe', {
+        'states': (JointState, '/joint_states'), 'cmds': (JointState, '/joint_commands'),
+        'diag': (DiagnosticArray, '/controller/diagnostics', 100)}, executor='events')
+    try:
+        args = ['mujoco:=true', f'params_file:={params}'] + ([f'urdf:={urdf}'] if urdf else [])
+        p = ros2_procs.start('mujoco_launch', _launch(ros2_ws, *args))
+        probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
+        time.sleep(RUN)
+        os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
+        rc = ros2_procs.wait(p, 60)
+        out, err = ros2_procs.output(p)
+        text = out + '\n' + err
+        rms, peak, samples = _tracking(probe, None)
+        diag = _diag_values(probe)
+    finally:
+        probe.close()
+    assert rc == 0, text[-5000:]
+    for bad in FORBIDDEN:
+        assert bad not in text, text[-5000:]
+    for name in ('controller', 'trajectory', 'mujoco_driver'):
+        assert re.search(rf'\[INFO\] \[{name}-\d+\]: process has finished cleanly', text), \
+            f'{name} did not finish cleanly:\n{text[-5000:]}'
+    s = json.loads(summary.read_text())
+    rms_text = ' '.join(f'{x:.1e}' for x in rms)
+    print(f'\n[mujoco] {arm}: late RMS [{rms_text}] rad, max '
+          f'{peak.max():.2e} rad over {samples} samples; command ratio '
+          f'{100 * s["command_ratio"]:.2f} % of {s["ticks_after_first_command"]} ticks '
+          f'(to the stop {s["ticks_at_stop"]}), late restarts {s["late_restarts"]}; '
+          f'safe entries {({k: v for k, v in diag.items() if k.startswith("safe_entries")})}'
+          f', hold timeouts {diag.get("hold_timeouts")}')
+    assert samples >= 1000, samples
+    assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
+    assert s['refused'] == 0, s
+    for reason in ('velocity_limit', 'position_limit'):
+        assert int(diag.get(f'safe_entries.{reason}', 0)) == 0, diag
+    assert int(diag.get('hold_timeouts', 0)) == 0, diag
+    assert np.all(rms <= 1e-3), rms
+    assert s['command_ratio'] >= 0.99, s
+
+
+def _driver(ros2_ws, procs, *params):
+    return procs.start('driver', [ros2_ws.ros2, 'run', 'manip_control', 'mujoco_driver',
+                                  '--ros-args', *[a for p in params for a in ('-p', p)]])
+
+
+@pytest.mark.parametrize('param, needle', [
+    ('mass_scale:=[0.0]', 'parameter mass_scale (node joint_state_broadcaster): must be '),
+    ('state_rate:=0.0', 'parameter state_rate (node joint_state_broadcaster): '),
+    ('reliability:=sometimes', 'parameter reliability (node joint_state_broadcaster): '),
+    ('initial_position:=[1.0]', 'parameter initial_position (node joint_state_broadcaster): '
+                                'expected 2 finite values'),
+    ('robot_description:=<robot name="x"><link name="a"/></robot>',
+     'parameter robot_description (node joint_state_broadcaster): '),
+])
+def test_bad_parameter_is_one_line_and_exit_2(param, needle, ros2_ws, ros2_procs):
+    p = _driver(ros2_ws, ros2_procs, param)
+    rc = ros2_procs.wait(p, 60)
+    out, err = ros2_procs.output(p)
+    assert rc == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith('error: ' + needle), err
+
+
+def test_bad_commands_are_refused_and_counted_never_applied(
+        ros2_ws, ros2_procs, tmp_path, probe, executor, spin):
+    """Wrong length, NaN: refused (counted, logged); the last valid command stays applied."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    summary = tmp_path / 'driver.json'
+    probe.sub(JointState, '/joint_states', depth=10)
+    pub = probe.pub(Float64MultiArray, '/effort_controller/commands')
+    executor.add_node(probe.node)
+    p = _driver(ros2_ws, ros2_procs, f'summary_file:={summary}', 'initial_position:=[0.0, 0.0]')
+    states = probe.msgs['/joint_states']
+    assert spin(executor, 60, until=lambda: states), ros2_procs.output(p)
+    # hold the 2R still with its gravity torque, then send bad commands
+    from manip_control.mujoco_arm import MujocoArm
+    from manip_control.parameters import load_scenario
+    from manip_control.urdf import urdf_from_scenario
+    g = MujocoArm.from_urdf(urdf_from_scenario(load_scenario('default'))).gravity([0.0, 0.0])
+    for _ in range(20):
+        pub.publish(Float64MultiArray(data=[float(x) for x in g]))
+        spin(executor, 0.05)
+    for bad in ([1.0], [math.nan, 0.0], [0.0, math.inf], [1.0, 2.0, 3.0]):
+        pub.publish(Float64MultiArray(data=bad))
+        spin(executor, 0.2)
+    spin(executor, 0.5)
+    last = states[-1]
+    assert list(last.effort) == pytest.approx(list(g), abs=1e-12), last.effort
+    ros2_procs.stop(p)
+    s = json.loads(summary.read_text())
+    assert s['refused'] == 4, s
+    assert s['last_command'] == pytest.approx(list(g), abs=1e-12)
+    out, err = ros2_procs.output(p)
+    assert 'command refused' in out + err
+
+
+def test_help_lists_the_parameters():
+    done = subprocess.run([sys.executable, '-m', 'manip_control.nodes.mujoco_driver_node',
+                           '--help'], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    for name in ('robot_description', 'mass_scale', 'pause_duration', 'loss_probability',
+                 'reliability', 'state_rate', 'command_timeout', 'realtime_priority'):
+        assert name in done.stdout
