@@ -243,6 +243,30 @@ def gravity(q, m1, m2, l1, lc1, lc2, g0):
             m2 * lc2 * g0 * c12)
 
 
+def hold_2r(q, qd, q_hold, limit, kp=100.0, kd=20.0, I1=0.2, I2=0.1):
+    """
+    Return the safe hold of the nominal 2R in closed form (Spong et al. 6.4) [N m].
+
+    ``tau = c(q, qd) + g(q) + s M(q) (kp (q_hold - q) - kd qd)`` with the largest ``s`` in
+    [0, 1] that keeps every joint within ``limit`` (the default hold: 100 1/s^2, 20 1/s).
+    """
+    m1, m2, l1, lc1, lc2 = (NOMINAL[k] for k in ('m1', 'm2', 'l1', 'lc1', 'lc2'))
+    c2, s2 = math.cos(q[1]), math.sin(q[1])
+    m11 = m1 * lc1 ** 2 + m2 * (l1 ** 2 + lc2 ** 2 + 2.0 * l1 * lc2 * c2) + I1 + I2
+    m12 = m2 * (lc2 ** 2 + l1 * lc2 * c2) + I2
+    m22 = m2 * lc2 ** 2 + I2
+    h = m2 * l1 * lc2 * s2
+    g = gravity(q, **NOMINAL)
+    b = (-h * (2.0 * qd[0] * qd[1] + qd[1] ** 2) + g[0], h * qd[0] ** 2 + g[1])
+    a = [kp * (q_hold[k] - q[k]) - kd * qd[k] for k in range(2)]
+    ma = (m11 * a[0] + m12 * a[1], m12 * a[0] + m22 * a[1])
+    s = 1.0
+    for k in range(2):
+        if abs(b[k] + ma[k]) > limit[k]:
+            s = min(s, (math.copysign(limit[k], b[k] + ma[k]) - b[k]) / ma[k])
+    return [b[k] + s * ma[k] for k in range(2)]
+
+
 # --------------------------------------------------------------------------------------------
 # kill a node
 
@@ -505,9 +529,7 @@ def test_envelope_hold_and_runtime_parameters(fi):
     t0 = time.monotonic()
     feed([3.2, 0.2], [0.3, 0.0], lambda d: False, 'hold', 0.1, must=False)
     tau = last_cmd_after(t0)
-    g = gravity([3.2, 0.2], **NOMINAL)
-    want = [max(-89.0, min(89.0, g[0] + 100.0 * (q_hold - 3.2) - 40.0 * 0.3)),
-            max(-25.0, min(25.0, g[1] + 30.0 * (0.2 - 0.2)))]
+    want = hold_2r([3.2, 0.2], [0.3, 0.0], [q_hold, 0.2], (89.0, 25.0))
     assert tau == pytest.approx(want, abs=1e-9), (tau, want)
     # back inside, but within the margin (0.05 rad): still safe; further inside: resumes
     feed([3.12, 0.2], [0.0, 0.0], lambda d: False, 'margin', 0.3, must=False)
