@@ -90,6 +90,7 @@ from manip_control.nodes.controller_safety import ControllerSafety
 from manip_control.nodes.controller_safety import RESTART_SETTLE
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
+from manip_control.nodes.controller_safety import SILENT_PUBLISHER
 from manip_control.nodes.ros_params import arm_control_defaults
 from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import coerce_parameter
@@ -844,9 +845,9 @@ class ControllerNode(LifecycleNode):
             if guard.publishers > 1:
                 report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
             nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
-            # a publisher that sent nothing for longer than the state timeout while one other
-            # sends (a killed or stopped driver still on the graph) is not a second source
-            senders = guard.single_sender(now, safety.state_timeout)
+            # a publisher that sent nothing for SILENT_PUBLISHER while one other sends (a
+            # killed or stopped driver still on the graph) is not a second source
+            senders = guard.single_sender(now, max(safety.state_timeout, SILENT_PUBLISHER))
             conflict, guard.may_lock = source_check(
                 guard.expected if not self.lockstep else '', nodes, self._matched[source],
                 senders=senders)

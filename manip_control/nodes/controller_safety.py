@@ -146,6 +146,11 @@ RESTART_SETTLE = 0.1
 #: (:meth:`ControllerSafety.reader_check`); as long as a new state publisher must wait
 #: (``SourceGuard.relock_after``). Shorter silences are a late driver or a starved host.
 RESTART_SILENCE = 0.5
+#: A second publisher of the joint states that sent nothing for this long [s] while one other
+#: sends is not a second source (a killed or stopped driver whose DDS lease has not ended).
+#: Far longer than a starved driver's pause, so that a publisher that merely stalls never
+#: hands the input over to another one that sends.
+SILENT_PUBLISHER = 1.0
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
            'STANDARD_DIAGNOSTICS_TOPIC', 'HARDWARE_ID', 'safety_specs', 'safety_from_values',
