@@ -360,7 +360,7 @@ def test_standalone_recorder_exits_nonzero_on_write_error(procs, tmp_path):
     while 'write error' not in procs.output(rec)[1] and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(0.5)
-    procs.stop(rec)                                   # SIGINT: the recorder finishes
+    procs.stop(rec, grace=15.0)     # SIGINT: the recorder drains (up to 5 s), then finishes
     procs.stop(sim)
     out, err = procs.output(rec)
     assert rec.returncode == 1, (out, err)
