@@ -298,6 +298,9 @@ class SimRunner:
             ctrl_vals = dict(v['controller'])
             if self.lockstep:
                 ctrl_vals = lockstep_safety_defaults(ctrl_vals)
+            if ctrl_vals.get('mode') == 'realtime' and not ctrl_vals.get('state_publisher'):
+                # real time: the plant of this process is the driver; trust only it
+                ctrl_vals['state_publisher'] = self.plant.get_fully_qualified_name()
             self.controller = ControllerNode(parameter_overrides=parameter_overrides(
                 controller_specs(), ctrl_vals) + extra, keep_history=True, **kw)
             self.nodes.append(self.controller)
