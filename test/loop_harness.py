@@ -214,6 +214,9 @@ def change_state(transition: int, node: str) -> int:
     if not client.wait_for_service(timeout_sec=30.0):
         print('error: no service', flush=True)
         return 2
+    # the server must also have discovered this client's reply reader, or DDS drops the reply
+    # (rmw_fastrtps waits at most 100 ms for it): give discovery time on a loaded host
+    time.sleep(1.0)
     req = ChangeState.Request()
     req.transition.id = transition
     print(f'sent {time.monotonic():.6f}', flush=True)
@@ -254,6 +257,7 @@ def request(kind: str, count: int, node: str) -> int:
     if not client.wait_for_service(timeout_sec=30.0):
         print('error: no service', flush=True)
         return 2
+    time.sleep(1.0)     # discovery of this client's reply reader (see change_state)
     print(f'sent {time.monotonic():.6f}', flush=True)
     future = client.call_async(req)
     rclpy.spin_until_future_complete(cli_node, future, timeout_sec=60.0)

@@ -180,11 +180,26 @@ def test_starvation_does_not_lose_the_arm(procs, tmp_path):
                      f'step {f["max_step"]:.2f} N m, max |q - mid| {f["max_dev"]:.3f} rad, '
                      f'max |qd| {f["max_speed"]:.3f} rad/s')
     whole = run.errors(cmds, states, events[0][1] - 1.0, t_end)
+    # the long stop: the driver holds the last command for 200 ms, open loop; at the middle
+    # of the Panda's ranges joints 1 and 3 are nearly coaxial (smallest eigenvalue of M
+    # 0.006 kg m^2), so their counter-rotation drifts fast while nobody commands. What the
+    # controller owes: brake what it finds when it runs again.
+    _, t0, t1 = events[2]
+    at_resume = run.errors(cmds, states, t1 - 0.002, t1 + 0.002)['max_speed']
+    after = run.errors(cmds, states, t1 + 0.002, t1 + 1.0)['max_speed']
+    settled = run.errors(cmds, states, t1 + 0.3, t1 + 1.0)['max_speed']
+    lines.append(f'controller stopped 200 ms: max |qd| {at_resume:.3f} rad/s when it ran '
+                 f'again, {after:.3f} after, {settled:.3f} from 0.3 s after')
     print('\n[loop] load %.1f\n' % os.getloadavg()[0] + '\n'.join(lines))
     # the sinusoid is 0.2 rad at 2 rad/s (0.4 rad/s) around the middle of the ranges: the
     # arm stays with it (Panda velocity limits 2.175-2.61 rad/s)
     assert whole['max_dev'] < 0.4, lines
-    assert whole['max_speed'] < 1.5, lines
+    for name, e0, e1 in events:
+        if name != 'controller stopped 200 ms':
+            assert run.errors(cmds, states, e0 - 0.2, e1 + 1.0)['max_speed'] < 1.5, lines
+    # braked within the few periods the torque-rate limit needs (measured: the first command
+    # 1.5 ms after SIGCONT; the speed grew 1.0-1.5x while the braking torque ramped up)
+    assert after < max(1.6 * at_resume, 1.5) and settled < 1.0, lines
     late = run.errors(cmds, states, t_end - 1.0, t_end)
     assert late['max_dev'] < 0.3 and late['gap_max'] < 0.05, late
     # never a torque step: the rate limit per elapsed time, from the last command sent

@@ -577,7 +577,8 @@ class ControllerNode(LifecycleNode):
 
         Used on every way out (process exit, shutdown, cleanup): publishes at the control
         period (sleeping between commands; signals are only flagged meanwhile) until zero is
-        reached, at most ``stop_time``; zero is the last command. Nothing when the last
+        reached, in at most ``stop_time / period`` steps of one to two periods each (a late
+        process ramps longer, never steps); zero is the last command. Nothing when the last
         published command is already zero or nothing was published, nor in lockstep (the
         simulated plant takes one command per tick; the safety layer sends zero once).
         """
@@ -586,18 +587,22 @@ class ControllerNode(LifecycleNode):
             return                      # lockstep (simulation): zero once, as before
         self._stop_emergency()
         slope = self._exit_slope()
-        t_end = time.monotonic() + self.command_params.stop_time
+        # counted in steps, not bounded by the clock: each step moves at least one period's
+        # worth, so zero comes within stop_time / period steps however late this process
+        # runs (a deadline on the clock ended a starved ramp with a step to zero)
+        steps = int(math.ceil(self.command_params.stop_time / self.period)) + 2
         last = time.monotonic()
         tau = self._last_tau
         try:
-            while any(tau) and time.monotonic() < t_end:
+            while any(tau) and steps > 0:
+                steps -= 1
                 time.sleep(self.period)
                 now = time.monotonic()
-                dt = min(now - last, 2.0 * self.period)
+                dt = min(max(now - last, self.period), 2.0 * self.period)
                 last = now
                 tau = ramp_toward_zero(tau, slope, dt)
                 self._publish_tau(tau)
-            if any(tau):
+            if any(tau):            # not reached: only if the slope could not get there
                 self._publish_tau((0.0,) * len(self.joints))
         except Exception as exc:  # noqa: BLE001 - e.g. the context is already shut down
             print(f'error: controller: the exit ramp could not publish: {exc}', file=sys.stderr)
