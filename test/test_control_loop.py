@@ -250,3 +250,28 @@ def test_shutdown_transition_ramps_to_zero_and_the_process_exits(procs, tmp_path
           f'sent ({1e3 * (replied - sent):.0f} ms to the reply), process exit '
           f'{exited - sent:.2f} s after it; max step {step:.2f} N m')
     assert zero_at - sent <= 0.52
+
+
+@needs_panda
+def test_ros2_lifecycle_shutdown_ends_the_process(procs, tmp_path, ros2_ws):
+    """The user's way: ``ros2 lifecycle set /controller shutdown`` while active."""
+    run = LoopRun(procs.start, tmp_path, PANDA).run()
+    run.wait_commands(2000)
+    ctrl = run.procs['controller']
+    t0 = time.monotonic()
+    done = ros2_ws.run([ros2_ws.ros2, 'lifecycle', 'set', '/controller', 'shutdown'],
+                       timeout=180.0)
+    t_cli = time.monotonic()
+    assert 'Transitioning successful' in done.stdout, done.stdout + done.stderr
+    code = procs.wait(ctrl, 10.0)
+    exited = time.monotonic()
+    assert code == 0, procs.output(ctrl)
+    time.sleep(0.5)
+    cmds, _ = run.read()
+    assert not any(max(cmds)[1:]), max(cmds)    # zero is the last command the driver got
+    nonzero = max(c[0] for c in cmds if any(c[1:]))
+    step = run.errors(cmds, [], t0 - 1.0, exited)['max_step']
+    print(f'\n[loop] ros2 lifecycle set shutdown: the tool took {t_cli - t0:.2f} s, last '
+          f'non-zero command {nonzero - t0:.2f} s after it started, process exit '
+          f'{exited - t0:.2f} s after it; max step {step:.2f} N m')
+    assert step <= 2e-3 * max(run.rate_limit) + 1e-6, step
