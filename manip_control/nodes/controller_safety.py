@@ -797,7 +797,7 @@ class ControllerSafety:
         reference arrived for ``reference_timeout``; None while references are fresh or
         before the first one. Logs the hold and the resume once.
         """
-        ref, note = self.references.get(self.now())
+        ref, note = self.references.get(self.now(), self.cmd.reference_acceleration_limit)
         if note:
             # one call site per severity: rclpy refuses a severity change at a call site
             if note.startswith('reference lost'):
