@@ -157,13 +157,18 @@ def test_request_storms_do_not_stall_the_control_loop(procs, tmp_path):
 
 @needs_panda
 def test_starvation_does_not_lose_the_arm(procs, tmp_path):
-    """Controller stopped 20 / 50 / 200 ms, driver stopped 50 ms: tracking goes on."""
+    """
+    Controller stopped 20 / 50 / 200 ms, driver 50 ms, trajectory node 150 ms: tracking goes on.
+
+    The trajectory node's stop outlasts the reference timeout (100 ms): the controller stops
+    the reference smoothly and follows it again when it returns.
+    """
     run = LoopRun(procs.start, tmp_path, PANDA, busy=2, driver_priority=60).run()
     run.wait_commands(3000)
     time.sleep(1.0)
     events = []
     for who, ms in (('controller', 20), ('controller', 50), ('controller', 200),
-                    ('driver', 50)):
+                    ('driver', 50), ('trajectory', 150)):
         pid = run.procs[who].pid
         t0 = time.monotonic()
         os.kill(pid, signal.SIGSTOP)
