@@ -88,7 +88,7 @@ def reference_loop() -> float:
 
 
 def panda_controller(full: bool) -> Controller:
-    """Computed torque on the 7-joint Panda; ``full``: friction, gear inversion, integral."""
+    """Return computed torque on the 7-joint Panda; ``full``: friction, gear, integral."""
     arm = UrdfArm.from_file(PANDA, armature=0.04)
     n = arm.n
     fr = FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)
@@ -104,7 +104,7 @@ def panda_controller(full: bool) -> Controller:
 
 
 def samples(n: int, kind: str, q0: np.ndarray) -> list:
-    """``SAMPLES`` random inputs ``(q, qd, q_d, qd_d, qdd_d)`` as tuples, lists or arrays."""
+    """Return random inputs ``(q, qd, q_d, qd_d, qdd_d)`` as tuples, lists or arrays."""
     rng = np.random.default_rng(1)
     out = []
     for _ in range(SAMPLES):
@@ -157,6 +157,7 @@ def one_by_one(call, calls: int) -> np.ndarray:
 
 
 def main() -> int:
+    """Print the figures; 0, or 2 on a bad option."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument('--rounds', type=int, default=50)
     parser.add_argument('--calls', type=int, default=20000)
