@@ -68,6 +68,7 @@ advanced on a joint whose command is saturated in the direction of the error.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Sequence
 
@@ -89,6 +90,11 @@ class ControlOutput(NamedTuple):
     """Command after the limit [N·m], one float per joint."""
     saturated: tuple
     """Whether the limit acted, one bool per joint."""
+
+
+# ControlOutput from a (tau, saturated) pair without the NamedTuple's Python-level __new__
+# (half the cost, a tenth of the 2R tick)
+_control_output = functools.partial(tuple.__new__, ControlOutput)
 
 
 def computed_torque(q, qd, q_d, qd_d, qdd_d, model: ArmModel, kp, kd) -> np.ndarray:
@@ -188,8 +194,9 @@ class Controller:
         self._friction = tuple(nm.friction)
         self._ct = params.law == 'computed_torque'
         self._gear = gear_inversion_constants(nm)
-        self.integral_limit = _vector('integral_limit', params.integral_limit, n,
-                                      check=_nonnegative)
+        self._integral_limit = _vector('integral_limit', params.integral_limit, n,
+                                       check=_nonnegative)
+        self._torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
         self.friction_compensation = bool(params.friction_compensation)
         self._two_link = isinstance(self.model, TwoLinkArm)
         if self._two_link:
@@ -206,7 +213,6 @@ class Controller:
             self._prepare_arrays()
             self.update = self._update_arrays
         self.set_gains(params.kp, params.kd, params.ki)
-        self.set_torque_limit(params.torque_limit)
         self.reset()
         if not self._two_link:
             # compile (or load from numba's cache) now, never on the first tick
@@ -230,16 +236,49 @@ class Controller:
         n = self.n
         kp = _vector('kp', kp, n, check=_positive)
         kd = _vector('kd', kd, n, check=_positive)
-        ki = self.ki if ki is None else _vector('ki', ki, n, check=_nonnegative)
-        self.kp, self.kd, self.ki = kp, kd, ki
-        if not self._two_link:
-            self._rows[_R_KP], self._rows[_R_KD], self._rows[_R_KI] = kp, kd, ki
+        ki = self._ki if ki is None else _vector('ki', ki, n, check=_nonnegative)
+        self._kp, self._kd, self._ki = kp, kd, ki
+        self._pack()
 
     def set_torque_limit(self, limit) -> None:
-        """Change the per-joint command limit [N·m] (> 0)."""
-        self.torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
-        if not self._two_link:
-            self._rows[_R_LIMIT] = self.torque_limit
+        """Change the per-joint command limit [N·m] (> 0); takes effect on the next tick."""
+        self._torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
+        self._pack()
+
+    @property
+    def kp(self) -> tuple:
+        """Proportional gain per joint (change it with :meth:`set_gains`)."""
+        return self._kp
+
+    @property
+    def kd(self) -> tuple:
+        """Derivative gain per joint (change it with :meth:`set_gains`)."""
+        return self._kd
+
+    @property
+    def ki(self) -> tuple:
+        """Integral gain per joint (change it with :meth:`set_gains`)."""
+        return self._ki
+
+    @property
+    def torque_limit(self) -> tuple:
+        """Command limit per joint [N·m] (change it with :meth:`set_torque_limit`)."""
+        return self._torque_limit
+
+    @property
+    def integral_limit(self) -> tuple:
+        """Anti-windup clamp of the error integral per joint [rad·s]."""
+        return self._integral_limit
+
+    def _pack(self) -> None:
+        """Hand the gains and limits to the tick (one tuple store for the 2R: never torn)."""
+        if self._two_link:
+            self._constants = (*self._kp, *self._kd, *self._ki, *self._torque_limit,
+                               *self._integral_limit, self.period)
+        else:
+            rows = self._rows
+            rows[_R_KP], rows[_R_KD], rows[_R_KI] = self._kp, self._kd, self._ki
+            rows[_R_LIMIT] = self._torque_limit
 
     def update(self, q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
                qd_d: Sequence[float], qdd_d: Sequence[float],
@@ -272,9 +311,7 @@ class Controller:
     # -- the closed-form 2R on floats --------------------------------------------------------
     def _update_two_link(self, q, qd, q_d, qd_d, qdd_d, out=None):
         (q1, q2), (v1, v2), (r1, r2), (rv1, rv2), (ra1, ra2) = q, qd, q_d, qd_d, qdd_d
-        kp1, kp2 = self.kp
-        kd1, kd2 = self.kd
-        ki1, ki2 = self.ki
+        kp1, kp2, kd1, kd2, ki1, ki2, l1, l2, zl1, zl2, period = self._constants
         z = self._z
         z1, z2 = z
         e1 = q1 - r1
@@ -309,7 +346,6 @@ class Controller:
             k2 = 1.0 - (wa2 * (1.0 if y2 >= 0.0 else -1.0) + wb2 * s2) * s2
             t1 = y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1
             t2 = y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2
-        l1, l2 = self.torque_limit
         sat1 = t1 > l1 or t1 < -l1
         sat2 = t2 > l2 or t2 < -l2
         if sat1:
@@ -319,13 +355,11 @@ class Controller:
         # Anti-windup: no integration into a saturated direction (a positive error pushes
         # the command negative), then clamp the integral.
         if ki1 and not (sat1 and (t1 < 0.0) == (e1 > 0.0)):
-            zl = self.integral_limit[0]
-            z[0] = min(max(z1 + e1 * self.period, -zl), zl)
+            z[0] = min(max(z1 + e1 * period, -zl1), zl1)
         if ki2 and not (sat2 and (t2 < 0.0) == (e2 > 0.0)):
-            zl = self.integral_limit[1]
-            z[1] = min(max(z2 + e2 * self.period, -zl), zl)
+            z[1] = min(max(z2 + e2 * period, -zl2), zl2)
         if out is None:
-            return ControlOutput((t1, t2), (sat1, sat2))
+            return _control_output(((t1, t2), (sat1, sat2)))
         tau, sat = out.tau, out.saturated
         tau[0] = t1
         tau[1] = t2
@@ -343,7 +377,7 @@ class Controller:
         self._z = np.zeros(n)
         self._buffer = self.output()        # for callers without out=
         rows = self._rows = np.zeros((_ROWS, n))
-        rows[_R_ZLIM] = self.integral_limit
+        rows[_R_ZLIM] = self._integral_limit
         fr = self._friction
         rows[_R_B] = [f.b for f in fr]
         rows[_R_TC] = [f.tau_c for f in fr]
@@ -376,7 +410,7 @@ class Controller:
                      self.friction_compensation, self._stribeck, self._gear is not None,
                      buf.tau, buf.saturated)
         if out is None:
-            return ControlOutput(tuple(buf.tau.tolist()), tuple(buf.saturated.tolist()))
+            return _control_output((tuple(buf.tau.tolist()), tuple(buf.saturated.tolist())))
         return out
 
 

@@ -205,9 +205,10 @@ def test_update_equals_the_reference_law_without_the_options(arm, variant):
         assert list(got.saturated) == sat.tolist()
 
 
+@pytest.mark.parametrize('change', ['torque_limit', 'gains'])
 @pytest.mark.parametrize('arm', sorted(ARMS))
-def test_runtime_changes_reach_the_tick(arm):
-    """set_gains / set_torque_limit act on the next tick of every path; reset zeroes z."""
+def test_runtime_changes_reach_the_tick(arm, change):
+    """set_torque_limit / set_gains act on the next tick of every path; reset zeroes z."""
     params, model = ARMS[arm]('computed_torque')
     n = model.n
     ctrl = Controller(params, PERIOD, model)
@@ -216,18 +217,22 @@ def test_runtime_changes_reach_the_tick(arm):
     for row in rows:
         ctrl.update(*row)
     ctrl.reset()
-    low = tuple(0.25 * v for v in params.torque_limit)
-    ctrl.set_torque_limit(low)
-    ctrl.set_gains((900.0,) * n, (60.0,) * n, (5.0,) * n)
-    changed = dataclasses.replace(params, torque_limit=low, kp=(900.0,) * n, kd=(60.0,) * n,
-                                  ki=(5.0,) * n)
+    if change == 'torque_limit':
+        low = tuple(0.25 * v for v in params.torque_limit)
+        ctrl.set_torque_limit(low)
+        changed = dataclasses.replace(params, torque_limit=low)
+    else:
+        ctrl.set_gains((900.0,) * n, (60.0,) * n, (5.0,) * n)
+        changed = dataclasses.replace(params, kp=(900.0,) * n, kd=(60.0,) * n, ki=(5.0,) * n)
+    assert (ctrl.torque_limit, ctrl.kp, ctrl.kd, ctrl.ki) == (
+        changed.torque_limit, changed.kp, changed.kd, changed.ki)
     z = np.zeros(n)
     buf = ctrl.output()
     for row in rows:
         tau, sat, z = reference_law(model, changed, *row, z)
         ctrl.update(*row, out=buf)
         np.testing.assert_allclose(buf.tau, tau, rtol=1e-12, atol=1e-12)
-        assert np.all(np.abs(buf.tau) <= np.array(low))
+        assert np.all(np.abs(buf.tau) <= np.array(changed.torque_limit))
 
 
 def test_output_buffer_is_sized_by_the_model():
