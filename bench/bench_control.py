@@ -41,7 +41,7 @@ The speed of this host varies by 2x; the bench prints the CPU time of a pure-Pyt
 1e7 additions (before and after) and ``uptime`` beside the figures, so figures from different
 runs can be compared.
 
-    .venv/bin/python bench/bench_control.py [--rounds 50] [--calls 20000]
+    .venv/bin/python bench/bench_control.py [--rounds 50] [--calls 20000] [--urdf FILE]
 """
 
 import argparse
@@ -55,16 +55,19 @@ import time
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from manip_control.arm_model import ArmModelError  # noqa: E402
 from manip_control.arm_model import UrdfArm  # noqa: E402
 from manip_control.control import Controller  # noqa: E402
 from manip_control.parameters import ControllerParameters  # noqa: E402
 from manip_control.parameters import FrictionParameters  # noqa: E402
 from manip_control.parameters import load_scenario  # noqa: E402
 from manip_control.parameters import NominalModel  # noqa: E402
+from manip_control.parameters import ParameterError  # noqa: E402
 import numpy as np  # noqa: E402
 
 PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
 SAMPLES = 1000
+POSE = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])   # the 7-joint arm's inputs centre
 
 
 def load() -> str:
@@ -87,9 +90,9 @@ def reference_loop() -> float:
     return time.process_time() - c0
 
 
-def panda_controller(full: bool) -> Controller:
+def panda_controller(urdf: Path, full: bool) -> Controller:
     """Return computed torque on the 7-joint Panda; ``full``: friction, gear, integral."""
-    arm = UrdfArm.from_file(PANDA, armature=0.04)
+    arm = UrdfArm.from_file(urdf, armature=0.04)
     n = arm.n
     fr = FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)
     eta = 0.9 if full else 1.0
@@ -123,8 +126,7 @@ def samples(n: int, kind: str, q0: np.ndarray) -> list:
 
 def contender(ctrl: Controller, kind: str, use_out: bool):
     """Return ``call(i)``: one ``update`` with sample ``i % SAMPLES``."""
-    rows = samples(ctrl.n, kind, np.full(ctrl.n, 0.3) if ctrl.n == 2 else
-                   np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8]))
+    rows = samples(ctrl.n, kind, np.full(ctrl.n, 0.3) if ctrl.n == 2 else POSE)
     update = ctrl.update
     if use_out:
         buf = ctrl.output()
@@ -161,6 +163,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument('--rounds', type=int, default=50)
     parser.add_argument('--calls', type=int, default=20000)
+    parser.add_argument('--urdf', type=Path, default=PANDA,
+                        help='the 7-joint arm (default: ../shared/fixtures/urdf/panda.urdf)')
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 100:
         print('error: --rounds must be >= 1 and --calls >= 100', file=sys.stderr)
@@ -170,7 +174,15 @@ def main() -> int:
     print(f'Python loop of 1e7 additions: {reference_loop():.2f} s CPU (before)')
     default = load_scenario('default')
     two = Controller(default.controller, default.period)
-    full, plain = panda_controller(True), panda_controller(False)
+    try:
+        full, plain = panda_controller(args.urdf, True), panda_controller(args.urdf, False)
+    except (ArmModelError, ParameterError) as exc:
+        print(f'error: --urdf: {exc}', file=sys.stderr)
+        return 2
+    if full.n != len(POSE):
+        print(f'error: --urdf: {args.urdf} has {full.n} joints; this bench times a '
+              f'{len(POSE)}-joint arm', file=sys.stderr)
+        return 2
     cases = {'2R default, tuples': contender(two, 'tuple', False),
              '2R default, lists': contender(two, 'list', False)}
     if has_out:
