@@ -247,27 +247,27 @@ class Controller:
 
     @property
     def kp(self) -> tuple:
-        """Proportional gain per joint (change it with :meth:`set_gains`)."""
+        """Return the proportional gain per joint (change it with :meth:`set_gains`)."""
         return self._kp
 
     @property
     def kd(self) -> tuple:
-        """Derivative gain per joint (change it with :meth:`set_gains`)."""
+        """Return the derivative gain per joint (change it with :meth:`set_gains`)."""
         return self._kd
 
     @property
     def ki(self) -> tuple:
-        """Integral gain per joint (change it with :meth:`set_gains`)."""
+        """Return the integral gain per joint (change it with :meth:`set_gains`)."""
         return self._ki
 
     @property
     def torque_limit(self) -> tuple:
-        """Command limit per joint [N·m] (change it with :meth:`set_torque_limit`)."""
+        """Return the command limit per joint [N·m] (change it with :meth:`set_torque_limit`)."""
         return self._torque_limit
 
     @property
     def integral_limit(self) -> tuple:
-        """Anti-windup clamp of the error integral per joint [rad·s]."""
+        """Return the anti-windup clamp of the error integral per joint [rad·s]."""
         return self._integral_limit
 
     def _pack(self) -> None:
