@@ -26,6 +26,8 @@ the 7-joint Panda (the array path) take every input form a caller passes.
 
 import dataclasses
 from pathlib import Path
+import subprocess
+import sys
 
 from manip_control.arm_model import TwoLinkArm
 from manip_control.arm_model import UrdfArm
@@ -243,3 +245,35 @@ def test_output_buffer_is_sized_by_the_model():
         assert isinstance(buf, ControlBuffer)
         assert buf.tau.shape == (model.n,) and buf.tau.dtype == np.float64
         assert buf.saturated.shape == (model.n,) and buf.saturated.dtype == bool
+
+
+def test_array_path_compiles_when_built_never_on_a_tick():
+    """
+    Build, then tick, in a fresh interpreter: nothing compiles after the constructor.
+
+    numba's machine code is there once the constructor returns, and no tick (any input
+    form, with or without ``out=``, either law) compiles anything more.
+    """
+    script = f'''
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import numpy as np
+import test_control_law as t
+from manip_control.control import Controller, _compiled
+for law in ('computed_torque', 'pd_gravity'):
+    params, model = t.panda(law)
+    ctrl = Controller(params, t.PERIOD, model)
+    funcs = _compiled()
+    built = [len(f.signatures) for f in funcs]
+    assert all(built), built
+    buf = ctrl.output()
+    for row in t.inputs(np.random.default_rng(1), model.n, 5):
+        for kind in ('tuple', 'list', 'array'):
+            ctrl.update(*t.as_kind(row, kind))
+            ctrl.update(*t.as_kind(row, kind), out=buf)
+    assert [len(f.signatures) for f in funcs] == built, built
+print('ok')
+'''
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0 and done.stdout.strip() == 'ok', done.stderr[-2000:]
