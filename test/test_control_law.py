@@ -254,7 +254,7 @@ def test_array_path_compiles_when_built_never_on_a_tick():
     numba's machine code is there once the constructor returns, and no tick (any input
     form, with or without ``out=``, either law) compiles anything more.
     """
-    script = f'''
+    script = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import numpy as np
@@ -273,7 +273,7 @@ for law in ('computed_torque', 'pd_gravity'):
             ctrl.update(*t.as_kind(row, kind), out=buf)
     assert [len(f.signatures) for f in funcs] == built, built
 print('ok')
-'''
+"""
     done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                           timeout=300, cwd=Path(__file__).parents[1])
     assert done.returncode == 0 and done.stdout.strip() == 'ok', done.stderr[-2000:]
