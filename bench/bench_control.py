@@ -39,8 +39,8 @@ precomputed random samples, so every sign branch runs):
 
 The speed of this host varies by 2x; the bench prints the CPU time of a pure-Python loop of
 1e7 additions (before and after) and ``uptime`` beside the figures, so figures from different
-runs can be compared. The gates are figures of the fast state (that loop 0.6-0.8 s of CPU);
-in the slow one (1.1-1.7 s) every figure here is about 2x.
+runs can be compared. The gates were set in the fast state (that loop 0.6-0.8 s of CPU); read a
+figure measured in the slow one (1.1-1.7 s) beside the loop's time of the same run.
 
     .venv/bin/python bench/bench_control.py [--rounds 50] [--calls 20000] [--urdf FILE]
 
