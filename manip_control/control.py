@@ -68,12 +68,12 @@ advanced on a joint whose command is saturated in the direction of the error.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Sequence
 
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import TwoLinkArm
-from manip_control.friction import friction_torque_scalar
 from manip_control.parameters import _nonnegative
 from manip_control.parameters import _positive
 from manip_control.parameters import _vector
@@ -90,6 +90,11 @@ class ControlOutput(NamedTuple):
     """Command after the limit [N·m], one float per joint."""
     saturated: tuple
     """Whether the limit acted, one bool per joint."""
+
+
+# ControlOutput from a (tau, saturated) pair without the NamedTuple's Python-level __new__
+# (half the cost, a tenth of the 2R tick)
+_control_output = functools.partial(tuple.__new__, ControlOutput)
 
 
 def computed_torque(q, qd, q_d, qd_d, qdd_d, model: ArmModel, kp, kd) -> np.ndarray:
@@ -128,6 +133,26 @@ def nominal_arm(nominal: NominalModel) -> ArmModel:
     return TwoLinkArm.from_nominal(nominal)
 
 
+class ControlBuffer:
+    """
+    Preallocated output of :meth:`Controller.update` (``out=``), per joint in model order.
+
+    Attributes
+    ----------
+    tau : ndarray, shape (n,)
+        Command after the limit [N·m].
+    saturated : ndarray of bool, shape (n,)
+        Whether the limit acted.
+
+    """
+
+    __slots__ = ('tau', 'saturated')
+
+    def __init__(self, n: int):
+        self.tau = np.zeros(n)
+        self.saturated = np.zeros(n, dtype=bool)
+
+
 class Controller:
     """
     Stateful controller (integral, limits, runtime-changeable gains) for n joints.
@@ -146,6 +171,14 @@ class Controller:
     ParameterError
         When a per-joint list of ``params`` does not have ``model.n`` entries.
 
+    Notes
+    -----
+    The law's implementation is chosen here, once, by the model: the closed-form 2R
+    (:class:`~manip_control.arm_model.TwoLinkArm`) runs on Python floats (its scalar inverse
+    dynamics); any other model runs on preallocated arrays, the per-joint arithmetic compiled
+    with numba around one call of the model's inverse dynamics (or gravity). Both compute the
+    law of the module docstring in the same order of operations.
+
     """
 
     def __init__(self, params: ControllerParameters, period: float,
@@ -161,72 +194,302 @@ class Controller:
         self._friction = tuple(nm.friction)
         self._ct = params.law == 'computed_torque'
         self._gear = gear_inversion_constants(nm)
-        self.set_gains(params.kp, params.kd, params.ki)
-        self.set_torque_limit(params.torque_limit)
-        self.integral_limit = _vector('integral_limit', params.integral_limit, n,
-                                      check=_nonnegative)
+        self._integral_limit = _vector('integral_limit', params.integral_limit, n,
+                                       check=_nonnegative)
+        self._torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
         self.friction_compensation = bool(params.friction_compensation)
+        self._two_link = isinstance(self.model, TwoLinkArm)
+        if self._two_link:
+            # the closed form on floats: no array in the tick at all
+            self._idyn = self.model.model.inverse_dynamics_scalar
+            self._friction2 = tuple(float(v) for f in nm.friction
+                                    for v in (f.b, f.tau_c, f.eps, f.tau_s, f.v_s))
+            g = self._gear
+            if g is not None:
+                (jr1, _), (jc2, jr2) = g.rotor
+                self._gear2 = (g.wa[0], g.wb[0], g.wa[1], g.wb[1], jr1, jc2, jr2, *g.inv_eps)
+            self.update = self._update_two_link
+        else:
+            self._prepare_arrays()
+            self.update = self._update_arrays
+        self.set_gains(params.kp, params.kd, params.ki)
         self.reset()
+        if not self._two_link:
+            # compile (or load from numba's cache) now, never on the first tick
+            self._update_arrays(self._x[0], self._x[0], self._x[0], self._x[0], self._x[0],
+                                self.output())
+            self.reset()
+
+    def output(self) -> ControlBuffer:
+        """Return a new preallocated output for ``update(..., out=...)``."""
+        return ControlBuffer(self.n)
 
     def reset(self) -> None:
         """Zero the error integral."""
-        self._z = [0.0] * self.n
+        if self._two_link:
+            self._z = [0.0] * self.n
+        else:
+            self._z[:] = 0.0
 
     def set_gains(self, kp, kd, ki=None) -> None:
         """Change the gains (validated: kp, kd > 0, ki >= 0); takes effect on the next tick."""
         n = self.n
         kp = _vector('kp', kp, n, check=_positive)
         kd = _vector('kd', kd, n, check=_positive)
-        ki = self.ki if ki is None else _vector('ki', ki, n, check=_nonnegative)
-        self.kp, self.kd, self.ki = kp, kd, ki
+        ki = self._ki if ki is None else _vector('ki', ki, n, check=_nonnegative)
+        self._kp, self._kd, self._ki = kp, kd, ki
+        self._pack()
 
     def set_torque_limit(self, limit) -> None:
-        """Change the per-joint command limit [N·m] (> 0)."""
-        self.torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
+        """Change the per-joint command limit [N·m] (> 0); takes effect on the next tick."""
+        self._torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
+        self._pack()
+
+    @property
+    def kp(self) -> tuple:
+        """Return the proportional gain per joint (change it with :meth:`set_gains`)."""
+        return self._kp
+
+    @property
+    def kd(self) -> tuple:
+        """Return the derivative gain per joint (change it with :meth:`set_gains`)."""
+        return self._kd
+
+    @property
+    def ki(self) -> tuple:
+        """Return the integral gain per joint (change it with :meth:`set_gains`)."""
+        return self._ki
+
+    @property
+    def torque_limit(self) -> tuple:
+        """Return the command limit per joint [N·m] (change it with :meth:`set_torque_limit`)."""
+        return self._torque_limit
+
+    @property
+    def integral_limit(self) -> tuple:
+        """Return the anti-windup clamp of the error integral per joint [rad·s]."""
+        return self._integral_limit
+
+    def _pack(self) -> None:
+        """Hand the gains and limits to the tick (one tuple store for the 2R: never torn)."""
+        if self._two_link:
+            self._constants = (*self._kp, *self._kd, *self._ki, *self._torque_limit,
+                               *self._integral_limit, self.period)
+        else:
+            rows = self._rows
+            rows[_R_KP], rows[_R_KD], rows[_R_KI] = self._kp, self._kd, self._ki
+            rows[_R_LIMIT] = self._torque_limit
 
     def update(self, q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
-               qd_d: Sequence[float], qdd_d: Sequence[float]) -> ControlOutput:
+               qd_d: Sequence[float], qdd_d: Sequence[float],
+               out: ControlBuffer | None = None) -> ControlOutput | ControlBuffer:
         """
         One tick: command from the measured state and the reference sample.
 
         Parameters
         ----------
         q, qd : sequence of n float
-            Measured position [rad] and velocity [rad/s].
+            Measured position [rad] and velocity [rad/s] (tuples, lists or float arrays).
         q_d, qd_d, qdd_d : sequence of n float
             Desired position [rad], velocity [rad/s], acceleration [rad/s^2].
+        out : ControlBuffer, optional
+            Preallocated output (:meth:`output`): filled and returned, nothing allocated.
+
+        Returns
+        -------
+        ControlOutput or ControlBuffer
+            ``out`` when given, else a :class:`ControlOutput` of tuples.
+
+        Notes
+        -----
+        The implementation chosen for the model when the controller was built is bound as
+        the instance's ``update``; this method only forwards to it.
 
         """
-        n = self.n
-        kp, kd, ki, z = self.kp, self.kd, self.ki, self._z
-        e = [q[k] - q_d[k] for k in range(n)]
+        return self.update(q, qd, q_d, qd_d, qdd_d, out)
+
+    # -- the closed-form 2R on floats --------------------------------------------------------
+    def _update_two_link(self, q, qd, q_d, qd_d, qdd_d, out=None):
+        (q1, q2), (v1, v2), (r1, r2), (rv1, rv2), (ra1, ra2) = q, qd, q_d, qd_d, qdd_d
+        kp1, kp2, kd1, kd2, ki1, ki2, l1, l2, zl1, zl2, period = self._constants
+        z = self._z
+        z1, z2 = z
+        e1 = q1 - r1
+        e2 = q2 - r2
         if self._ct:
-            a = [qdd_d[k] - kd[k] * (qd[k] - qd_d[k]) - kp[k] * e[k] - ki[k] * z[k]
-                 for k in range(n)]
-            tau = self.model.inverse_dynamics(q, qd, a).tolist()
+            a1 = ra1 - kd1 * (v1 - rv1) - kp1 * e1 - ki1 * z1
+            a2 = ra2 - kd2 * (v2 - rv2) - kp2 * e2 - ki2 * z2
+            t1, t2 = self._idyn(q1, q2, v1, v2, a1, a2)
         else:
-            a = None
-            g = self.model.gravity(q)
-            tau = [float(g[k]) - kp[k] * e[k] - kd[k] * qd[k] - ki[k] * z[k]
-                   for k in range(n)]
+            a1 = a2 = 0.0
+            g1, g2 = self._idyn(q1, q2, 0.0, 0.0, 0.0, 0.0)    # g(q): no motion
+            t1 = g1 - kp1 * e1 - kd1 * v1 - ki1 * z1
+            t2 = g2 - kp2 * e2 - kd2 * v2 - ki2 * z2
         if self.friction_compensation:
-            fr = self._friction
-            for k in range(n):
-                tau[k] += friction_torque_scalar(qd_d[k], fr[k])
+            # friction_torque_scalar, inlined: two calls would cost a fifth of the tick
+            b1, c1, ep1, st1, vs1, b2, c2, ep2, st2, vs2 = self._friction2
+            if st1:
+                c1 += st1 * math.exp(-(rv1 / vs1) ** 2)
+            if st2:
+                c2 += st2 * math.exp(-(rv2 / vs2) ** 2)
+            t1 += b1 * rv1 + c1 * math.tanh(rv1 / ep1)
+            t2 += b2 * rv2 + c2 * math.tanh(rv2 / ep2)
         if self._gear is not None:
-            tau = invert_gear(tau, a if a is not None else [0.0] * n, qd_d, self._gear)
-        lim, zl, dt = self.torque_limit, self.integral_limit, self.period
-        sat = [False] * n
-        for k in range(n):
-            t, lk = tau[k], lim[k]
-            if t > lk or t < -lk:
-                sat[k] = True
-                tau[k] = t = lk if t > 0.0 else -lk
-            # Anti-windup: no integration into a saturated direction (a positive error
-            # pushes the command negative), then clamp the integral.
-            if ki[k] and not (sat[k] and (t < 0.0) == (e[k] > 0.0)):
-                z[k] = min(max(z[k] + e[k] * dt, -zl[k]), zl[k])
-        return ControlOutput(tuple(tau), tuple(sat))
+            wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2 = self._gear2
+            ro1 = jr1 * a1
+            ro2 = jc2 * a1 + jr2 * a2
+            s1 = math.tanh(rv1 * ie1)
+            s2 = math.tanh(rv2 * ie2)
+            y1 = t1 - ro1
+            y2 = t2 - ro2
+            k1 = 1.0 - (wa1 * (1.0 if y1 >= 0.0 else -1.0) + wb1 * s1) * s1
+            k2 = 1.0 - (wa2 * (1.0 if y2 >= 0.0 else -1.0) + wb2 * s2) * s2
+            t1 = y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1
+            t2 = y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2
+        sat1 = t1 > l1 or t1 < -l1
+        sat2 = t2 > l2 or t2 < -l2
+        if sat1:
+            t1 = l1 if t1 > 0.0 else -l1
+        if sat2:
+            t2 = l2 if t2 > 0.0 else -l2
+        # Anti-windup: no integration into a saturated direction (a positive error pushes
+        # the command negative), then clamp the integral.
+        if ki1 and not (sat1 and (t1 < 0.0) == (e1 > 0.0)):
+            z[0] = min(max(z1 + e1 * period, -zl1), zl1)
+        if ki2 and not (sat2 and (t2 < 0.0) == (e2 > 0.0)):
+            z[1] = min(max(z2 + e2 * period, -zl2), zl2)
+        if out is None:
+            return _control_output(((t1, t2), (sat1, sat2)))
+        tau, sat = out.tau, out.saturated
+        tau[0] = t1
+        tau[1] = t2
+        sat[0] = sat1
+        sat[1] = sat2
+        return out
+
+    # -- any model on arrays -----------------------------------------------------------------
+    def _prepare_arrays(self) -> None:
+        n = self.n
+        self._servo, self._finish = _compiled()
+        self._x = np.zeros((5, n))          # q, qd, q_d, qd_d, qdd_d of the tick
+        self._e = np.zeros(n)
+        self._a = np.zeros(n)
+        self._z = np.zeros(n)
+        self._buffer = self.output()        # for callers without out=
+        rows = self._rows = np.zeros((_ROWS, n))
+        rows[_R_ZLIM] = self._integral_limit
+        fr = self._friction
+        rows[_R_B] = [f.b for f in fr]
+        rows[_R_TC] = [f.tau_c for f in fr]
+        rows[_R_EPS] = [f.eps for f in fr]
+        rows[_R_TS] = [f.tau_s for f in fr]
+        rows[_R_VS] = [f.v_s for f in fr]
+        self._stribeck = any(f.tau_s for f in fr)
+        gear = self._gear
+        self._rotor = np.zeros((n, n))
+        if gear is not None:
+            rows[_R_WA], rows[_R_WB], rows[_R_IEPS] = gear.wa, gear.wb, gear.inv_eps
+            self._rotor[:] = gear.rotor
+
+    def _update_arrays(self, q, qd, q_d, qd_d, qdd_d, out=None):
+        x = self._x
+        x[0] = q
+        x[1] = qd
+        x[2] = q_d
+        x[3] = qd_d
+        x[4] = qdd_d
+        e, a, z, rows = self._e, self._a, self._z, self._rows
+        ct = self._ct
+        self._servo(x, rows, z, ct, e, a)
+        if ct:
+            tau = self.model.inverse_dynamics(x[0], x[1], a)
+        else:
+            tau = self.model.gravity(x[0])
+        buf = self._buffer if out is None else out
+        self._finish(tau, x, e, a, z, rows, self._rotor, self.period, ct,
+                     self.friction_compensation, self._stribeck, self._gear is not None,
+                     buf.tau, buf.saturated)
+        if out is None:
+            return _control_output((tuple(buf.tau.tolist()), tuple(buf.saturated.tolist())))
+        return out
+
+
+# rows of Controller._rows: gains, limits, nominal friction and gear-inversion constants
+(_R_KP, _R_KD, _R_KI, _R_LIMIT, _R_ZLIM, _R_B, _R_TC, _R_EPS, _R_TS, _R_VS, _R_WA, _R_WB,
+ _R_IEPS) = range(13)
+_ROWS = 13
+
+
+def _servo_py(x, rows, z, ct, e, a):
+    """``e = q - q_d``; computed torque: ``a = qdd_d - Kd (qd - qd_d) - Kp e - Ki z``."""
+    kp, kd, ki = rows[_R_KP], rows[_R_KD], rows[_R_KI]
+    for k in range(x.shape[1]):
+        e[k] = x[0, k] - x[2, k]
+        if ct:
+            a[k] = x[4, k] - kd[k] * (x[1, k] - x[3, k]) - kp[k] * e[k] - ki[k] * z[k]
+        else:
+            a[k] = 0.0
+
+
+def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, out, sat):
+    """
+    Finish the law after the rigid body, joint by joint on floats, into ``out`` / ``sat``.
+
+    ``tau`` is ``M^ a + c^ + g^`` (computed torque) or ``g^`` (PD + gravity, whose PD terms
+    are added here); then the friction feed-forward, the gear inversion
+    (:func:`invert_gear`), the limit and the integral with anti-windup, as
+    :meth:`Controller._update_two_link` does for the 2R.
+    """
+    kp, kd, ki, lim, zl = rows[_R_KP], rows[_R_KD], rows[_R_KI], rows[_R_LIMIT], rows[_R_ZLIM]
+    for k in range(x.shape[1]):
+        t = tau[k]
+        if not ct:
+            t = t - kp[k] * e[k] - kd[k] * x[1, k] - ki[k] * z[k]
+        if fcomp:
+            v = x[3, k]
+            level = rows[_R_TC, k]
+            if stribeck and rows[_R_TS, k] != 0.0:
+                level += rows[_R_TS, k] * math.exp(-(v / rows[_R_VS, k]) ** 2)
+            t += rows[_R_B, k] * v + level * math.tanh(v / rows[_R_EPS, k])
+        if gear:
+            ro = 0.0
+            for j in range(k + 1):
+                if rotor[k, j] != 0.0:
+                    ro += rotor[k, j] * a[j]
+            s = math.tanh(x[3, k] * rows[_R_IEPS, k])
+            y = t - ro
+            kappa = 1.0 - (rows[_R_WA, k] * (1.0 if y >= 0.0 else -1.0) + rows[_R_WB, k] * s) * s
+            t = y / max(kappa, GEAR_INVERSION_FLOOR) + ro
+        lk = lim[k]
+        hit = t > lk or t < -lk
+        if hit:
+            t = lk if t > 0.0 else -lk
+        out[k] = t
+        sat[k] = hit
+        # Anti-windup: no integration into a saturated direction (a positive error pushes
+        # the command negative), then clamp the integral.
+        if ki[k] != 0.0 and not (hit and (t < 0.0) == (e[k] > 0.0)):
+            z[k] = min(max(z[k] + e[k] * period, -zl[k]), zl[k])
+
+
+_COMPILED: list = []
+
+
+def _compiled() -> tuple:
+    """
+    Return ``(servo, finish)``: the helpers compiled with numba, or the Python ones without it.
+
+    numba is imported here, on the first controller of a model other than the closed-form 2R,
+    not with this module: importing it costs about 0.3 s of CPU that the 2R path never needs.
+    """
+    if not _COMPILED:
+        try:  # numba is a runtime dependency; without it the same functions run in Python
+            import numba
+            jit = numba.njit(cache=True)
+            _COMPILED[:] = jit(_servo_py), jit(_finish_py)
+        except ImportError:  # pragma: no cover - exercised only where numba is absent
+            _COMPILED[:] = _servo_py, _finish_py
+    return tuple(_COMPILED)
 
 
 #: Floor of the gear inversion's denominator ``1 - kappa``.
