@@ -28,27 +28,45 @@ the rotor armature ``Jm N^2`` (build it with ``armature=`` and, where it applies
     V = clamp(Kp_i (i_ref - i) + x_i, +-V_max)
     dx_i/dt = Ki_i (i_ref - i) if |Kp_i (i_ref - i) + x_i| <= V_max else 0
     di/dt = (V - R i - k_e N qd) / L
-    s = tanh(qd / eps),  k_f = 1 - eta,  k_b = 1 / eta_back - 1
-    tau_m = N k_t i - N k_t (1/2 (k_f + k_b) |i| s + 1/2 (k_f - k_b) i s^2)
+    n = N k_t i                                   (motor torque referred to the joint)
+    gear loss on the mesh torque (the rotors sit upstream of the gears):
+      T = n - D qdd                 (T_j = N_j (k_t i_j - Jm_j ddtheta_mj), D = rotor_matrix)
+      s = tanh(qd / eps),  k_f = 1 - eta,  k_b = 1 / eta_back - 1
+      wa = (k_f + k_b) / 2,  wb = (k_f - k_b) / 2
+      tau_gear = (wa |T| + wb T s) s = kappa(sigma) T,  kappa = (wa sigma + wb s) s,
+          sigma = sign(T)
+      tau_m = n - tau_gear
     ideal actuator: tau_m = clamp(u, +-torque_limit), di/dt = dx_i/dt = 0
     f = b qd + (tau_c + tau_s exp(-(qd / v_s)^2)) s                (smooth friction)
-    qdd = forward_dynamics(q, qd, tau_m - f) = M^-1 (tau_m - f - C qd - g)
+    equation of motion, solved with the loss (K = diag(kappa)):
+      (M - K D) qdd = n - K n - f - C qd - g
+
+``D`` is the model's :meth:`~manip_control.arm_model.ArmModel.rotor_matrix`: the armature
+``Jm N^2`` on its diagonal and, for a rotor coupled to its carrying link, ``Jm N r^T`` in its
+row (the 2R: ``[[Jr1, 0], [Jm2 N2, Jr2]]``), the rotors the rigid body carries. The loss
+makes the equation implicit, exactly as in the 2R plant (:mod:`manip_control.plant`): for a
+sign pattern ``sigma`` of the mesh torques it is linear, so ``qdd`` is one n x n solve; the
+pattern is then checked (``sigma_j T_j >= 0`` for every joint whose loss depends on it,
+``wa_j s_j != 0``). Pattern ``k`` is ``sign(n)`` with joint j flipped where bit j of ``k``
+is set, tried for ``k = 0, 1, ..., 2^n - 1`` (the 2R plant's order for ``n = 2``; flips of a
+joint whose loss does not depend on the sign are skipped: they repeat an earlier pattern);
+the first consistent one is the solution, the first one if none is. ``sign(n)`` is almost
+always right (the rotor torque ``D qdd`` is a few per cent of ``n``), so one solve per
+evaluation is the rule and ``2^n`` the worst case. Without rotors, or with lossless gears,
+``T = n`` and the loss is explicit (``qdd`` by ABA where the model allows it).
 
 :func:`arm_plant_dynamics` is the reference right-hand side, written with the per-joint
-functions of :mod:`manip_control.actuators` and :mod:`manip_control.friction`;
-:meth:`ArmPlant.rhs` is the same arithmetic vectorised over the joints (numpy), checked
-against it. Only the smooth friction model is implemented here (Karnopp stiction for n
-joints is not). The gear loss is charged on the motor torque ``N k_t i``, explicitly; the 2R
-plant (:mod:`manip_control.plant`) charges it on the mesh torque ``N k_t i - D qdd``, which
-makes it implicit in the accelerations, and this plant does not do that yet: with lossy gears
-the two differ by the loss on the rotor torque ``D qdd`` (a few per cent of the loss; they
-agree exactly for lossless gears). The command is held over the control period (zero-order
-hold), as in :mod:`manip_control.plant`.
+functions of :mod:`manip_control.actuators` and :mod:`manip_control.friction` and a dense
+solve; :meth:`ArmPlant.rhs` is the same arithmetic vectorised over the joints and compiled,
+checked against it. Only the smooth friction model is implemented here (Karnopp stiction for
+n joints is not). The command is held over the control period (zero-order hold), as in
+:mod:`manip_control.plant`.
 
 Integration, two methods over one control period ``[t_k, t_k + T]``:
 
 - ``'rk4'``: fixed-step classical RK4 on :meth:`ArmPlant.rhs`, ``substeps`` steps per period,
-  one forward-dynamics (ABA) call per stage: ``4 substeps`` rigid-body calls per period.
+  one forward-dynamics (ABA) call per stage: ``4 substeps`` rigid-body calls per period
+  (with the mesh rule, CRBA + RNEA and the solve above instead of ABA).
   The default for ideal actuators.
 - ``'multirate'`` (the default with motors): the motor plant is stiff (the PI current loop and
   the back-EMF coupling put eigenvalues near ``-1600 +- 1700j`` 1/s on the Panda of
@@ -57,7 +75,8 @@ Integration, two methods over one control period ``[t_k, t_k + T]``:
   terms ``M(q)`` and ``b(q, qd)`` change on the arm's time scale. The method writes
   ``qdd = M(q)^-1 (tau_net(i, qd) - b(q, qd))`` and integrates all ``4 n`` states with RK4,
   ``substeps`` (even) steps per period, in one compiled call, with ``M^-1`` and ``b`` taken as
-  polynomials in time through rigid-body evaluations (CRBA + RNEA at zero acceleration):
+  polynomials in time through rigid-body evaluations (CRBA + RNEA at zero acceleration; with
+  the mesh rule each stage solves ``(I - M^-1 K D) qdd = M^-1 (n - K n - f - b)``):
 
   1. predictor: evaluate ``M, b`` at ``x_k``; integrate with them held constant, keeping the
      predicted states ``x~(t_k + T/2)`` and ``x~(t_k + T)``;
@@ -93,7 +112,8 @@ from typing import Sequence
 
 from manip_control.actuators import current_reference
 from manip_control.actuators import drive_voltage
-from manip_control.actuators import joint_torque
+from manip_control.actuators import gear_loss_weights
+from manip_control.actuators import motor_torque
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import ArmShapeError
@@ -206,11 +226,25 @@ class ArmPlant:
             self._g_sum = 0.5 * (kf + kb) * self._ktn
             self._g_dif = 0.5 * (kf - kb) * self._ktn
 
+        self._wa = self._wb = zeros
+        if self.motors is not None:
+            self._wa = np.array([0.5 * (1.0 - mo.eta + 1.0 / mo.eta_back - 1.0) for mo in m])
+            self._wb = np.array([0.5 * (1.0 - mo.eta - 1.0 / mo.eta_back + 1.0) for mo in m])
         self._params = np.ascontiguousarray(np.array(
             [self._b, self._tau_c, self._tau_s, self._v_s, self._eps, self._ktn, self._i_max,
              self._v_max, self._kp_i, self._ki_i, self._r, self._inv_l, self._ken,
-             self._g_sum, self._g_dif, self.torque_limit], dtype=float))
+             self._g_sum, self._g_dif, self.torque_limit, self._wa, self._wb], dtype=float))
         self._is_motor = self.motors is not None
+        # the gear loss on the mesh torque T = N k_t i - D qdd is implicit in qdd where a
+        # lossy gear drives a rotor; elsewhere T = N k_t i and the loss is explicit
+        self._rotor = np.ascontiguousarray(self.model.rotor_matrix(), dtype=float)
+        if self._rotor.shape != (n, n) or not np.all(np.isfinite(self._rotor)):
+            raise ArmModelError(f'model: rotor_matrix() must be {n}x{n} finite values')
+        self._mesh = bool(self._is_motor and np.any(self._wa > 0.0)
+                          and np.any(self._rotor != 0.0))
+        # scratch of the mesh solve: the matrix, and rhs, y, first solution, s, kappa_0
+        self._mm = np.zeros((n, n))
+        self._mv = np.zeros((6, n))
         # scratch of step(): the stage state and the four RK4 slopes (one plant per thread)
         self._xs = np.empty(4 * n)
         self._k = np.zeros((4, 4 * n))
@@ -242,8 +276,12 @@ class ArmPlant:
             self._mats[:] = np.eye(n)
             _multirate_pass(self._zero, np.zeros(n), n, self._params, self._stribeck,
                             self._is_motor, self._mats, self._biases, 1, 1e-3, 2, self._minv,
-                            self._k, self._xs, self._work, self._x_half, self._x_end)
+                            self._k, self._xs, self._work, self._x_half, self._x_end,
+                            self._mesh, self._rotor, self._mm, self._mv)
             self._k[:] = 0.0
+        if self._mesh:
+            _mesh_accel(np.eye(n), False, self._zero, np.zeros(n), n, self._params,
+                        self._rotor, np.zeros(n), self._mm, self._mv)
 
     @property
     def state_size(self) -> int:
@@ -268,18 +306,39 @@ class ArmPlant:
             x[3 * n:] = self._r * i + self._ken * qd0
         return x
 
-    def motor_torque(self, qd: np.ndarray, current: np.ndarray) -> np.ndarray:
+    def motor_torque(self, qd: np.ndarray, current: np.ndarray,
+                     rotor_torque: np.ndarray | float = 0.0) -> np.ndarray:
         """
-        Actuator torque at the joints ``N k_t i - tau_gear`` [N·m] of the drives (motors only).
+        Actuator torque at the joints ``n - tau_gear(T)`` [N·m] of the drives (motors only).
 
-        ``tau_gear = (g_sum |i| + g_dif i s) s``, ``s = tanh(qd / eps)``: the gear loss of the
-        module docstring. ``qd`` [rad/s] and ``current`` [A] have shape (n,) or (K, n).
+        ``n = N k_t i``, ``T = n - rotor_torque`` the mesh torque, ``tau_gear = (wa |T| + wb T
+        s) s``, ``s = tanh(qd / eps)``: the gear loss of the module docstring. ``qd``
+        [rad/s], ``current`` [A] and ``rotor_torque`` ``D qdd`` [N·m] (zero: the loss on
+        ``n``) have shape (n,) or (K, n); :meth:`joint_torque` evaluates ``D qdd`` at a state.
         """
         if self.motors is None:
             raise ArmModelError('motor_torque: the plant has ideal actuators')
         qd, i = np.asarray(qd, dtype=float), np.asarray(current, dtype=float)
         s = np.tanh(qd / self._eps)
-        return self._ktn * i - (self._g_sum * np.abs(i) * s + self._g_dif * i * s * s)
+        nk = self._ktn * i
+        mesh = nk - np.asarray(rotor_torque, dtype=float)
+        return nk - (self._wa * np.abs(mesh) + self._wb * mesh * s) * s
+
+    def joint_torque(self, x: np.ndarray) -> np.ndarray:
+        """
+        Actuator torque at the joints [N·m] in state ``x`` (shape (4n,)), motors only.
+
+        :meth:`motor_torque` with the rotor torque ``D qdd`` at the accelerations of ``x``
+        (they do not depend on the command, which enters only the drives' derivatives).
+        """
+        if self.motors is None:
+            raise ArmModelError('joint_torque: the plant has ideal actuators')
+        n = self.n
+        x = np.ascontiguousarray(x, dtype=float)
+        rotor = 0.0
+        if self._mesh:
+            rotor = self._rotor @ self.rhs(x, np.zeros(n))[n:2 * n]
+        return self.motor_torque(x[n:2 * n], x[2 * n:3 * n], rotor)
 
     def rhs(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """``dx/dt`` at state ``x`` (shape (4n,)) under the held command ``u`` [N·m] (n,)."""
@@ -291,7 +350,9 @@ class ArmPlant:
             raise ArmShapeError(f'rhs: expected x of shape ({4 * n},) and u of shape ({n},), '
                                 f'got {x.shape} and {u.shape}')
         _actuators(x, u, n, self._params, self._stribeck, self._is_motor, out)
-        if self._aba is not None:
+        if self._mesh:
+            self._accel(x, out)
+        elif self._aba is not None:
             out[n:2 * n] = self._aba(self._pin_model, self._pin_data, x[:n], x[n:2 * n],
                                      out[n:2 * n], self._world)
         else:
@@ -301,7 +362,13 @@ class ArmPlant:
     def _accel(self, xs: np.ndarray, k: np.ndarray) -> None:
         """Replace the net torque in ``k[n:2n]`` by the acceleration at state ``xs``."""
         n = self.n
-        if self._aba is not None:
+        if self._mesh:
+            self._evaluate(xs, 0)
+            net = self._work[n:2 * n]
+            np.subtract(k[n:2 * n], self._biases[0], out=net)
+            _mesh_accel(self._mats[0], False, xs, net, n, self._params, self._rotor,
+                        k[n:2 * n], self._mm, self._mv)
+        elif self._aba is not None:
             k[n:2 * n] = self._aba(self._pin_model, self._pin_data, xs[:n], xs[n:2 * n],
                                    k[n:2 * n], self._world)
         else:
@@ -343,21 +410,22 @@ class ArmPlant:
             mats, biases, minv, k, xs, work = (self._mats, self._biases, self._minv, self._k,
                                                self._xs, self._work)
             half, end = self._x_half, self._x_end
+            mesh, rotor, mm, mv = self._mesh, self._rotor, self._mm, self._mv
             ev(x, 0)
             _multirate_pass(x, u, n, p, st, mo, mats, biases, 1, period, self._pred_sub, minv, k,
-                            xs, work, half, end)
+                            xs, work, half, end, mesh, rotor, mm, mv)
             ev(half, 1)
             ev(end, 2)
             out = np.empty(4 * n)
             _multirate_pass(x, u, n, p, st, mo, mats, biases, 3, period, sub, minv, k, xs, work,
-                            half, out)
+                            half, out, mesh, rotor, mm, mv)
             return out
         h = period / self.substeps
         hh = 0.5 * h
         h6 = h / 6.0
         xs, (k1, k2, k3, k4) = self._xs, self._k
         p, st, mo, zero = self._params, self._stribeck, self._is_motor, self._zero
-        if self._aba is not None:
+        if self._aba is not None and not self._mesh:
             # ABA straight into the slopes' acceleration rows, on persistent views
             aba, model, data, world = self._aba, self._pin_model, self._pin_data, self._world
             xq, xv, (r1, r2, r3, r4) = self._xq, self._xv, self._rows
@@ -450,6 +518,114 @@ _stage = _jit(_stage_py)
 _combine = _jit(_combine_py)
 
 
+def _solve_py(a, b, n):
+    """Solve ``a y = b`` in place (``b`` becomes ``y``): Gaussian elimination, partial pivoting."""
+    for c in range(n):
+        piv = c
+        big = abs(a[c, c])
+        for r in range(c + 1, n):
+            if abs(a[r, c]) > big:
+                big = abs(a[r, c])
+                piv = r
+        if piv != c:
+            for k in range(c, n):
+                a[c, k], a[piv, k] = a[piv, k], a[c, k]
+            b[c], b[piv] = b[piv], b[c]
+        inv = 1.0 / a[c, c]
+        for r in range(c + 1, n):
+            f = a[r, c] * inv
+            if f != 0.0:
+                for k in range(c + 1, n):
+                    a[r, k] -= f * a[c, k]
+                b[r] -= f * b[c]
+    for c in range(n - 1, -1, -1):
+        acc = b[c]
+        for k in range(c + 1, n):
+            acc -= a[c, k] * b[k]
+        b[c] = acc / a[c, c]
+
+
+_solve = _jit(_solve_py)
+
+
+def _mesh_accel_py(g, inverse, x, net, n, p, rotor, qdd, mat, mv):
+    """
+    Accelerations with the gear loss on the mesh torque: ``(M - K D) qdd = r`` into ``qdd``.
+
+    ``net`` is ``n - kappa_0 n - f - b`` (``n = N k_t i``, ``kappa_0`` at the signs of
+    ``n``: what :func:`_actuators` computes, minus the bias ``b``). ``g`` is ``M`` (upper
+    triangle read) when ``inverse`` is False, else ``M^-1`` (full), and the system is then
+    solved as ``(I - M^-1 K D) qdd = M^-1 r``. The sign patterns of the mesh torques are
+    tried in the order of the module docstring; the first consistent one is the result (the
+    first pattern's if none is). Scratch: ``mat`` (n, n), ``mv`` (6, n).
+    """
+    eps, ktn, wa, wb = p[4], p[5], p[16], p[17]
+    rhs, y, first, sv, k0, kap = mv[0], mv[1], mv[2], mv[3], mv[4], mv[5]
+    for j in range(n):
+        v = math.tanh(x[n + j] / eps[j])
+        sv[j] = v
+        sg = 1.0 if x[2 * n + j] * ktn[j] >= 0.0 else -1.0
+        k0[j] = (wa[j] * sg + wb[j] * v) * v
+    for pat in range(1 << n):
+        skip = False       # flipping a joint whose loss does not depend on the sign: seen
+        for j in range(n):
+            if (pat >> j) & 1 and wa[j] * sv[j] == 0.0:
+                skip = True
+                break
+        if skip:
+            continue
+        for j in range(n):
+            nk = ktn[j] * x[2 * n + j]
+            sg = 1.0 if nk >= 0.0 else -1.0
+            if (pat >> j) & 1:
+                sg = -sg
+            kap[j] = (wa[j] * sg + wb[j] * sv[j]) * sv[j]
+            rhs[j] = net[j] + (k0[j] - kap[j]) * nk
+        if inverse:
+            for i in range(n):
+                acc = 0.0
+                for m in range(n):
+                    acc += g[i, m] * rhs[m]
+                y[i] = acc
+                for m in range(n):
+                    acc = 0.0
+                    for k in range(n):
+                        acc += g[i, k] * kap[k] * rotor[k, m]
+                    mat[i, m] = (1.0 if i == m else 0.0) - acc
+        else:
+            for i in range(n):
+                y[i] = rhs[i]
+                for m in range(n):
+                    mat[i, m] = (g[i, m] if i <= m else g[m, i]) - kap[i] * rotor[i, m]
+        _solve(mat, y, n)
+        if pat == 0:
+            for j in range(n):
+                first[j] = y[j]
+        ok = True
+        for j in range(n):
+            if wa[j] * sv[j] == 0.0:
+                continue
+            nk = ktn[j] * x[2 * n + j]
+            t = nk
+            for m in range(n):
+                t -= rotor[j, m] * y[m]
+            sg = 1.0 if nk >= 0.0 else -1.0
+            if (pat >> j) & 1:
+                sg = -sg
+            if sg * t < 0.0:
+                ok = False
+                break
+        if ok:
+            for j in range(n):
+                qdd[j] = y[j]
+            return
+    for j in range(n):
+        qdd[j] = first[j]
+
+
+_mesh_accel = _jit(_mesh_accel_py)
+
+
 def _spd_inverse_py(m, out):
     """``out = m^-1`` for a symmetric positive definite ``m`` (upper triangle read), Cholesky."""
     n = m.shape[0]
@@ -484,7 +660,7 @@ _spd_inverse = _jit(_spd_inverse_py)
 
 
 def _multirate_pass_py(x0, u, n, p, stribeck, motor, mats, biases, nodes, period, substeps,
-                       minv, k, xs, work, x_half, x_end):
+                       minv, k, xs, work, x_half, x_end, mesh, rotor, mm, mv):
     """
     RK4 over one period with ``qdd = M^-1(s) (tau_net - b(s))``, ``M^-1``, ``b`` interpolated.
 
@@ -493,6 +669,8 @@ def _multirate_pass_py(x0, u, n, p, stribeck, motor, mats, biases, nodes, period
     and ``biases``). The state at ``T/2`` goes to ``x_half``, the end state to ``x_end``.
     Scratch: ``minv`` (4, n, n) (the inverses, then ``M^-1(s)``), ``k`` (4, 4n) (the
     slopes), ``xs`` (4n) (the stage state), ``work`` (2n) (``b(s)``, the net torque).
+    ``mesh``: the gear loss on the mesh torque (:func:`_mesh_accel` with ``M^-1(s)``,
+    ``rotor`` = ``D``, scratch ``mm``, ``mv``).
     """
     size = 4 * n
     for a in range(nodes):
@@ -541,6 +719,9 @@ def _multirate_pass_py(x0, u, n, p, stribeck, motor, mats, biases, nodes, period
                         mi[i, j] = w0 * minv[0, i, j] + w1 * minv[1, i, j] + w2 * minv[2, i, j]
             for j in range(n):
                 net[j] = out[n + j] - b_s[j]
+            if mesh:
+                _mesh_accel(mi, True, xs, net, n, p, rotor, out[n:2 * n], mm, mv)
+                continue
             for i in range(n):
                 acc = 0.0
                 for j in range(n):
@@ -577,6 +758,7 @@ def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) 
     q, qd = x[:n], x[n:2 * n]
     dx = np.zeros(4 * n)
     tau = np.zeros(n)
+    nk = np.zeros(n)
     for j in range(n):
         fr = plant.friction[j]
         if plant.motors is None:
@@ -588,11 +770,46 @@ def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) 
             v, saturated = drive_voltage(i_ref, i, xi, mo)
             dx[2 * n + j] = (v - mo.R * i - mo.k_e * mo.N * qd[j]) / mo.L
             dx[3 * n + j] = 0.0 if saturated else mo.Ki_i * (i_ref - i)
-            tau[j] = joint_torque(i, qd[j], mo, fr.eps)
+            nk[j] = motor_torque(i, mo)
+            tau[j] = nk[j]
         tau[j] -= friction_torque_scalar(qd[j], fr)
     dx[:n] = qd
-    dx[n:2 * n] = plant.model.forward_dynamics(q, qd, tau)
+    if plant.motors is None:
+        dx[n:2 * n] = plant.model.forward_dynamics(q, qd, tau)
+        return dx
+    # the gear loss on the mesh torque T = nk - D qdd, one sign pattern of T at a time
+    rotors = plant.model.rotor_matrix()
+    weights = np.array([gear_loss_weights(mo) for mo in plant.motors])
+    s = np.array([math.tanh(v / fr.eps) for v, fr in zip(qd, plant.friction)])
+    inertia, bias = plant.model.mass_matrix(q), plant.model.bias(q, qd)
+    first = None
+    for sigma in _mesh_sign_patterns(nk, weights[:, 0] * s):
+        kappa = (weights[:, 0] * sigma + weights[:, 1] * s) * s
+        qdd = np.linalg.solve(inertia - kappa[:, None] * rotors, tau - kappa * nk - bias)
+        first = qdd if first is None else first
+        mesh = nk - rotors @ qdd
+        if np.all((sigma * mesh >= 0.0) | (weights[:, 0] * s == 0.0)):
+            break
+    else:   # no consistent pattern (module docstring): the first one
+        qdd = first
+    dx[n:2 * n] = qdd
     return dx
+
+
+def _mesh_sign_patterns(nk: np.ndarray, loss: np.ndarray):
+    """
+    Yield the sign patterns of the mesh torques in the order they are tried.
+
+    Pattern ``k`` is ``sign(nk)`` with joint j flipped where bit j of ``k`` is set, for
+    ``k = 0 .. 2^n - 1``, skipping flips of a joint whose loss does not depend on the sign
+    (``loss_j = wa_j s_j == 0``: that pattern equals one tried before).
+    """
+    base = np.where(nk >= 0.0, 1.0, -1.0)
+    for k in range(1 << len(nk)):
+        flips = np.array([(k >> j) & 1 for j in range(len(nk))], dtype=bool)
+        if np.any(flips & (loss == 0.0)):
+            continue
+        yield np.where(flips, -base, base)
 
 
 def _servo_acceleration_py(q, qd, r, rv, ra, kp, kd, out):
@@ -679,7 +896,7 @@ class HeldArmPlant:
         n, p = self.n, self.plant
         if p.motors is None:
             return tuple(np.clip(self._u, -self._limit, self._limit).tolist())
-        return tuple(p.motor_torque(x[n:2 * n], x[2 * n:3 * n]).tolist())
+        return tuple(p.joint_torque(x).tolist())
 
     def drive_voltage_at(self, x) -> tuple:
         """Return the PI drives' terminal voltages [V] in state ``x`` (held command, clamped)."""
