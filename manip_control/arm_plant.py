@@ -66,7 +66,12 @@ Integration, two methods over one control period ``[t_k, t_k + T]``:
 
 - ``'rk4'``: fixed-step classical RK4 on :meth:`ArmPlant.rhs`, ``substeps`` steps per period,
   one forward-dynamics (ABA) call per stage: ``4 substeps`` rigid-body calls per period
-  (with the mesh rule, CRBA + RNEA and the solve above instead of ABA).
+  (with the mesh rule, CRBA + RNEA and the solve above instead of ABA). Default 4 sub-steps,
+  and 1 with ideal actuators and no friction: the rigid body alone is not stiff (the stiff
+  terms are the drives' and the tanh of the friction, ``tau_c / eps`` over a light link's
+  inertia), so RK4 at the control period is accurate there, as MuJoCo's RK4 is (the Panda
+  swinging freely to 30 rad/s in 0.2 s: 9.5e-11 rad at 1 ms against DOP853 at rtol 1e-12,
+  6.1e-13 at 4 sub-steps; tested).
   The default for ideal actuators.
 - ``'multirate'`` (the default with motors): the motor plant is stiff (the PI current loop and
   the back-EMF coupling put eigenvalues near ``-1600 +- 1700j`` 1/s on the Panda of
@@ -144,7 +149,8 @@ class ArmPlant:
         Ideal-actuator clamp [N·m] (default: the model's effort limits).
     substeps : int, optional
         RK4 steps per control period, >= 1 (even for ``'multirate'``); default 8 for
-        ``'multirate'``, 4 for ``'rk4'``.
+        ``'multirate'``, 4 for ``'rk4'``, 1 for ``'rk4'`` with ideal actuators and no
+        friction (the rigid body alone is not stiff; module docstring).
     method : {'multirate', 'rk4'}, optional
         The integrator (module docstring); default ``'multirate'`` with motors, ``'rk4'``
         with ideal actuators.
@@ -186,7 +192,10 @@ class ArmPlant:
             raise ArmModelError(f"method: must be 'multirate' or 'rk4' (got {method!r})")
         self.method = method
         if substeps is None:
-            substeps = 8 if method == 'multirate' else 4
+            frictionless = all(f.b == 0.0 and f.tau_c == 0.0 and f.tau_s == 0.0
+                               for f in friction)
+            substeps = (8 if method == 'multirate' else
+                        1 if self.motors is None and frictionless else 4)
         if int(substeps) != substeps or substeps < 1:
             raise ArmModelError(f'substeps: must be an integer >= 1 (got {substeps})')
         if method == 'multirate' and substeps % 2:
@@ -268,6 +277,10 @@ class ArmPlant:
         _stage(self._zero, self._zero, 0.0, self._xs, np.zeros(n), n, self._params,
                self._stribeck, self._is_motor, self._k[0])
         _combine(self._zero, *self._k, 0.0, self._k[1])
+        _stage_after(self._zero, self._k[0], np.zeros(n), 0.0, self._xs, np.zeros(n), n,
+                     self._params, self._stribeck, self._is_motor, self._k[1])
+        _combine_after(self._zero, *self._k, np.zeros(n), 0.0, self._xs.copy(), True, self._xs,
+                       np.zeros(n), n, self._params, self._stribeck, self._is_motor)
         self._k[:] = 0.0
         z = np.zeros(n)
         _servo_acceleration(z, z, z, z, z, z, z, z)     # the helpers of run_arm_closed_loop
@@ -426,20 +439,22 @@ class ArmPlant:
         xs, (k1, k2, k3, k4) = self._xs, self._k
         p, st, mo, zero = self._params, self._stribeck, self._is_motor, self._zero
         if self._aba is not None and not self._mesh:
-            # ABA straight into the slopes' acceleration rows, on persistent views
+            # ABA on persistent views of the stage state and the net torque; its result goes
+            # into the slope by the next compiled call (one Python call less per stage)
             aba, model, data, world = self._aba, self._pin_model, self._pin_data, self._world
             xq, xv, (r1, r2, r3, r4) = self._xq, self._xv, self._rows
-            for _ in range(self.substeps):
-                _stage(x, zero, 0.0, xs, u, n, p, st, mo, k1)
-                r1[:] = aba(model, data, xq, xv, r1, world)
-                _stage(x, k1, hh, xs, u, n, p, st, mo, k2)
-                r2[:] = aba(model, data, xq, xv, r2, world)
-                _stage(x, k2, hh, xs, u, n, p, st, mo, k3)
-                r3[:] = aba(model, data, xq, xv, r3, world)
-                _stage(x, k3, h, xs, u, n, p, st, mo, k4)
-                r4[:] = aba(model, data, xq, xv, r4, world)
+            _stage(x, zero, 0.0, xs, u, n, p, st, mo, k1)
+            for m in range(self.substeps):
+                a = aba(model, data, xq, xv, r1, world)
+                _stage_after(x, k1, a, hh, xs, u, n, p, st, mo, k2)
+                a = aba(model, data, xq, xv, r2, world)
+                _stage_after(x, k2, a, hh, xs, u, n, p, st, mo, k3)
+                a = aba(model, data, xq, xv, r3, world)
+                _stage_after(x, k3, a, h, xs, u, n, p, st, mo, k4)
+                a = aba(model, data, xq, xv, r4, world)
                 new = np.empty(4 * n)
-                _combine(x, k1, k2, k3, k4, h6, new)
+                _combine_after(x, k1, k2, k3, k4, a, h6, new, m + 1 < self.substeps, xs, u, n,
+                               p, st, mo)
                 x = new
             return x
         accel = self._accel
@@ -514,8 +529,35 @@ def _combine_py(x0, k1, k2, k3, k4, h6, out):
         out[i] = x0[i] + h6 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i])
 
 
+def _stage_after_py(x0, k, acc, c, xs, u, n, p, stribeck, motor, out):
+    """``k[n:2n] = acc`` (the stage's accelerations), then :func:`_stage_py` from ``k``."""
+    for i in range(n):
+        k[n + i] = acc[i]
+    for i in range(4 * n):
+        xs[i] = x0[i] + c * k[i]
+    _actuators(xs, u, n, p, stribeck, motor, out)
+
+
+def _combine_after_py(x0, k1, k2, k3, k4, acc, h6, out, more, xs, u, n, p, stribeck, motor):
+    """
+    ``k4[n:2n] = acc``, the RK4 update into ``out``; with ``more`` the next step's first stage.
+
+    That stage is :func:`_stage_py` at ``out`` into ``k1`` (``xs = out``).
+    """
+    for i in range(n):
+        k4[n + i] = acc[i]
+    for i in range(x0.shape[0]):
+        out[i] = x0[i] + h6 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i])
+    if more:
+        for i in range(4 * n):
+            xs[i] = out[i]
+        _actuators(xs, u, n, p, stribeck, motor, k1)
+
+
 _stage = _jit(_stage_py)
 _combine = _jit(_combine_py)
+_stage_after = _jit(_stage_after_py)
+_combine_after = _jit(_combine_after_py)
 
 
 def _solve_py(a, b, n):
