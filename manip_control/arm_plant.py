@@ -251,6 +251,9 @@ class ArmPlant:
             raise ArmModelError(f'model: rotor_matrix() must be {n}x{n} finite values')
         self._mesh = bool(self._is_motor and np.any(self._wa > 0.0)
                           and np.any(self._rotor != 0.0))
+        nz = np.nonzero(self._rotor)           # D by its nonzero entries (mostly diagonal)
+        self._rnz = (nz[0].astype(np.int64), nz[1].astype(np.int64),
+                     np.ascontiguousarray(self._rotor[nz]))
         # scratch of the mesh solve: the matrix, and rhs, y, first solution, s, kappa_0
         self._mm = np.zeros((n, n))
         self._mv = np.zeros((6, n))
@@ -290,11 +293,11 @@ class ArmPlant:
             _multirate_pass(self._zero, np.zeros(n), n, self._params, self._stribeck,
                             self._is_motor, self._mats, self._biases, 1, 1e-3, 2, self._minv,
                             self._k, self._xs, self._work, self._x_half, self._x_end,
-                            self._mesh, self._rotor, self._mm, self._mv)
+                            self._mesh, *self._rnz, self._mm, self._mv)
             self._k[:] = 0.0
         if self._mesh:
             _mesh_accel(np.eye(n), False, self._zero, np.zeros(n), n, self._params,
-                        self._rotor, np.zeros(n), self._mm, self._mv)
+                        *self._rnz, np.zeros(n), self._mm, self._mv)
 
     @property
     def state_size(self) -> int:
@@ -379,7 +382,7 @@ class ArmPlant:
             self._evaluate(xs, 0)
             net = self._work[n:2 * n]
             np.subtract(k[n:2 * n], self._biases[0], out=net)
-            _mesh_accel(self._mats[0], False, xs, net, n, self._params, self._rotor,
+            _mesh_accel(self._mats[0], False, xs, net, n, self._params, *self._rnz,
                         k[n:2 * n], self._mm, self._mv)
         elif self._aba is not None:
             k[n:2 * n] = self._aba(self._pin_model, self._pin_data, xs[:n], xs[n:2 * n],
@@ -423,15 +426,15 @@ class ArmPlant:
             mats, biases, minv, k, xs, work = (self._mats, self._biases, self._minv, self._k,
                                                self._xs, self._work)
             half, end = self._x_half, self._x_end
-            mesh, rotor, mm, mv = self._mesh, self._rotor, self._mm, self._mv
+            mesh, (rk, rm, rv), mm, mv = self._mesh, self._rnz, self._mm, self._mv
             ev(x, 0)
             _multirate_pass(x, u, n, p, st, mo, mats, biases, 1, period, self._pred_sub, minv, k,
-                            xs, work, half, end, mesh, rotor, mm, mv)
+                            xs, work, half, end, mesh, rk, rm, rv, mm, mv)
             ev(half, 1)
             ev(end, 2)
             out = np.empty(4 * n)
             _multirate_pass(x, u, n, p, st, mo, mats, biases, 3, period, sub, minv, k, xs, work,
-                            half, out, mesh, rotor, mm, mv)
+                            half, out, mesh, rk, rm, rv, mm, mv)
             return out
         h = period / self.substeps
         hh = 0.5 * h
@@ -590,16 +593,18 @@ def _solve_py(a, b, n):
 _solve = _jit(_solve_py)
 
 
-def _mesh_accel_py(g, inverse, x, net, n, p, rotor, qdd, mat, mv):
+def _mesh_accel_py(g, inverse, x, net, n, p, rk, rm, rv, qdd, mat, mv):
     """
     Accelerations with the gear loss on the mesh torque: ``(M - K D) qdd = r`` into ``qdd``.
 
     ``net`` is ``n - kappa_0 n - f - b`` (``n = N k_t i``, ``kappa_0`` at the signs of
     ``n``: what :func:`_actuators` computes, minus the bias ``b``). ``g`` is ``M`` (upper
     triangle read) when ``inverse`` is False, else ``M^-1`` (full), and the system is then
-    solved as ``(I - M^-1 K D) qdd = M^-1 r``. The sign patterns of the mesh torques are
-    tried in the order of the module docstring; the first consistent one is the result (the
-    first pattern's if none is). Scratch: ``mat`` (n, n), ``mv`` (6, n).
+    solved as ``(I - M^-1 K D) qdd = M^-1 r``. ``D`` is given by its nonzero entries
+    ``D[rk[e], rm[e]] = rv[e]`` (diagonal, plus the coupled rotors' rows: the products cost
+    ``n nnz``, not ``n^3``). The sign patterns of the mesh torques are tried in the order of
+    the module docstring; the first consistent one is the result (the first pattern's if none
+    is). Scratch: ``mat`` (n, n), ``mv`` (6, n).
     """
     eps, ktn, wa, wb = p[4], p[5], p[16], p[17]
     rhs, y, first, sv, k0, kap = mv[0], mv[1], mv[2], mv[3], mv[4], mv[5]
@@ -628,30 +633,34 @@ def _mesh_accel_py(g, inverse, x, net, n, p, rotor, qdd, mat, mv):
                 acc = 0.0
                 for m in range(n):
                     acc += g[i, m] * rhs[m]
+                    mat[i, m] = 0.0
                 y[i] = acc
-                for m in range(n):
-                    acc = 0.0
-                    for k in range(n):
-                        acc += g[i, k] * kap[k] * rotor[k, m]
-                    mat[i, m] = (1.0 if i == m else 0.0) - acc
+                mat[i, i] = 1.0
+            for e in range(rk.shape[0]):
+                k, m, w = rk[e], rm[e], kap[rk[e]] * rv[e]
+                for i in range(n):
+                    mat[i, m] -= g[i, k] * w
         else:
             for i in range(n):
                 y[i] = rhs[i]
                 for m in range(n):
-                    mat[i, m] = (g[i, m] if i <= m else g[m, i]) - kap[i] * rotor[i, m]
+                    mat[i, m] = g[i, m] if i <= m else g[m, i]
+            for e in range(rk.shape[0]):
+                mat[rk[e], rm[e]] -= kap[rk[e]] * rv[e]
         _solve(mat, y, n)
         if pat == 0:
             for j in range(n):
                 first[j] = y[j]
+        for j in range(n):
+            rhs[j] = ktn[j] * x[2 * n + j]        # the mesh torques T = n - D qdd, into rhs
+        for e in range(rk.shape[0]):
+            rhs[rk[e]] -= rv[e] * y[rm[e]]
         ok = True
         for j in range(n):
             if wa[j] * sv[j] == 0.0:
                 continue
-            nk = ktn[j] * x[2 * n + j]
-            t = nk
-            for m in range(n):
-                t -= rotor[j, m] * y[m]
-            sg = 1.0 if nk >= 0.0 else -1.0
+            t = rhs[j]
+            sg = 1.0 if ktn[j] * x[2 * n + j] >= 0.0 else -1.0
             if (pat >> j) & 1:
                 sg = -sg
             if sg * t < 0.0:
@@ -702,7 +711,7 @@ _spd_inverse = _jit(_spd_inverse_py)
 
 
 def _multirate_pass_py(x0, u, n, p, stribeck, motor, mats, biases, nodes, period, substeps,
-                       minv, k, xs, work, x_half, x_end, mesh, rotor, mm, mv):
+                       minv, k, xs, work, x_half, x_end, mesh, rk, rm, rv, mm, mv):
     """
     RK4 over one period with ``qdd = M^-1(s) (tau_net - b(s))``, ``M^-1``, ``b`` interpolated.
 
@@ -712,7 +721,7 @@ def _multirate_pass_py(x0, u, n, p, stribeck, motor, mats, biases, nodes, period
     Scratch: ``minv`` (4, n, n) (the inverses, then ``M^-1(s)``), ``k`` (4, 4n) (the
     slopes), ``xs`` (4n) (the stage state), ``work`` (2n) (``b(s)``, the net torque).
     ``mesh``: the gear loss on the mesh torque (:func:`_mesh_accel` with ``M^-1(s)``,
-    ``rotor`` = ``D``, scratch ``mm``, ``mv``).
+    ``D``'s nonzeros ``rk``, ``rm``, ``rv``, scratch ``mm``, ``mv``).
     """
     size = 4 * n
     for a in range(nodes):
@@ -762,7 +771,7 @@ def _multirate_pass_py(x0, u, n, p, stribeck, motor, mats, biases, nodes, period
             for j in range(n):
                 net[j] = out[n + j] - b_s[j]
             if mesh:
-                _mesh_accel(mi, True, xs, net, n, p, rotor, out[n:2 * n], mm, mv)
+                _mesh_accel(mi, True, xs, net, n, p, rk, rm, rv, out[n:2 * n], mm, mv)
                 continue
             for i in range(n):
                 acc = 0.0
