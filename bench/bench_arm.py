@@ -143,7 +143,7 @@ def bench_closed_loop(urdf: Path, duration: float, rounds: int, before: str | No
 
     med = _medians([(label, runner(label, plant)) for label, plant in plants], rounds)
     for label, cpu in med.items():
-        print(f'closed loop, motors, mesh-torque gear loss ({arm.n} joints, 1 kHz, {label}): '
+        print(f'closed loop, motors, lossy gears ({arm.n} joints, 1 kHz, {label}): '
               f'{duration / cpu:.2f}x real time on CPU time, median of {rounds} '
               f'(target >= 10x); late max |e| {late[label]:.2e} rad')
 
@@ -220,7 +220,7 @@ def bench_ideal_vs_mujoco(urdf: Path, duration: float, rounds: int,
 
 
 def additions() -> float:
-    """CPU seconds of a Python loop of 1e7 additions (the host's speed reference)."""
+    """Return the CPU seconds of a Python loop of 1e7 additions: the speed reference."""
     code = compile('s = 0\nfor i in range(10 ** 7):\n    s += i\n', '<additions>', 'exec')
     c0 = time.process_time()
     exec(code, {})              # at module level (globals), as the reference is quoted
@@ -326,8 +326,8 @@ def main() -> int:
     p.add_argument('--rounds', type=int, default=5,
                    help='interleaved rounds per contender (the median is printed)')
     p.add_argument('--before', metavar='REV',
-                   help="also run the plant of git revision REV side by side (its "
-                        "manip_control/arm_plant.py)")
+                   help='also run the plant of git revision REV side by side (its '
+                        'manip_control/arm_plant.py)')
     args = p.parse_args()
     if not args.urdf.is_file():
         print(f'error: {args.urdf}: no such file', file=sys.stderr)

@@ -52,7 +52,12 @@ is set, tried for ``k = 0, 1, ..., 2^n - 1`` (the 2R plant's order for ``n = 2``
 joint whose loss does not depend on the sign are skipped: they repeat an earlier pattern);
 the first consistent one is the solution, the first one if none is. ``sign(n)`` is almost
 always right (the rotor torque ``D qdd`` is a few per cent of ``n``), so one solve per
-evaluation is the rule and ``2^n`` the worst case. Without rotors, or with lossless gears,
+evaluation is the rule. Where it is not (a small motor torque on a joint whose rotor
+accelerates hard: ``T`` has the other sign), for ``n > 2`` the signs of the ``T`` found are
+tried next, while they change (at most ``n`` solves; for one joint alone ``T`` has the sign
+of the lossless mesh torque whatever ``sigma``, so this lands on the consistent pattern in
+one more solve), before the binary order (``2^n`` solves at worst). Where the consistent
+pattern is unique the order does not change the result. Without rotors, or with lossless gears,
 ``T = n`` and the loss is explicit (``qdd`` by ABA where the model allows it).
 
 :func:`arm_plant_dynamics` is the reference right-hand side, written with the per-joint
@@ -593,6 +598,63 @@ def _solve_py(a, b, n):
 _solve = _jit(_solve_py)
 
 
+def _mesh_try_py(pat, g, inverse, x, net, n, p, rk, rm, rv, mat, mv):
+    """
+    Solve for the sign pattern ``pat`` (bit j set: joint j flipped from ``sign(n_j)``).
+
+    The accelerations go to ``mv[1]``, the mesh torques ``T = n - D qdd`` to ``mv[0]``;
+    return the mask of the joints whose loss depends on the sign and whose ``T`` has the
+    other sign (0: the pattern is consistent). ``mv[3]``, ``mv[4]`` hold ``s`` and
+    ``kappa_0`` (:func:`_mesh_accel_py`).
+    """
+    ktn, wa, wb = p[5], p[16], p[17]
+    rhs, y, sv, k0, kap = mv[0], mv[1], mv[3], mv[4], mv[5]
+    for j in range(n):
+        nk = ktn[j] * x[2 * n + j]
+        sg = 1.0 if nk >= 0.0 else -1.0
+        if (pat >> j) & 1:
+            sg = -sg
+        kap[j] = (wa[j] * sg + wb[j] * sv[j]) * sv[j]
+        rhs[j] = net[j] + (k0[j] - kap[j]) * nk
+    if inverse:
+        for i in range(n):
+            acc = 0.0
+            for m in range(n):
+                acc += g[i, m] * rhs[m]
+                mat[i, m] = 0.0
+            y[i] = acc
+            mat[i, i] = 1.0
+        for e in range(rk.shape[0]):
+            k, m, w = rk[e], rm[e], kap[rk[e]] * rv[e]
+            for i in range(n):
+                mat[i, m] -= g[i, k] * w
+    else:
+        for i in range(n):
+            y[i] = rhs[i]
+            for m in range(n):
+                mat[i, m] = g[i, m] if i <= m else g[m, i]
+        for e in range(rk.shape[0]):
+            mat[rk[e], rm[e]] -= kap[rk[e]] * rv[e]
+    _solve(mat, y, n)
+    for j in range(n):
+        rhs[j] = ktn[j] * x[2 * n + j]
+    for e in range(rk.shape[0]):
+        rhs[rk[e]] -= rv[e] * y[rm[e]]
+    bad = 0
+    for j in range(n):
+        if wa[j] * sv[j] == 0.0:
+            continue
+        sg = 1.0 if ktn[j] * x[2 * n + j] >= 0.0 else -1.0
+        if (pat >> j) & 1:
+            sg = -sg
+        if sg * rhs[j] < 0.0:
+            bad |= 1 << j
+    return bad
+
+
+_mesh_try = _jit(_mesh_try_py)
+
+
 def _mesh_accel_py(g, inverse, x, net, n, p, rk, rm, rv, qdd, mat, mv):
     """
     Accelerations with the gear loss on the mesh torque: ``(M - K D) qdd = r`` into ``qdd``.
@@ -607,71 +669,45 @@ def _mesh_accel_py(g, inverse, x, net, n, p, rk, rm, rv, qdd, mat, mv):
     is). Scratch: ``mat`` (n, n), ``mv`` (6, n).
     """
     eps, ktn, wa, wb = p[4], p[5], p[16], p[17]
-    rhs, y, first, sv, k0, kap = mv[0], mv[1], mv[2], mv[3], mv[4], mv[5]
+    y, first, sv, k0 = mv[1], mv[2], mv[3], mv[4]
+    loss = 0
     for j in range(n):
         v = math.tanh(x[n + j] / eps[j])
         sv[j] = v
         sg = 1.0 if x[2 * n + j] * ktn[j] >= 0.0 else -1.0
         k0[j] = (wa[j] * sg + wb[j] * v) * v
-    for pat in range(1 << n):
-        skip = False       # flipping a joint whose loss does not depend on the sign: seen
+        if wa[j] * v != 0.0:
+            loss |= 1 << j
+    bad = _mesh_try(0, g, inverse, x, net, n, p, rk, rm, rv, mat, mv)
+    if bad != 0:
         for j in range(n):
-            if (pat >> j) & 1 and wa[j] * sv[j] == 0.0:
-                skip = True
-                break
-        if skip:
-            continue
-        for j in range(n):
-            nk = ktn[j] * x[2 * n + j]
-            sg = 1.0 if nk >= 0.0 else -1.0
-            if (pat >> j) & 1:
-                sg = -sg
-            kap[j] = (wa[j] * sg + wb[j] * sv[j]) * sv[j]
-            rhs[j] = net[j] + (k0[j] - kap[j]) * nk
-        if inverse:
-            for i in range(n):
-                acc = 0.0
-                for m in range(n):
-                    acc += g[i, m] * rhs[m]
-                    mat[i, m] = 0.0
-                y[i] = acc
-                mat[i, i] = 1.0
-            for e in range(rk.shape[0]):
-                k, m, w = rk[e], rm[e], kap[rk[e]] * rv[e]
-                for i in range(n):
-                    mat[i, m] -= g[i, k] * w
-        else:
-            for i in range(n):
-                y[i] = rhs[i]
-                for m in range(n):
-                    mat[i, m] = g[i, m] if i <= m else g[m, i]
-            for e in range(rk.shape[0]):
-                mat[rk[e], rm[e]] -= kap[rk[e]] * rv[e]
-        _solve(mat, y, n)
-        if pat == 0:
+            first[j] = y[j]
+        pat = 0
+        if n > 2:       # the signs of the T found, while they change (at most n solves)
+            for _ in range(n):
+                new = 0
+                for j in range(n):
+                    sg = 1.0 if ktn[j] * x[2 * n + j] >= 0.0 else -1.0
+                    if (loss >> j) & 1 and sg * mv[0, j] < 0.0:
+                        new |= 1 << j
+                if new == pat:
+                    break
+                pat = new
+                bad = _mesh_try(pat, g, inverse, x, net, n, p, rk, rm, rv, mat, mv)
+                if bad == 0:
+                    break
+        if bad != 0:    # the binary order; flips of joints without a sign-dependent loss
+            for pat in range(1, 1 << n):       # repeat an earlier pattern: skipped
+                if pat & ~loss:
+                    continue
+                bad = _mesh_try(pat, g, inverse, x, net, n, p, rk, rm, rv, mat, mv)
+                if bad == 0:
+                    break
+        if bad != 0:
             for j in range(n):
-                first[j] = y[j]
-        for j in range(n):
-            rhs[j] = ktn[j] * x[2 * n + j]        # the mesh torques T = n - D qdd, into rhs
-        for e in range(rk.shape[0]):
-            rhs[rk[e]] -= rv[e] * y[rm[e]]
-        ok = True
-        for j in range(n):
-            if wa[j] * sv[j] == 0.0:
-                continue
-            t = rhs[j]
-            sg = 1.0 if ktn[j] * x[2 * n + j] >= 0.0 else -1.0
-            if (pat >> j) & 1:
-                sg = -sg
-            if sg * t < 0.0:
-                ok = False
-                break
-        if ok:
-            for j in range(n):
-                qdd[j] = y[j]
-            return
+                y[j] = first[j]
     for j in range(n):
-        qdd[j] = first[j]
+        qdd[j] = y[j]
 
 
 _mesh_accel = _jit(_mesh_accel_py)
@@ -849,11 +885,13 @@ def arm_plant_dynamics(t: float, x: np.ndarray, u: np.ndarray, plant: ArmPlant) 
 
 def _mesh_sign_patterns(nk: np.ndarray, loss: np.ndarray):
     """
-    Yield the sign patterns of the mesh torques in the order they are tried.
+    Yield the sign patterns of the mesh torques in the binary order.
 
     Pattern ``k`` is ``sign(nk)`` with joint j flipped where bit j of ``k`` is set, for
     ``k = 0 .. 2^n - 1``, skipping flips of a joint whose loss does not depend on the sign
-    (``loss_j = wa_j s_j == 0``: that pattern equals one tried before).
+    (``loss_j = wa_j s_j == 0``: that pattern equals one tried before). The compiled path
+    tries the signs of the ``T`` found first for ``n > 2`` (module docstring): the same
+    result wherever the consistent pattern is unique.
     """
     base = np.where(nk >= 0.0, 1.0, -1.0)
     for k in range(1 << len(nk)):
@@ -944,7 +982,7 @@ class HeldArmPlant:
 
     def joint_torque_at(self, x) -> tuple:
         """Actuator torque at the joints [N·m] in state ``x`` (ideal: the clamped command)."""
-        n, p = self.n, self.plant
+        p = self.plant
         if p.motors is None:
             return tuple(np.clip(self._u, -self._limit, self._limit).tolist())
         return tuple(p.joint_torque(x).tolist())

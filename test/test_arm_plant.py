@@ -22,8 +22,6 @@ scipy's DOP853 at rtol 1e-11 for the fixed-step integration.
 
 from __future__ import annotations
 
-import dataclasses
-
 from pathlib import Path
 
 from manip_control.arm_model import ArmModelError
@@ -37,6 +35,7 @@ from manip_control.parameters import FrictionParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import MotorParameters
 from manip_control.plant import plant_dynamics
+from manip_control.plant import rotor_matrix
 from manip_control.trajectories import Sinusoid
 from manip_control.urdf import urdf_from_scenario
 import numpy as np
@@ -83,6 +82,8 @@ def test_two_link_plant_equals_the_2r_plant():
     urdf = ArmPlant(UrdfArm.from_string(urdf_from_scenario(sc), armature=p.reflected_inertia,
                                         rotor_coupling=True), p.friction, p.motors)
     assert closed._mesh and urdf._mesh
+    np.testing.assert_array_equal(closed._rotor, rotor_matrix(p))
+    np.testing.assert_allclose(urdf._rotor, rotor_matrix(p), rtol=1e-12, atol=0.0)
     rng = np.random.default_rng(1)
     for k in range(50):
         # half the states near rest, where the gear switches and the sign search works
@@ -635,7 +636,7 @@ def _documented_rhs(arm, motors, friction, armature, mesh=True):
 
 
 def _lossy_reference_run(ticks=150):
-    """The Panda, lossy gears, computed torque closed on the reference's own state (Radau)."""
+    """Run the Panda, lossy gears, computed torque closed on the reference's state (Radau)."""
     arm = _panda(armature=0.04)
     fr = [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * 7
     motors = _panda_motors(arm, 0.85, 0.7)
