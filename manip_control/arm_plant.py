@@ -63,9 +63,22 @@ pattern is unique the order does not change the result. Without rotors, or with 
 :func:`arm_plant_dynamics` is the reference right-hand side, written with the per-joint
 functions of :mod:`manip_control.actuators` and :mod:`manip_control.friction` and a dense
 solve; :meth:`ArmPlant.rhs` is the same arithmetic vectorised over the joints and compiled,
-checked against it. Only the smooth friction model is implemented here (Karnopp stiction for
-n joints is not). The command is held over the control period (zero-order hold), as in
-:mod:`manip_control.plant`.
+checked against it (smooth friction). The command is held over the control period
+(zero-order hold), as in :mod:`manip_control.plant`.
+
+Karnopp friction (``friction_model='karnopp'``, method ``'rk4'`` only, in Python): the 2R
+plant's rules (:mod:`manip_control.plant`) for n joints. Sliding: ``f = b qd + (tau_c +
+tau_s exp(-(qd/v_s)^2)) sign(qd)``; the joints at exactly zero velocity are held
+(``qdd_S = 0``, their friction ``f_S = r_S - A_SF qdd_F`` with ``A_FF qdd_F = (r - f)_F``)
+unless ``|f_j|`` exceeds the breakaway torque ``tau_c + tau_s``: then ``f_j`` is that
+torque with the sign needed and the rest is solved again (inside the mesh rule's sign
+search). After each RK4 sub-step a joint whose velocity changed sign or reached zero, or
+whose initial acceleration brings it to zero within the sub-step, has an event: the
+sub-step is redone up to the earliest crossing (one secant refinement), the joint stopped
+by the impulse ``Delta qd_F = -qd_j (M_FF^-1 e_j) / (M_FF^-1)_jj`` over the moving joints
+``F``, the rest of the sub-step integrated (at most ``MAX_EVENTS`` events); then the stick
+band ``|qd_j| < v_stick`` stops a joint its friction can hold. For the 2R through its URDF
+this equals the 2R plant's compiled kernel to round-off (tested).
 
 Integration, two methods over one control period ``[t_k, t_k + T]``:
 
@@ -130,6 +143,7 @@ from manip_control.arm_model import ArmShapeError
 from manip_control.friction import friction_torque_scalar
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
+from manip_control.plant import MAX_EVENTS
 import numpy as np
 
 try:  # numba is a runtime dependency; without it the same function runs in Python
@@ -158,20 +172,24 @@ class ArmPlant:
         friction (the rigid body alone is not stiff; module docstring).
     method : {'multirate', 'rk4'}, optional
         The integrator (module docstring); default ``'multirate'`` with motors, ``'rk4'``
-        with ideal actuators.
+        with ideal actuators or Karnopp friction.
+    friction_model : {'smooth', 'karnopp'}, optional
+        ``'karnopp'``: exact stiction as in the 2R plant (module docstring), ``'rk4'`` only,
+        in Python (not compiled).
 
     Raises
     ------
     ArmModelError
         Lists of the wrong length, non-positive limits or substeps, an odd number of
-        substeps for ``'multirate'``, an unknown method.
+        substeps for ``'multirate'``, an unknown method or friction model, Karnopp friction
+        with ``'multirate'``.
 
     """
 
     def __init__(self, model: ArmModel, friction: Sequence[FrictionParameters] | None = None,
                  motors: Sequence[MotorParameters] | None = None,
                  torque_limit: Sequence[float] | None = None, substeps: int | None = None,
-                 method: str | None = None):
+                 method: str | None = None, friction_model: str = 'smooth'):
         n = model.n
         self.model = model.workspace()
         self.n = n
@@ -191,16 +209,24 @@ class ArmPlant:
                                 f'{self.torque_limit.shape}')
         if not np.all(self.torque_limit > 0.0):
             raise ArmModelError(f'torque_limit: must be > 0 (got {self.torque_limit.tolist()})')
+        if friction_model not in ('smooth', 'karnopp'):
+            raise ArmModelError(f"friction_model: must be 'smooth' or 'karnopp' (got "
+                                f'{friction_model!r})')
+        self.karnopp = friction_model == 'karnopp'
         if method is None:
-            method = 'rk4' if self.motors is None else 'multirate'
+            method = 'rk4' if self.motors is None or self.karnopp else 'multirate'
         if method not in ('rk4', 'multirate'):
             raise ArmModelError(f"method: must be 'multirate' or 'rk4' (got {method!r})")
+        if self.karnopp and method == 'multirate':
+            raise ArmModelError("friction_model: 'karnopp' needs method 'rk4' (the multirate "
+                                'step does not locate the stick events)')
         self.method = method
         if substeps is None:
             frictionless = all(f.b == 0.0 and f.tau_c == 0.0 and f.tau_s == 0.0
                                for f in friction)
             substeps = (8 if method == 'multirate' else
-                        1 if self.motors is None and frictionless else 4)
+                        1 if self.motors is None and frictionless and not self.karnopp
+                        else 4)
         if int(substeps) != substeps or substeps < 1:
             raise ArmModelError(f'substeps: must be an integer >= 1 (got {substeps})')
         if method == 'multirate' and substeps % 2:
@@ -215,6 +241,7 @@ class ArmPlant:
         self._tau_s = np.array([f.tau_s for f in fr])
         self._v_s = np.array([f.v_s for f in fr])
         self._eps = np.array([f.eps for f in fr])
+        self._v_stick = np.array([f.v_stick for f in fr])
         self._stribeck = bool(np.any(self._tau_s))
         zeros = np.zeros(n)
         self._ktn = self._i_max = self._v_max = self._kp_i = self._ki_i = zeros
@@ -371,6 +398,9 @@ class ArmPlant:
             raise ArmShapeError(f'rhs: expected x of shape ({4 * n},) and u of shape ({n},), '
                                 f'got {x.shape} and {u.shape}')
         _actuators(x, u, n, self._params, self._stribeck, self._is_motor, out)
+        if self.karnopp:
+            out[n:2 * n] = self._karnopp_accel(x, out[n:2 * n])
+            return out
         if self._mesh:
             self._accel(x, out)
         elif self._aba is not None:
@@ -409,6 +439,145 @@ class ArmPlant:
         self._mats[node] = self.model.mass_matrix(q)
         self._biases[node] = self.model.bias(q, qd)
 
+    # -- Karnopp friction (the 2R plant's rules, n joints, in Python) -----------------------
+    def _karnopp_accel(self, x: np.ndarray, net: np.ndarray) -> np.ndarray:
+        """
+        Accelerations at ``x`` with Karnopp friction, from ``_actuators``' smooth ``net``.
+
+        ``net + f_smooth`` is the actuator torque at the signs of ``N k_t i`` (the clamped
+        command for ideal actuators); the sliding friction is ``b qd + level sign(qd)``
+        (zero at ``qd = 0``), the held joints' friction follows from :meth:`_stick`, inside
+        the mesh rule's sign search where it applies (the 2R plant's ``_mechanics`` in the
+        loop over the patterns).
+        """
+        n = self.n
+        q, v = x[:n], x[n:2 * n]
+        s = np.tanh(v / self._eps)
+        level = self._tau_c + (self._tau_s * np.exp(-(v / self._v_s) ** 2)
+                               if self._stribeck else 0.0)
+        tau0 = net + (self._b * v + level * s)
+        slide = np.where(v != 0.0, self._b * v + np.copysign(level, v), 0.0)
+        m, bias = self.model.mass_matrix(q), self.model.bias(q, v)
+        if not self._mesh:
+            return self._stick(v, tau0 - bias, m, slide)
+        nk = self._ktn * x[2 * n:3 * n]
+        first = None
+        for sigma in _mesh_sign_patterns(nk, self._wa * s):
+            kappa = (self._wa * sigma + self._wb * s) * s
+            qdd = self._stick(v, nk - kappa * nk - bias, m - kappa[:, None] * self._rotor,
+                              slide)
+            first = qdd if first is None else first
+            mesh = nk - self._rotor @ qdd
+            if np.all((sigma * mesh >= 0.0) | (self._wa * s == 0.0)):
+                return qdd
+        return first
+
+    def _stick(self, v: np.ndarray, r: np.ndarray, a: np.ndarray,
+               slide: np.ndarray) -> np.ndarray:
+        """
+        Solve ``a qdd = r - f`` with the joints at ``v == 0`` held unless they break away.
+
+        Held joints: ``qdd_S = 0``, the free ones ``a_FF qdd_F = (r - f)_F``, and the held
+        friction ``f_S = r_S - a_SF qdd_F``; a held joint whose ``|f_j|`` exceeds the
+        breakaway torque ``tau_c + tau_s`` slides with ``f_j = +-(tau_c + tau_s)`` (the sign
+        of the torque needed), and the others are solved again, until none breaks away
+        (the 2R plant's rule, joint sets for joint pairs).
+        """
+        held = v == 0.0
+        f = slide.copy()
+        if not held.any():
+            return np.linalg.solve(a, r - f)
+        breakaway = self._tau_c + self._tau_s
+        while True:
+            free = ~held
+            qdd = np.zeros(self.n)
+            if free.any():
+                qdd[free] = np.linalg.solve(a[np.ix_(free, free)], (r - f)[free])
+            f_held = r[held] - a[np.ix_(held, free)] @ qdd[free]
+            idx = np.flatnonzero(held)
+            f[idx] = f_held
+            over = np.abs(f_held) > breakaway[held]
+            if not over.any():
+                return qdd
+            go = idx[over]
+            f[go] = np.copysign(breakaway[go], f_held[over])
+            held[go] = False
+
+    def _stop(self, x: np.ndarray, j: int) -> np.ndarray:
+        """
+        Stop joint ``j`` by a stiction impulse at that joint (the 2R plant's ``_stop``).
+
+        ``qd_F += -qd_j (M_FF^-1 e_j) / (M_FF^-1)_jj`` over the moving joints ``F`` (``j``
+        among them): the joints at rest (stuck) stay at rest, ``qd_j`` becomes exactly 0.
+        """
+        n = self.n
+        y = x.copy()
+        v = y[n:2 * n]
+        free = v != 0.0
+        free[j] = True
+        idx = np.flatnonzero(free)
+        k = int(np.flatnonzero(idx == j)[0])
+        mi = np.linalg.inv(self.model.mass_matrix(y[:n])[np.ix_(idx, idx)])
+        v[idx] += -v[j] * mi[:, k] / mi[k, k]
+        v[j] = 0.0
+        v[~free] = 0.0
+        return y
+
+    def _rk4_rhs(self, x: np.ndarray, h: float, u: np.ndarray):
+        """One RK4 step of ``rhs`` over ``h``; the new state and the first stage's ``qdd``."""
+        n = self.n
+        k1 = self.rhs(x, u)
+        k2 = self.rhs(x + 0.5 * h * k1, u)
+        k3 = self.rhs(x + 0.5 * h * k2, u)
+        k4 = self.rhs(x + h * k3, u)
+        return x + (h / 6.0) * (k1 + 2.0 * (k2 + k3) + k4), k1[n:2 * n]
+
+    def _karnopp_substep(self, x: np.ndarray, h: float, u: np.ndarray) -> np.ndarray:
+        """One RK4 sub-step with the zero-velocity events located (module docstring)."""
+        n = self.n
+        rest = h
+        events = 0
+        while True:
+            y, acc = self._rk4_rhs(x, rest, u)
+            th, jc = 2.0, -1
+            for j in range(n):
+                v0 = x[n + j]
+                if v0 == 0.0:
+                    continue
+                ve = y[n + j]
+                if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
+                    te = v0 / (v0 - ve)
+                    if te < th:
+                        th, jc = te, j
+                if v0 * acc[j] < 0.0:      # heading for zero: crossing time by the slope
+                    te = -v0 / acc[j] / rest
+                    if te < 1.0 and te < th:
+                        th, jc = te, j
+            if jc < 0 or events == MAX_EVENTS:
+                x = y
+                break
+            events += 1
+            if th < 1.0:
+                hs = th * rest
+                y = self._rk4_rhs(x, hs, u)[0]
+                v0, ve = x[n + jc], y[n + jc]
+                if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):     # overshot: one secant step
+                    hs = hs * (v0 / (v0 - ve))
+                    y = self._rk4_rhs(x, hs, u)[0]
+            else:
+                hs = rest
+            x = self._stop(y, jc)
+            rest = rest - hs
+            if not rest > 0.0:
+                break
+        for j in range(n):      # stick band: a slow joint its friction can hold is stopped
+            v = x[n + j]
+            if v != 0.0 and -self._v_stick[j] < v < self._v_stick[j]:
+                y = self._stop(x, j)
+                if self.rhs(y, u)[n + j] == 0.0:
+                    x = y
+        return x
+
     def step(self, x: np.ndarray, u, period: float) -> np.ndarray:
         """
         Integrate ``x`` over one control period with ``u`` held (``method``, ``substeps``).
@@ -425,6 +594,11 @@ class ArmPlant:
         if u.shape != (n,) or x.shape != (4 * n,):
             raise ArmShapeError(f'step: expected x of shape ({4 * n},) and u of shape ({n},), '
                                 f'got {x.shape} and {u.shape}')
+        if self.karnopp:
+            h = period / self.substeps
+            for _ in range(self.substeps):
+                x = self._karnopp_substep(x, h, u)
+            return x
         if self.method == 'multirate':
             ev, p, st, mo, sub = self._evaluate, self._params, self._stribeck, self._is_motor, \
                 self.substeps
