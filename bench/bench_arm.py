@@ -16,28 +16,33 @@
 """
 Benchmark: URDF arms (Panda fixture) on the n-joint plant, against MuJoCo on the same URDF.
 
-Printed, one run each, with ``uptime`` (the load) beside the figures, on wall time and on the
-process's CPU time (on a loaded machine the CPU-time figure is the closer estimate of what a
-quiet machine does):
+Printed with ``uptime`` (the load) and the time of a Python loop of 1e7 additions (the
+host's speed reference) before and after. The contenders of each line run in interleaved
+rounds (``--rounds``, default 5) and the median CPU time is printed (on a loaded machine the
+process's CPU time is the closer estimate of what a quiet machine does); ``--before REV``
+adds the plant of git revision REV to each line, side by side in the same run:
 
 * ``closed loop, motors``: :func:`manip_control.arm_plant.run_arm_closed_loop` on the
-  7-joint Panda (fingers locked) with DC motors, PI current drives and gear losses per joint
-  (sized in this script: peak torque 1.2x the URDF effort), smooth friction, 1 kHz control,
-  computed torque from a perfect model (one RNEA per tick); real-time factor = simulated s /
-  wall s (target >= 10x). Two integrators of the plant, one after the other: the default
-  ``multirate`` (8 RK4 sub-steps in one compiled pass, three rigid-body evaluations per
-  period) and ``rk4`` with 4 sub-steps (16 ABA calls per period, the former default).
+  7-joint Panda (fingers locked) with DC motors, PI current drives and lossy gears per joint
+  (efficiency 0.9, the loss on the mesh torque; sized in this script: peak torque 1.2x the
+  URDF effort), smooth friction, 1 kHz control, computed torque from a perfect model (one
+  RNEA per tick); real-time factor = simulated s / CPU s (target >= 10x). Two integrators:
+  the default ``multirate`` (8 RK4 sub-steps in one compiled pass, three rigid-body
+  evaluations per period) and ``rk4`` with 4 sub-steps.
 * ``ideal torque``: the same URDF with all 9 joints (fingers free, as MuJoCo models them),
-  ideal actuators, no friction, one RK4 step of 1 ms per tick (4 ABA calls), a held torque
-  per tick; against MuJoCo (``mujoco`` from requirements-bench.txt) loading the same URDF
-  (visual and collision geometry removed, contacts and joint limits disabled, RK4, 1 ms),
-  stepped from Python with the same torques in ``qfrc_applied``. Target: ours >= 0.5x
-  MuJoCo's rate. The two trajectories are compared (max |q| difference after the run).
+  ideal actuators, no friction, a held torque per tick, the plant with its default options
+  (one RK4 step of 1 ms per tick, 4 ABA calls, for ideal actuators without friction) and
+  with 4 RK4 sub-steps; against MuJoCo (``mujoco`` from requirements-bench.txt) loading the
+  same URDF (visual and collision geometry removed, contacts and joint limits disabled, RK4,
+  1 ms), stepped from Python with the same torques in ``qfrc_applied``. Target: ours >= 0.5x
+  MuJoCo's rate with the default options. The two trajectories are compared (max |q|
+  difference over the first second).
 * ``computed-torque tick``: ``inverse_dynamics(q, qd, qdd_d - Kd e_dot - Kp e)`` and the
   torque clamp for 7 joints, 20,000 ticks timed one by one; p50 / p99 / max in us
   (target p99 <= 100 us).
 
     .venv/bin/python bench/bench_arm.py [--duration 5] [--urdf ../shared/fixtures/urdf/...]
+        [--rounds 5] [--before REV]
         [--breakdown]    (the CPU time of each part of a closed-loop tick)
 """
 
@@ -82,25 +87,69 @@ def load() -> str:
         return 'load %.2f %.2f %.2f' % os.getloadavg()
 
 
-def bench_closed_loop(urdf: Path, duration: float) -> None:
+def plant_class(rev: str | None):
+    """
+    Return ``ArmPlant``, or the one of git revision ``rev`` (``--before``), loaded from a file.
+
+    The old module is written to a temporary directory and imported under another name, so
+    that numba can cache it; it imports the rest of the package from this tree.
+    """
+    if rev is None:
+        return ArmPlant
+    import importlib.util
+    import tempfile
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(['git', '-C', str(root), 'show', f'{rev}:manip_control/arm_plant.py'],
+                         capture_output=True, text=True, check=True).stdout
+    path = Path(tempfile.mkdtemp(prefix='bench_arm_')) / 'arm_plant_before.py'
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location('arm_plant_before', path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ArmPlant
+
+
+def _medians(contenders, rounds):
+    """Run each ``(label, fn)`` once per round, interleaved; median CPU s per contender."""
+    cpu = {label: [] for label, _fn in contenders}
+    for _ in range(rounds):
+        for label, fn in contenders:
+            c0 = time.process_time()
+            fn()
+            cpu[label].append(time.process_time() - c0)
+    return {label: float(np.median(v)) for label, v in cpu.items()}
+
+
+def bench_closed_loop(urdf: Path, duration: float, rounds: int, before: str | None) -> None:
     arm = UrdfArm.from_file(urdf, armature=0.04)
     traj = Sinusoid(0.2, 1.5, offset=Q0[:arm.n], phase=np.arange(arm.n) * 0.5)
     wn = 20.0
-    for method, substeps in (('multirate', 8), ('rk4', 4)):
-        plant = ArmPlant(arm, [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n,
-                         motors_for(arm), substeps=substeps, method=method)
-        t0, c0 = time.perf_counter(), time.process_time()
-        run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
-                                  np.full(arm.n, 2 * wn), duration)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        late = np.abs(run.error[run.t >= duration / 2]).max()
-        print(f'closed loop, motors ({arm.n} joints, 1 kHz, {method} x{substeps}): '
-              f'{duration:.1f} s simulated in {wall:.2f} s wall / {cpu:.2f} s CPU = '
-              f'{duration / wall:.2f}x real time ({duration / cpu:.2f}x on CPU time) '
-              f'(target >= 10x); late max |e| {late:.2e} rad')
+    fr = [FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * arm.n
+    plants = [('multirate x8 (default)', ArmPlant(arm, fr, motors_for(arm))),
+              ('rk4 x4', ArmPlant(arm, fr, motors_for(arm), substeps=4, method='rk4'))]
+    if before:
+        old = plant_class(before)
+        plants += [(f'{before}: multirate x8 (default)', old(arm, fr, motors_for(arm))),
+                   (f'{before}: rk4 x4', old(arm, fr, motors_for(arm), substeps=4,
+                                             method='rk4'))]
+    late = {}
+
+    def runner(label, plant):
+        def fn():
+            run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
+                                      np.full(arm.n, 2 * wn), duration)
+            late[label] = np.abs(run.error[run.t >= duration / 2]).max()
+        return fn
+
+    med = _medians([(label, runner(label, plant)) for label, plant in plants], rounds)
+    for label, cpu in med.items():
+        print(f'closed loop, motors, lossy gears ({arm.n} joints, 1 kHz, {label}): '
+              f'{duration / cpu:.2f}x real time on CPU time, median of {rounds} '
+              f'(target >= 10x); late max |e| {late[label]:.2e} rad')
 
 
-def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
+def bench_ideal_vs_mujoco(urdf: Path, duration: float, rounds: int,
+                          before: str | None) -> None:
     try:
         import mujoco
     except ImportError:
@@ -109,7 +158,13 @@ def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
     full = UrdfArm.from_file(urdf)                   # trunk: fingers locked
     names = full.joint_names + tuple(full.locked_joints)
     arm = UrdfArm.from_file(urdf, names)             # every movable joint, as MuJoCo has
-    plant = ArmPlant(arm, torque_limit=np.full(arm.n, 1e9), substeps=1)
+    lim = np.full(arm.n, 1e9)
+    plant = ArmPlant(arm, torque_limit=lim)          # the default options
+    plants = [(f'ours, default ({plant.method} x{plant.substeps})', plant),
+              ('ours, rk4 x4', ArmPlant(arm, torque_limit=lim, substeps=4))]
+    if before:
+        old = plant_class(before)(arm, torque_limit=lim)
+        plants.append((f'{before}, default (rk4 x{old.substeps})', old))
     xml, _ = mujoco_urdf(urdf.read_text(), source=str(urdf))
     m = mujoco.MjModel.from_xml_string(xml)
     m.opt.timestep = 1e-3
@@ -127,18 +182,22 @@ def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
     ticks = int(round(duration * 1000))
     g0 = arm.gravity(q0)
     taus = [g0 + 2.0 * np.sin(0.003 * k + np.arange(arm.n)) for k in range(ticks)]
-    x = np.concatenate((q0, np.zeros(arm.n), np.zeros(2 * arm.n)))
-    t0, c0 = time.perf_counter(), time.process_time()
-    for u in taus:
-        x = plant.step(x, u, 1e-3)
-    ours, ours_cpu = time.perf_counter() - t0, time.process_time() - c0
-    d.qpos[perm] = q0
-    d.qvel[:] = 0.0
-    t0, c0 = time.perf_counter(), time.process_time()
-    for u in taus:
-        d.qfrc_applied[perm] = u
-        mujoco.mj_step(m, d)
-    theirs, theirs_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    def ours(pl):
+        def fn():
+            x = np.concatenate((q0, np.zeros(arm.n), np.zeros(2 * arm.n)))
+            for u in taus:
+                x = pl.step(x, u, 1e-3)
+        return fn
+
+    def theirs():
+        mujoco.mj_resetData(m, d)
+        d.qpos[perm] = q0
+        for u in taus:
+            d.qfrc_applied[perm] = u
+            mujoco.mj_step(m, d)
+
+    med = _medians([(label, ours(pl)) for label, pl in plants] + [('MuJoCo', theirs)], rounds)
     # untimed cross-check over the first second (the free 9-joint arm is chaotic: over
     # longer runs the two integrations part as any two round-off paths would)
     x = np.concatenate((q0, np.zeros(arm.n), np.zeros(2 * arm.n)))
@@ -150,11 +209,22 @@ def bench_ideal_vs_mujoco(urdf: Path, duration: float) -> None:
         d.qfrc_applied[perm] = u
         mujoco.mj_step(m, d)
         diff = max(diff, np.abs(x[:arm.n] - d.qpos[perm]).max())
-    print(f'ideal torque ({arm.n} joints, 1 kHz RK4, {duration:.1f} s): ours '
-          f'{duration / ours:.1f}x real time, MuJoCo stepped from Python '
-          f'{duration / theirs:.1f}x; ours / MuJoCo = {theirs / ours:.2f} on wall time, '
-          f'{theirs_cpu / ours_cpu:.2f} on CPU time (target >= 0.5); '
-          f'max |q_ours - q_mujoco| over the first 1 s {diff:.2e} rad')
+    mj = med.pop('MuJoCo')
+    print(f'ideal torque ({arm.n} joints, 1 kHz, {duration:.1f} s, CPU time, median of '
+          f'{rounds} interleaved rounds): MuJoCo RK4 stepped from Python {mj / ticks * 1e6:.1f} '
+          f'us per tick ({duration / mj:.1f}x real time)')
+    for label, cpu in med.items():
+        print(f'  {label:<32s} {cpu / ticks * 1e6:6.1f} us per tick, ours / MuJoCo = '
+              f'{mj / cpu:.2f} (target >= 0.5 with the default options)')
+    print(f'  max |q_ours - q_mujoco| over the first 1 s (default options) {diff:.2e} rad')
+
+
+def additions() -> float:
+    """Return the CPU seconds of a Python loop of 1e7 additions: the speed reference."""
+    code = compile('s = 0\nfor i in range(10 ** 7):\n    s += i\n', '<additions>', 'exec')
+    c0 = time.process_time()
+    exec(code, {})              # at module level (globals), as the reference is quoted
+    return time.process_time() - c0
 
 
 def bench_tick(urdf: Path, ticks: int = 20000) -> None:
@@ -213,7 +283,8 @@ def bench_breakdown(urdf: Path, rounds: int = 40, calls: int = 300) -> None:
     def pass_(nodes, sub):
         return lambda: arm_plant._multirate_pass(
             x, u, n, p, st, mo, plant._mats, plant._biases, nodes, 1e-3, sub, plant._minv,
-            plant._k, plant._xs, plant._work, plant._x_half, plant._x_end)
+            plant._k, plant._xs, plant._work, plant._x_half, plant._x_end, plant._mesh,
+            *plant._rnz, plant._mm, plant._mv)
 
     parts = [('reference (sample_many, per tick)', lambda: traj.sample_many(ts), 100),
              ('inverse_dynamics (RNEA)', lambda: ctrl.inverse_dynamics(q, qd, ra), 1),
@@ -252,17 +323,30 @@ def main() -> int:
     p.add_argument('--duration', type=float, default=5.0, help='simulated seconds per run')
     p.add_argument('--breakdown', action='store_true',
                    help='also print the CPU time of each part of a closed-loop tick')
+    p.add_argument('--rounds', type=int, default=5,
+                   help='interleaved rounds per contender (the median is printed)')
+    p.add_argument('--before', metavar='REV',
+                   help='also run the plant of git revision REV side by side (its '
+                        'manip_control/arm_plant.py)')
     args = p.parse_args()
     if not args.urdf.is_file():
         print(f'error: {args.urdf}: no such file', file=sys.stderr)
         return 2
-    print(f'{args.urdf.name}; before: {load()}')
-    bench_closed_loop(args.urdf, args.duration)
-    bench_ideal_vs_mujoco(args.urdf, args.duration)
+    if args.rounds < 1:
+        print(f'error: --rounds: must be >= 1 (got {args.rounds})', file=sys.stderr)
+        return 2
+    print(f'{args.urdf.name}; before: {load()}; a Python loop of 1e7 additions: '
+          f'{additions():.2f} s CPU')
+    try:
+        bench_closed_loop(args.urdf, args.duration, args.rounds, args.before)
+        bench_ideal_vs_mujoco(args.urdf, args.duration, args.rounds, args.before)
+    except subprocess.CalledProcessError as exc:
+        print(f'error: --before {args.before}: {exc.stderr.strip()}', file=sys.stderr)
+        return 2
     bench_tick(args.urdf)
     if args.breakdown:
         bench_breakdown(args.urdf)
-    print(f'after: {load()}')
+    print(f'after: {load()}; a Python loop of 1e7 additions: {additions():.2f} s CPU')
     return 0
 
 

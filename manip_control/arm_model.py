@@ -292,6 +292,17 @@ class ArmModel(abc.ABC):
         """Return a model for another user: same arm, its own scratch data (thread-safe)."""
         return copy.copy(self)
 
+    def rotor_matrix(self) -> np.ndarray:
+        """
+        Rotor torque matrix ``D`` [kg·m^2], shape (n, n): ``D qdd`` accelerates the rotors.
+
+        Row j is ``N_j Jm_j ddtheta_mj / qdd`` referred to joint j, so that the mesh torque of
+        drive j is ``T_j = N_j k_t i_j - (D qdd)_j``: ``Jm N^2`` on the diagonal (the
+        armature) and, for a rotor coupled to its carrier, ``Jm N r^T`` (module docstring).
+        The default is a model without rotors (zeros).
+        """
+        return np.zeros((self.n, self.n))
+
     # -- names of the 2R model, so that the control laws take any ArmModel --------------------
     def inertia_matrix(self, q) -> np.ndarray:
         """Alias of :meth:`mass_matrix`."""
@@ -409,6 +420,11 @@ class TwoLinkArm(ArmModel):
     def workspace(self) -> 'TwoLinkArm':
         """Return ``self``: the closed form keeps no scratch data, one object serves all."""
         return self
+
+    def rotor_matrix(self) -> np.ndarray:
+        """``D = [[Jr1, 0], [c12, Jr2]]`` [kg·m^2] (:func:`manip_control.plant.rotor_matrix`)."""
+        jr1, jr2 = self.model.rotor_inertia
+        return np.array([[jr1, 0.0], [self.model.rotor_coupling[1], jr2]])
 
 
 # ------------------------------------------------------------------------------------------
@@ -662,7 +678,9 @@ class UrdfArm(ArmModel):
         # armature is part of Pinocchio's joint-space inertia in CRBA, RNEA and ABA
         model.armature = arm.copy()
         self.pin_model = model
-        self.coupling_matrix = _readonly(_coupling_matrix(pin, model, names, arm, gear, coupling))
+        mat, rotor = _coupling_matrix(pin, model, names, arm, gear, coupling)
+        self.coupling_matrix = _readonly(mat)
+        self._rotor = _readonly(rotor)
         self._coupled = bool(coupling.any())
         self._pin = pin
         self._world = pin.Convention.WORLD      # ABA in the world frame: the faster variant
@@ -675,6 +693,10 @@ class UrdfArm(ArmModel):
         other = copy.copy(self)
         other._data = self.pin_model.createData()
         return other
+
+    def rotor_matrix(self) -> np.ndarray:
+        """``D = diag(armature)`` plus ``Jm N r^T`` in the rows of coupled rotors [kg·m^2]."""
+        return self._rotor.copy()
 
     def mass_matrix(self, q) -> np.ndarray:
         """``M(q)`` [kg·m^2] by CRBA (armature included), plus the rotor coupling."""
@@ -1041,12 +1063,18 @@ def _transmission_ratios(root) -> dict[str, float]:
     return out
 
 
-def _coupling_matrix(pin, model, names, armature, gear, coupling) -> np.ndarray:
-    """Constant rotor-coupling part of M (module docstring); refuses q-dependent cases."""
+def _coupling_matrix(pin, model, names, armature, gear, coupling):
+    """
+    Constant rotor-coupling part of M and the rotor matrix D (module docstring).
+
+    Refuses q-dependent cases. ``D = diag(armature)``, plus ``Jm N r^T`` in row j of a
+    coupled rotor (its acceleration is ``N qdd_j + r^T qdd``).
+    """
     n = len(names)
     out = np.zeros((n, n))
+    rotor = np.diag(np.asarray(armature, dtype=float))
     if not coupling.any():
-        return out
+        return out, rotor
     data = model.createData()
     jac = pin.computeJointJacobians(model, data, pin.neutral(model))
     axes = np.array(jac[3:6, :])       # world angular part: the axis of each revolute joint
@@ -1075,4 +1103,5 @@ def _coupling_matrix(pin, model, names, armature, gear, coupling) -> np.ndarray:
         e = np.zeros(n)
         e[j] = 1.0
         out += jm * (np.outer(r, r) + gear[j] * (np.outer(e, r) + np.outer(r, e)))
-    return out
+        rotor[j] += jm * gear[j] * r
+    return out, rotor

@@ -500,14 +500,20 @@ def joint_effort(result: UrdfRun) -> np.ndarray:
     """
     Return the actuator torque at the joints at each tick [N·m], shape (K, n).
 
-    What a driver reports as ``effort``: with motors the drives' torque from their currents at
-    ``t_k`` (:meth:`ArmPlant.motor_torque`); with ideal actuators the command held up to
-    ``t_k`` (the one of tick ``k - 1``; the first tick's own at ``k = 0``), as the plant node
-    publishes it.
+    What a driver reports as ``effort``: with motors the drives' torque at ``t_k``, the gear
+    loss on the mesh torque at the state's accelerations (:meth:`ArmPlant.joint_torque`);
+    with ideal actuators the command held up to ``t_k`` (the one of tick ``k - 1``; the
+    first tick's own at ``k = 0``), as the plant node publishes it.
     """
     run = result.run
     if run.current is not None:
-        return result.plant.motor_torque(run.qd, run.current)
+        n = run.q.shape[1]
+        x = np.zeros(4 * n)
+        out = np.empty_like(run.q)
+        for k in range(run.q.shape[0]):
+            x[:n], x[n:2 * n], x[2 * n:3 * n] = run.q[k], run.qd[k], run.current[k]
+            out[k] = result.plant.joint_torque(x)
+        return out
     return np.vstack((run.tau[:1], run.tau[:-1]))
 
 

@@ -289,7 +289,9 @@ class UrdfPlant:
                           0.5 * (lim.lower + lim.upper), 0.0)
         if len(q0) != self.n:
             raise SystemExit(f'--q0: {self.n} values for {path} (got {len(q0)})')
-        self._plant = ArmPlant(arm)
+        # 4 RK4 sub-steps per period (its rate's period, 2 ms by default), as before the
+        # plant's default for ideal actuators without friction became one step
+        self._plant = ArmPlant(arm, substeps=4)
         self._limit = self._plant.torque_limit
         self._x = self._plant.initial_state(np.asarray(q0, float))
         self._tau = np.zeros(self.n)

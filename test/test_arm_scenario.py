@@ -199,10 +199,14 @@ def test_motor_torque_is_the_drive_torque_law():
     rng = np.random.default_rng(1)
     qd, i = rng.normal(0.0, 0.05, (50, 2)), rng.normal(0.0, 5.0, (50, 2))
     got = plant.motor_torque(qd, i)
+    rotor = rng.normal(0.0, 2.0, (50, 2))           # D qdd: the loss on the mesh torque
+    mesh = plant.motor_torque(qd, i, rotor)
     for k in range(50):
         for j in range(2):
             assert got[k, j] == pytest.approx(joint_torque(i[k, j], qd[k, j], motors[j], 0.02),
                                               rel=1e-12, abs=1e-12)
+            assert mesh[k, j] == pytest.approx(joint_torque(i[k, j], qd[k, j], motors[j], 0.02,
+                                                            rotor[k, j]), rel=1e-12, abs=1e-12)
 
 
 @needs_fixtures
