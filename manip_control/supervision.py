@@ -638,10 +638,12 @@ class TorqueRateLimiter:
         self.rate = tuple(float(r) for r in rate)
         self.limited = 0
         self.last: tuple | None = None
+        self._active = [0] * len(self.rate)     # warm start of the next limited step
 
     def reset(self, value: Sequence[float] | None = None) -> None:
         """Start again from ``value`` [N·m] (None: the next command passes unchanged)."""
         self.last = None if value is None else tuple(float(v) for v in value)
+        self._active = [0] * len(self.rate)
 
     def limit(self, tau: Sequence[float], dt: float,
               mass: Any = None) -> tuple[tuple, bool]:
@@ -658,16 +660,21 @@ class TorqueRateLimiter:
         if last is None:
             self.last = tau
             return tau, False
+        for v, w, r in zip(tau, last, self.rate):
+            if abs(v - w) > r * dt:
+                break
+        else:
+            self.last = tau
+            if any(self._active):
+                self._active = [0] * len(tau)
+            return tau, False
         bound = [r * dt for r in self.rate]
         step = [v - w for v, w in zip(tau, last)]
-        if all(-b <= x <= b for x, b in zip(step, bound)):
-            self.last = tau
-            return tau, False
         try:
             m = mass() if callable(mass) else mass
         except (ValueError, RuntimeError, ArithmeticError):
             m = None                    # no model at this state: clipped, still bounded
-        x = closest_bounded_step(step, bound, m)
+        x = closest_bounded_step(step, bound, m, self._active)
         out = tuple(w + v for w, v in zip(last, x))
         self.last = out
         self.limited += 1
@@ -675,7 +682,7 @@ class TorqueRateLimiter:
 
 
 def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
-                         mass: Any = None) -> list:
+                         mass: Any = None, active: list | None = None) -> list:
     r"""
     Return the step within the per-joint bounds closest to ``step`` in acceleration.
 
@@ -692,8 +699,11 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
     are). The quadratic :math:`(x - d)^T H (x - d)`, :math:`H = \hat M^{-2}` (positive
     definite), is solved by a primal active-set method (each iterate within the bounds; at
     most ``4 n + 4`` iterations of one ``n x n`` solve; the last iterate if that is reached).
-    ``mass`` None, not finite or singular: each joint clipped, ``x_k = clip(d_k, -b_k,
-    b_k)`` (the solution for ``H = I``). The result is always within the bounds.
+    ``active``: a list of ``n`` ints, the joints held at a bound (+1 upper, -1 lower, 0
+    free) to start from (the previous tick's: a ramp keeps its set, one iteration), updated
+    in place with the solution's. ``mass`` None, not finite or singular: each joint clipped,
+    ``x_k = clip(d_k, -b_k, b_k)`` (the solution for ``H = I``). The result is always
+    within the bounds.
     """
     n = len(step)
     d = np.asarray(step, float)
@@ -701,19 +711,28 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
     lo = np.maximum(np.minimum(d, 0.0), -b)
     hi = np.minimum(np.maximum(d, 0.0), b)
     x = np.clip(d, lo, hi)
-    if mass is None:
+    m = None
+    if mass is not None:
+        try:
+            m = np.asarray(mass, float).reshape(n, n)
+            if not np.all(np.isfinite(m)):
+                raise ValueError('mass: not finite')
+            minv = np.linalg.inv(m)
+            h = minv @ minv
+            if not np.all(np.isfinite(h)):
+                m = None
+        except (ValueError, np.linalg.LinAlgError):
+            m = None
+    if m is None:
+        if active is not None:
+            active[:] = [0] * n
         return x.tolist()
-    try:
-        m = np.asarray(mass, float).reshape(n, n)
-        if not np.all(np.isfinite(m)):
-            return x.tolist()
-        minv = np.linalg.inv(m)
-        h = minv @ minv
-        if not np.all(np.isfinite(h)):
-            return x.tolist()
-    except (ValueError, np.linalg.LinAlgError):
-        return x.tolist()
-    fixed = np.abs(d) > b              # joints held at a bound (lo_k or hi_k)
+    if active is not None and len(active) == n and any(active):
+        side = np.asarray(active)
+        fixed = side != 0
+        x = np.where(side > 0, hi, np.where(side < 0, lo, x))
+    else:
+        fixed = np.abs(d) > b          # joints held at a bound (lo_k or hi_k)
     for _ in range(4 * n + 4):
         fi, fx = np.flatnonzero(~fixed), np.flatnonzero(fixed)
         target = x.copy()
@@ -743,6 +762,8 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
         if not wrong.any():
             break
         fixed[int(fx[np.argmax(np.where(wrong, np.abs(grad), -1.0))])] = False
+    if active is not None:
+        active[:] = np.where(fixed, np.where(x >= hi, 1, -1), 0).tolist()
     return np.clip(x, lo, hi).tolist()
 
 

@@ -198,7 +198,8 @@ def test_coupled_rate_limit_is_the_closest_step_in_acceleration():
     Against scipy's bounded-variable least squares (an independent solver).
 
     ``min |M^-1 (d - x)|`` over ``x_k`` between 0 and ``d_k``, ``|x_k| <= b_k``: the cost
-    within 1e-9 of scipy's, the bounds kept exactly; without a mass matrix, each joint clipped.
+    within 1e-9 of scipy's, cold or from any warm start, the bounds kept exactly; without a
+    mass matrix, each joint clipped.
     """
     rng = np.random.default_rng(4)
     for n in (2, 3, 7, 7, 7):
@@ -213,6 +214,13 @@ def test_coupled_rate_limit_is_the_closest_step_in_acceleration():
             ref = lsq_linear(minv, minv @ d, bounds=(lo, hi), method='bvls', tol=1e-14).x
             cost, best = np.linalg.norm(minv @ (d - x)), np.linalg.norm(minv @ (d - ref))
             assert cost <= best * (1.0 + 1e-9) + 1e-12, (cost, best)
+            # from any warm start (a previous tick's active set): the same optimum
+            active = rng.integers(-1, 2, n).tolist()
+            warm = np.array(closest_bounded_step(d, b, m, active))
+            assert np.all(warm >= lo) and np.all(warm <= hi)
+            cost = np.linalg.norm(minv @ (d - warm))
+            assert cost <= best * (1.0 + 1e-9) + 1e-12, (cost, best)
+            assert closest_bounded_step(d, b, m, active) == pytest.approx(warm, abs=1e-12)
             assert closest_bounded_step(d, b, None) == pytest.approx(np.clip(d, -b, b))
     # a matrix that is not usable: clipped
     for m in (np.full((2, 2), np.nan), np.zeros((2, 2))):
