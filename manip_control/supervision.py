@@ -696,14 +696,15 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
     (``d = step`` [N·m], ``b = bound`` [N·m], ``M^ = mass`` [kg·m^2]): each joint moves toward
     its own target by at most its bound, never past it nor away from it, so every command
     stays between the last one and the one asked for (within the torque limits when both
-    are). The quadratic :math:`(x - d)^T H (x - d)`, :math:`H = \hat M^{-2}` (positive
-    definite), is solved by a primal active-set method (each iterate within the bounds; at
-    most ``4 n + 4`` iterations of one ``n x n`` solve; the last iterate if that is reached).
+    are). The quadratic :math:`(x - d)^T \hat M^{-2} (x - d)` is solved by a primal
+    active-set method (each iterate within the bounds; at most ``4 n + 4`` iterations of one
+    solve of the fixed joints' block of :math:`\hat M^2`; the last iterate if that is
+    reached).
     ``active``: a list of ``n`` ints, the joints held at a bound (+1 upper, -1 lower, 0
     free) to start from (the previous tick's: a ramp keeps its set, one iteration), updated
-    in place with the solution's. ``mass`` None, not finite or singular: each joint clipped,
-    ``x_k = clip(d_k, -b_k, b_k)`` (the solution for ``H = I``). The result is always
-    within the bounds.
+    in place with the solution's. ``mass`` None or not finite: each joint clipped,
+    ``x_k = clip(d_k, -b_k, b_k)`` (the solution for ``M^ = I``); singular: the last
+    iterate. The result is always within the bounds.
     """
     n = len(step)
     d = np.asarray(step, float)
@@ -711,19 +712,14 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
     lo = np.maximum(np.minimum(d, 0.0), -b)
     hi = np.minimum(np.maximum(d, 0.0), b)
     x = np.clip(d, lo, hi)
-    m = None
+    p = None
     if mass is not None:
         try:
             m = np.asarray(mass, float).reshape(n, n)
-            if not np.all(np.isfinite(m)):
-                raise ValueError('mass: not finite')
-            minv = np.linalg.inv(m)
-            h = minv @ minv
-            if not np.all(np.isfinite(h)):
-                m = None
-        except (ValueError, np.linalg.LinAlgError):
-            m = None
-    if m is None:
+            p = m @ m if np.all(np.isfinite(m)) else None
+        except ValueError:
+            p = None
+    if p is None:
         if active is not None:
             active[:] = [0] * n
         return x.tolist()
@@ -733,16 +729,22 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
         x = np.where(side > 0, hi, np.where(side < 0, lo, x))
     else:
         fixed = np.abs(d) > b          # joints held at a bound (lo_k or hi_k)
+    # With the residual r = d - x and z = M^-2 r (the cost's gradient is -2 z), the free
+    # joints' optimum has z_F = 0, so r = M^2 z gives z_A from the fixed joints' residual
+    # alone: no inverse of M.
     for _ in range(4 * n + 4):
         fi, fx = np.flatnonzero(~fixed), np.flatnonzero(fixed)
         target = x.copy()
-        if len(fi):
-            # the free joints' optimum with the fixed ones at their bounds
-            hf = h[fi]
+        z = np.zeros(0)
+        if len(fx):
+            pa = p[:, fx]
             try:
-                target[fi] = d[fi] - np.linalg.solve(hf[:, fi], hf[:, fx] @ (x[fx] - d[fx]))
+                z = np.linalg.solve(pa[fx], d[fx] - x[fx])
             except np.linalg.LinAlgError:
                 break
+            target[fi] = d[fi] - pa[fi] @ z
+        else:
+            target = d.copy()
         over = fi[(target[fi] > hi[fi]) | (target[fi] < lo[fi])]
         if len(over):
             # move toward it up to the first bound met; that joint becomes fixed
@@ -756,12 +758,12 @@ def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
             continue
         x = target
         # optimal if no fixed joint would lower the cost by moving into its interval
-        grad = h[fx] @ (x - d)
+        # (the gradient on the fixed joints is -z)
         at_hi = x[fx] >= hi[fx]
-        wrong = np.where(at_hi, grad > 0.0, grad < 0.0) & (hi[fx] > lo[fx])
+        wrong = np.where(at_hi, z < 0.0, z > 0.0) & (hi[fx] > lo[fx])
         if not wrong.any():
             break
-        fixed[int(fx[np.argmax(np.where(wrong, np.abs(grad), -1.0))])] = False
+        fixed[int(fx[np.argmax(np.where(wrong, np.abs(z), -1.0))])] = False
     if active is not None:
         active[:] = np.where(fixed, np.where(x >= hi, 1, -1), 0).tolist()
     return np.clip(x, lo, hi).tolist()
