@@ -45,7 +45,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / 'test'))
 
-from manip_control.supervision import TorqueRateLimiter  # noqa: E402
 import numpy as np  # noqa: E402
 import test_hold_design as th  # noqa: E402
 
@@ -119,6 +118,7 @@ def call_cost(name, seed, delay):
 
 
 def main():
+    """Print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[1])
     ap.add_argument('--arms', nargs='+', default=['panda.urdf', 'xarm7.urdf'])
     ap.add_argument('--starts', type=int, default=3)
@@ -139,9 +139,9 @@ def main():
                   f'{step_txt}', flush=True)
         coupled, clipped, mass, hold = call_cost(name, a.seed, a.delay)
         print(f'{name} limited calls of a hold entry: coupled {len(coupled)}, mean '
-              f'{coupled.mean():.0f} us, median {np.median(coupled):.0f} us (clipped: {len(clipped)}, '
-              f'mean {clipped.mean():.0f} us) + the mass matrix {mass:.0f} us; hold_torque '
-              f'{hold:.0f} us', flush=True)
+              f'{coupled.mean():.0f} us, median {np.median(coupled):.0f} us '
+              f'(clipped: {len(clipped)}, mean {clipped.mean():.0f} us) + the mass matrix '
+              f'{mass:.0f} us; hold_torque {hold:.0f} us', flush=True)
 
 
 if __name__ == '__main__':

@@ -236,7 +236,7 @@ def moving_states(arm, count=3, seed=3):
 
 def hold_run(name, make_law, delay=5, ticks=1000, limiter=None, coupled=True):
     """
-    Holds from moving states: peak ``|qd_k| / velocity_limit_k``, final ``max |qd|``.
+    Return the peak ``|qd_k| / velocity_limit_k`` and final ``max |qd|`` of holds.
 
     ``limiter``: through the node's torque-rate limit of the arm (:func:`rate_limiter`), with
     the nominal mass matrix (``coupled``) or each joint clipped (the former limiter); then

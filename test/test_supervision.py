@@ -188,7 +188,7 @@ def test_torque_rate_limiter():
 
 
 def coupled_mass(n, rng):
-    """A mass matrix with a Panda's spread: eigenvalues 0.005 to 3 kg m^2, random axes."""
+    """Return a mass matrix with a Panda's spread: eigenvalues 0.005-3 kg m^2."""
     axes = np.linalg.qr(rng.standard_normal((n, n)))[0]
     return axes @ np.diag(np.geomspace(0.005, 3.0, n)) @ axes.T
 
