@@ -90,7 +90,7 @@ import numpy as np
 __all__ = ['CommandSafetyParameters', 'command_safety_from_dict', 'StampGate', 'StatePeriod',
            'ResumeGate',
            'quintic_blend', 'blend_duration', 'ReferenceBlend', 'TorqueRateLimiter',
-           'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points', 'TrajectoryError',
+           'closest_bounded_step', 'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points', 'TrajectoryError',
            'clamp_acceleration']
 
 #: Peak speed of the quintic blend ``s`` per unit of offset and of 1/T.
@@ -652,8 +652,8 @@ class TorqueRateLimiter:
 
         ``mass``: the nominal mass matrix ``M^(q)`` [kg·m^2] of the state the command was
         computed from, or a callable returning it (called only when a joint's step exceeds
-        its bound); None, or a matrix that is not finite and invertible (or a callable that
-        raises ValueError, RuntimeError or ArithmeticError): each joint clipped.
+        its bound); None, a matrix that is not finite, or a callable that raises ValueError,
+        RuntimeError or ArithmeticError: each joint clipped.
         """
         tau = tuple(float(v) for v in tau)
         last = self.last
