@@ -30,7 +30,9 @@ torque of the pose, ``--delay`` ticks of loop delay at 1 kHz, 1 s. Each start is
 with the URDF arm's rate (the effort in 40 ms). Printed: the peak ``|qd_k| / velocity
 limit_k`` per start, the largest ``|qd|`` at 1 s [rad/s], the largest step over its bound
 ``|tau_k - tau_(k-1)| / (rate_k T)``, and the cost of a limited call [us] over the commands
-of a hold entry (:func:`call_cost`), with the host's speed (a Python loop of 1e7 additions).
+of a hold entry (:func:`call_cost`), with the host's speed (a Python loop of 1e7 additions);
+then, for every fixture URDF, how much longer a ramp to a fixed command takes coupled than
+clipped (:func:`ramp_ticks`).
 
     .venv/bin/python bench/bench_hold_rate_limit.py [--arms panda.urdf xarm7.urdf] \
         [--starts 3] [--seed 3] [--delay 5]
@@ -117,13 +119,45 @@ def call_cost(name, seed, delay):
     return coupled, clipped, t_mass, t_hold
 
 
+def ramp_ticks(name, poses=8, seed=1):
+    """
+    Ticks to reach a fixed command through the limiter, clipped and coupled, at ``poses``.
+
+    Three ramps per pose ``q``: gravity ``g(q)`` to zero (the end of a hold), zero to
+    ``g(q)`` (an activation from zero measured effort), and ``g(q)`` plus up to half the
+    effort at random to zero (the effort: what the rate swings in 40 ms where none is given); the mass matrix at ``q`` held. Returns the worst ratio of
+    coupled to clipped ticks and the ticks of that ramp.
+    """
+    arm, _ = th.arm_of(name)
+    # the effort, or what the rate swings in 40 ms where the URDF gives none
+    swing = np.array(th.rate_limiter(arm).rate) * 0.04
+    rng = np.random.default_rng(seed)
+    worst = (0.0, 0, 0)
+    for q in th.range_poses(arm, poses):
+        g, zero = arm.gravity(q), np.zeros(arm.n)
+        kick = np.clip(g + 0.5 * swing * rng.uniform(-1.0, 1.0, arm.n), -swing, swing)
+        for start, target in ((g, zero), (zero, g), (kick, zero)):
+            ticks = []
+            for mass in (None, arm.mass_matrix(q)):
+                limiter = th.rate_limiter(arm)
+                limiter.reset(tuple(start))
+                k = 1
+                while limiter.limit(tuple(target), th.T, mass=mass)[1] and k < 100000:
+                    k += 1
+                ticks.append(k)
+            worst = max(worst, (ticks[1] / ticks[0], ticks[0], ticks[1]))
+    return worst
+
+
 def main():
     """Print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[1])
-    ap.add_argument('--arms', nargs='+', default=['panda.urdf', 'xarm7.urdf'])
+    ap.add_argument('--arms', nargs='*', default=['panda.urdf', 'xarm7.urdf'])
     ap.add_argument('--starts', type=int, default=3)
     ap.add_argument('--seed', type=int, default=3)
     ap.add_argument('--delay', type=int, default=5)
+    ap.add_argument('--ramp-arms', nargs='*', default=th.FIXTURES,
+                    help='arms of the ramp figure (default: every fixture URDF)')
     a = ap.parse_args()
     t0 = time.perf_counter()
     s = 0
@@ -142,6 +176,10 @@ def main():
               f'{coupled.mean():.0f} us, median {np.median(coupled):.0f} us '
               f'(clipped: {len(clipped)}, mean {clipped.mean():.0f} us) + the mass matrix '
               f'{mass:.0f} us; hold_torque {hold:.0f} us', flush=True)
+    for name in a.ramp_arms:
+        ratio, clip, coupled = ramp_ticks(name)
+        print(f'{name} ramps to a fixed command: coupled / clipped ticks at most {ratio:.2f} '
+              f'({coupled} against {clip})', flush=True)
 
 
 if __name__ == '__main__':
