@@ -90,8 +90,8 @@ import numpy as np
 __all__ = ['CommandSafetyParameters', 'command_safety_from_dict', 'StampGate', 'StatePeriod',
            'ResumeGate',
            'quintic_blend', 'blend_duration', 'ReferenceBlend', 'TorqueRateLimiter',
-           'closest_bounded_step', 'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points', 'TrajectoryError',
-           'clamp_acceleration']
+           'closest_bounded_step', 'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points',
+           'TrajectoryError', 'clamp_acceleration']
 
 #: Peak speed of the quintic blend ``s`` per unit of offset and of 1/T.
 QUINTIC_PEAK_SPEED = 1.875
