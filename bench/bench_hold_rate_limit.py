@@ -121,13 +121,13 @@ def call_cost(name, seed, delay):
 
 def ramp_ticks(name, poses=8, seed=1):
     """
-    Ticks to reach a fixed command through the limiter, clipped and coupled, at ``poses``.
+    Return the ticks to reach a fixed command through the limiter, clipped and coupled.
 
-    Three ramps per pose ``q``: gravity ``g(q)`` to zero (the end of a hold), zero to
-    ``g(q)`` (an activation from zero measured effort), and ``g(q)`` plus up to half the
-    effort at random to zero (the effort: what the rate swings in 40 ms where none is
-    given); the mass matrix at ``q`` held. Returns the worst ratio of
-    coupled to clipped ticks and the ticks of that ramp.
+    Three ramps at each of ``poses`` poses ``q``: gravity ``g(q)`` to zero (the end of a
+    hold), zero to ``g(q)`` (an activation from zero measured effort), and ``g(q)`` plus up
+    to half the effort at random to zero (the effort: what the rate swings in 40 ms where
+    none is given); the mass matrix at ``q`` held. Returns the worst ratio of coupled to
+    clipped ticks and the ticks of that ramp.
     """
     arm, _ = th.arm_of(name)
     # the effort, or what the rate swings in 40 ms where the URDF gives none
