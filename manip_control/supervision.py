@@ -61,9 +61,7 @@ Re-planned reference (:class:`ReferenceBlend`)
     slope and curvature at both ends), ``T = max(1.875 |D| / v_max, sqrt(5.7735 |D| / a_max))``
     so that the blend's own speed stays below ``v_max`` and its acceleration below ``a_max``.
 Torque-rate limit (:class:`TorqueRateLimiter`)
-    ``|tau_k - tau_{k-1}| <= rate * dt`` per joint on every published command; a step beyond
-    it is replaced by the bounded step closest in acceleration through the nominal ``M^(q)``
-    (not clipped per joint, which turns a coupled arm's acceleration).
+    ``|tau_k - tau_{k-1}| <= rate * dt`` per joint on every published command.
 Deactivation ramp (:func:`stop_ramp`)
     From the command at deactivation to the hold over the first half of ``stop_time``, then
     from the hold to zero over the second half.
@@ -85,13 +83,12 @@ from manip_control.parameters import _opt
 from manip_control.parameters import _positive
 from manip_control.parameters import _vector
 from manip_control.parameters import ParameterError
-import numpy as np
 
 __all__ = ['CommandSafetyParameters', 'command_safety_from_dict', 'StampGate', 'StatePeriod',
            'ResumeGate',
            'quintic_blend', 'blend_duration', 'ReferenceBlend', 'TorqueRateLimiter',
-           'closest_bounded_step', 'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points',
-           'TrajectoryError', 'clamp_acceleration']
+           'stop_ramp', 'TrajectoryBuffer', 'trajectory_from_points', 'TrajectoryError',
+           'clamp_acceleration']
 
 #: Peak speed of the quintic blend ``s`` per unit of offset and of 1/T.
 QUINTIC_PEAK_SPEED = 1.875
@@ -606,26 +603,8 @@ def clamp_acceleration(qdd: Sequence[float], limit: Sequence[float]) -> tuple[tu
 
 
 class TorqueRateLimiter:
-    r"""
-    Per-joint torque-rate limit ``|tau_k - tau_{k-1}| <= rate * dt`` [N·m], coupling-aware.
-
-    A command whose step ``d = tau - tau_last`` is within ``rate * dt`` on every joint passes
-    unchanged. Otherwise the step sent is the one within the per-joint bounds whose
-    acceleration on the nominal arm is closest to that of the step asked for:
-
-    .. math::
-
-        x^* = \arg\min_{x} \|\hat M(q)^{-1} (d - x)\|_2, \quad
-        |x_k| \le r_k \, dt, \; x_k \text{ between } 0 \text{ and } d_k, \qquad
-        \tau = \tau_{last} + x^*
-
-    (a box-constrained least squares, :func:`closest_bounded_step`; no joint moves away from
-    or past the torque asked of it, so the command stays within the torque limits that the
-    asked one and the last one respect). Clipping each joint
-    (``x = clip(d)``, what it does without a mass matrix) turns the acceleration of a coupled
-    arm: a clipped heavy joint's missing torque goes through the off-diagonal of ``M^-1`` into
-    the light joints, so a braking hold entered near the velocity limits sped them up to
-    3.6x their limit (docs/safety.md). The bound on every joint's step is the same in both.
+    """
+    Per-joint torque-rate limit ``|tau_k - tau_{k-1}| <= rate * dt`` [N·m].
 
     Parameters
     ----------
@@ -638,135 +617,32 @@ class TorqueRateLimiter:
         self.rate = tuple(float(r) for r in rate)
         self.limited = 0
         self.last: tuple | None = None
-        self._active = [0] * len(self.rate)     # warm start of the next limited step
 
     def reset(self, value: Sequence[float] | None = None) -> None:
         """Start again from ``value`` [N·m] (None: the next command passes unchanged)."""
         self.last = None if value is None else tuple(float(v) for v in value)
-        self._active = [0] * len(self.rate)
 
-    def limit(self, tau: Sequence[float], dt: float,
-              mass: Any = None) -> tuple[tuple, bool]:
-        """
-        Return ``(tau limited, limited)`` for a command ``dt`` [s] after the last one.
-
-        ``mass``: the nominal mass matrix ``M^(q)`` [kg·m^2] of the state the command was
-        computed from, or a callable returning it (called only when a joint's step exceeds
-        its bound); None, a matrix that is not finite, or a callable that raises ValueError,
-        RuntimeError or ArithmeticError: each joint clipped.
-        """
+    def limit(self, tau: Sequence[float], dt: float) -> tuple[tuple, bool]:
+        """Return ``(tau limited, limited)`` for a command ``dt`` [s] after the last one."""
         tau = tuple(float(v) for v in tau)
         last = self.last
         if last is None:
             self.last = tau
             return tau, False
-        for v, w, r in zip(tau, last, self.rate):
-            if abs(v - w) > r * dt:
-                break
-        else:
-            self.last = tau
-            if any(self._active):
-                self._active = [0] * len(tau)
-            return tau, False
-        bound = [r * dt for r in self.rate]
-        step = [v - w for v, w in zip(tau, last)]
-        try:
-            m = mass() if callable(mass) else mass
-        except (ValueError, RuntimeError, ArithmeticError):
-            m = None                    # no model at this state: clipped, still bounded
-        x = closest_bounded_step(step, bound, m, self._active)
-        out = tuple(w + v for w, v in zip(last, x))
+        out = []
+        limited = False
+        for k, v in enumerate(tau):
+            step = self.rate[k] * dt
+            lo, hi = last[k] - step, last[k] + step
+            if v < lo or v > hi:
+                v = lo if v < lo else hi
+                limited = True
+            out.append(v)
+        out = tuple(out)
         self.last = out
-        self.limited += 1
-        return out, True
-
-
-def closest_bounded_step(step: Sequence[float], bound: Sequence[float],
-                         mass: Any = None, active: list | None = None) -> list:
-    r"""
-    Return the step within the per-joint bounds closest to ``step`` in acceleration.
-
-    Solves
-
-    .. math::
-
-        \min_x \|\hat M^{-1} (d - x)\|_2 \quad \text{subject to} \quad
-        \min(0, d_k) \le x_k \le \max(0, d_k), \; |x_k| \le b_k
-
-    (``d = step`` [N·m], ``b = bound`` [N·m], ``M^ = mass`` [kg·m^2]): each joint moves toward
-    its own target by at most its bound, never past it nor away from it, so every command
-    stays between the last one and the one asked for (within the torque limits when both
-    are). The quadratic :math:`(x - d)^T \hat M^{-2} (x - d)` is solved by a primal
-    active-set method (each iterate within the bounds; at most ``4 n + 4`` iterations of one
-    solve of the fixed joints' block of :math:`\hat M^2`; the last iterate if that is
-    reached).
-    ``active``: a list of ``n`` ints, the joints held at a bound (+1 upper, -1 lower, 0
-    free) to start from (the previous tick's: a ramp keeps its set, one iteration), updated
-    in place with the solution's. ``mass`` None or not finite: each joint clipped,
-    ``x_k = clip(d_k, -b_k, b_k)`` (the solution for ``M^ = I``); singular: the last
-    iterate. The result is always within the bounds.
-    """
-    n = len(step)
-    d = np.asarray(step, float)
-    b = np.asarray(bound, float)
-    lo = np.maximum(np.minimum(d, 0.0), -b)
-    hi = np.minimum(np.maximum(d, 0.0), b)
-    x = np.clip(d, lo, hi)
-    p = None
-    if mass is not None:
-        try:
-            m = np.asarray(mass, float).reshape(n, n)
-            p = m @ m if np.all(np.isfinite(m)) else None
-        except ValueError:
-            p = None
-    if p is None:
-        if active is not None:
-            active[:] = [0] * n
-        return x.tolist()
-    if active is not None and len(active) == n and any(active):
-        side = np.asarray(active)
-        fixed = side != 0
-        x = np.where(side > 0, hi, np.where(side < 0, lo, x))
-    else:
-        fixed = np.abs(d) > b          # joints held at a bound (lo_k or hi_k)
-    # With the residual r = d - x and z = M^-2 r (the cost's gradient is -2 z), the free
-    # joints' optimum has z_F = 0, so r = M^2 z gives z_A from the fixed joints' residual
-    # alone: no inverse of M.
-    for _ in range(4 * n + 4):
-        fi, fx = np.flatnonzero(~fixed), np.flatnonzero(fixed)
-        target = x.copy()
-        z = np.zeros(0)
-        if len(fx):
-            pa = p[:, fx]
-            try:
-                z = np.linalg.solve(pa[fx], d[fx] - x[fx])
-            except np.linalg.LinAlgError:
-                break
-            target[fi] = d[fi] - pa[fi] @ z
-        else:
-            target = d.copy()
-        over = fi[(target[fi] > hi[fi]) | (target[fi] < lo[fi])]
-        if len(over):
-            # move toward it up to the first bound met; that joint becomes fixed
-            delta = target[over] - x[over]
-            room = (np.where(delta > 0.0, hi[over], lo[over]) - x[over]) / delta
-            j = int(np.argmin(room))
-            k = int(over[j])
-            x[fi] += min(max(float(room[j]), 0.0), 1.0) * (target[fi] - x[fi])
-            x[k] = hi[k] if delta[j] > 0.0 else lo[k]
-            fixed[k] = True
-            continue
-        x = target
-        # optimal if no fixed joint would lower the cost by moving into its interval
-        # (the gradient on the fixed joints is -z)
-        at_hi = x[fx] >= hi[fx]
-        wrong = np.where(at_hi, z < 0.0, z > 0.0) & (hi[fx] > lo[fx])
-        if not wrong.any():
-            break
-        fixed[int(fx[np.argmax(np.where(wrong, np.abs(z), -1.0))])] = False
-    if active is not None:
-        active[:] = np.where(fixed, np.where(x >= hi, 1, -1), 0).tolist()
-    return np.clip(x, lo, hi).tolist()
+        if limited:
+            self.limited += 1
+        return out, limited
 
 
 def stop_ramp(elapsed: float, duration: float, tau0: Sequence[float],

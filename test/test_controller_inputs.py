@@ -279,36 +279,3 @@ def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
     assert any(abs(c[0]) > 1.0 for c in after)         # the hold again, from zero
     assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
                for a, b in zip(after, after[1:]) for j in (0, 1))
-
-
-# --------------------------------------------------------------------------------------------
-# the torque-rate limit through the arm's coupling
-
-
-def test_the_node_rate_limit_is_the_closest_bounded_step_through_its_model(ros_context):
-    """
-    A command beyond the rate limit: the node sends the core's coupled step, not a clip.
-
-    The node's own limiter, given a step beyond ``rate T`` on both joints at a measured pose,
-    returns ``last + closest_bounded_step(step, rate T, M^(q))`` with its nominal model's
-    mass matrix; clipping each joint (the former limiter, or the node not passing the mass
-    matrix) gives joint 2 its full bound instead.
-    """
-    from manip_control.supervision import closest_bounded_step
-    node = make_node(ControllerNode, ros_context, controller_specs(),
-                     {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
-    _recorded(node)
-    node.trigger_configure()
-    node.trigger_activate()
-    safety = node.safety
-    node.on_joint_state(_state(['joint1', 'joint2']), None)
-    q = safety.supervisor.last_q
-    assert q is not None
-    safety.limiter.reset((0.0, 0.0))
-    safety._last_command_time = None        # dt: one period
-    asked = (89.0, 10.0)
-    out = safety._shape(asked)
-    bound = [r * safety.period for r in safety.cmd.torque_rate_limit]
-    coupled = closest_bounded_step(list(asked), bound, safety.model.mass_matrix(q))
-    assert out == pytest.approx(coupled, abs=1e-12), (out, coupled)
-    assert out[0] == pytest.approx(bound[0]) and bound[1] - out[1] > 0.1 * bound[1], out

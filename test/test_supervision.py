@@ -24,7 +24,6 @@ import math
 from manip_control.parameters import ParameterError
 from manip_control.supervision import blend_duration
 from manip_control.supervision import clamp_acceleration
-from manip_control.supervision import closest_bounded_step
 from manip_control.supervision import command_safety_from_dict
 from manip_control.supervision import CommandSafetyParameters
 from manip_control.supervision import quintic_blend
@@ -37,7 +36,6 @@ from manip_control.supervision import trajectory_from_points
 from manip_control.supervision import TrajectoryError
 import numpy as np
 import pytest
-from scipy.optimize import lsq_linear
 
 NOW = 1.7e9          # a wall-clock time [s]
 
@@ -185,112 +183,6 @@ def test_torque_rate_limiter():
     assert out == pytest.approx((4.0, -2.0))
     out, limited = lim.limit((4.5, -2.5), 0.001)
     assert not limited and out == (4.5, -2.5) and lim.limited == 2
-
-
-def coupled_mass(n, rng):
-    """Return a mass matrix with a Panda's spread: eigenvalues 0.005-3 kg m^2."""
-    axes = np.linalg.qr(rng.standard_normal((n, n)))[0]
-    return axes @ np.diag(np.geomspace(0.005, 3.0, n)) @ axes.T
-
-
-def test_coupled_rate_limit_is_the_closest_step_in_acceleration():
-    """
-    Against scipy's bounded-variable least squares (an independent solver).
-
-    ``min |M^-1 (d - x)|`` over ``x_k`` between 0 and ``d_k``, ``|x_k| <= b_k``: the cost
-    within 1e-9 of scipy's, cold or from any warm start, the bounds kept exactly; without a
-    mass matrix, each joint clipped.
-    """
-    rng = np.random.default_rng(4)
-    for n in (2, 3, 7, 7, 7):
-        for _ in range(40):
-            m = coupled_mass(n, rng)
-            d = 5.0 * rng.standard_normal(n)
-            b = rng.uniform(0.1, 3.0, n)
-            lo, hi = np.maximum(np.minimum(d, 0.0), -b), np.minimum(np.maximum(d, 0.0), b)
-            x = np.array(closest_bounded_step(d, b, m))
-            assert np.all(x >= lo) and np.all(x <= hi)
-            minv = np.linalg.inv(m)
-            ref = lsq_linear(minv, minv @ d, bounds=(lo, hi), method='bvls', tol=1e-14).x
-            cost, best = np.linalg.norm(minv @ (d - x)), np.linalg.norm(minv @ (d - ref))
-            assert cost <= best * (1.0 + 1e-9) + 1e-12, (cost, best)
-            # from any warm start (a previous tick's active set): the same optimum
-            active = rng.integers(-1, 2, n).tolist()
-            warm = np.array(closest_bounded_step(d, b, m, active))
-            assert np.all(warm >= lo) and np.all(warm <= hi)
-            cost = np.linalg.norm(minv @ (d - warm))
-            assert cost <= best * (1.0 + 1e-9) + 1e-12, (cost, best)
-            assert closest_bounded_step(d, b, m, active) == pytest.approx(warm, abs=1e-12)
-            assert closest_bounded_step(d, b, None) == pytest.approx(np.clip(d, -b, b))
-    # a matrix that is not usable: clipped
-    for m in (np.full((2, 2), np.nan), np.zeros((2, 2))):
-        assert closest_bounded_step([3.0, -3.0], [1.0, 1.0], m) == [1.0, -1.0]
-
-
-def test_coupled_rate_limit_closed_form_two_joints():
-    """
-    Joint 1 is clipped, joint 2 within its bound: joint 2 takes up the coupling.
-
-    With joint 1 at its bound ``b_1``, the cost ``(x - d)^T H (x - d)``, ``H = M^-2``, is
-    least at ``x_2 = d_2 - H_21 (b_1 - d_1) / H_22`` (within ``[0, d_2]`` here); clipping
-    would leave ``x_2 = d_2`` and the acceleration of joint 2 off by ``(M^-1)_21 (d_1 - b_1)``.
-    """
-    m = np.array([[2.0, 0.1], [0.1, 0.5]])
-    d, b = np.array([10.0, 1.0]), np.array([1.0, 1.0])
-    h = np.linalg.inv(m) @ np.linalg.inv(m)
-    x2 = d[1] - h[1, 0] * (b[0] - d[0]) / h[1, 1]
-    assert 0.0 < x2 < d[1]
-    lim = TorqueRateLimiter((1000.0, 1000.0))
-    lim.reset((0.0, 0.0))
-    out, limited = lim.limit(d, 0.001, mass=m)
-    assert limited and out == pytest.approx((1.0, x2), abs=1e-12)
-    # joint 2's acceleration error [rad/s^2]: 0.22 against 0.91 when clipped
-    clip_error = abs((np.linalg.inv(m) @ (d - (1.0, 1.0)))[1])
-    assert abs((np.linalg.inv(m) @ (d - out))[1]) < 0.5 * clip_error
-
-
-def test_coupled_rate_limit_reaches_the_target_and_keeps_the_bounds():
-    """
-    Toward a fixed command, every step within ``rate dt`` and toward the target; it arrives.
-
-    Each joint's command stays between the start and the target (so within any torque limit
-    both respect); the target is reached within twice the ticks that clipping needs.
-    """
-    rng = np.random.default_rng(7)
-    rate = np.array([2000.0, 2000.0, 1000.0, 1000.0, 300.0, 300.0, 300.0])
-    for _ in range(20):
-        m = coupled_mass(7, rng)
-        start, target = 30.0 * rng.standard_normal(7), 30.0 * rng.standard_normal(7)
-        clip_ticks = int(np.max(np.ceil(np.abs(target - start) / (rate * 1e-3))))
-        lim = TorqueRateLimiter(rate)
-        lim.reset(start)
-        last = start
-        for tick in range(1, 2 * clip_ticks + 1):
-            out = np.array(lim.limit(target, 1e-3, mass=lambda: m)[0])
-            assert np.all(np.abs(out - last) <= rate * 1e-3 * (1.0 + 1e-12))
-            assert np.all((out - start) * (target - start) >= -1e-12)
-            assert np.all(np.abs(out - start) <= np.abs(target - start) + 1e-12)
-            last = out
-            if np.array_equal(out, target):
-                break
-        assert np.array_equal(last, target), tick
-
-
-def test_coupled_rate_limit_asks_the_mass_matrix_only_when_limiting():
-    calls = []
-
-    def mass():
-        calls.append(1)
-        return np.eye(2)
-    lim = TorqueRateLimiter((1000.0, 1000.0))
-    lim.reset((0.0, 0.0))
-    assert lim.limit((0.5, -0.5), 0.001, mass=mass) == ((0.5, -0.5), False) and not calls
-    assert lim.limit((3.0, -3.0), 0.001, mass=mass)[0] == pytest.approx((1.5, -1.5))
-    assert calls == [1]
-
-    def broken():
-        raise ValueError('q: not finite')
-    assert lim.limit((9.0, -9.0), 0.001, mass=broken) == ((2.5, -2.5), True)
 
 
 def test_stop_ramp_to_the_hold_then_to_zero():

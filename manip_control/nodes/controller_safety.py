@@ -920,17 +920,12 @@ class ControllerSafety:
                 dt = self.period
             else:
                 dt = min(max(now - last_t, 0.0), 2.0 * self.period)
-            tau, limited = self.limiter.limit(tau, dt, mass=self._mass)
+            tau, limited = self.limiter.limit(tau, dt)
             if limited:
                 self._count('torque_rate_limited')
         self.last_command = tuple(tau)
         self._last_command_time = now
         return tau
-
-    def _mass(self):
-        """Nominal mass matrix of the last state (the limiter's coupling; None: clip)."""
-        q = self.supervisor.last_q
-        return None if q is None else self.model.mass_matrix(q)
 
     def _emit(self, tau, limit: bool = True) -> None:
         tau = self._shape(tau) if limit else tuple(tau)
