@@ -1059,8 +1059,13 @@ class ControllerSafety:
             hold = hold_torque(self.model, q, zero, q, zero, zero, lim)
         tau = stop_ramp(self.now() - t0, self.cmd.stop_time, tau0, hold)
         if tau is None:
+            # zero through the rate limit: the limited command may lag the ramp (a late
+            # process), and a step to zero at the deadline is what the ramp is there to
+            # avoid; done once zero has been sent
+            self._emit((0.0,) * len(self.joints))
+            if any(self.last_command):
+                return
             self._stop = None
-            self._emit((0.0,) * len(self.joints), limit=False)
             self.node.get_logger().info('deactivate: ramp done, zero torque')
             self.publish_diagnostics()
             return
