@@ -89,8 +89,10 @@ import xml.etree.ElementTree as ET
 
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import UrdfArm
-from manip_control.identification import Prepared
-from manip_control.identification import resample_uniform
+from manip_control.identification_data import IdentificationError
+from manip_control.identification_data import Prepared
+from manip_control.identification_data import read_joint_states
+from manip_control.identification_data import resample_uniform
 import numpy as np
 
 #: Names of Pinocchio's ten standard parameters of one body, in order.
@@ -1252,8 +1254,6 @@ def main_urdf(args) -> int:
     from manip_control.arm_model import ArmModelError
     from manip_control.arm_model import read_urdf_file
     from manip_control.bag_io import BagError
-    from manip_control.identification import IdentificationError
-    from manip_control.identification import read_joint_states
     import yaml
     try:
         if args.record:

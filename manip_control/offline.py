@@ -15,7 +15,7 @@
 """
 ``manip-offline``: run a scenario's closed loop without ROS and print the summary.
 
-The summary ends with the lesson (:func:`manip_control.simulation.lesson`): the late-window
+The summary ends with the lesson (:func:`manip_control.lesson.lesson`): the late-window
 error beside that of a perfect nominal model (one extra run) and the ISS estimate.
 
 Same rates and zero-order-hold semantics as the ROS lockstep simulation. The loop runs in
@@ -38,13 +38,13 @@ from pathlib import Path
 import sys
 import time
 
+from manip_control.lesson import format_lesson
+from manip_control.lesson import lesson
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.simulation import ENGINES
-from manip_control.simulation import format_lesson
 from manip_control.simulation import format_summary
 from manip_control.simulation import KernelUnsupported
-from manip_control.simulation import lesson
 from manip_control.simulation import PlantStateError
 from manip_control.simulation import run_closed_loop
 from manip_control.simulation import summarize

@@ -72,6 +72,10 @@ from manip_control.parameters import ParameterError
 from manip_control.parameters import Scenario
 from manip_control.plant import initial_state
 from manip_control.plant import plant_model
+from manip_control.simulation import late_window
+from manip_control.simulation import run_batch
+from manip_control.simulation import run_closed_loop
+from manip_control.simulation import truth_nominal
 from manip_control.trajectories import trajectory_from_config
 import numpy as np
 
@@ -120,7 +124,6 @@ def perturbed_nominal(scenario: Scenario, delta: Sequence[float]) -> NominalMode
     Everything else (lengths, CoM distances, friction, rotor inertia and coupling, gear
     ratios and efficiencies) is the plant's (:func:`manip_control.simulation.truth_nominal`).
     """
-    from manip_control.simulation import truth_nominal
     truth = truth_nominal(scenario)
     values = {name: getattr(truth.arm, name) * (1.0 + d) for name, d in zip(PERTURBED, delta)}
     return dataclasses.replace(truth, arm=dataclasses.replace(truth.arm, **values))
@@ -159,7 +162,6 @@ def iss_estimate(scenario: Scenario, nominal: NominalModel, kp, kd,
 
 def late_reference(scenario: Scenario, n_samples: int = 2000):
     """``(q_d, qd_d, qdd_d)`` at ``n_samples`` times over the late window, shapes (n, 2)."""
-    from manip_control.simulation import late_window
     traj = trajectory_from_config(dict(scenario.trajectory), 2)
     window = late_window(scenario)
     t = np.linspace(window.start, window.end, n_samples)
@@ -425,8 +427,6 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
     BoundResult
 
     """
-    from manip_control.simulation import late_window
-
     plant, ctrl = scenario.plant, scenario.controller
     nominal = ctrl.nominal if nominal is None else nominal
     kp = np.asarray(ctrl.kp if kp is None else kp, dtype=float)
@@ -680,8 +680,6 @@ def single_run(scenario: Scenario, nominal: NominalModel, kp, kd) -> tuple:
     The study computes the same figures for all runs at once with
     :func:`manip_control.simulation.run_batch`; this is the one-run reference.
     """
-    from manip_control.simulation import late_window
-    from manip_control.simulation import run_closed_loop
     result = run_closed_loop(run_scenario(scenario, nominal, kp, kd))
     late = result.t >= late_window(scenario).start
     err = np.abs(result.error[late]).max(axis=0)
@@ -738,8 +736,6 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
         ``spread``; a few seconds each); otherwise ``nan``.
 
     """
-    from manip_control.simulation import run_batch
-
     if scenario.controller.law != 'computed_torque':
         raise ParameterError('controller.law: the robustness study needs computed_torque '
                              f'(got {scenario.controller.law})')
