@@ -97,6 +97,8 @@ from manip_control.parameters import ParameterError
 from manip_control.parameters import Scenario
 from manip_control.simulation import run_closed_loop
 import numpy as np
+from rosbags.typesys import get_typestore
+from rosbags.typesys import Stores
 from scipy.signal import butter
 from scipy.signal import sosfiltfilt
 import yaml
@@ -584,8 +586,6 @@ def write_joint_states_bag(result, path: str | Path, joints: Sequence[str] = ('j
     serialized with the ROS 2 Jazzy typestore and written through
     :class:`manip_control.bag_io.BagWriter` (with ``params.yaml`` = the scenario).
     """
-    from rosbags.typesys import get_typestore
-    from rosbags.typesys import Stores
     store = get_typestore(Stores.ROS2_JAZZY)
     types = store.types
     JointState = types['sensor_msgs/msg/JointState']

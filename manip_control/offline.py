@@ -38,6 +38,12 @@ from pathlib import Path
 import sys
 import time
 
+from manip_control.arm_identification import write_arm_bag
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import UrdfError
+from manip_control.arm_scenario import joint_effort
+from manip_control.arm_scenario import run_urdf_closed_loop
+from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.lesson import format_lesson
 from manip_control.lesson import lesson
 from manip_control.parameters import load_scenario
@@ -94,10 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_urdf(args) -> int:
     """``manip-offline --urdf``: one URDF run, its per-joint summary."""
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import UrdfError
-    from manip_control.arm_scenario import run_urdf_closed_loop
-    from manip_control.arm_scenario import summarize_urdf_run
     if args.config is not None or args.engine != 'auto':
         print('error: --urdf runs the n-joint plant: --config and --engine do not apply',
               file=sys.stderr)
@@ -122,8 +124,6 @@ def run_urdf(args) -> int:
         return 2
     wall = time.perf_counter() - t0
     if args.bag is not None:
-        from manip_control.arm_identification import write_arm_bag
-        from manip_control.arm_scenario import joint_effort
         if bag.is_dir():
             bag.rmdir()                 # empty (checked above): the writer creates it
         try:

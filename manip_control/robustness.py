@@ -64,6 +64,12 @@ import sys
 import time
 from typing import Callable, Sequence, TextIO
 
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import read_urdf_file
+from manip_control.arm_model import UrdfArm
+from manip_control.arm_scenario import gains_from_bandwidth
+from manip_control.arm_scenario import run_urdf_closed_loop
+from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import ControllerParameters
 from manip_control.parameters import load_scenario
@@ -778,7 +784,6 @@ def _check_study(levels: Sequence[float], runs: int, gain_scale: float) -> None:
 
 def urdf_gain_sets(n: int, omega_n: float, scale: float) -> dict[str, tuple]:
     """Gain set ``A`` (bandwidth ``omega_n`` [rad/s], critical) and ``B`` (``scale omega_n``)."""
-    from manip_control.arm_scenario import gains_from_bandwidth
     return {name: tuple(tuple(float(k) for k in g) for g in gains_from_bandwidth(n, w))
             for name, w in (('A', omega_n), ('B', scale * omega_n))}
 
@@ -826,10 +831,6 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
         Bad description or run option.
 
     """
-    from manip_control.arm_model import read_urdf_file
-    from manip_control.arm_model import UrdfArm
-    from manip_control.arm_scenario import run_urdf_closed_loop
-    from manip_control.arm_scenario import summarize_urdf_run
     _check_study(levels, runs, gain_scale)
     n = UrdfArm.from_string(read_urdf_file(path), None, source=str(path)).n
     gains = urdf_gain_sets(n, omega_n, gain_scale)
@@ -1097,9 +1098,6 @@ def _write_outputs(out_dir: str, results: Sequence[RunResult], gains: dict[str, 
 
 def _main_urdf(args) -> None:
     """Run the study on a URDF arm (``--urdf``): header, table, CSV and plot."""
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import read_urdf_file
-    from manip_control.arm_model import UrdfArm
     if args.jobs is not None:
         raise ParameterError('--jobs: the --urdf study runs in this process (no workers)')
     try:

@@ -33,6 +33,8 @@ PACKAGE = 'manip_control'
 
 #: Third-party packages a function may import when it first needs them, and why.
 DEFERRED = {
+    'manip_control.kernel': 'the compiled engine: imports numba (about 1 s); the plant takes '
+                            'it when it first builds a compiled step',
     'pinocchio': 'URDF arms only; about 0.5 s to import',
     'mujoco': 'the MuJoCo driver and comparisons only; about 0.35 s to import',
     'scipy': 'identification, robustness bounds and splines only; scipy.signal takes about '
@@ -55,6 +57,51 @@ DEFERRED = {
 }
 
 
+#: Imports inside functions left in place for now: (file, function) -> the names they import.
+#: The controller's threading changes these two files in parallel, so their diff here is kept
+#: to what breaking the circles needed. Move these to the top of the module once that work has
+#: landed, and empty this list (an entry that no longer matches an import fails the test).
+PENDING = {
+    ('manip_control/nodes/common.py', '_stop_with_parent'): {'signal', 'ctypes'},
+    ('manip_control/nodes/common.py', 'init_keeping_context_on_signals'): {'signal'},
+    ('manip_control/nodes/common.py', 'loopback_udp_profile'): {'tempfile'},
+    ('manip_control/nodes/ros_params.py', '_arm_plant_config'): {
+        'manip_control.parameters._int', 'manip_control.parameters._positive',
+        'manip_control.parameters._sensors_from_dict',
+        'manip_control.parameters._validate_friction', 'manip_control.parameters._validate_motor',
+        'manip_control.parameters._vector', 'manip_control.parameters.build_joint_list'},
+    ('manip_control/nodes/ros_params.py', '_closest'): {'difflib'},
+    ('manip_control/nodes/ros_params.py', 'arm_control_defaults'): {
+        'manip_control.arm_model.ArmModelError', 'manip_control.arm_scenario.control_defaults'},
+    ('manip_control/nodes/ros_params.py', 'arm_from_description'): {
+        'manip_control.arm_model.ArmModelError', 'manip_control.arm_model.UrdfArm'},
+    ('manip_control/nodes/ros_params.py', 'arm_plant_defaults'): {
+        'manip_control.arm_scenario.plant_defaults'},
+    ('manip_control/nodes/ros_params.py', 'drives_following_plant'): {
+        'manip_control.arm_model.ArmModelError', 'manip_control.arm_model.UrdfArm',
+        'manip_control.arm_scenario.plant_defaults'},
+    ('manip_control/nodes/ros_params.py', 'drives_params_file'): {
+        'hashlib', 'tempfile', 'manip_control.arm_model.ArmModelError',
+        'manip_control.arm_model.read_urdf_file'},
+    ('manip_control/nodes/ros_params.py', 'hard_limit_specs'): {
+        'manip_control.safety.HARD_LIMIT_DOC', 'manip_control.safety.HARD_LIMIT_PREFIX'},
+    ('manip_control/nodes/ros_params.py', 'held_urdf_plant'): {
+        'manip_control.arm_model.ArmModelError', 'manip_control.arm_plant.HeldArmPlant',
+        'manip_control.arm_scenario.urdf_plant'},
+    ('manip_control/nodes/ros_params.py', 'load_params_file'): {'sys'},
+    ('manip_control/nodes/ros_params.py', 'node_help'): {'textwrap'},
+    ('manip_control/nodes/ros_params.py', 'nominal_urdf_arm'): {
+        'manip_control.arm_model.ArmModelError', 'manip_control.arm_model.UrdfArm'},
+    ('manip_control/nodes/ros_params.py', 'print_node_help'): {'sys'},
+    ('manip_control/nodes/ros_params.py', 'ros_arguments'): {'sys'},
+    ('manip_control/nodes/ros_params.py', 'trajectory_config'): {
+        'manip_control.trajectories.trajectory_from_config',
+        'manip_control.trajectories.TrajectoryError',
+        'manip_control.trajectories.validate_limits'},
+    ('manip_control/nodes/ros_params.py', 'wants_help'): {'sys'},
+}
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix('').parts)
     if parts[-1] == '__init__':
@@ -66,30 +113,29 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted((ROOT / PACKAGE).rglob('*.py'))}
 
 
-def _targets(module: str, is_package: bool, node: ast.AST) -> list[str]:
-    """Return the full names an import statement refers to (modules or names in them)."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    if node.level:
-        base = module.split('.') if is_package else module.split('.')[:-1]
-        base = base[:len(base) - node.level + 1]
-        source = '.'.join(base + ([node.module] if node.module else []))
-    else:
-        source = node.module
-    return [source] + [f'{source}.{alias.name}' for alias in node.names]
-
-
 def _imports(modules: dict[str, Path]):
-    """Yield (module, line, imported full names, enclosing function or None) per import."""
+    """
+    Yield (module, line, full names imported, enclosing function or None) per import.
+
+    ``import x.y`` imports ``x.y``; ``from x import a`` imports ``x.a`` (a module or a name in
+    ``x``); relative imports are resolved against the importing module.
+    """
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding='utf-8'), str(path))
-        is_package = path.name == '__init__.py'
+        package = module.split('.') if path.name == '__init__.py' else module.split('.')[:-1]
         stack = [(tree, None)]
         while stack:
             node, function = stack.pop()
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.Import, ast.ImportFrom)):
-                    yield module, child.lineno, _targets(module, is_package, child), function
+                if isinstance(child, ast.Import):
+                    yield module, child.lineno, [a.name for a in child.names], function
+                elif isinstance(child, ast.ImportFrom):
+                    source = child.module
+                    if child.level:
+                        base = package[:len(package) - child.level + 1]
+                        source = '.'.join(base + ([child.module] if child.module else []))
+                    yield (module, child.lineno, [f'{source}.{a.name}' for a in child.names],
+                           function)
                 inner = (child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
                          else function)
                 stack.append((child, inner))
@@ -101,8 +147,10 @@ def import_graph() -> dict[str, set[str]]:
     graph = {module: set() for module in modules}
     for module, _, names, _ in _imports(modules):
         for name in names:
-            if name in modules and name != module:
-                graph[module].add(name)
+            # x.a is the module x.a, or a name in the module x
+            target = name if name in modules else name.rsplit('.', 1)[0]
+            if target in modules and target != module:
+                graph[module].add(target)
     return graph
 
 
@@ -169,6 +217,12 @@ def _shortest_circle(graph: dict[str, set[str]], group: set[str], start: str) ->
     raise AssertionError(f'{start} is on no circle of its group')
 
 
+def _deferred(name: str) -> bool:
+    """Tell whether ``name`` (a module or a name in one) is in :data:`DEFERRED` or below."""
+    parts = name.split('.')
+    return any('.'.join(parts[:k]) in DEFERRED for k in range(1, len(parts) + 1))
+
+
 def test_import_circles_are_found():
     """The check itself: a circle through an import inside a function is named."""
     graph = {'a': {'b'}, 'b': {'c'}, 'c': {'a', 'd'}, 'd': set(), 'e': set()}
@@ -186,16 +240,21 @@ def test_no_import_circles():
 
 def test_imports_inside_functions_only_defer_heavy_optional_modules():
     modules = _modules()
-    found = []
+    found, pending = [], set()
     for module, line, names, function in _imports(modules):
         if function is None:
             continue
-        root = names[0].split('.')[0]
-        if root not in DEFERRED:
-            path = modules[module].relative_to(ROOT)
-            found.append(f'{path}:{line} ({function}): import of {names[0]}')
+        path = modules[module].relative_to(ROOT).as_posix()
+        left = [name for name in names if not _deferred(name)]
+        if left and set(left) <= PENDING.get((path, function), set()):
+            pending.update((path, function, name) for name in left)
+        elif left:
+            found.append(f'{path}:{line} ({function}): import of {left[0]}')
     found.sort()
     assert not found, (
         f'{len(found)} imports inside functions of modules that are neither heavy nor optional '
         '(import them at the top of the module; test_imports.DEFERRED lists the exceptions):\n'
         + '\n'.join(found))
+    stale = sorted(f'{path} ({function}): {name}' for (path, function), names in PENDING.items()
+                   for name in names if (path, function, name) not in pending)
+    assert not stale, 'PENDING lists imports that are gone: remove them:\n' + '\n'.join(stale)

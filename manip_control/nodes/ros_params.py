@@ -70,6 +70,7 @@ from manip_control.parameters import Scenario
 from manip_control.parameters import scenario_from_dict
 from manip_control.parameters import SensorParameters
 from manip_control.parameters import yaml_load
+from manip_control.safety import hard_limit_defaults
 from manip_control.safety import RUNTIME_SAFETY
 from manip_control.safety import safety_from_dict
 from manip_control.safety import SafetyParameters
@@ -1421,7 +1422,6 @@ def controller_all_specs() -> list[ParamSpec]:
     (the node computes them from its start values); ``nominal.drives`` is declared with a
     ``robot_description`` only.
     """
-    from manip_control.safety import hard_limit_defaults
     co = ControllerParameters()
     defaults = hard_limit_defaults(co.kp, co.kd, co.ki, co.torque_limit,
                                    safety_from_values({}, 'controller'))
