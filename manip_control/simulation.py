@@ -41,7 +41,6 @@ import multiprocessing
 import os
 from typing import Callable, Sequence
 
-from manip_control import kernel
 from manip_control.control import Controller
 from manip_control.parameters import NominalModel
 from manip_control.parameters import Scenario
@@ -139,6 +138,7 @@ def use_kernel(scenario: Scenario, engine: str = 'auto') -> bool:
     ``'auto'``: the kernel when it supports the scenario, else Python; ``'python'``: always
     Python; ``'kernel'``: the kernel, or :class:`KernelUnsupported` naming the reason.
     """
+    from manip_control import kernel    # numba: about 1 s to import
     _check_engine(engine)
     if engine == 'python':
         return False
@@ -174,6 +174,7 @@ def run_closed_loop(scenario: Scenario, duration: float | None = None,
     SimulationResult
 
     """
+    from manip_control import kernel    # numba: about 1 s to import
     if use_kernel(scenario, engine):
         rec, stats = kernel.closed_loop(scenario, duration)
         return _result(scenario, rec, stats[kernel.ST_FINAL:kernel.ST_FINAL + 8].copy())
@@ -188,6 +189,7 @@ def run_closed_loop_python(scenario: Scenario,
     The reference implementation of the loop (and the fallback of :func:`run_closed_loop`),
     with the plant's Python step.
     """
+    from manip_control import kernel    # numba: about 1 s to import
     loop = ClosedLoop(scenario, compiled=False)
     plant, sensors, ctrl, traj = loop.plant, loop.sensors, loop.controller, loop.trajectory
     period = scenario.period
@@ -453,6 +455,7 @@ def _with_late_window(scenario: Scenario, duration: float) -> Scenario:
 
 def _figures(result: SimulationResult) -> np.ndarray:
     """Compute the kernel's per-run figures (``kernel.ST_*``) from a run's records."""
+    from manip_control import kernel    # numba: about 1 s to import
     sc = result.scenario
     st = np.zeros(kernel.ST_SIZE)
     late = result.t >= sc.late_window_start
@@ -525,6 +528,7 @@ def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
     BatchResult
 
     """
+    from manip_control import kernel    # numba: about 1 s to import
     _check_engine(engine)
     scenarios = list(scenarios)
     total = len(scenarios)

@@ -35,6 +35,8 @@ PACKAGE = 'manip_control'
 DEFERRED = {
     'manip_control.kernel': 'the compiled engine: imports numba (about 1 s); the plant takes '
                             'it when it first builds a compiled step',
+    'manip_control.lesson': 'the summary at the end of a manip-sim run only: it loads the '
+                            'robustness bounds, scipy and numba (2-5 s to import)',
     'pinocchio': 'URDF arms only; about 0.5 s to import',
     'mujoco': 'the MuJoCo driver and comparisons only; about 0.35 s to import',
     'scipy': 'identification, robustness bounds and splines only; scipy.signal takes about '

@@ -55,8 +55,6 @@ import time
 
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import read_urdf_file
-from manip_control.lesson import format_lesson
-from manip_control.lesson import lesson
 from manip_control.nodes.cdr import decode_clock
 from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import defer_signals
@@ -850,6 +848,9 @@ def lesson_text(out: SimOutcome, s: dict, joints) -> str:
     The perfect-model baseline (one extra offline run) and the ISS estimate beside it
     (:func:`manip_control.lesson.lesson`).
     """
+    # the lesson runs the robustness bounds (scipy, numba): not for --help or a node's start
+    from manip_control.lesson import format_lesson
+    from manip_control.lesson import lesson
     try:
         data = lesson(out.scenario, s['late_max_abs'], out.simulated_time)
     except PlantStateError as exc:
