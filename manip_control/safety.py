@@ -95,7 +95,8 @@ replaced by zeros if it is not finite.
 Reference watchdog
 ------------------
 :class:`ReferenceWatchdog`: when no reference arrived for ``reference_timeout``, the controller
-holds the last reference position with zero velocity and acceleration.
+brings the last reference to a stop at the reference acceleration limit (continuous in
+position and velocity) and holds where it stopped.
 
 All times are seconds on one clock chosen by the node (the controller node uses a steady
 clock for the watchdogs: sim time freezes when the plant that publishes /clock dies).
@@ -1550,14 +1551,23 @@ class SafetySupervisor:
 
 class ReferenceWatchdog:
     """
-    Hold the last reference position when the reference stops arriving.
+    Bring the reference to a smooth stop when it stops arriving.
 
-    The held reference has zero velocity and acceleration.
+    Until ``timeout`` the last sample is used as it is; after it, the reference decelerates
+    from the last sample's position and velocity at ``a_k`` per joint (when given, else it
+    holds the last position with zero velocity)::
+
+        t' = age - timeout,  T_k = |qd_k| / a_k
+        q_k(t') = q_k + qd_k t' - sign(qd_k) a_k t'^2 / 2   (t' < T_k; then q_k + qd_k T_k / 2)
+
+    continuous in position and velocity: a reference that stops moving at once would step
+    the velocity error by ``qd_k``, and on a coupled arm the limited torque that answers
+    such a step has driven a light direction of the mass matrix past its velocity limit.
 
     Parameters
     ----------
     timeout : float
-        Maximum age of the last reference [s] before holding.
+        Maximum age of the last reference [s] before stopping it.
 
     """
 
@@ -1578,29 +1588,57 @@ class ReferenceWatchdog:
         self.last = ReferenceSample(tuple(sample.q), tuple(sample.qd), tuple(sample.qdd))
         self.last_time = now
 
-    def get(self, now: float) -> tuple[ReferenceSample | None, str | None]:
+    def get(self, now: float, deceleration: Sequence[float] | None = None
+            ) -> tuple[ReferenceSample | None, str | None]:
         """
         Return the reference to use at ``now`` and a log line when the hold changed.
 
         Returns ``(None, None)`` before the first reference. After ``timeout`` without a
-        new sample: ``(q_last, 0, 0)`` and, once, ``'reference lost ...'``; when samples
+        new sample: the stopping reference (``deceleration`` [rad/s^2] per joint; None: the
+        last position with zero velocity) and, once, ``'reference lost ...'``; when samples
         return, once, ``'reference resumed'``.
         """
         if self.last is None:
             return None, None
-        stale = now - self.last_time > self.timeout
+        age = now - self.last_time
+        stale = age > self.timeout
         note = None
         if stale != self.holding:
             self.holding = stale
             if stale:
                 self.hold_count += 1
-                self.hold_age = now - self.last_time
-                note = (f'reference lost for {(now - self.last_time) * 1e3:.1f} ms (timeout '
-                        f'{self.timeout * 1e3:.1f} ms): holding the last reference position '
-                        f'{", ".join(f"{v:.6g}" for v in self.last.q)} with zero velocity')
+                self.hold_age = age
+                note = (f'reference lost for {age * 1e3:.1f} ms (timeout '
+                        f'{self.timeout * 1e3:.1f} ms): stopping it from the last reference '
+                        f'position {", ".join(f"{v:.6g}" for v in self.last.q)}')
             else:
                 note = 'reference resumed'
         if stale:
-            z = (0.0,) * len(self.last.q)
-            return ReferenceSample(self.last.q, z, z), note
+            return self._stopping(age - self.timeout, deceleration), note
         return self.last, note
+
+    def _stopping(self, t: float, deceleration) -> ReferenceSample:
+        last = self.last
+        n = len(last.q)
+        if deceleration is None:
+            z = (0.0,) * n
+            return ReferenceSample(last.q, z, z)
+        q, qd, qdd = [], [], []
+        for k in range(n):
+            v, a = float(last.qd[k]), float(deceleration[k])
+            if v == 0.0 or not a > 0.0:
+                q.append(last.q[k])
+                qd.append(0.0)
+                qdd.append(0.0)
+                continue
+            sgn = 1.0 if v > 0.0 else -1.0
+            stop = abs(v) / a
+            if t < stop:
+                q.append(last.q[k] + v * t - 0.5 * sgn * a * t * t)
+                qd.append(v - sgn * a * t)
+                qdd.append(-sgn * a)
+            else:
+                q.append(last.q[k] + 0.5 * v * stop)
+                qd.append(0.0)
+                qdd.append(0.0)
+        return ReferenceSample(tuple(q), tuple(qd), tuple(qdd))

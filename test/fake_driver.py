@@ -244,6 +244,11 @@ def main(argv=None) -> int:
         node.create_timer(1.0 / args.rate, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
     ex = SingleThreadedExecutor()
     ex.add_node(node)
+    import gc
+    # what is built lives as long as the driver: out of the collector's scans (a full
+    # collection of a process with the arm model stopped every thread for 100-300 ms)
+    gc.collect()
+    gc.freeze()
     try:
         while rclpy.ok() and not stopping[0]:
             ex.spin_once(timeout_sec=0.1)

@@ -433,7 +433,7 @@ def test_kill_trajectory_controller_holds_last_reference(fi):
     assert ctrl.poll() is None
     no_traceback(procs, ctrl)
     assert_finite_outputs(probe)
-    print(f'\n[fault] kill trajectory -> hold of the last reference position '
+    print(f'\n[fault] kill trajectory -> the reference stopped and held at '
           f'({q_hold[0]:.4f}, {q_hold[1]:.4f}) with zero velocity: reference age at hold '
           f'{age_ms:.1f} ms (controller; reference_timeout {REFERENCE_TIMEOUT * 1e3:.0f} ms); '
           f'kill -> hold diagnostics received {(t_held - t_kill) * 1e3:.1f} ms (probe)')

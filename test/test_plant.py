@@ -444,5 +444,5 @@ def test_gear_loss_is_charged_on_the_mesh_torque_in_a_fast_move():
           f'motor-torque balance {wrong:.6f} J; rotor share (1 - eta) dR {rotor_total:.4f} J; '
           f'|arm - mesh balance| {abs(gained - correct):.2e} J')
     assert rotor_total > 0.01 * gained          # the rotors matter in this move
-    assert abs(gained - correct) < 1e-6           # J; measured 1.9e-9 (README)
+    assert abs(gained - correct) < 1e-6           # J; measured 1.9e-9 (docs/theory.md)
     assert abs(gained - wrong) > 0.5 * rotor_total

@@ -598,6 +598,30 @@ def test_reference_watchdog_holds_last_position_with_zero_velocity():
     assert w.get(6.0) == (None, None)
 
 
+def test_reference_watchdog_stops_the_reference_smoothly():
+    """With a deceleration: continuous position and velocity, then a hold where it stopped."""
+    w = ReferenceWatchdog(0.1)
+    s = ReferenceSample((0.1, 0.2, 0.3), (0.4, -2.0, 0.0), (1.0, 1.0, 1.0))
+    w.update(1.0, s)
+    a = (10.0, 5.0, 10.0)
+    assert w.get(1.0999, a) == (s, None)
+    ref, note = w.get(1.1 + 1e-9, a)           # the first stale tick: the last sample's q, qd
+    assert note.startswith('reference lost')
+    assert ref.q == pytest.approx(s.q, abs=1e-8) and ref.qd == pytest.approx(s.qd, abs=1e-7)
+    assert ref.qdd == pytest.approx((-10.0, 5.0, 0.0))
+    ref, _ = w.get(1.1 + 0.02, a)               # decelerating, by the kinematics of a stop
+    assert ref.qd == pytest.approx((0.4 - 0.2, -2.0 + 0.1, 0.0))
+    assert ref.q == pytest.approx((0.1 + 0.4 * 0.02 - 5.0 * 4e-4, 0.2 - 2.0 * 0.02 + 2.5 * 4e-4,
+                                   0.3))
+    ref, _ = w.get(10.0, a)                     # stopped: at the stopping point, held
+    assert ref == ReferenceSample((0.1 + 0.4 * 0.04 / 2, 0.2 - 2.0 * 0.4 / 2, 0.3),
+                                  (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    # never a velocity step on the way, sampled at 1 kHz
+    vs = [w.get(1.1 + k * 1e-3, a)[0].qd for k in range(1, 500)]
+    steps = np.abs(np.diff(np.array(vs), axis=0)).max(axis=0)
+    assert np.all(steps <= np.array(a) * 1e-3 + 1e-12), steps
+
+
 def test_validators_never_raise_on_garbage():
     rng = np.random.default_rng(0)
     pool = [None, 3, 'ab', b'x', [], ['joint1'], ['joint2', 'joint1'], ['joint1', 'joint1'],

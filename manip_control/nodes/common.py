@@ -199,8 +199,61 @@ def callback_failed(node, where: str, exc: BaseException) -> None:
             pass
 
 
+#: Most entries of one parameter-service request (names, prefixes, parameters): a request
+#: costs time per entry (``list_parameters`` matches every parameter against every prefix;
+#: ``set_parameters`` runs the checks once per entry), so a larger one is refused before any
+#: of that work. The largest node declares a few hundred parameters (``ros2 param dump``
+#: asks for all of them at once).
+MAX_REQUEST_ENTRIES = 1024
+#: Most characters of all the names or prefixes of one parameter-service request.
+MAX_REQUEST_CHARS = 65536
+
+
+def request_refusal(request) -> str:
+    """
+    Return why a parameter-service request is too large ('' when it is not).
+
+    Checks the entry count (:data:`MAX_REQUEST_ENTRIES`) and the total length of the names
+    or prefixes (:data:`MAX_REQUEST_CHARS`) of ``list_parameters`` (``prefixes``),
+    ``get_parameters`` / ``describe_parameters`` / ``get_parameter_types`` (``names``) and
+    ``set_parameters`` / ``set_parameters_atomically`` (``parameters``); other requests pass.
+    """
+    for field in ('prefixes', 'names', 'parameters'):
+        items = getattr(request, field, None)
+        if items is None:
+            continue
+        n = len(items)
+        if n > MAX_REQUEST_ENTRIES:
+            return (f'{n} {field} in one request (at most {MAX_REQUEST_ENTRIES}): refused '
+                    f'unread')
+        chars = sum(len(getattr(v, 'name', v)) for v in items)
+        if chars > MAX_REQUEST_CHARS:
+            return (f'{field} of {chars} characters in one request (at most '
+                    f'{MAX_REQUEST_CHARS}): refused unread')
+    return ''
+
+
+def _refused_reply(srv, reason: str):
+    """Return the reply of a refused parameter request: empty, or one result with the reason."""
+    reply = srv.srv_type.Response()
+    if hasattr(reply, 'results'):               # set_parameters: one result says why
+        from rcl_interfaces.msg import SetParametersResult
+        reply.results = [SetParametersResult(successful=False, reason=reason)]
+    elif hasattr(reply, 'result') and hasattr(reply.result, 'successful'):
+        reply.result.successful = False         # set_parameters_atomically
+        reply.result.reason = reason
+    if hasattr(reply, 'success'):
+        reply.success = False
+    return reply
+
+
 def _guard_service(node, srv) -> None:
-    """Wrap one service callback: an exception answers a default (``success: false``) reply."""
+    """
+    Wrap one service callback: an exception answers a default (``success: false``) reply.
+
+    A parameter request larger than :func:`request_refusal` allows is answered at once,
+    refused with the reason (logged once a second; ``set_parameters``: in the result).
+    """
     callback = srv.callback
     if getattr(callback, '_manip_guarded', False):
         return
@@ -208,6 +261,11 @@ def _guard_service(node, srv) -> None:
 
     def safe(request, response):
         try:
+            why = request_refusal(request)
+            if why:
+                node.refused_requests = getattr(node, 'refused_requests', 0) + 1
+                node.get_logger().error(f'service {name}: {why}', throttle_duration_sec=1.0)
+                return _refused_reply(srv, why)
             return callback(request, response)
         except Exception as exc:  # noqa: BLE001 - no request may end a node
             node.service_errors = getattr(node, 'service_errors', 0) + 1
@@ -240,6 +298,73 @@ def guard_services(node) -> int:
         _guard_service(node, srv)
         n += 1
     return n
+
+
+def set_thread_realtime(priority: int) -> str:
+    """
+    Run the calling thread with ``SCHED_FIFO`` at ``priority`` (1-99; 0: leave it).
+
+    Returns '' when done (or nothing asked), else why the OS refused it (the thread keeps its
+    normal scheduling). Linux applies ``sched_setscheduler(0, ...)`` to the calling thread.
+    """
+    if priority <= 0:
+        return ''
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+    except (OSError, AttributeError, ValueError) as exc:
+        return f'SCHED_FIFO priority {priority} refused ({exc})'
+    return ''
+
+
+def set_threads_realtime(prefix: str, priority: int) -> tuple[int, str]:
+    """
+    Run this process's threads whose OS name starts with ``prefix`` with ``SCHED_FIFO``.
+
+    E.g. ``'dds.'``: Fast DDS's reception and event threads, which deliver the joint states
+    to the control thread (at normal scheduling a busy host delivered them tens of ms late).
+    Returns ``(threads set, why the OS refused one or '')``.
+    """
+    done, why = 0, ''
+    try:
+        tasks = os.listdir('/proc/self/task')
+    except OSError as exc:
+        return 0, str(exc)
+    for tid in tasks:
+        try:
+            with open(f'/proc/self/task/{tid}/comm', encoding='utf-8') as f:
+                if not f.read().startswith(prefix):
+                    continue
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(int(priority)))
+            done += 1
+        except (OSError, AttributeError, ValueError) as exc:
+            why = why or f'SCHED_FIFO priority {priority} refused ({exc})'
+    return done, why
+
+
+def name_thread(name: str) -> None:
+    """Give the calling thread an OS name (``ps -L``, ``top -H``, /proc; Linux only)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)    # 15 = PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def lock_memory() -> str:
+    """
+    Lock the process's memory, present and future (``mlockall(MCL_CURRENT | MCL_FUTURE)``).
+
+    A locked page is never paged out, so a control tick never waits for the disk. Returns ''
+    when done, else why the OS refused it.
+    """
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mlockall(1 | 2) != 0:           # MCL_CURRENT | MCL_FUTURE
+            return f'mlockall refused ({os.strerror(ctypes.get_errno())})'
+    except (OSError, AttributeError) as exc:
+        return f'mlockall not available ({exc})'
+    return ''
 
 
 def error_exit(message: str, code: int = 2) -> int:
@@ -479,6 +604,15 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
     return previous
 
 
+#: Set by :func:`run_node`: the node owns its process (process-wide real-time settings).
+_PROCESS = {'own': False}
+
+
+def owns_process() -> bool:
+    """Return True inside :func:`run_node` (one node per process: ``ros2 run``, launch)."""
+    return _PROCESS['own']
+
+
 def run_node(factory, args=None) -> int:
     """
     Init rclpy, build the node (ParameterError -> exit 2 with one message), spin, clean up.
@@ -503,6 +637,7 @@ def run_node(factory, args=None) -> int:
     node = None
     executor = None
     code = 0
+    _PROCESS['own'] = True
     try:
         try:
             node = factory()

@@ -70,8 +70,11 @@ Structure (for the safety layer): :meth:`ControllerNode.on_joint_state` /
 
 from __future__ import annotations
 
+import functools
+import gc
 import math
 import sys
+import threading
 import time
 from typing import NamedTuple
 
@@ -79,11 +82,17 @@ from manip_control.control import check_gain_update
 from manip_control.control import Controller
 from manip_control.control import ControlOutput
 from manip_control.nodes import cdr
+from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
+from manip_control.nodes.common import lock_memory
+from manip_control.nodes.common import name_thread
+from manip_control.nodes.common import owns_process
 from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import retire
 from manip_control.nodes.common import run_node
+from manip_control.nodes.common import set_thread_realtime
+from manip_control.nodes.common import set_threads_realtime
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
@@ -139,6 +148,27 @@ from trajectory_msgs.msg import JointTrajectory
 #: development machine, 1000 points of 2 joints in 8.4 ms).
 MAX_TRAJECTORY_POINTS = 100
 MAX_TRAJECTORY_VALUES = 2560
+
+
+def locked(method):
+    """Run a method under the node's lock (one step at a time with the control thread)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def _take(sub):
+    """Take the next message waiting in a raw subscription's reader: ``(raw, info)`` or None."""
+    try:
+        with sub.handle:
+            got = sub.handle.take_message(sub.msg_type, sub.raw)
+    except Exception:  # noqa: BLE001 - destroyed, or an rclpy without it
+        return None
+    if got is None:
+        return None
+    return got[0], (got[1] if len(got) > 1 else None)
 
 
 def _point_count(raw: bytes) -> int:
@@ -246,6 +276,8 @@ class ControllerNode(LifecycleNode):
         # with a named publisher nothing is locked before the graph showed only that node
         self._sources['joint_states'].may_lock = not self.state_publisher
         self._matched = {'joint_states': 0, 'reference': 0}
+        #: messages the DDS reader reported lost per input (best-effort states)
+        self.lost_messages = {'joint_states': 0, 'reference': 0}
         self._failed = ''               # an unexpected error: ramp to zero, then silent
         self._emergency_timer = None
         self._last_tau: tuple | None = None
@@ -290,6 +322,22 @@ class ControllerNode(LifecycleNode):
         from rclpy.clock import Clock
         from rclpy.clock import ClockType
         self._wall = Clock(clock_type=ClockType.SYSTEM_TIME)
+        #: one step at a time: the control thread (real time) and the executor's callbacks
+        #: (parameters, lifecycle, graph, diagnostics; lockstep: everything) take it
+        self._lock = threading.RLock()
+        self._loop_thread: threading.Thread | None = None
+        self._loop_stop = False
+        self._loop_gc = None
+        self._loop_notes: list = []
+        self._detached: list = []           # input subscriptions of the control thread
+        self._loop_watchdog = -math.inf     # when the control thread last ran the watchdog
+        self.spurious_wakeups = 0           # of the control thread (nothing to take)
+        #: how the control thread is scheduled (diagnostics ``realtime``)
+        self.realtime_status = ''
+        from rclpy.task import Future
+        #: completed after the shutdown transition: the process exits (run_node)
+        self.done_future = Future()
+        self._exit_timer = None
         if self.values['autostart']:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 raise ParameterError(f'node {self.get_name()}: configure failed')
@@ -298,7 +346,18 @@ class ControllerNode(LifecycleNode):
 
     # -- lifecycle --------------------------------------------------------------------------
     def on_configure(self, state) -> TransitionCallbackReturn:
-        """Validate the parameters; build the controller, the topics and the safety layer."""
+        """
+        Validate the parameters; build the controller, the topics and the safety layer.
+
+        Real time: then start the control thread (:meth:`_control_loop`).
+        """
+        with self._lock:
+            result = self._configure()
+        if result == TransitionCallbackReturn.SUCCESS and not self.lockstep:
+            self._start_control_thread()
+        return result
+
+    def _configure(self) -> TransitionCallbackReturn:
         try:
             values = {name: self.get_parameter(name).value for name in self._specs}
             cfg = self.config = controller_config(values, self.get_name(), self._arm_defaults)
@@ -334,8 +393,9 @@ class ControllerNode(LifecycleNode):
                                      event_callbacks=self._matched_events('reference'))]
         self._graph_timer = self.create_timer(GRAPH_CHECK_PERIOD, self.check_graph,
                                               clock=steady_clock())
-        if not self.lockstep and cfg.trigger == 'timer':
-            self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
+        if not self.lockstep:
+            # real time: the control thread takes the inputs and ticks (both triggers)
+            self._detach_inputs()
         self.safety = ControllerSafety(
             self, self.joints, sp, self.controller.model, self._torque_limit, self.period,
             self._publish_safe, float(values['diagnostics_rate']), command_params=cp,
@@ -361,7 +421,12 @@ class ControllerNode(LifecycleNode):
             # timer costs less of the loop (the run is usually faster than real time)
             self.safety.watchdog_period = max(
                 self.period, min(sp.state_timeout, sp.reference_timeout) / 4.0)
+        else:
+            # real time: the control thread runs the watchdog every period; the executor's
+            # timer is its backup only (a timer callback costs the interpreter lock)
+            self.safety.watchdog_period = WATCHDOG_BACKUP_PERIODS * self.period
         self.safety.on_transition = self._on_transition
+        self.safety.timer_wrap = self._executor_side
         self.safety.create()
         self.get_logger().info(
             f'{cfg.controller.law} at {cfg.control_rate:g} Hz, {cfg.mode}'
@@ -371,6 +436,10 @@ class ControllerNode(LifecycleNode):
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         """Arm: commands start with the first joint state received from now on."""
+        with self._lock:
+            return self._activate()
+
+    def _activate(self) -> TransitionCallbackReturn:
         self._stop_emergency()
         self._failed = ''
         self.state = None
@@ -386,27 +455,54 @@ class ControllerNode(LifecycleNode):
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
         """Zero torque once, then no more commands."""
-        self.safety.deactivate()
+        with self._lock:
+            self.safety.deactivate()
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state) -> TransitionCallbackReturn:
         """Release everything configure created."""
-        self._release()
+        self._stop_control_thread()
+        with self._lock:
+            self._release()
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state) -> TransitionCallbackReturn:
-        """Release everything (a ramp to zero torque first if it was commanding)."""
-        self._release()
+        """
+        Release everything (a ramp to zero torque first if it was commanding); then exit.
+
+        The process ends (:attr:`done_future`) :data:`EXIT_AFTER_SHUTDOWN` after the
+        transition, so that its reply and transition event go out first.
+        """
+        self._stop_control_thread()
+        with self._lock:
+            self._release()
+        self.get_logger().info('shutdown: zero torque sent; the process exits')
+        if self._exit_timer is None:
+            self._exit_timer = self.create_timer(EXIT_AFTER_SHUTDOWN, self._exit_now,
+                                                 clock=steady_clock())
         return TransitionCallbackReturn.SUCCESS
+
+    def _exit_now(self) -> None:
+        retire(self, self._exit_timer)
+        if not self.done_future.done():
+            self.done_future.set_result(True)
 
     def on_error(self, state) -> TransitionCallbackReturn:
         """Ramp to zero torque after a transition callback raised; the node ends finalized."""
-        self.fail('a lifecycle transition raised an exception')
+        with self._lock:
+            self.fail('a lifecycle transition raised an exception')
         return TransitionCallbackReturn.FAILURE
+
+    def destroy_node(self):
+        """Stop the control thread first (it uses the node's handles), then destroy."""
+        self._stop_control_thread()
+        return super().destroy_node()
 
     def close(self) -> None:
         """Process exit (Ctrl-C, SIGTERM, end of manip-sim): as shutdown."""
-        self._release()
+        self._stop_control_thread()
+        with self._lock:
+            self._release()
 
     # -- ways out: every one ends with zero torque reached through the rate limit -----------
     def on_callback_error(self, where: str, exc: BaseException) -> None:
@@ -455,6 +551,7 @@ class ControllerNode(LifecycleNode):
         tau = self._last_tau or (0.0,) * len(self.joints)
         return tuple(max(r, abs(v) / cp.stop_time) for r, v in zip(cp.torque_rate_limit, tau))
 
+    @locked
     def _emergency_tick(self) -> None:
         """Emergency ramp (steady timer, one period): toward zero, then zero once, then stop."""
         try:
@@ -480,7 +577,8 @@ class ControllerNode(LifecycleNode):
 
         Used on every way out (process exit, shutdown, cleanup): publishes at the control
         period (sleeping between commands; signals are only flagged meanwhile) until zero is
-        reached, at most ``stop_time``; zero is the last command. Nothing when the last
+        reached, in at most ``stop_time / period`` steps of one to two periods each (a late
+        process ramps longer, never steps); zero is the last command. Nothing when the last
         published command is already zero or nothing was published, nor in lockstep (the
         simulated plant takes one command per tick; the safety layer sends zero once).
         """
@@ -489,18 +587,22 @@ class ControllerNode(LifecycleNode):
             return                      # lockstep (simulation): zero once, as before
         self._stop_emergency()
         slope = self._exit_slope()
-        t_end = time.monotonic() + self.command_params.stop_time
+        # counted in steps, not bounded by the clock: each step moves at least one period's
+        # worth, so zero comes within stop_time / period steps however late this process
+        # runs (a deadline on the clock ended a starved ramp with a step to zero)
+        steps = int(math.ceil(self.command_params.stop_time / self.period)) + 2
         last = time.monotonic()
         tau = self._last_tau
         try:
-            while any(tau) and time.monotonic() < t_end:
+            while any(tau) and steps > 0:
+                steps -= 1
                 time.sleep(self.period)
                 now = time.monotonic()
-                dt = min(now - last, 2.0 * self.period)
+                dt = min(max(now - last, self.period), 2.0 * self.period)
                 last = now
                 tau = ramp_toward_zero(tau, slope, dt)
                 self._publish_tau(tau)
-            if any(tau):
+            if any(tau):            # not reached: only if the slope could not get there
                 self._publish_tau((0.0,) * len(self.joints))
         except Exception as exc:  # noqa: BLE001 - e.g. the context is already shut down
             print(f'error: controller: the exit ramp could not publish: {exc}', file=sys.stderr)
@@ -543,7 +645,12 @@ class ControllerNode(LifecycleNode):
             self.safety.release()           # zero torque once if it was commanding
             self.safety = None
             self._wait_delivered()
-        for entity in (*self._subs, self._timer, self._graph_timer):
+        for sub in self._subs:
+            if sub in self._detached:
+                self._destroy_detached(sub)
+            else:
+                retire(self, sub)
+        for entity in (self._timer, self._graph_timer):
             retire(self, entity)
         self._subs = []
         self._timer = self._graph_timer = None
@@ -551,6 +658,198 @@ class ControllerNode(LifecycleNode):
             if pub is not None:
                 self.destroy_publisher(pub)
         self._array_pub = self._cmd_pub = None
+
+    # -- the control thread (real time) ----------------------------------------------------
+    def _detach_inputs(self) -> None:
+        """
+        Take the input subscriptions away from the executor: the control thread waits on them.
+
+        Their matched-event handlers stay with the node (the executor runs them).
+        """
+        for sub in self._subs:
+            self._subscriptions.remove(sub)
+            self._detached.append(sub)
+
+    def _destroy_detached(self, sub) -> None:
+        """Destroy an input subscription of the control thread (the thread has stopped)."""
+        for handler in sub.event_handlers:
+            try:
+                self.remove_waitable(handler)
+            except ValueError:
+                pass
+        self._detached.remove(sub)
+        retired = getattr(self, '_retired_entities', None)
+        if retired is None:
+            retired = self._retired_entities = []
+        retired.append(sub)             # never freed under a queued event callback
+        try:
+            sub.destroy()
+        except Exception:  # noqa: BLE001 - already destroyed
+            pass
+
+    def _start_control_thread(self) -> None:
+        """
+        Start the control thread: real-time scheduling and locked memory where permitted.
+
+        ``realtime.lock_memory``: ``mlockall`` for the process; ``realtime.priority``: the
+        thread's SCHED_FIFO priority (set by the thread itself). Where the OS refuses either,
+        one warning, and the loop runs anyway (normal scheduling).
+        """
+        if self._loop_thread is not None:
+            return
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+        notes = []
+        own = owns_process()        # else (an embedding process) only the thread changes
+        if own and self.values['realtime.lock_memory'] and not _MEMORY['locked']:
+            why = lock_memory()
+            if why:
+                notes.append(f'realtime.lock_memory: {why}')
+            else:
+                _MEMORY['locked'] = True
+        # a thread waiting for the interpreter lock gets it within this [s], not the 5 ms
+        # default, while a service call of the executor thread runs Python code
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
+        prio = int(self.values['realtime.priority'])
+        if own and prio > 1 and threading.current_thread() is threading.main_thread():
+            # the executor (this thread) shares the interpreter lock with the control thread:
+            # descheduled by a normal process while holding it, it would hold the control
+            # thread too; at the lowest real-time priority it is not, and the control thread
+            # still preempts it
+            why = set_thread_realtime(EXECUTOR_PRIORITY)
+            if why:
+                notes.append(f'executor thread: {why}')
+        self._loop_notes = notes
+        # everything built so far lives as long as the node: out of the collector's scans
+        # (a full collection of this process took 100-330 ms, every thread stopped)
+        gc.collect()
+        gc.freeze()
+        self._loop_stop = False
+        self._loop_gc = _rclpy.GuardCondition(self.context.handle)
+        self._loop_thread = threading.Thread(target=self._control_loop, name='control',
+                                             daemon=True)
+        self._loop_thread.start()
+
+    def _stop_control_thread(self) -> None:
+        """Stop the control thread and wait for it (never while holding the lock)."""
+        thread = self._loop_thread
+        if thread is None:
+            return
+        self._loop_stop = True
+        try:
+            self._loop_gc.trigger_guard_condition()
+        except Exception:  # noqa: BLE001 - the context is gone: the wait returns anyway
+            pass
+        if thread is not threading.current_thread():
+            thread.join(2.0)
+        self._loop_thread = None
+
+    def _control_loop(self) -> None:
+        """
+        Run the control thread: wait for an input or the next deadline, step under the lock.
+
+        Each wake-up takes every reference waiting (in order: the tick uses the newest), then
+        the joint states (``trigger: state``: a tick on the newest fresh one); ``trigger:
+        timer`` ticks on an absolute schedule (a late tick is not made up with a burst);
+        the safety watchdog runs every period. The executor serves services, parameters, the
+        graph check and the diagnostics meanwhile; its watchdog timer runs only when this
+        thread has not run the watchdog for :data:`WATCHDOG_BACKUP_PERIODS` periods.
+        """
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+        name_thread('control')
+        # embedded in a process it does not own (manip-sim, composed, tests), the process's
+        # owner chooses the scheduling (manip-sim --rt-priority)
+        prio = int(self.values['realtime.priority']) if owns_process() else 0
+        why = set_thread_realtime(prio)
+        if not why and prio > 1:
+            # the DDS threads deliver the states: just below the control thread
+            why = set_threads_realtime('dds.', prio - 1)[1]
+        notes = list(self._loop_notes) + ([f'realtime.priority: {why}'] if why else [])
+        self.realtime_status = (f'SCHED_FIFO {prio}' if prio > 0 and not why
+                                else 'normal scheduling') + (
+            ', memory locked' if _MEMORY['locked'] else '')
+        if notes:
+            self.get_logger().warning(
+                'control thread: ' + '; '.join(notes) + f': running with '
+                f'{self.realtime_status} (a busy host can delay ticks)')
+        else:
+            self.get_logger().info(f'control thread: {self.realtime_status}')
+        state_sub, ref_sub = self._subs
+        period = int(round(self.period * 1e9))
+        timer = self.config.trigger == 'timer'
+        gc = self._loop_gc
+        try:
+            ws = _rclpy.WaitSet(2, 1, 0, 0, 0, 0, self.context.handle)
+        except Exception as exc:  # noqa: BLE001 - the context is gone
+            self.get_logger().error(f'control thread: no wait set ({exc})')
+            return
+        next_tick = next_watchdog = time.monotonic_ns() + period
+        while not self._loop_stop:
+            deadline = min(next_tick, next_watchdog) if timer else next_watchdog
+            try:
+                with state_sub.handle, ref_sub.handle, gc:
+                    ws.clear_entities()
+                    ws.add_subscription(state_sub.handle)
+                    ws.add_subscription(ref_sub.handle)
+                    ws.add_guard_condition(gc)
+                    ws.wait(max(deadline - time.monotonic_ns(), 0))
+            except Exception:  # noqa: BLE001 - destroyed or shut down: the thread ends
+                if not self._loop_stop:
+                    self.get_logger().error('control thread: inputs gone, stopping')
+                return
+            if (not ws.get_ready_entities('subscription')
+                    and time.monotonic_ns() < deadline and not self._loop_stop):
+                # woken with nothing to take (a DDS status not yet taken by the executor,
+                # e.g. a lost best-effort state): no busy loop at real-time priority
+                self.spurious_wakeups += 1
+                time.sleep(SPURIOUS_WAIT)
+                continue
+            with self._lock:
+                if self._loop_stop or self.safety is None:
+                    continue
+                try:
+                    self._take_references()
+                    now = time.monotonic_ns()
+                    if timer:
+                        self.on_joint_state()       # stored; the tick is on the schedule
+                        if now >= next_tick:
+                            next_tick += period
+                            if next_tick <= now:    # late: no burst of catch-up ticks
+                                next_tick = now + period
+                            self._on_timer()
+                    else:
+                        self.on_joint_state()       # a tick on the newest fresh state
+                    if now >= next_watchdog and self.safety is not None:
+                        next_watchdog = now + period
+                        self._loop_watchdog = time.monotonic()
+                        self.safety.watchdog_tick()
+                except Exception as exc:  # noqa: BLE001 - the thread must go on
+                    callback_failed(self, 'control thread', exc)
+
+    def _take_references(self) -> None:
+        """Control thread: handle every reference waiting in the reader, in order."""
+        sub = self._subs[1]
+        for _ in range(REFERENCE_BACKLOG):
+            got = _take(sub)
+            if got is None:
+                return
+            self.on_reference(*got)
+
+    def _executor_side(self, fn):
+        """
+        Wrap a safety-layer timer callback of the executor: under the lock.
+
+        Real time, the watchdog timer is the control thread's backup: it runs only when
+        the thread has not run the watchdog for :data:`WATCHDOG_BACKUP_PERIODS` periods.
+        """
+        backup = getattr(fn, '__name__', '') == 'watchdog_tick'
+
+        def run():
+            if (backup and self._loop_thread is not None and time.monotonic()
+                    - self._loop_watchdog < WATCHDOG_BACKUP_PERIODS * self.period):
+                return
+            with self._lock:
+                fn()
+        return run
 
     def _torque_limit(self):
         return self.controller.torque_limit
@@ -564,8 +863,13 @@ class ControllerNode(LifecycleNode):
 
     # -- input ------------------------------------------------------------------------------
     @guarded
-    def on_joint_state(self, raw: bytes, info=None) -> None:
-        """Validate and store the measured state of the configured joints; maybe tick."""
+    @locked
+    def on_joint_state(self, raw: bytes | None = None, info=None) -> None:
+        """
+        Validate and store the measured state of the configured joints; maybe tick.
+
+        ``raw`` None (the control thread): only the states waiting in the reader.
+        """
         safety = self.safety
         if safety is None:
             return
@@ -578,9 +882,11 @@ class ControllerNode(LifecycleNode):
             # the states behind it in the reader: each one source-checked in order (another
             # publisher's are refused and counted), only the newest of the locked source used
             # (an older one's age is the reader's backlog, not the driver's clock)
-            newest = (raw, info) if self._from_source('joint_states', info) else None
-            if newest is None:
-                self.refused_states += 1
+            newest = None
+            if raw is not None:
+                newest = (raw, info) if self._from_source('joint_states', info) else None
+                if newest is None:
+                    self.refused_states += 1
             for _ in range(STATE_HISTORY_DEPTH):
                 got = self._take_state()
                 if got is None:
@@ -605,15 +911,7 @@ class ControllerNode(LifecycleNode):
         """Take the next joint state waiting in the reader: ``(raw, info)`` or None."""
         if not self._subs:
             return None
-        sub = self._subs[0]
-        try:
-            with sub.handle:
-                got = sub.handle.take_message(sub.msg_type, sub.raw)
-        except Exception:  # noqa: BLE001 - destroyed, or an rclpy without it
-            return None
-        if got is None:
-            return None
-        return got[0], (got[1] if len(got) > 1 else None)
+        return _take(self._subs[0])
 
     def _on_joint_state(self, safety, raw: bytes, info, checked: bool = False) -> bool:
         """
@@ -651,6 +949,7 @@ class ControllerNode(LifecycleNode):
         return True
 
     @guarded
+    @locked
     def on_reference(self, raw: bytes, info=None) -> None:
         """Validate and store the reference sample (by name); maybe tick (lockstep)."""
         safety = self.safety
@@ -769,9 +1068,14 @@ class ControllerNode(LifecycleNode):
         """Matched-event callbacks of an input: the graph check at once on a graph change."""
         def on_matched(info):
             self._on_matched(source, info)
-        return SubscriptionEventCallbacks(matched=on_matched)
+
+        def on_lost(info):
+            # taken here, the lost-message status no longer wakes the control thread's wait
+            self.lost_messages[source] = int(info.total_count)
+        return SubscriptionEventCallbacks(matched=on_matched, message_lost=on_lost)
 
     @guarded
+    @locked
     def _on_matched(self, source: str, info) -> None:
         """
         Judge the sources now: a publisher matched or left an input (DDS matched status).
@@ -788,6 +1092,7 @@ class ControllerNode(LifecycleNode):
             safety.watchdog_tick()      # the first command of the ramp to zero now
 
     @guarded
+    @locked
     def _on_command_matched(self, which: str, info) -> None:
         """
         Note a reader of the commands that matched or left (a driver started or stopped).
@@ -821,6 +1126,7 @@ class ControllerNode(LifecycleNode):
                    if p is not None)
 
     @guarded
+    @locked
     def check_graph(self) -> None:
         """
         Graph check (steady timer): the publishers of the inputs and of the command topics.
@@ -888,6 +1194,7 @@ class ControllerNode(LifecycleNode):
             self.tick()
 
     @guarded
+    @locked
     def _on_timer(self) -> None:
         safety = self.safety
         if self.state is not None and safety is not None:
@@ -1034,8 +1341,23 @@ class ControllerNode(LifecycleNode):
         return [coerce_parameter(self._specs[p.name], p) if p.name in self._specs else p
                 for p in params]
 
+    @locked
     def _check_parameters(self, params: list) -> SetParametersResult:
-        """Validate runtime changes (core rules); stage valid ones for the next tick."""
+        """
+        Validate runtime changes (core rules); stage valid ones for the next tick.
+
+        ``use_sim_time`` is refused while active (the clock of the stamps, the watchdogs and
+        the reference would change under a running loop).
+        """
+        for p in params:
+            if (p.name == 'use_sim_time' and self.safety is not None
+                    and self.safety.supervisor.active
+                    and bool(p.value) != bool(self.get_parameter('use_sim_time').value)):
+                return SetParametersResult(
+                    successful=False,
+                    reason='use_sim_time: cannot change while active (the clock of the '
+                           'stamps and watchdogs would change under the running loop); '
+                           'deactivate first')
         if self.safety is not None:
             ok, reason = self.safety.check_parameters(params)
         else:
@@ -1124,6 +1446,21 @@ class ControllerNode(LifecycleNode):
             out['safe_commands'] = self.safety.safe_commands
         return out
 
+
+#: The process exits this long after the shutdown transition [s] (its reply goes out first).
+EXIT_AFTER_SHUTDOWN = 0.1
+#: SCHED_FIFO priority of the executor thread while a real-time control thread runs.
+EXECUTOR_PRIORITY = 1
+#: Interpreter switch interval while a control thread runs [s] (the default is 5 ms).
+SWITCH_INTERVAL = 2e-4
+#: The executor's watchdog timer runs when the control thread has not for this many periods.
+WATCHDOG_BACKUP_PERIODS = 3
+#: Most references handled at one wake-up of the control thread (the reader keeps 100).
+REFERENCE_BACKLOG = 200
+#: Pause after a wake-up of the control thread with nothing to take [s].
+SPURIOUS_WAIT = 1e-4
+#: The process memory is locked once (``realtime.lock_memory``).
+_MEMORY = {'locked': False}
 
 #: Period of the graph check of the input and command topics [s] (steady clock).
 GRAPH_CHECK_PERIOD = 0.1

@@ -264,6 +264,9 @@ class ControllerSafety:
         self._diag_pub = None
         self._std_diag_pub = None
         self._timers: list = []
+        #: wraps each timer callback (the node's lock, the watchdog as a backup of its
+        #: control thread)
+        self.timer_wrap: Callable = lambda fn: fn
         self._last_nf_log = -math.inf
         self.extra_values: dict[str, str] = {}     # input sources (graph check)
         #: set by the node during a control step: transition logs and diagnostics wait until
@@ -283,7 +286,7 @@ class ControllerSafety:
     def _steady_timer(self, period, callback):
         from rclpy.clock import Clock
         from rclpy.clock import ClockType
-        timer = self.node.create_timer(period, callback,
+        timer = self.node.create_timer(period, self.timer_wrap(callback),
                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._timers.append(timer)
         return timer
@@ -618,7 +621,7 @@ class ControllerSafety:
         reference arrived for ``reference_timeout``; None while references are fresh or
         before the first one. Logs the hold and the resume once.
         """
-        ref, note = self.references.get(self.now())
+        ref, note = self.references.get(self.now(), self.cmd.reference_acceleration_limit)
         if note:
             # one call site per severity: rclpy refuses a severity change at a call site
             if note.startswith('reference lost'):

@@ -628,6 +628,16 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         'the lowest state-to-command latency) or timer (a free-running wall timer at '
         'control_rate using the latest joint state and reference; latency up to one period)',
         'state or timer'))
+    specs.append(ParamSpec(
+        'realtime.priority', 50,
+        'realtime only: SCHED_FIFO priority of the control thread (which takes the joint '
+        'states and references and ticks; services and parameters are served by another '
+        'thread); 0: normal scheduling. Where the OS refuses it: one warning, normal '
+        'scheduling', '0 to 99', (0, 99)))
+    specs.append(ParamSpec(
+        'realtime.lock_memory', True,
+        'realtime only: lock the process memory at configure (mlockall), so that no page '
+        'fault delays a tick. Where the OS refuses it: one warning', ''))
     for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'torque_limit',
                  'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]

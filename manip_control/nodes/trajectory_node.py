@@ -204,8 +204,21 @@ class TrajectoryNode(Node):
             from rclpy.clock import ClockType
             self._wall = RclClock(clock_type=ClockType.SYSTEM_TIME)
             self._timer = self.create_timer(self.period, self._on_timer, clock=steady_clock())
+        self.add_on_set_parameters_callback(self._check_parameters)
         self.get_logger().info(f'{cfg.trajectory.get("type")} reference at '
                                f'{cfg.control_rate:g} Hz, {cfg.mode}')
+
+    def _check_parameters(self, params: list):
+        """Refuse a runtime change of ``use_sim_time``: the node publishes on its time base."""
+        from rcl_interfaces.msg import SetParametersResult
+        for p in params:
+            if (p.name == 'use_sim_time'
+                    and bool(p.value) != bool(self.get_parameter('use_sim_time').value)):
+                return SetParametersResult(
+                    successful=False,
+                    reason='use_sim_time: cannot change while the node publishes (its time '
+                           'base is chosen at start by mode); restart the node to change it')
+        return SetParametersResult(successful=True)
 
     # -- sampling ---------------------------------------------------------------------------
     def sample_time(self, t_ns: int) -> float:
