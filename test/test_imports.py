@@ -31,17 +31,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = 'manip_control'
 
-#: Third-party packages a function may import when it first needs them, and why.
+#: Heavy or optional modules (third-party, or of this package and loading them) that a
+#: function may import when it first needs them, and why.
 DEFERRED = {
-    'manip_control.kernel': 'the compiled engine: imports numba (about 1 s); the plant takes '
-                            'it when it first builds a compiled step',
+    'manip_control.kernel': 'the compiled engine: it imports numba (about a second); loaded '
+                            'when a compiled step or loop first runs',
     'manip_control.lesson': 'the summary at the end of a manip-sim run only: it loads the '
-                            'robustness bounds, scipy and numba (2-5 s to import)',
-    'pinocchio': 'URDF arms only; about 0.5 s to import',
-    'mujoco': 'the MuJoCo driver and comparisons only; about 0.35 s to import',
-    'scipy': 'identification, robustness bounds and splines only; scipy.signal takes about '
-             '1-2 s to import, which every CLI and --help would pay',
-    'matplotlib': 'plots only (manip-robustness --plot); about 0.5 s to import',
+                            'robustness bounds, scipy and numba (seconds to import)',
+    'pinocchio': 'URDF arms only (most of a second to import)',
+    'mujoco': 'the MuJoCo driver and comparisons only',
+    'scipy': 'identification, robustness bounds and splines only; scipy.signal is the slowest '
+             'import of the dependencies (seconds), which every CLI and --help would pay',
+    'matplotlib': 'plots only (manip-robustness --plot); seconds to import',
     'PIL': 'the pictures of manip-analyze only',
     'xacro': 'xacro files only',
     'zstandard': 'compressed MCAP chunks only',
