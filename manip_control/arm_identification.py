@@ -84,14 +84,30 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 import math
+from pathlib import Path
+import sys
 from typing import Any, Sequence
 import xml.etree.ElementTree as ET
 
 from manip_control.arm_model import ArmModel
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import read_urdf_file
 from manip_control.arm_model import UrdfArm
-from manip_control.identification import Prepared
-from manip_control.identification import resample_uniform
+from manip_control.bag_io import BagError
+from manip_control.bag_io import BagReader
+from manip_control.bag_io import BagWriter
+from manip_control.bag_io import JOINT_STATE
+from manip_control.bag_io import make_qos
+from manip_control.identification_data import IdentificationError
+from manip_control.identification_data import Prepared
+from manip_control.identification_data import read_joint_states
+from manip_control.identification_data import resample_uniform
+from manip_control.model_analysis import urdf_friction
+from manip_control.trajectories import SumOfSinusoids
 import numpy as np
+from rosbags.typesys import get_typestore
+from rosbags.typesys import Stores
+import yaml
 
 #: Names of Pinocchio's ten standard parameters of one body, in order.
 BODY_PARAMETERS = ('m', 'mx', 'my', 'mz', 'Ixx', 'Ixy', 'Iyy', 'Ixz', 'Iyz', 'Izz')
@@ -759,7 +775,6 @@ def excitation_trajectory(base: BaseParameters, *, period: float = 10.0, harmoni
         Bad arguments or a joint without a velocity limit.
 
     """
-    from manip_control.trajectories import SumOfSinusoids
     arm = base.regressor.arm
     n = arm.n
     if not (period > 0.0 and math.isfinite(period)):
@@ -1193,8 +1208,6 @@ def load_identified_model(path) -> FrictionArm:
         Unreadable or incomplete file.
 
     """
-    from pathlib import Path
-    import yaml
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding='utf-8'))
@@ -1225,7 +1238,6 @@ def read_bag_description(bag) -> str:
         The bag holds no such topic or message.
 
     """
-    from manip_control.bag_io import BagReader
     string = 'std_msgs/msg/String'
     with BagReader(bag) as reader:
         names = sorted((n for n, i in reader.topics.items() if i.msgtype == string
@@ -1247,14 +1259,6 @@ def main_urdf(args) -> int:
 
     ``args`` are those of :func:`manip_control.identification.build_parser`.
     """
-    import sys
-    from pathlib import Path
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import read_urdf_file
-    from manip_control.bag_io import BagError
-    from manip_control.identification import IdentificationError
-    from manip_control.identification import read_joint_states
-    import yaml
     try:
         if args.record:
             raise ArmIdentificationError('--record simulates the 2R scenario; record a URDF '
@@ -1319,7 +1323,6 @@ def main_urdf(args) -> int:
             print(f'\nwarning: the model explains the torques poorly (relative residual '
                   f'{", ".join(poor)}): check --gravity, the joint names and what the effort '
                   'is (joint torque, in N m)')
-        from manip_control.model_analysis import urdf_friction
         fr0 = urdf_friction(text, arm.joint_names)
         prior = reg.parameters(fv=fr0.b, fc=fr0.tau_c)
         pi = complete_parameters(base, fit.estimate, prior, urdf_fixed_parts(text, reg))
@@ -1380,12 +1383,6 @@ def write_arm_bag(path, t, joint_names: Sequence[str], q, qd, tau, *,
     ``/robot_description`` (``std_msgs/String``) first, as robot_state_publisher's latched
     message would. Returns the bag path.
     """
-    from pathlib import Path
-    from manip_control.bag_io import BagWriter
-    from manip_control.bag_io import JOINT_STATE
-    from manip_control.bag_io import make_qos
-    from rosbags.typesys import get_typestore
-    from rosbags.typesys import Stores
     store = get_typestore(Stores.ROS2_JAZZY)
     types = store.types
     joint_state = types['sensor_msgs/msg/JointState']

@@ -93,6 +93,7 @@ import xml.etree.ElementTree as ET
 from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import NominalModel
 from manip_control.parameters import PlantParameters
+from manip_control.urdf import joint_limits
 import numpy as np
 
 #: Default gravity of a URDF arm [m/s^2], in the URDF's root frame (REP 103: z up).
@@ -360,7 +361,6 @@ class TwoLinkArm(ArmModel):
     def from_plant(cls, plant: PlantParameters,
                    joint_names: Sequence[str] = ('joint1', 'joint2')) -> 'TwoLinkArm':
         """Build the simulated arm of ``plant`` (rotors as configured) with its URDF limits."""
-        from manip_control.urdf import joint_limits
         lim = joint_limits(plant)
         limits = JointLimits(_readonly([x.lower for x in lim]), _readonly([x.upper for x in lim]),
                              _readonly([x.velocity for x in lim]),

@@ -34,8 +34,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
+from pathlib import Path
 from typing import Sequence
 
+from manip_control.arm_identification import ArmIdentificationError
+from manip_control.arm_identification import ArmRegressor
+from manip_control.arm_identification import base_parameters
+from manip_control.arm_identification import excitation_trajectory
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import JointLimits
@@ -45,10 +50,12 @@ from manip_control.arm_plant import ArmPlant
 from manip_control.arm_plant import ArmRun
 from manip_control.arm_plant import run_arm_closed_loop
 from manip_control.hold_design import pd_gravity_gains
+from manip_control.model_analysis import urdf_friction
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
 from manip_control.trajectories import Sinusoid
 import numpy as np
+import yaml
 
 #: Gear ratio, rotor inertia [kg·m^2] and peak current [A] of the sized drives.
 GEAR_RATIO = 100.0
@@ -485,10 +492,6 @@ def excitation_reference(arm: UrdfArm, seed: int = 0):
         A joint without a velocity limit (the excitation cannot be sized).
 
     """
-    from manip_control.arm_identification import ArmIdentificationError
-    from manip_control.arm_identification import ArmRegressor
-    from manip_control.arm_identification import base_parameters
-    from manip_control.arm_identification import excitation_trajectory
     try:
         return excitation_trajectory(base_parameters(ArmRegressor(arm)), seed=seed,
                                      **EXCITATION)
@@ -520,7 +523,6 @@ def joint_effort(result: UrdfRun) -> np.ndarray:
 def _urdf_friction(urdf: str, joints: Sequence[str],
                    eps: Sequence[float] | None = None) -> list[FrictionParameters]:
     """Viscous and smoothed Coulomb friction per joint from ``<dynamics>`` (eps 0.02 rad/s)."""
-    from manip_control.model_analysis import urdf_friction
     fr = urdf_friction(urdf, joints, eps=0.02)
     eps = [0.02] * len(joints) if eps is None else eps
     return [FrictionParameters(b=float(b), tau_c=float(c), eps=float(e))
@@ -535,8 +537,6 @@ def _identified_extras(urdf_path: str, joints: Sequence[str]):
     hold: the armature [kg·m^2] and the Coulomb smoothing ``eps`` [rad/s] its friction was
     fitted with. ``(None, None)`` when there is no such file for this URDF.
     """
-    from pathlib import Path
-    import yaml
     side = Path(urdf_path).with_suffix('.yaml')
     if not side.is_file():
         return None, None

@@ -61,6 +61,11 @@ from pathlib import Path
 import sys
 from typing import Any
 
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import DEFAULT_GRAVITY
+from manip_control.arm_model import read_urdf_file
+from manip_control.arm_model import TwoLinkArm
+from manip_control.arm_model import UrdfArm
 from manip_control.bag_io import ArraySeries
 from manip_control.bag_io import BagError
 from manip_control.bag_io import BagReader
@@ -71,6 +76,16 @@ from manip_control.bag_io import JointStateSeries
 from manip_control.bag_io import TopicInfo
 from manip_control.bag_io import TrajectorySeries
 from manip_control.bag_storage import ns_text
+from manip_control.model_analysis import compare
+from manip_control.model_analysis import DEFAULT_CUTOFF_HZ
+from manip_control.model_analysis import filter_motion
+from manip_control.model_analysis import fit_gravity
+from manip_control.model_analysis import JointFriction
+from manip_control.model_analysis import model_torque
+from manip_control.model_analysis import ModelAnalysisError
+from manip_control.model_analysis import urdf_friction
+from manip_control.parameters import ParameterError
+from manip_control.parameters import plant_from_dict
 import numpy as np
 import yaml
 
@@ -1013,14 +1028,6 @@ def _choose_model(run: RunData, urdf: str | None, gravity) -> tuple:
     ``(None, reason, None, None)`` when there is none. Raises AnalysisError for a model
     asked for that cannot be built.
     """
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import DEFAULT_GRAVITY
-    from manip_control.arm_model import read_urdf_file
-    from manip_control.arm_model import TwoLinkArm
-    from manip_control.arm_model import UrdfArm
-    from manip_control.model_analysis import JointFriction
-    from manip_control.model_analysis import ModelAnalysisError
-    from manip_control.model_analysis import urdf_friction
     g = DEFAULT_GRAVITY if gravity is None else tuple(float(x) for x in gravity)
     g_src = 'default (0, 0, -9.81) m/s^2' if gravity is None else '--gravity'
     if gravity is not None and (len(g) != 3 or not all(math.isfinite(x) for x in g)):
@@ -1048,8 +1055,6 @@ def _choose_model(run: RunData, urdf: str | None, gravity) -> tuple:
         return model, source, friction, g_src
     plant = _lookup(run.params, 'plant')
     if isinstance(plant, dict) and isinstance(plant.get('arm'), dict):
-        from manip_control.parameters import ParameterError
-        from manip_control.parameters import plant_from_dict
         if gravity is not None:
             raise AnalysisError('--gravity: the 2R closed form takes its gravity from '
                                 'params.yaml (plant.arm.g0, plane); pass --urdf to use another')
@@ -1101,12 +1106,6 @@ def model_section(run: RunData, report: dict, *, urdf: str | None = None, gravit
     residuals, gravity fit); this function chooses the model and the data and fills
     ``run.model_series`` for the plot.
     """
-    from manip_control.model_analysis import compare
-    from manip_control.model_analysis import DEFAULT_CUTOFF_HZ
-    from manip_control.model_analysis import filter_motion
-    from manip_control.model_analysis import fit_gravity
-    from manip_control.model_analysis import model_torque
-    from manip_control.model_analysis import ModelAnalysisError
     if not enabled:
         return {'available': False, 'reason': 'disabled (--no-model)'}
     try:

@@ -54,6 +54,7 @@ compressed bags) and of ``mcap`` are used (see :mod:`manip_control.bag_storage`)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+import dataclasses
 from dataclasses import dataclass
 from dataclasses import field
 import os
@@ -85,6 +86,7 @@ from rosbags.interfaces import QosHistory
 from rosbags.interfaces import QosLiveliness
 from rosbags.interfaces import QosReliability
 from rosbags.interfaces import QosTime
+from rosbags.rosbag2 import Reader
 from rosbags.serde import SerdeError
 from rosbags.typesys import get_types_from_idl
 from rosbags.typesys import get_types_from_msg
@@ -373,7 +375,6 @@ def _plain(obj: Any) -> Any:
     if hasattr(obj, 'to_dict') and callable(obj.to_dict):
         obj = obj.to_dict()
     elif hasattr(obj, '__dataclass_fields__'):
-        import dataclasses
         obj = dataclasses.asdict(obj)
     if isinstance(obj, Mapping):
         return {str(k): _plain(v) for k, v in obj.items()}
@@ -1427,7 +1428,6 @@ class _RosbagsSource:
     """A bag that needs rosbags' own reader (compressed bags): its public ``Reader``."""
 
     def __init__(self, path: Path) -> None:
-        from rosbags.rosbag2 import Reader
         self.path = path
         self._reader = Reader(path)
         self._reader.open()

@@ -33,6 +33,7 @@ so); a sqlite3 file is read with its write-ahead log. :func:`reindex` rebuilds
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
@@ -41,10 +42,29 @@ import operator
 import os
 from pathlib import Path
 import re
+import shutil
 import sqlite3
 import struct
+import tempfile
 import zlib
 
+from mcap.data_stream import RecordBuilder
+from mcap.exceptions import McapError
+from mcap.opcode import Opcode
+from mcap.reader import make_reader
+from mcap.records import Channel
+from mcap.records import Chunk
+from mcap.records import ChunkIndex
+from mcap.records import DataEnd
+from mcap.records import Footer
+from mcap.records import Header
+from mcap.records import Message
+from mcap.records import MessageIndex
+from mcap.records import Schema
+from mcap.records import Statistics
+from mcap.records import SummaryOffset
+from mcap.stream_reader import StreamReader
+from mcap.writer import MCAP0_MAGIC
 import numpy as np
 import yaml
 
@@ -332,8 +352,6 @@ class McapStorageWriter:
 
     def __init__(self, path: Path, *, chunk_size: int = CHUNK_SIZE,
                  compression: str = 'none') -> None:
-        from mcap.records import Header
-        from mcap.writer import MCAP0_MAGIC
         if compression not in ('none', 'zstd', 'lz4'):
             raise StorageError(f'{path}: unknown MCAP compression {compression!r} '
                                "(expected one of ['lz4', 'none', 'zstd'])")
@@ -366,7 +384,6 @@ class McapStorageWriter:
 
     @staticmethod
     def _record(*records) -> bytes:
-        from mcap.data_stream import RecordBuilder
         rb = RecordBuilder()
         for r in records:
             r.write(rb)
@@ -374,8 +391,6 @@ class McapStorageWriter:
 
     def add_topic(self, t: TopicRecord) -> int:
         """Register a schema (once per type and definition) and a channel; returns its id."""
-        from mcap.records import Channel
-        from mcap.records import Schema
         key = (t.msgtype, t.msgdef_format, t.msgdef)     # one type may have two definitions
         sid = self._schemas.get(key)
         if sid is None:
@@ -419,9 +434,6 @@ class McapStorageWriter:
 
     def _close_chunk(self) -> bool:
         """Write the open chunk and its message indexes; True if one was written."""
-        from mcap.records import Chunk
-        from mcap.records import ChunkIndex
-        from mcap.records import MessageIndex
         if not self._chunk_messages:
             return False
         data = bytes(self._chunk)
@@ -461,13 +473,6 @@ class McapStorageWriter:
 
     def finish(self) -> None:
         """Write the last chunk and the summary, then close the file."""
-        from collections import defaultdict
-        from mcap.opcode import Opcode
-        from mcap.records import DataEnd
-        from mcap.records import Footer
-        from mcap.records import Statistics
-        from mcap.records import SummaryOffset
-        from mcap.writer import MCAP0_MAGIC
         try:
             self._close_chunk()
             self._sink.write(self._record(DataEnd(0)))
@@ -1021,8 +1026,6 @@ class McapStorageReader:
 
     def _summary_from_mcap(self):
         """Read the summary with the ``mcap`` library; None after reading the file in full."""
-        from mcap.exceptions import McapError
-        from mcap.reader import make_reader
         footer = self._footer()
         if footer is None:
             self._scan('the file has no valid footer: its writer did not finish it (killed, '
@@ -1097,13 +1100,6 @@ class McapStorageReader:
         ``finished``: the file has a valid footer (complete); a record that cannot be read is
         then damage, not the end of an unfinished file.
         """
-        from mcap.exceptions import McapError
-        from mcap.records import Channel
-        from mcap.records import Chunk
-        from mcap.records import DataEnd
-        from mcap.records import Message
-        from mcap.records import Schema
-        from mcap.stream_reader import StreamReader
         self._fh.seek(0)
         schemas: dict = {}
         channels: dict = {}
@@ -1389,8 +1385,6 @@ class SqliteStorageReader:
         try:
             if wal.is_file() and wal.stat().st_size > 0:
                 self.recovered = True
-                import shutil
-                import tempfile
                 self._tmp = tempfile.mkdtemp(prefix='manip_bag_')
                 copy = Path(self._tmp) / self.path.name
                 try:
@@ -1422,7 +1416,6 @@ class SqliteStorageReader:
 
     def _cleanup(self) -> None:
         if self._tmp is not None:
-            import shutil
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 

@@ -38,8 +38,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import sys
 
+from manip_control.bag_io import BagError
+from manip_control.bag_io import BagReader
 from manip_control.bag_storage import ns_text
 from manip_control.bag_storage import reindex
 from manip_control.bag_storage import StorageError
@@ -49,9 +52,6 @@ __all__ = ['main']
 
 
 def _info(path: str) -> int:
-    from pathlib import Path
-
-    from manip_control.bag_io import BagReader
     with BagReader(path, skip_corrupt=True) as r:
         checked = r.verify()
         print(f'bag: {path}')
@@ -109,7 +109,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``manip-bag``; returns the exit code (0 ok, 2 error)."""
     args = _parser().parse_args(argv)
-    from manip_control.bag_io import BagError
     try:
         if args.command == 'info':
             code = _info(args.bag)

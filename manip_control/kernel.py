@@ -53,6 +53,12 @@ from __future__ import annotations
 import math
 import os
 
+from manip_control.actuators import gear_loss_weights
+from manip_control.control import Controller
+from manip_control.control import gear_inversion_constants
+from manip_control.plant_state import initial_state
+from manip_control.plant_state import plant_model
+from manip_control.trajectories import trajectory_from_config
 import numpy as np
 
 try:  # numba is a runtime dependency; the Python path is the fallback without it
@@ -132,9 +138,6 @@ def pack_plant(params, period: float) -> np.ndarray:
         Control period [s]; the RK4 step is ``period / substeps``.
 
     """
-    from manip_control.actuators import gear_loss_weights
-    from manip_control.plant import plant_model
-
     model = plant_model(params)
     f1, f2 = params.friction
     p = np.zeros(P_SIZE)
@@ -161,9 +164,6 @@ def pack_plant(params, period: float) -> np.ndarray:
 
 def pack_controller(params, period: float) -> np.ndarray:
     """Pack the controller parameters into the kernel's flat vector (layout ``C_*``)."""
-    from manip_control.control import Controller
-    from manip_control.control import gear_inversion_constants
-
     ctrl = Controller(params, period)
     model = ctrl.model.model        # the closed-form TwoLinkModel behind the nominal 2R
     c = np.zeros(C_SIZE)
@@ -867,9 +867,6 @@ class Packed:
     """
 
     def __init__(self, scenario, duration: float | None = None):
-        from manip_control.plant import initial_state
-        from manip_control.trajectories import trajectory_from_config
-
         period = scenario.period
         self.n = int(round((scenario.duration if duration is None else duration) / period))
         self.plant = pack_plant(scenario.plant, period)

@@ -64,6 +64,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 from typing import Any, Sequence
+import xml.etree.ElementTree as ET
 
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import TwoLinkArm
@@ -395,7 +396,6 @@ def urdf_friction(urdf: str, joint_names: Sequence[str], eps: float = 0.01) -> J
     ``damping`` is viscous [N·m·s/rad], ``friction`` the Coulomb level [N·m] (URDF
     specification); a missing element or attribute is 0. ``eps`` [rad/s] smooths the sign.
     """
-    import xml.etree.ElementTree as ET
     try:
         root = ET.fromstring(urdf)
     except ET.ParseError as exc:

@@ -15,7 +15,7 @@
 """
 ``manip-offline``: run a scenario's closed loop without ROS and print the summary.
 
-The summary ends with the lesson (:func:`manip_control.simulation.lesson`): the late-window
+The summary ends with the lesson (:func:`manip_control.lesson.lesson`): the late-window
 error beside that of a perfect nominal model (one extra run) and the ISS estimate.
 
 Same rates and zero-order-hold semantics as the ROS lockstep simulation. The loop runs in
@@ -38,13 +38,19 @@ from pathlib import Path
 import sys
 import time
 
+from manip_control.arm_identification import write_arm_bag
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import UrdfError
+from manip_control.arm_scenario import joint_effort
+from manip_control.arm_scenario import run_urdf_closed_loop
+from manip_control.arm_scenario import summarize_urdf_run
+from manip_control.lesson import format_lesson
+from manip_control.lesson import lesson
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.simulation import ENGINES
-from manip_control.simulation import format_lesson
 from manip_control.simulation import format_summary
 from manip_control.simulation import KernelUnsupported
-from manip_control.simulation import lesson
 from manip_control.simulation import PlantStateError
 from manip_control.simulation import run_closed_loop
 from manip_control.simulation import summarize
@@ -94,10 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_urdf(args) -> int:
     """``manip-offline --urdf``: one URDF run, its per-joint summary."""
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import UrdfError
-    from manip_control.arm_scenario import run_urdf_closed_loop
-    from manip_control.arm_scenario import summarize_urdf_run
     if args.config is not None or args.engine != 'auto':
         print('error: --urdf runs the n-joint plant: --config and --engine do not apply',
               file=sys.stderr)
@@ -122,8 +124,6 @@ def run_urdf(args) -> int:
         return 2
     wall = time.perf_counter() - t0
     if args.bag is not None:
-        from manip_control.arm_identification import write_arm_bag
-        from manip_control.arm_scenario import joint_effort
         if bag.is_dir():
             bag.rmdir()                 # empty (checked above): the writer creates it
         try:

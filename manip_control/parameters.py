@@ -78,8 +78,11 @@ from dataclasses import fields
 import math
 from pathlib import Path
 import re
+import sys
 from typing import Any, Mapping
 
+from manip_control.trajectories import trajectory_from_config
+from manip_control.trajectories import TrajectoryError
 import yaml
 
 
@@ -994,8 +997,6 @@ def scenario_from_dict(data: Any, path: str = '') -> Scenario:
     if not isinstance(trajectory, Mapping):
         raise ParameterError('trajectory: must be a mapping')
     # Validate the trajectory description now so a bad file fails at load time.
-    from manip_control.trajectories import trajectory_from_config
-    from manip_control.trajectories import TrajectoryError
     try:
         trajectory_from_config(dict(trajectory), 2)
     except TrajectoryError as exc:
@@ -1015,7 +1016,6 @@ def config_search_path() -> list[Path]:
     The installed share directory (ament index, or ``<prefix>/share/manip_control/config``
     for a pip install) and the source checkout's ``config/``.
     """
-    import sys
     dirs = []
     try:
         from ament_index_python.packages import get_package_share_directory

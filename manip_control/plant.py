@@ -108,16 +108,16 @@ from __future__ import annotations
 import functools
 import math
 
-from manip_control.actuators import clamp
 from manip_control.actuators import current_reference
 from manip_control.actuators import drive_voltage
 from manip_control.actuators import gear_loss_weights
 from manip_control.actuators import joint_torque
 from manip_control.actuators import motor_torque
-from manip_control.dynamics import TwoLinkModel
 from manip_control.friction import friction_torque
 from manip_control.friction import karnopp_friction
 from manip_control.parameters import PlantParameters
+from manip_control.plant_state import initial_state
+from manip_control.plant_state import plant_model
 import numpy as np
 
 
@@ -125,11 +125,6 @@ STATE_SIZE = 8
 
 #: At most this many zero-velocity events are located per RK4 sub-step (Karnopp friction).
 MAX_EVENTS = 4
-
-
-def plant_model(params: PlantParameters) -> TwoLinkModel:
-    """Return the plant's rigid-body model: the arm with its rotors as configured."""
-    return TwoLinkModel(params.arm, params.reflected_inertia, params.rotor_coupling_terms)
 
 
 def rotor_matrix(params: PlantParameters) -> np.ndarray:
@@ -235,26 +230,6 @@ def _accelerations(qd, rest, matrix, params: PlantParameters, smooth=None) -> np
     if held is not None:
         qdd[held] = 0.0  # a joint held by stiction does not accelerate
     return qdd
-
-
-def initial_state(params: PlantParameters, q=None, qd=None) -> np.ndarray:
-    """
-    Return the initial state ``[q, qd, i, x_i]`` (defaults: the configured q0, qd0).
-
-    With ``params.start_in_equilibrium`` in motor mode the currents hold the pose against
-    gravity at rest, ``N k_t i = g(q)`` (clamped to ``+-i_max``), and the PI integrators
-    carry the matching terminal voltage ``x_i = R i + k_e N qd``; otherwise both are zero.
-    """
-    q = params.initial_position if q is None else q
-    qd = params.initial_velocity if qd is None else qd
-    x = np.array([q[0], q[1], qd[0], qd[1], 0.0, 0.0, 0.0, 0.0], dtype=float)
-    if params.actuator == 'motor' and params.start_in_equilibrium:
-        g = plant_model(params).gravity_vector(x[0:2])
-        for j, mo in enumerate(params.motors):
-            i = clamp(g[j] / mo.torque_per_amp, mo.i_max)
-            x[4 + j] = i
-            x[6 + j] = mo.R * i + mo.k_e * mo.N * x[2 + j]
-    return x
 
 
 def _mechanics(v1, v2, t1, t2, w1, w2, fr1, fr2, a11, a12, a21, a22, karnopp, fs1, fs2):
@@ -507,7 +482,7 @@ def _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2):
 
 def _compiled_stepper(params: PlantParameters, period: float):
     """Return the kernel's compiled period step for ``params`` (None when unsupported)."""
-    from manip_control import kernel
+    from manip_control import kernel    # numba: about 1 s to import, only when compiled
     return kernel.stepper(params, period)
 
 

@@ -64,6 +64,12 @@ import sys
 import time
 from typing import Callable, Sequence, TextIO
 
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import read_urdf_file
+from manip_control.arm_model import UrdfArm
+from manip_control.arm_scenario import gains_from_bandwidth
+from manip_control.arm_scenario import run_urdf_closed_loop
+from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.dynamics import TwoLinkModel
 from manip_control.parameters import ControllerParameters
 from manip_control.parameters import load_scenario
@@ -72,6 +78,10 @@ from manip_control.parameters import ParameterError
 from manip_control.parameters import Scenario
 from manip_control.plant import initial_state
 from manip_control.plant import plant_model
+from manip_control.simulation import late_window
+from manip_control.simulation import run_batch
+from manip_control.simulation import run_closed_loop
+from manip_control.simulation import truth_nominal
 from manip_control.trajectories import trajectory_from_config
 import numpy as np
 
@@ -120,7 +130,6 @@ def perturbed_nominal(scenario: Scenario, delta: Sequence[float]) -> NominalMode
     Everything else (lengths, CoM distances, friction, rotor inertia and coupling, gear
     ratios and efficiencies) is the plant's (:func:`manip_control.simulation.truth_nominal`).
     """
-    from manip_control.simulation import truth_nominal
     truth = truth_nominal(scenario)
     values = {name: getattr(truth.arm, name) * (1.0 + d) for name, d in zip(PERTURBED, delta)}
     return dataclasses.replace(truth, arm=dataclasses.replace(truth.arm, **values))
@@ -159,7 +168,6 @@ def iss_estimate(scenario: Scenario, nominal: NominalModel, kp, kd,
 
 def late_reference(scenario: Scenario, n_samples: int = 2000):
     """``(q_d, qd_d, qdd_d)`` at ``n_samples`` times over the late window, shapes (n, 2)."""
-    from manip_control.simulation import late_window
     traj = trajectory_from_config(dict(scenario.trajectory), 2)
     window = late_window(scenario)
     t = np.linspace(window.start, window.end, n_samples)
@@ -425,8 +433,6 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
     BoundResult
 
     """
-    from manip_control.simulation import late_window
-
     plant, ctrl = scenario.plant, scenario.controller
     nominal = ctrl.nominal if nominal is None else nominal
     kp = np.asarray(ctrl.kp if kp is None else kp, dtype=float)
@@ -680,8 +686,6 @@ def single_run(scenario: Scenario, nominal: NominalModel, kp, kd) -> tuple:
     The study computes the same figures for all runs at once with
     :func:`manip_control.simulation.run_batch`; this is the one-run reference.
     """
-    from manip_control.simulation import late_window
-    from manip_control.simulation import run_closed_loop
     result = run_closed_loop(run_scenario(scenario, nominal, kp, kd))
     late = result.t >= late_window(scenario).start
     err = np.abs(result.error[late]).max(axis=0)
@@ -738,8 +742,6 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
         ``spread``; a few seconds each); otherwise ``nan``.
 
     """
-    from manip_control.simulation import run_batch
-
     if scenario.controller.law != 'computed_torque':
         raise ParameterError('controller.law: the robustness study needs computed_torque '
                              f'(got {scenario.controller.law})')
@@ -782,7 +784,6 @@ def _check_study(levels: Sequence[float], runs: int, gain_scale: float) -> None:
 
 def urdf_gain_sets(n: int, omega_n: float, scale: float) -> dict[str, tuple]:
     """Gain set ``A`` (bandwidth ``omega_n`` [rad/s], critical) and ``B`` (``scale omega_n``)."""
-    from manip_control.arm_scenario import gains_from_bandwidth
     return {name: tuple(tuple(float(k) for k in g) for g in gains_from_bandwidth(n, w))
             for name, w in (('A', omega_n), ('B', scale * omega_n))}
 
@@ -830,10 +831,6 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
         Bad description or run option.
 
     """
-    from manip_control.arm_model import read_urdf_file
-    from manip_control.arm_model import UrdfArm
-    from manip_control.arm_scenario import run_urdf_closed_loop
-    from manip_control.arm_scenario import summarize_urdf_run
     _check_study(levels, runs, gain_scale)
     n = UrdfArm.from_string(read_urdf_file(path), None, source=str(path)).n
     gains = urdf_gain_sets(n, omega_n, gain_scale)
@@ -1101,9 +1098,6 @@ def _write_outputs(out_dir: str, results: Sequence[RunResult], gains: dict[str, 
 
 def _main_urdf(args) -> None:
     """Run the study on a URDF arm (``--urdf``): header, table, CSV and plot."""
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import read_urdf_file
-    from manip_control.arm_model import UrdfArm
     if args.jobs is not None:
         raise ParameterError('--jobs: the --urdf study runs in this process (no workers)')
     try:

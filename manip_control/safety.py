@@ -110,6 +110,7 @@ from dataclasses import dataclass
 from dataclasses import fields
 from enum import Enum
 import math
+import re
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from manip_control.parameters import _build
@@ -1120,7 +1121,6 @@ def ramp_toward_zero(tau, slope, dt: float) -> tuple:
 
 def valid_node_name(name: str) -> bool:
     """Tell whether ``name`` is a fully qualified ROS node name (``/ns/node``)."""
-    import re
     return bool(re.fullmatch(r'(/[A-Za-z_][A-Za-z0-9_]*)+', name))
 
 

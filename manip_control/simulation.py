@@ -41,7 +41,6 @@ import multiprocessing
 import os
 from typing import Callable, Sequence
 
-from manip_control import kernel
 from manip_control.control import Controller
 from manip_control.parameters import NominalModel
 from manip_control.parameters import Scenario
@@ -139,6 +138,7 @@ def use_kernel(scenario: Scenario, engine: str = 'auto') -> bool:
     ``'auto'``: the kernel when it supports the scenario, else Python; ``'python'``: always
     Python; ``'kernel'``: the kernel, or :class:`KernelUnsupported` naming the reason.
     """
+    from manip_control import kernel    # numba: about 1 s to import
     _check_engine(engine)
     if engine == 'python':
         return False
@@ -174,6 +174,7 @@ def run_closed_loop(scenario: Scenario, duration: float | None = None,
     SimulationResult
 
     """
+    from manip_control import kernel    # numba: about 1 s to import
     if use_kernel(scenario, engine):
         rec, stats = kernel.closed_loop(scenario, duration)
         return _result(scenario, rec, stats[kernel.ST_FINAL:kernel.ST_FINAL + 8].copy())
@@ -188,6 +189,7 @@ def run_closed_loop_python(scenario: Scenario,
     The reference implementation of the loop (and the fallback of :func:`run_closed_loop`),
     with the plant's Python step.
     """
+    from manip_control import kernel    # numba: about 1 s to import
     loop = ClosedLoop(scenario, compiled=False)
     plant, sensors, ctrl, traj = loop.plant, loop.sensors, loop.controller, loop.trajectory
     period = scenario.period
@@ -379,105 +381,6 @@ def truth_nominal(scenario: Scenario) -> NominalModel:
         eta_back=tuple(float(m.eta_back) if motor else 1.0 for m in plant.motors))
 
 
-def _mismatch_text(scenario: Scenario) -> str:
-    """Return e.g. ``m1 2.5 (true 3), m2 1.5 (true 2)``: how the nominal model is off."""
-    nm, truth = scenario.controller.nominal, truth_nominal(scenario)
-    parts = [f'{f.name} {getattr(nm.arm, f.name):g} (true {getattr(truth.arm, f.name):g})'
-             for f in dataclasses.fields(nm.arm)
-             if getattr(nm.arm, f.name) != getattr(truth.arm, f.name)]
-    for name in ('friction', 'rotor_inertia', 'rotor_coupling', 'gear_ratio', 'eta',
-                 'eta_back'):
-        if getattr(nm, name) != getattr(truth, name) and (
-                name != 'friction' or scenario.controller.friction_compensation):
-            parts.append(name.replace('_', ' '))
-    return ', '.join(parts) if parts else 'none'
-
-
-def lesson(scenario: Scenario, late_max_error: Sequence[float],
-           duration: float | None = None, engine: str = 'auto') -> dict:
-    """
-    Explain a run's error: the figures beside it that say what it is and why.
-
-    Parameters
-    ----------
-    scenario : Scenario
-        The run's scenario.
-    late_max_error : sequence of 2 float
-        The run's max |e| over :func:`late_window` [rad].
-    duration : float, optional
-        The run's simulated time [s] (default: the scenario's).
-    engine : str
-        Engine of the extra offline run (see :func:`run_closed_loop`).
-
-    Returns
-    -------
-    dict
-        ``window`` (:class:`LateWindow`), ``error`` (the given figures), ``mismatch`` (text,
-        ``'none'`` for a perfect model: then no more), ``baseline``: late max |e| of one
-        extra offline run of the same scenario with the nominal model set to the plant's
-        truth (:func:`truth_nominal`): what the controller
-        leaves without model error (drives, the hold, the start); ``estimate``: the
-        first-order ISS estimate ``||h_j||_1 max |eta_j|`` of the rigid-body mismatch along
-        the reference over the window (:func:`manip_control.robustness.iss_estimate`;
-        ``None`` unless the law is computed torque); ``bound``: the proven bound of
-        :func:`manip_control.robustness.error_bound` (``inf`` when its small-gain condition
-        fails; ``None`` when the scenario is outside the proof, e.g. motor drives).
-
-    """
-    from manip_control.robustness import bound_assumptions
-    from manip_control.robustness import error_bound
-    from manip_control.robustness import iss_estimate
-
-    end = scenario.duration if duration is None else float(duration)
-    window = late_window(scenario, end)
-    ctrl = scenario.controller
-    mismatch = _mismatch_text(scenario)
-    out = {'window': window, 'error': [float(e) for e in late_max_error],
-           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None}
-    if mismatch == 'none':
-        return out
-    base_sc = dataclasses.replace(
-        scenario, controller=dataclasses.replace(ctrl, nominal=truth_nominal(scenario)))
-    out['baseline'] = summarize(run_closed_loop(base_sc, end, engine),
-                                window.start)['max_error_rad']
-    if ctrl.law == 'computed_torque':
-        traj = trajectory_from_config(dict(scenario.trajectory), 2)
-        ref = traj.sample_many(np.linspace(window.start, window.end, 2000))
-        out['estimate'] = iss_estimate(scenario, ctrl.nominal, ctrl.kp, ctrl.kd,
-                                       reference=ref).tolist()
-        if not bound_assumptions(scenario):
-            out['bound'] = error_bound(scenario, reference=ref).bound.tolist()
-    return out
-
-
-def format_lesson(data: dict, joints: Sequence[str]) -> str:
-    """Return the lesson's lines (see :func:`lesson`)."""
-    def row(label, values):
-        return f'  {label:<44}' + ''.join(f'{v:12.4g}' for v in values)
-
-    lines = [f'lesson: late window {data["window"].describe()}']
-    if data['baseline'] is None:
-        lines.append("  nominal model = the plant's truth: no model error to explain")
-        return '\n'.join(lines)
-    lines += [f'  nominal model vs the plant: {data["mismatch"]}',
-              f'  {"late-window max |e| [rad]":<44}' + ''.join(f'{j:>12}' for j in joints),
-              row('this run', data['error']),
-              row("perfect model (nominal = the plant's truth)", data['baseline'])]
-    if data['estimate'] is not None:
-        lines.append(row('ISS estimate of this mismatch (rigid body)', data['estimate']))
-    bound = data.get('bound')
-    if bound is not None and all(math.isfinite(b) for b in bound):
-        lines.append(row('proven bound of this mismatch', bound))
-    elif bound is not None:
-        lines.append('  proven bound: none for this mismatch (its small-gain condition fails)')
-    ratio = ' / '.join(f'{e / b:.3g}x' if b > 0 else 'inf' for e, b in
-                       zip(data['error'], data['baseline']))
-    lines.append(f'  the model error makes the error {ratio} that of the perfect model' + (
-        '' if data['estimate'] is None else
-        ';\n  the estimate is first order in e, not a strict bound (docs/identification.md)'))
-    return '\n'.join(lines)
-
-
 @dataclass
 class BatchResult:
     """
@@ -552,6 +455,7 @@ def _with_late_window(scenario: Scenario, duration: float) -> Scenario:
 
 def _figures(result: SimulationResult) -> np.ndarray:
     """Compute the kernel's per-run figures (``kernel.ST_*``) from a run's records."""
+    from manip_control import kernel    # numba: about 1 s to import
     sc = result.scenario
     st = np.zeros(kernel.ST_SIZE)
     late = result.t >= sc.late_window_start
@@ -624,6 +528,7 @@ def run_batch(scenarios: Sequence[Scenario], duration: float | None = None,
     BatchResult
 
     """
+    from manip_control import kernel    # numba: about 1 s to import
     _check_engine(engine)
     scenarios = list(scenarios)
     total = len(scenarios)

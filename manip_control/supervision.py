@@ -72,6 +72,7 @@ Multi-point references (:class:`TrajectoryBuffer`)
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from dataclasses import fields
 import math
@@ -308,7 +309,6 @@ class StampGate:
         self.steps = 0
         self.last_step: float | None = None
         self.step_note = ''
-        from collections import deque
         self._seen: set = set()
         self._seen_order = deque()
         self._prev: tuple | None = None       # (wall, offset) of the previous state

@@ -19,13 +19,13 @@ import json
 import subprocess
 import sys
 
+from manip_control.lesson import format_lesson
+from manip_control.lesson import lesson
 from manip_control.offline import main as offline_main
 from manip_control.parameters import load_scenario
 from manip_control.parameters import NominalModel
-from manip_control.simulation import format_lesson
 from manip_control.simulation import format_summary
 from manip_control.simulation import late_window
-from manip_control.simulation import lesson
 from manip_control.simulation import reference_period
 from manip_control.simulation import run_batch
 from manip_control.simulation import run_closed_loop

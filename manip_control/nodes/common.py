@@ -32,6 +32,7 @@ import os
 import sys
 import traceback
 
+from manip_control.nodes.ros_params import check_params_files
 from manip_control.parameters import ParameterError
 
 EXECUTORS = ('events', 'single')
@@ -625,7 +626,6 @@ def run_node(factory, args=None) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    from manip_control.nodes.ros_params import check_params_files
     try:    # before rcl parses them: one line naming the parameter (mixed lists, empty file)
         check_params_files(args)
     except ParameterError as exc:

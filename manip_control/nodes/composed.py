@@ -47,13 +47,20 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
+from manip_control.nodes.common import _rcl_message
 from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import init_keeping_context_on_signals
 from manip_control.nodes.common import log_transport_note
+from manip_control.nodes.common import make_executor
 from manip_control.nodes.common import spin_once
+from manip_control.nodes.controller_node import ControllerNode
+from manip_control.nodes.plant_node import PlantNode
+from manip_control.nodes.recorder_node import RecorderNode
 from manip_control.nodes.ros_params import check_params_files
+from manip_control.nodes.ros_params import scenario_from_ros
 from manip_control.nodes.ros_params import wants_help
 from manip_control.nodes.sim import _arm_run_info
 from manip_control.nodes.sim import _resolved_values
@@ -61,6 +68,7 @@ from manip_control.nodes.sim import drive_time_source
 from manip_control.nodes.sim import share_time_source
 from manip_control.nodes.sim import SimOutcome
 from manip_control.nodes.sim import SimRunner
+from manip_control.nodes.trajectory_node import TrajectoryNode
 from manip_control.parameters import ParameterError
 
 #: The nodes of the process, by the names a ``NODE:`` prefix of a ROS argument may give.
@@ -174,11 +182,6 @@ class ComposedRunner(SimRunner):
     """
 
     def __init__(self, node_args: dict | None = None, executor: str = 'events', context=None):
-        from manip_control.nodes.common import make_executor
-        from manip_control.nodes.controller_node import ControllerNode
-        from manip_control.nodes.plant_node import PlantNode
-        from manip_control.nodes.trajectory_node import TrajectoryNode
-
         node_args = node_args or {}
         self.run = None
         self.context = context
@@ -205,12 +208,10 @@ class ComposedRunner(SimRunner):
             if self.urdf:
                 self.scenario = _arm_run_info('composed', self.plant, self.trajectory)
             else:
-                from manip_control.nodes.ros_params import scenario_from_ros
                 self.scenario = scenario_from_ros(self.resolved, name='composed')
             rec_args = node_args.get('recorder')
             rec_values = self._recorder_values(rec_args, kw)
             if rec_values.get('bag'):
-                from manip_control.nodes.recorder_node import RecorderNode
                 if 'topics' not in rec_values:
                     rec_args = list(rec_args or ['--ros-args']) + [
                         '-p', 'topics:=' + repr(self.recorded_topics())]
@@ -259,7 +260,6 @@ class ComposedRunner(SimRunner):
 
     def _wait_ready(self) -> None:
         """Wait until the recorder subscribes to every recorded topic not tapped, as manip-sim."""
-        import time
         if self.recorder is not None:
             name = self.recorder.get_name()
             ns = self.recorder.get_namespace()
@@ -329,7 +329,6 @@ def main(args=None) -> int:
     """``ros2 run manip_control composed --ros-args ...`` (sim.launch.py composed:=true)."""
     import rclpy
     from rclpy.logging import get_logger
-    from manip_control.nodes.common import _rcl_message
     argv = list(sys.argv if args is None else args)
     if wants_help(argv):
         sys.stdout.write(USAGE)

@@ -58,14 +58,18 @@ import threading
 import time
 
 from manip_control.arm_model import ArmModelError
+from manip_control.mujoco_arm import MujocoArm
 from manip_control.mujoco_arm import MujocoDivergedError
 from manip_control.nodes import cdr
+from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import run_node
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import ParamSpec
 from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import wants_help
+from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
+from manip_control.urdf import urdf_from_scenario
 import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -143,8 +147,6 @@ def driver_specs() -> list[ParamSpec]:
 
 def _two_link_description():
     """Return ``(urdf, defaults)`` of the package's planar 2R (the default scenario's plant)."""
-    from manip_control.parameters import load_scenario
-    from manip_control.urdf import urdf_from_scenario
     scenario = load_scenario('default')
     plant = scenario.plant
     # the URDF carries the friction as <dynamics>; the rotors cannot be in a URDF
@@ -193,7 +195,6 @@ class MujocoDriverNode(Node):
                 options['armature'] = list(np.add(defaults['armature'], options['armature']))
             except ValueError:
                 raise bad('armature', f'expected 1 or 2 values, got {v["armature"]}') from None
-        from manip_control.mujoco_arm import MujocoArm
         try:
             arm = MujocoArm.from_urdf(text, mass_scale=options['mass_scale'],
                                       damping=options['damping'],
@@ -242,7 +243,6 @@ class MujocoDriverNode(Node):
 
         from rclpy.qos import QoSProfile
         from rclpy.qos import ReliabilityPolicy
-        from manip_control.nodes.common import data_qos
         if v['reliability'] == 'best_effort':
             state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         else:

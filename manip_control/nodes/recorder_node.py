@@ -63,6 +63,7 @@ from manip_control.bag_io import BagWriter
 from manip_control.bag_io import make_qos
 from manip_control.bag_io import qos_from_profile
 from manip_control.bag_io import RecordingError
+from manip_control.nodes.cdr import decode_clock
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import PUBLISH_DEPTH
@@ -244,7 +245,6 @@ class RecorderNode(Node):
 
         For a lockstep run, whose time is the ``/clock`` of its plant.
         """
-        from manip_control.nodes.cdr import decode_clock
         send = publisher.publish
 
         def publish(raw) -> None:

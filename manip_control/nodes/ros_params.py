@@ -70,6 +70,13 @@ from manip_control.parameters import Scenario
 from manip_control.parameters import scenario_from_dict
 from manip_control.parameters import SensorParameters
 from manip_control.parameters import yaml_load
+from manip_control.safety import hard_limit_defaults
+from manip_control.safety import RUNTIME_SAFETY
+from manip_control.safety import safety_from_dict
+from manip_control.safety import SafetyParameters
+from manip_control.supervision import COMMAND_SAFETY_FIELDS
+from manip_control.supervision import command_safety_from_dict
+from manip_control.supervision import CommandSafetyParameters
 import yaml
 
 #: joints of the arm without a robot_description: the planar 2R (the closed-form default)
@@ -1235,6 +1242,184 @@ def _yaml_scalar(value: Any) -> str:
     return str(value)
 
 
+#: Prefix of the controller's safety parameters (``safety.state_timeout``).
+SAFETY_PREFIX = 'safety.'
+#: Fields of :class:`~manip_control.safety.SafetyParameters` declared as ``safety.<field>``.
+SAFETY_FIELDS = tuple(SafetyParameters.__dataclass_fields__)
+_SAFETY_DOC = {
+    'safe_mode': ('safe-mode command: hold (gravity-compensated hold with damping at the last '
+                  'measured position; pure gravity hold while states are stale) or zero '
+                  '(zero torque)', 'hold or zero'),
+    'state_timeout': ('joint-state watchdog [s]: older states mean safe mode', '> 0'),
+    'reference_timeout': ('reference watchdog [s]: older references mean holding the last '
+                          'reference position with zero velocity', '> 0'),
+    'position_lower': ('lower position limit per joint [rad]; below it means safe mode',
+                       'finite, upper - lower > 4 position_margin'),
+    'position_upper': ('upper position limit per joint [rad]; above it means safe mode',
+                       'finite, upper - lower > 4 position_margin'),
+    'velocity_limit': ('speed limit per joint [rad/s]; |qd| above it means safe mode',
+                       'each > 0'),
+    'position_margin': ('hysteresis [rad]: after a position fault, resume once every joint is '
+                        'this far inside the limits (the hold target is 2x inside)', '>= 0'),
+    'velocity_margin': ('hysteresis [rad/s]: after a velocity fault, resume once every |qd| '
+                        '<= velocity_limit - velocity_margin', '>= 0, < velocity_limit'),
+    'hold_kp': ('hold stiffness per joint through the nominal mass matrix [1/s^2] (tau = '
+                'g(q) + M(q) (hold_kp e - hold_kd qd), scaled into torque_limit)', 'each > 0'),
+    'hold_kd': ('hold damping per joint through the nominal mass matrix [1/s]', 'each > 0'),
+    'latch_limits': ('position / velocity faults stay latched until the next activation',
+                     ''),
+    'stamp_age': ('real time: a joint state is fresh only when its age from the header stamp '
+                  "(this host's wall clock with safety.clock_offset) is within state_timeout; "
+                  'false: the age counts from the arrival (a driver whose clock cannot be '
+                  "related to this host's; stamps must still advance)", ''),
+    'after_hold': ('what follows a hold longer than safety.hold_timeout: zero (zero torque '
+                   'through the torque-rate limit, latched until re-activation) or gravity '
+                   '(the gravity torque of the last good pose, open loop, for at most '
+                   'safety.gravity_hold_timeout, then zero; fresh states meanwhile resume '
+                   'through the resume path); read-only', 'zero or gravity'),
+    'gravity_hold_timeout': ('longest gravity hold after the hold timeout [s] (safety.'
+                             'after_hold: gravity); at most hard_limits.gravity_hold_timeout',
+                             '> 0, <= 3600'),
+}
+#: Declared ranges of ``safety.*`` fields (descriptor ranges; the core checks the open bounds).
+_SAFETY_RANGES = {'gravity_hold_timeout': (0.0, 3600.0)}
+#: Command-supervision parameters (read-only: fixed at start): description, rule, range.
+_COMMAND_SAFETY_DOC = {
+    'clock_offset': ("driver stamp clock minus this host's wall clock [s] (0: synchronized "
+                     'clocks or the same host); a state is fresh when its stamp advances and '
+                     'now - (stamp - clock_offset) <= state_timeout', 'finite, |x| <= 1e6',
+                     (-1.0e6, 1.0e6)),
+    'max_clock_error': ('tolerance of the clock offset [s]: states stamped further in the '
+                        'future are refused', '> 0', (0.0, 3600.0)),
+    'resume_states': ('consecutive fresh, advancing, in-envelope joint states needed to leave '
+                      'safe mode after a fault', '>= 1', (1, 100000)),
+    'hold_timeout': ('longest safe hold [s]; then zero torque, latched until re-activation',
+                     '> 0', (0.0, 3600.0)),
+    'stop_time': ('deactivate ramp [s]: current command -> hold (first half) -> zero torque '
+                  '(second half)', '> 0', (0.0, 60.0)),
+    'torque_rate_limit': ('real time: largest torque change per joint [N m/s] on every '
+                          'command', 'each > 0', None),
+    'reference_acceleration_limit': (
+        'largest reference acceleration used per joint [rad/s^2]; larger ones are clamped '
+        'and counted', 'each > 0', None),
+    'reference_step_limit': ('a requested reference position further than this from the '
+                             'reference in use (or from the measured position at a start / '
+                             'resume) is re-planned [rad]', '> 0', (0.0, 10.0)),
+    'replan_velocity': ('peak speed of a re-plan blend [rad/s]', '> 0', (0.0, 100.0)),
+    'replan_acceleration': ('peak acceleration of a re-plan blend [rad/s^2]', '> 0',
+                            (0.0, 1000.0)),
+    'state_timeout_periods': ('real time: the state timeout in periods of the measured '
+                              'state rate: max(state_timeout, min(n P, state_timeout_max))',
+                              '>= 1', (1.0, 1000.0)),
+    'state_timeout_max': ('real time: ceiling of the rate-derived state timeout [s]', '> 0',
+                          (0.0, 10.0)),
+    'clock_step_states': ('real time: consecutive consistent joint states that confirm a '
+                          "step of the driver's clock (the offset is then re-estimated, "
+                          'reported once); 0: never re-estimate', '>= 0', (0, 100000)),
+    'max_clock_step': ('real time: largest driver clock step re-estimated [s]; larger ones '
+                       'stay refused', '> 0', (0.0, 10.0)),
+}
+
+
+def safety_specs(arm_defaults: Mapping[str, Any] | None = None) -> list:
+    """
+    Return the ROS parameter specs of the safety layer.
+
+    :class:`manip_control.nodes.ros_params.ParamSpec` of ``safety.<field>`` of
+    :class:`SafetyParameters` (changeable at runtime, validated), of
+    :class:`~manip_control.supervision.CommandSafetyParameters` (read-only),
+    ``diagnostics_rate`` and ``autostart`` (read-only). ``arm_defaults``: the per-joint
+    defaults of an arm from a ``robot_description``
+    (:func:`manip_control.arm_scenario.control_defaults`).
+    """
+    defaults = SafetyParameters()
+    given = {} if arm_defaults is None else arm_defaults
+    specs = []
+    for name in SAFETY_FIELDS:
+        value = given.get(name, getattr(defaults, name))
+        if isinstance(value, tuple):
+            value = [float(v) for v in value]
+        desc, cons = _SAFETY_DOC.get(name, (name.replace('_', ' '), ''))
+        runtime = name in RUNTIME_SAFETY
+        specs.append(ParamSpec(SAFETY_PREFIX + name, value,
+                               desc + ('; changeable at runtime' if runtime else ''), cons,
+                               _SAFETY_RANGES.get(name), not runtime))
+    cmd_defaults = CommandSafetyParameters()
+    for name in COMMAND_SAFETY_FIELDS:
+        value = given.get(name, getattr(cmd_defaults, name))
+        if isinstance(value, tuple):
+            value = [float(v) for v in value]
+        desc, cons, rng = _COMMAND_SAFETY_DOC[name]
+        specs.append(ParamSpec(SAFETY_PREFIX + name, value, desc + '; read-only', cons, rng, True))
+    specs.append(ParamSpec('diagnostics_rate', 10.0,
+                           'rate of the periodic /controller/diagnostics [Hz] (transitions '
+                           'are published at once)', '> 0', (0.0, 1.0e4)))
+    specs.append(ParamSpec('state_publisher', '',
+                           'fully qualified node that must publish the joint states (e.g. '
+                           '/joint_state_broadcaster): states of any other publisher are '
+                           'refused and counted; empty: any single publisher (more than one '
+                           'matched: no command, ramp to zero torque); read-only',
+                           "'' or /node_name (/ns/node)"))
+    specs.append(ParamSpec('autostart', True,
+                           'configure and activate at start (lifecycle); false: wait for '
+                           '`ros2 lifecycle set` (hardware bring-up by hand)', ''))
+    return specs
+
+
+def plain_value(value: Any) -> Any:
+    """Return a ROS parameter value with arrays and lists as tuples (as the core takes them)."""
+    if isinstance(value, (list, tuple)) or type(value).__name__ in ('array', 'ndarray'):
+        return tuple(value)
+    return value
+
+
+def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
+                       ) -> SafetyParameters:
+    """
+    Return the validated :class:`SafetyParameters` from the node's ROS values.
+
+    Raises
+    ------
+    ParameterError
+        ``parameter safety.velocity_limit[1] (node controller): must be > 0 (got -1.0)``.
+
+    """
+    data = {name: plain_value(values[SAFETY_PREFIX + name]) for name in SAFETY_FIELDS
+            if values.get(SAFETY_PREFIX + name) is not None}
+    rate = values.get('diagnostics_rate', 10.0)
+    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+            and math.isfinite(rate) and rate > 0.0):
+        raise ParameterError(f'parameter diagnostics_rate (node {node}): must be > 0 '
+                             f'(got {rate!r})')
+    joints = values.get('joints')
+    n = len(joints) if isinstance(joints, (list, tuple)) and joints else None
+    try:
+        return safety_from_dict(data, 'safety', n)
+    except ParameterError as exc:
+        raise ros_parameter_error(node, exc) from None
+
+
+def command_safety_from_values(values: Mapping[str, Any], node: str = 'controller'
+                               ) -> CommandSafetyParameters:
+    """
+    Return the validated command-supervision parameters from the node's ROS values.
+
+    Raises
+    ------
+    ParameterError
+        ``parameter safety.hold_timeout (node controller): must be > 0 (got -1.0)``.
+
+    """
+    data = {name: plain_value(values[SAFETY_PREFIX + name]) for name in COMMAND_SAFETY_FIELDS
+            if values.get(SAFETY_PREFIX + name) is not None}
+    joints = values.get('joints')
+    n = len(joints) if isinstance(joints, (list, tuple)) and joints else None
+    try:
+        return command_safety_from_dict(data, 'safety', n)
+    except ParameterError as exc:
+        raise ros_parameter_error(node, exc) from None
+
+
 #: Nodes of this package that a params file may configure (section names in our files).
 PACKAGE_NODES = ('plant', 'controller', 'trajectory', 'recorder')
 
@@ -1247,9 +1432,6 @@ def controller_all_specs() -> list[ParamSpec]:
     (the node computes them from its start values); ``nominal.drives`` is declared with a
     ``robot_description`` only.
     """
-    from manip_control.nodes.controller_safety import safety_from_values
-    from manip_control.nodes.controller_safety import safety_specs
-    from manip_control.safety import hard_limit_defaults
     co = ControllerParameters()
     defaults = hard_limit_defaults(co.kp, co.kd, co.ki, co.torque_limit,
                                    safety_from_values({}, 'controller'))

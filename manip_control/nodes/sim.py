@@ -49,20 +49,28 @@ from dataclasses import dataclass
 from dataclasses import field
 import os
 from pathlib import Path
+import signal
 import sys
 import time
 
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import read_urdf_file
+from manip_control.nodes.cdr import decode_clock
 from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
 from manip_control.nodes.common import guard_services
 from manip_control.nodes.common import init_keeping_context_on_signals
+from manip_control.nodes.common import make_executor
 from manip_control.nodes.common import retire
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.common import stop_requested
+from manip_control.nodes.controller_node import ControllerNode
+from manip_control.nodes.plant_node import PlantNode
+from manip_control.nodes.recorder_node import RecorderNode
 from manip_control.nodes.ros_params import controller_specs
 from manip_control.nodes.ros_params import drives_following_plant
 from manip_control.nodes.ros_params import is_params_document
@@ -73,16 +81,23 @@ from manip_control.nodes.ros_params import parameter_overrides
 from manip_control.nodes.ros_params import plant_specs
 from manip_control.nodes.ros_params import recorder_specs
 from manip_control.nodes.ros_params import ros_params_from_scenario
+from manip_control.nodes.ros_params import safety_specs
 from manip_control.nodes.ros_params import scenario_from_ros
 from manip_control.nodes.ros_params import STORAGES
 from manip_control.nodes.ros_params import trajectory_specs
+from manip_control.nodes.sources import DomainGuard
 from manip_control.nodes.sources import DomainInUseError
+from manip_control.nodes.sources import in_use
+from manip_control.nodes.trajectory_node import TrajectoryNode
 from manip_control.parameters import check_duration
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.parameters import read_yaml
 from manip_control.parameters import resolve_config
 from manip_control.parameters import Scenario
+from manip_control.simulation import late_window
+from manip_control.simulation import PlantStateError
+from manip_control.simulation import SimulationResult
 import numpy as np
 
 READY_TIMEOUT = 10.0
@@ -117,8 +132,6 @@ def load_run_config(config: str | None, mode: str | None = None,
     data = read_yaml(path)
     text = ''
     if urdf:
-        from manip_control.arm_model import ArmModelError
-        from manip_control.arm_model import read_urdf_file
         try:
             text = read_urdf_file(urdf)
         except ArmModelError as exc:
@@ -265,10 +278,6 @@ class SimRunner:
 
     def __init__(self, run: RunConfig, bag=None, storage: str = 'mcap',
                  executor: str = 'events', context=None, share_sim_time: bool = True):
-        from manip_control.nodes.common import make_executor
-        from manip_control.nodes.controller_node import ControllerNode
-        from manip_control.nodes.plant_node import PlantNode
-        from manip_control.nodes.trajectory_node import TrajectoryNode
         import rclpy
         from rclpy.parameter import Parameter
 
@@ -315,7 +324,6 @@ class SimRunner:
             else:
                 self.scenario = run.scenario or scenario_from_ros(self.resolved, name=run.name)
             if recording:
-                from manip_control.nodes.recorder_node import RecorderNode
                 rec_vals = {'bag': str(bag), 'storage': storage}
                 self.recorder = RecorderNode(parameter_overrides=parameter_overrides(
                     recorder_specs(), rec_vals) + extra, **kw)
@@ -399,7 +407,6 @@ class SimRunner:
         """Run until the plant has simulated its duration (or Ctrl-C)."""
         from rclpy.executors import ExternalShutdownException
         from rclpy.task import Future
-        from manip_control.nodes.sources import DomainGuard
         interrupted = False
         self._wait_ready()
         # another participant publishing the run's topics (a second simulation, a driver,
@@ -557,8 +564,6 @@ def check_domain_free(mode: str) -> None:
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
     from trajectory_msgs.msg import JointTrajectory
-    from manip_control.nodes.sources import DomainGuard
-    from manip_control.nodes.sources import in_use
     node = rclpy.create_node('manip_sim_domain_check')
     ex = SingleThreadedExecutor()
     ex.add_node(node)
@@ -646,7 +651,6 @@ def drive_time_source(clock_publisher, source) -> bool:
     reachable.
     """
     from rosgraph_msgs.msg import Clock
-    from manip_control.nodes.cdr import decode_clock
     main = getattr(source, '_time_source', None)
     if clock_publisher is None or main is None or not hasattr(main, 'clock_callback'):
         return False
@@ -684,11 +688,7 @@ def lockstep_safety_defaults(values: dict) -> dict:
     time and would change the commands, making the run non-deterministic. The loop's liveness
     is the plant's ``lockstep_timeout``; the long watchdogs still catch a dead plant.
     """
-    try:
-        from manip_control.nodes.controller_safety import safety_specs
-        known = {s.name for s in safety_specs()}
-    except ImportError:
-        return values
+    known = {s.name for s in safety_specs()}
     out = dict(values)
     for key in ('safety.state_timeout', 'safety.reference_timeout'):
         if key in known:
@@ -728,7 +728,6 @@ def _joint_record(ph: np.ndarray, ch: np.ndarray, n: int) -> JointRecord:
 
 def _simulation_result(scenario: Scenario, ph: np.ndarray, ch: np.ndarray, final_state):
     """Build a SimulationResult (the offline record type) from the nodes' histories."""
-    from manip_control.simulation import SimulationResult
     n = min(len(ph), len(ch))
     ph, ch = ph[:n], ch[:n]
     return SimulationResult(
@@ -765,7 +764,6 @@ def tracking_summary(out: SimOutcome) -> dict:
         source = 'measured q'
     if len(t) == 0:
         return {}
-    from manip_control.simulation import late_window
     window = late_window(sc, out.simulated_time)
     late = t >= window.start
     s = {
@@ -848,11 +846,11 @@ def lesson_text(out: SimOutcome, s: dict, joints) -> str:
     Return the lines that explain the run's late-window error.
 
     The perfect-model baseline (one extra offline run) and the ISS estimate beside it
-    (:func:`manip_control.simulation.lesson`).
+    (:func:`manip_control.lesson.lesson`).
     """
-    from manip_control.simulation import format_lesson
-    from manip_control.simulation import lesson
-    from manip_control.simulation import PlantStateError
+    # the lesson runs the robustness bounds (scipy, numba): not for --help or a node's start
+    from manip_control.lesson import format_lesson
+    from manip_control.lesson import lesson
     try:
         data = lesson(out.scenario, s['late_max_abs'], out.simulated_time)
     except PlantStateError as exc:
@@ -932,7 +930,6 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
     if args.quiet:
         ros_args = ros_args or ['--ros-args']
         ros_args += ['--log-level', 'warn']
-    import signal
     try:
         previous = init_keeping_context_on_signals(['manip-sim'] + ros_args)
     except Exception as exc:  # noqa: BLE001 - malformed --ros-args

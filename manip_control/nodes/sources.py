@@ -29,6 +29,7 @@ Who publishes on a topic: message info per message and the ROS graph.
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Callable
 
 __all__ = ['WithMessageInfo', 'sequence_number', 'publishers', 'describe', 'DomainGuard',
@@ -130,7 +131,6 @@ class DomainGuard:
 
 def in_use(what: str) -> DomainInUseError:
     """Return the error for a ROS domain in use (``what`` says by whom)."""
-    import os
     domain = os.environ.get('ROS_DOMAIN_ID', '0') or '0'
     return DomainInUseError(
         f'ROS domain {domain} is already in use: {what}; another simulation, driver or bag '
