@@ -38,6 +38,8 @@ DEFERRED = {
                             'when a compiled step or loop first runs',
     'manip_control.lesson': 'the summary at the end of a manip-sim run only: it loads the '
                             'robustness bounds, scipy and numba (seconds to import)',
+    'numba': 'the compiled law of an n-joint controller only (about a second to import): the '
+             '2R controller runs on floats and never needs it',
     'pinocchio': 'URDF arms only (most of a second to import)',
     'mujoco': 'the MuJoCo driver and comparisons only',
     'scipy': 'identification, robustness bounds and splines only; scipy.signal is the slowest '
