@@ -27,12 +27,9 @@ forces the single-threaded one.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import signal
 import sys
-import tempfile
 import traceback
 
 from manip_control.nodes.ros_params import check_params_files
@@ -347,6 +344,7 @@ def set_threads_realtime(prefix: str, priority: int) -> tuple[int, str]:
 def name_thread(name: str) -> None:
     """Give the calling thread an OS name (``ps -L``, ``top -H``, /proc; Linux only)."""
     try:
+        import ctypes
         ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)    # 15 = PR_SET_NAME
     except (OSError, AttributeError):
         pass
@@ -360,6 +358,7 @@ def lock_memory() -> str:
     when done, else why the OS refused it.
     """
     try:
+        import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.mlockall(1 | 2) != 0:           # MCL_CURRENT | MCL_FUTURE
             return f'mlockall refused ({os.strerror(ctypes.get_errno())})'
@@ -442,9 +441,11 @@ def _stop_with_parent() -> None:
     (``prctl(PR_SET_PDEATHSIG, SIGTERM)``) the nodes still get their SIGTERM and close
     cleanly: the recorder finishes its bag.
     """
+    import signal
     if os.environ.get(STOP_WITH_PARENT_ENV) != '1' or not sys.platform.startswith('linux'):
         return
     try:
+        import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)     # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -493,6 +494,7 @@ def loopback_udp_profile() -> str | None:
 
     One file per user in the temporary directory, replaced atomically when its text differs.
     """
+    import tempfile
     path = os.path.join(tempfile.gettempdir(), f'manip_control_loopback_udp_{os.getuid()}.xml')
     try:
         with open(path, encoding='utf-8') as f:
@@ -585,6 +587,8 @@ def init_keeping_context_on_signals(args=None, context=None) -> dict:
 
     Returns the previous Python handlers ``{signum: handler}`` (to restore them).
     """
+    import signal
+
     import rclpy
     from rclpy.signals import SignalHandlerOptions
     note = prefer_udp_transport()
