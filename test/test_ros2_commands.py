@@ -89,6 +89,8 @@ COVERED = {
         'TestRunningSystem::test_lifecycle_by_hand'],
     'ros2 lifecycle set /controller configure': ['TestRunningSystem::test_lifecycle_by_hand'],
     'ros2 lifecycle set /controller activate': ['TestRunningSystem::test_lifecycle_by_hand'],
+    'ros2 lifecycle set /controller shutdown': [
+        'test_control_loop.py::test_ros2_lifecycle_shutdown_ends_the_process'],
     'ros2 lifecycle get /controller': ['TestRunningSystem::test_lifecycle_by_hand'],
     'ros2 topic hz /joint_states': ['TestRunningSystem::test_topic_hz_and_echo'],
     'ros2 topic echo --once /effort_controller/commands': [

@@ -178,11 +178,30 @@ def test_torque_rate_limiter():
     assert lim.limit((89.0, -25.0), 0.001) == ((89.0, -25.0), False)   # first: unchanged
     lim.reset((0.0, 0.0))
     out, limited = lim.limit((89.0, -25.0), 0.001)
-    assert limited and out == pytest.approx((2.0, -1.0))
-    out, _ = lim.limit((89.0, -25.0), 0.001)
-    assert out == pytest.approx((4.0, -2.0))
-    out, limited = lim.limit((4.5, -2.5), 0.001)
-    assert not limited and out == (4.5, -2.5) and lim.limited == 2
+    # the step is scaled as a whole: joint 1 at its bound, joint 2 along (direction kept)
+    assert limited and out == pytest.approx((2.0, -25.0 * 2.0 / 89.0))
+    out2, _ = lim.limit((89.0, -25.0), 0.001)
+    assert out2[0] == pytest.approx(4.0) and out2[1] == pytest.approx(2.0 * out[1])
+    out, limited = lim.limit((out2[0] + 0.5, out2[1] - 0.9), 0.001)
+    assert not limited and lim.limited == 2
+
+
+def test_torque_rate_limiter_keeps_the_direction_of_the_step():
+    """Never beyond a joint's bound, and the command change stays parallel to the step asked."""
+    rng = np.random.default_rng(3)
+    rate = np.array([87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0]) / 0.04
+    lim = TorqueRateLimiter(tuple(rate))
+    last = np.zeros(7)
+    lim.reset(tuple(last))
+    for _ in range(2000):
+        target = last + rng.normal(0.0, 20.0, 7)
+        out, limited = lim.limit(tuple(target), 1e-3)
+        step, asked = np.array(out) - last, target - last
+        assert np.all(np.abs(step) <= rate * 1e-3 * (1 + 1e-12))
+        cos = step @ asked / (np.linalg.norm(step) * np.linalg.norm(asked))
+        assert cos == pytest.approx(1.0, abs=1e-12)
+        assert limited == (not np.allclose(step, asked))
+        last = np.array(out)
 
 
 def test_stop_ramp_to_the_hold_then_to_zero():
