@@ -42,6 +42,7 @@ import pytest
 DOCS = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
 INTEGRATION = 'test_launch_integration.py'
 MUJOCO = 'test_mujoco_driver.py'
+CONTROL_LOOP = 'test_control_loop.py'
 HERE = Path(__file__).name
 
 #: documented command -> the tests that run it ("module::test", module default: this one)
@@ -205,7 +206,7 @@ def test_every_documented_ros2_command_is_run_by_a_test():
     stale = sorted(set(COVERED) - set(documented))
     assert not stale, f'COVERED entries no longer in the docs: {stale}'
     defined: dict[str, set[str]] = {}
-    for module in {HERE, INTEGRATION, MUJOCO}:
+    for module in {HERE, INTEGRATION, MUJOCO, CONTROL_LOOP}:
         tree = ast.parse((Path(__file__).parent / module).read_text())
         names = set()
         for node in tree.body:
