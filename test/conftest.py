@@ -57,12 +57,13 @@ PYTHON = sys.executable
 SHARED_FIXTURES = ROOT.parent / 'shared' / 'fixtures'
 
 
-def _reserve_domain_id() -> tuple[int, object]:
+def reserve_domain_id() -> tuple[int, object]:
     """
     Reserve a ROS_DOMAIN_ID in 1..100 for this process (an flock held until it exits).
 
     Starts at a pid-derived id and takes the first one that no other running test process
-    holds; falls back to the pid-derived id if none is free.
+    holds; falls back to the pid-derived id if none is free. Closing the returned file
+    releases the id (None: nothing to release).
     """
     import fcntl
     import tempfile
@@ -81,7 +82,7 @@ def _reserve_domain_id() -> tuple[int, object]:
     return 1 + start, None
 
 
-DOMAIN_ID, _DOMAIN_LOCK = _reserve_domain_id()
+DOMAIN_ID, _DOMAIN_LOCK = reserve_domain_id()
 os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 # this process and every process the tests start take the transport the node executables

@@ -36,7 +36,7 @@ import signal
 import subprocess
 import time
 
-from conftest import Processes, ROOT, which
+from conftest import Processes, reserve_domain_id, ROOT, which, Workspace
 import pytest
 
 DOCS = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
@@ -238,19 +238,45 @@ def assert_clean(text: str) -> None:
         assert bad not in text, f'{bad!r} in:\n{text[-4000:]}'
 
 
-def run(ros2_ws, argv: list[str], timeout: float = 90.0, expect: str | None = None):
+def _run_once(ws, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """
+    Run ``argv`` once; past ``timeout`` raise TimeoutExpired with the command's stacks.
+
+    A hung command is sent SIGABRT with ``PYTHONFAULTHANDLER`` set, so its stderr (in the
+    exception) says where every thread of the ``ros2`` process waited.
+    """
+    proc = subprocess.Popen(argv, env=dict(ws.env, PYTHONFAULTHANDLER='1'), cwd=str(ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def run(ws, argv: list[str], timeout: float = 90.0, expect: str | None = None):
     """
     Run a ``ros2`` command to its end; retry while ``expect`` is not in the output.
 
     Also retried: "Node not found" (without the daemon, the command's own node may not have
-    discovered the target yet; every command used so is idempotent).
+    discovered the target yet; every command used so is idempotent), and an attempt with no
+    answer after 30 s (its stacks are in the failure message if none answers).
     """
     deadline = time.monotonic() + timeout
     while True:
         try:
-            done = ros2_ws.run(argv, timeout=max(5.0, min(30.0, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:       # a node starved on a loaded machine: again
-            assert time.monotonic() < deadline, f'{argv}: no answer within {timeout} s'
+            done = _run_once(ws, argv, max(5.0, min(30.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired as hung:
+            assert time.monotonic() < deadline, \
+                f'{argv}: no answer within {timeout} s; the last attempt:\n' \
+                f'{hung.output}\n{hung.stderr[-6000:]}'
             continue
         text = done.stdout + done.stderr
         if 'Node not found' in text and time.monotonic() < deadline:
@@ -268,14 +294,23 @@ def run(ros2_ws, argv: list[str], timeout: float = 90.0, expect: str | None = No
 
 @pytest.fixture(scope='class')
 def running_system(ros2_ws, tmp_path_factory):
-    """Start the plant in real-time mode as the driver and the hardware launch (inactive)."""
+    """
+    Start the plant in real-time mode as the driver and the hardware launch (inactive).
+
+    In a ROS domain of its own: in a full run the session's domain has seen hundreds of
+    participants come and go, and there a fresh CLI node's first request to the controller
+    went unanswered for 90 s (``ros2 param set`` and ``ros2 lifecycle set`` wait for the
+    reply without a timeout); alone, and in a domain of its own, it never did.
+    """
     tmp = tmp_path_factory.mktemp('running_system')
-    procs = Processes(ros2_ws.env, tmp)
-    share = Path(ros2_ws.run([ros2_ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
+    domain, lock = reserve_domain_id()
+    ws = Workspace(ros2_ws.path, dict(ros2_ws.env, ROS_DOMAIN_ID=str(domain)))
+    procs = Processes(ws.env, tmp)
+    share = Path(ws.run([ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
     params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
     try:
         driver = procs.start('driver', [
-            ros2_ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
+            ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
             str(params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
             '-p', 'duration:=0.0'])
         # the driver stand-in is the node /plant, not /joint_state_broadcaster
@@ -284,39 +319,43 @@ def running_system(ros2_ws, tmp_path_factory):
             + ['state_publisher:=/plant'])
         # the CLI commands of this class use a daemon (it caches discovery: no "Node not
         # found" while a command's own node is still discovering); stopped at the end
-        ros2_ws.run([ros2_ws.ros2, 'daemon', 'start'], timeout=60)
-        yield {'procs': procs, 'driver': driver, 'launch': launch}
+        ws.run([ws.ros2, 'daemon', 'start'], timeout=60)
+        yield {'procs': procs, 'driver': driver, 'launch': launch, 'ws': ws, 'domain': domain}
         for p in (launch, driver):
             procs.stop(p)
             assert p.returncode == 0, text_of(procs, p)[-4000:]
             assert_clean(text_of(procs, p))
     finally:
         procs.stop_all()
-        ros2_ws.run([ros2_ws.ros2, 'daemon', 'stop'], timeout=60)
+        ws.run([ws.ros2, 'daemon', 'stop'], timeout=60)
+        if lock is not None:
+            lock.close()
 
 
 class TestRunningSystem:
     """``ros2`` commands against one running system (class-scoped: started once)."""
 
     def test_lifecycle_by_hand(self, ros2_ws, running_system):
+        ws = running_system['ws']
         get = doc('ros2 lifecycle get /controller', daemon=True)
-        assert 'unconfigured [1]' in run(ros2_ws, get, expect='unconfigured').stdout
+        assert 'unconfigured [1]' in run(ws, get, expect='unconfigured').stdout
         # a fresh CLI node whose request the controller's participant has not matched yet
         # waits for an answer that never comes (the request is lost); each attempt is killed
         # after 30 s and made again. Seen once in a full run on the idle machine: for 100 s
         # after the launch the controller's graph did not list the driver either (its log:
         # "1 publishers: not on the graph yet" at configure), and three attempts went
         # unanswered; so these get 180 s
-        done = run(ros2_ws, doc('ros2 lifecycle set /controller configure', daemon=True),
+        done = run(ws, doc('ros2 lifecycle set /controller configure', daemon=True),
                    timeout=180.0)
         assert 'Transitioning successful' in done.stdout, done.stdout + done.stderr
-        assert 'inactive [2]' in run(ros2_ws, get).stdout
-        done = run(ros2_ws, doc('ros2 lifecycle set /controller activate', daemon=True),
+        assert 'inactive [2]' in run(ws, get).stdout
+        done = run(ws, doc('ros2 lifecycle set /controller activate', daemon=True),
                    timeout=180.0)
         assert 'Transitioning successful' in done.stdout, done.stdout + done.stderr
-        assert 'active [3]' in run(ros2_ws, get).stdout
+        assert 'active [3]' in run(ws, get).stdout
 
     def test_topic_hz_and_echo(self, ros2_ws, running_system):
+        ws = running_system['ws']
         procs = running_system['procs']
         hz = procs.start('topic_hz', doc('ros2 topic hz /joint_states'))
         deadline = time.monotonic() + 60
@@ -329,62 +368,79 @@ class TestRunningSystem:
         assert rates and max(rates) > 100.0, text     # 1 kHz nominal; a loaded machine lags
         assert_clean(text)
         # commands flow once the controller is active (the lifecycle test activates it)
-        state = run(ros2_ws, doc('ros2 lifecycle get /controller', daemon=True)).stdout
+        state = run(ws, doc('ros2 lifecycle get /controller', daemon=True)).stdout
         if 'active [3]' not in state:
-            run(ros2_ws, doc('ros2 lifecycle set /controller configure', daemon=True))
-            run(ros2_ws, doc('ros2 lifecycle set /controller activate', daemon=True))
-        done = run(ros2_ws, doc('ros2 topic echo --once /effort_controller/commands', daemon=True),
+            run(ws, doc('ros2 lifecycle set /controller configure', daemon=True))
+            run(ws, doc('ros2 lifecycle set /controller activate', daemon=True))
+        done = run(ws, doc('ros2 topic echo --once /effort_controller/commands', daemon=True),
                    expect='data:')
         values = re.findall(r'^- (-?[\d.e+-]+)$', done.stdout, re.M)
         assert len(values) == 2, done.stdout + done.stderr
 
     def test_controller_gain_at_runtime(self, ros2_ws, running_system):
+        ws = running_system['ws']
         get = doc('ros2 param get /controller kp', daemon=True)
-        done = run(ros2_ws, get, expect='Double values are')
+        done = run(ws, get, expect='Double values are')
         assert '25.0' in done.stdout and '16.0' in done.stdout, done.stdout  # the file's
-        done = run(ros2_ws, doc('ros2 param set /controller kp "[30.0, 20.0]"', daemon=True))
+        done = run(ws, doc('ros2 param set /controller kp "[30.0, 20.0]"', daemon=True))
         assert 'Set parameter successful' in done.stdout, done.stdout + done.stderr
-        done = run(ros2_ws, get)
+        done = run(ws, get)
         assert '30.0' in done.stdout and '20.0' in done.stdout, done.stdout
-        done = run(ros2_ws, doc('ros2 param set /controller kp "[-1.0, 20.0]"', daemon=True))
+        done = run(ws, doc('ros2 param set /controller kp "[-1.0, 20.0]"', daemon=True))
         assert 'Setting parameter failed: kp[0]: must be > 0 (got -1.0)' in \
             done.stdout + done.stderr, done.stdout + done.stderr
-        done = run(ros2_ws, get)
+        done = run(ws, get)
         assert '30.0' in done.stdout and '-1.0' not in done.stdout, done.stdout   # unchanged
         # beyond the hard limit fixed at start: the output docs/safety.md shows under it
         command = 'ros2 param set /controller torque_limit "[1.0e+9, 1.0e+9]"'
-        done = run(ros2_ws, doc(command, daemon=True))
+        done = run(ws, doc(command, daemon=True))
         lines = (ROOT / 'docs' / 'safety.md').read_text().splitlines()
         shown = lines[[x.strip() for x in lines].index(command) + 1].strip()
         assert shown.startswith('Setting parameter failed: torque_limit[0]'), shown
         assert shown in done.stdout + done.stderr, (shown, done.stdout + done.stderr)
-        done = run(ros2_ws, doc('ros2 param describe /controller kp', daemon=True))
+        done = run(ws, doc('ros2 param describe /controller kp', daemon=True))
         assert 'Parameter name: kp' in done.stdout and 'double array' in done.stdout, \
             done.stdout
         assert 'Description: proportional gain' in done.stdout, done.stdout
         assert 'each > 0' in done.stdout, done.stdout              # the documented range
 
     def test_plant_parameter_described(self, ros2_ws, running_system):
-        done = run(ros2_ws, doc('ros2 param describe /plant arm.m1', daemon=True),
+        ws = running_system['ws']
+        done = run(ws, doc('ros2 param describe /plant arm.m1', daemon=True),
                    expect='Parameter name')
         assert 'Parameter name: arm.m1' in done.stdout and 'Type: double' in done.stdout, \
             done.stdout
         assert 'kg' in done.stdout, done.stdout                # the unit in the description
 
-    def test_trajectory_goal(self, ros2_ws, running_system, probe, spin, executor):
+    def test_trajectory_goal(self, ros2_ws, running_system, spin):
+        ws = running_system['ws']
+        import rclpy
         from std_msgs.msg import String
-        probe.sub(String, '/trajectory/goal_status')
-        executor.add_node(probe.node)
-        argv = doc('ros2 topic pub --once /trajectory/goal trajectory_msgs/msg/JointTrajectory '
-                   '"{joint_names: [joint1, joint2], points: [{positions: [0.5, -0.3], '
-                   'time_from_start: {sec: 2}}]}"')
-        statuses = probe.msgs['/trajectory/goal_status']
-        deadline = time.monotonic() + 60
-        while not statuses and time.monotonic() < deadline:
-            run(ros2_ws, argv)
-            spin(executor, 3.0, until=lambda: statuses)
-        assert statuses and statuses[0].data.startswith('accepted'), \
-            [s.data for s in statuses]
+        from conftest import Probe
+        from manip_control.nodes.common import make_executor
+        ctx = rclpy.Context()                   # a probe in the class's domain
+        rclpy.init(context=ctx, domain_id=running_system['domain'])
+        probe = Probe(ctx)
+        executor = make_executor('single', context=ctx)
+        try:
+            probe.sub(String, '/trajectory/goal_status')
+            executor.add_node(probe.node)
+            argv = doc('ros2 topic pub --once /trajectory/goal '
+                       'trajectory_msgs/msg/JointTrajectory '
+                       '"{joint_names: [joint1, joint2], points: [{positions: [0.5, -0.3], '
+                       'time_from_start: {sec: 2}}]}"')
+            statuses = probe.msgs['/trajectory/goal_status']
+            deadline = time.monotonic() + 60
+            while not statuses and time.monotonic() < deadline:
+                run(ws, argv)
+                spin(executor, 3.0, until=lambda: statuses)
+            assert statuses and statuses[0].data.startswith('accepted'), \
+                [s.data for s in statuses]
+        finally:
+            executor.remove_node(probe.node)
+            executor.shutdown(timeout_sec=5)
+            probe.destroy()
+            rclpy.try_shutdown(context=ctx)
 
 
 # --------------------------------------------------------------------------------------------

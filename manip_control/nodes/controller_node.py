@@ -291,6 +291,9 @@ class ControllerNode(LifecycleNode):
         self.controller: Controller | None = None
         self.safety: ControllerSafety | None = None
         self._pending: dict[str, tuple] = {}
+        #: one step at a time: the control thread (real time) and the executor's callbacks
+        #: (parameters, lifecycle, graph, diagnostics; lockstep: everything) take it
+        self._lock = threading.RLock()
         self.add_pre_set_parameters_callback(self._coerce_parameters)
         self.add_on_set_parameters_callback(self._check_parameters)
 
@@ -322,9 +325,6 @@ class ControllerNode(LifecycleNode):
         from rclpy.clock import Clock
         from rclpy.clock import ClockType
         self._wall = Clock(clock_type=ClockType.SYSTEM_TIME)
-        #: one step at a time: the control thread (real time) and the executor's callbacks
-        #: (parameters, lifecycle, graph, diagnostics; lockstep: everything) take it
-        self._lock = threading.RLock()
         self._loop_thread: threading.Thread | None = None
         self._loop_stop = False
         self._loop_gc = None
@@ -1347,8 +1347,14 @@ class ControllerNode(LifecycleNode):
         Validate runtime changes (core rules); stage valid ones for the next tick.
 
         ``use_sim_time`` is refused while active (the clock of the stamps, the watchdogs and
-        the reference would change under a running loop).
+        the reference would change under a running loop). Under the node's lock: the control
+        thread takes the staged gains and reads the safety settings between its ticks, never
+        halfway through a change.
         """
+        with self._lock:
+            return self._check_parameters_locked(params)
+
+    def _check_parameters_locked(self, params: list) -> SetParametersResult:
         for p in params:
             if (p.name == 'use_sim_time' and self.safety is not None
                     and self.safety.supervisor.active
