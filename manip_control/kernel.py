@@ -829,6 +829,9 @@ def plant_unsupported(params) -> str | None:
         return 'numba is not importable'
     if os.environ.get('MANIP_CONTROL_KERNEL', '1').strip() == '0':
         return 'disabled by MANIP_CONTROL_KERNEL=0'
+    payload = getattr(params, 'payload', None)
+    if payload is not None and payload.mass > 0.0:
+        return 'plant.payload (a mass picked up during the run) is not compiled'
     return None
 
 
