@@ -846,7 +846,7 @@ class UrdfArm(ArmModel):
 
 
 def _payload_mass(mass: Any) -> float:
-    """A payload mass [kg]: finite and >= 0, or ArmModelError."""
+    """Return a payload mass [kg] checked finite and >= 0 (else ArmModelError)."""
     if isinstance(mass, bool) or not isinstance(mass, (int, float, np.floating)) \
             or not math.isfinite(mass) or mass < 0.0:
         raise ArmModelError(f'payload mass: must be a finite number >= 0 [kg] (got {mass!r})')

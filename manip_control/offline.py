@@ -199,8 +199,9 @@ def run_urdf(args) -> int:
           + ('; drives and friction not compensated' if args.no_compensation
              else '; drives = the plant, friction from the nominal URDF')
           + ('; reference: the identification excitation' if args.excitation else '')
-          + ('' if payload is None or payload.mass == 0.0 else f'; payload {payload.mass:g} kg picked up at '
-             f't = {payload.at_time:g} s (the plant only)'))
+          + ('' if payload is None or payload.mass == 0.0
+             else f'; payload {payload.mass:g} kg picked up at t = {payload.at_time:g} s (the '
+             'plant only)'))
     print(f"{summary['duration_s']:.3f} s simulated in {wall:.2f} s wall "
           f"({summary['real_time_factor']:.2f}x real time, model loading included)")
     w = max(16, 2 + max(len(name) for name in summary['joints']))

@@ -503,7 +503,7 @@ def _compiled_stepper(params: PlantParameters, period: float):
 
 
 def _impulse_constants(params: PlantParameters) -> tuple:
-    """``(a, b, d12, d22, v_stick1, v_stick2)`` of the Karnopp stop impulse."""
+    """Return ``(a, b, d12, d22, v_stick1, v_stick2)`` of the Karnopp stop impulse."""
     model = plant_model(params)
     return (model.a, model.b, model.d12, model.d22,
             params.friction[0].v_stick, params.friction[1].v_stick)

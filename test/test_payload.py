@@ -74,7 +74,7 @@ def with_payload_link(urdf: str, parent: str, mass: float, xyz=(0.0, 0.0, 0.0)) 
 
 
 def fresh_pinocchio(urdf: str):
-    """The full Pinocchio model of ``urdf`` (every movable joint), gravity (0, 0, -9.81)."""
+    """Build the full Pinocchio model of ``urdf`` (every movable joint; gravity -9.81 z)."""
     pin = pytest.importorskip('pinocchio')
     model = pin.buildModelFromXML(urdf)
     return pin, model, model.createData()
@@ -115,7 +115,7 @@ def test_2r_payload_closed_form_equals_pinocchio_with_a_fixed_payload_link(mass)
 
 
 def _held_2r(at_time: float) -> tuple:
-    """A 2R plant with ideal actuators, no friction, a 3 kg payload at ``at_time``."""
+    """Return a 2R plant with ideal actuators, no friction, a 3 kg payload at ``at_time``."""
     scenario = scenario_from_dict({'plant': {
         'arm': ARM, 'actuator': 'ideal', 'torque_limit': [500.0, 500.0],
         'friction': [{'b': 0.0, 'tau_c': 0.0, 'eps': 0.01}] * 2,
@@ -238,8 +238,8 @@ def test_panda_payload_makes_a_step_into_an_offset_that_perfect_computed_torque_
     for k in np.flatnonzero(t >= 3.0)[::50]:
         q, qd = run.run.q[k], run.run.qd[k]
         qdd_d = trajectory.sample(t[k])[2]
-        delta = loaded.inverse_dynamics(q, qd, qdd_d) - run.nominal.inverse_dynamics(q, qd,
-                                                                                       qdd_d)
+        delta = (loaded.inverse_dynamics(q, qd, qdd_d)
+                 - run.nominal.inverse_dynamics(q, qd, qdd_d))
         predicted = -np.linalg.solve(run.nominal.mass_matrix(q), delta) / run.kp
         worst = max(worst, np.max(np.abs(run.run.error[k] - predicted)))
         scale = max(scale, np.max(np.abs(predicted)))
