@@ -33,6 +33,10 @@ Subscribes
     once a second), never applied. Commands are clamped to the URDF's effort limits, as a
     drive does.
 
+Payload: ``payload.mass`` > 0 adds that point mass to the body of the last joint (at
+``payload.offset`` in its frame) at the tick ``payload.at_time / period`` (ticks since the
+start, braked ones included), once (:meth:`MujocoArm.add_payload`); the summary has the tick.
+
 Time: each tick steps the physics by one period ``1/state_rate`` on an absolute wall-clock
 schedule, in a thread of its own (an rclpy timer does not keep 1 kHz). A starved driver is
 late: a tick more than 5 periods late restarts the schedule, so its physics slows down rather
