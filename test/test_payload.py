@@ -302,6 +302,20 @@ def test_mujoco_driver_adds_the_payload_at_its_tick(procs, tmp_path):
     np.testing.assert_allclose(arm.q, s['final_position'], rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize('arm', ['2r', 'panda'])
+def test_plant_node_picks_the_payload_up_at_its_simulated_time(arm, procs):
+    args = ['-p', 'mode:=realtime', '-p', 'duration:=0.3', '-p', 'payload.mass:=2.0', '-p',
+            'payload.at_time:=0.1']
+    if arm == 'panda':
+        args += ['-p', f'robot_description:={PANDA.read_text()}']
+    p = procs.node('plant', 'plant_node', *args)
+    rc = procs.wait(p, 120)
+    out, err = procs.output(p)
+    assert rc == 0, (out, err)
+    assert 'payload: 2 kg picked up at t = 0.100 s (the plant only)' in out + err, (out, err)
+    assert 'run finished: 300 ticks' in out + err
+
+
 # -- bad input -----------------------------------------------------------------------------
 
 
