@@ -334,6 +334,20 @@ def test_bad_payload_in_a_scenario_names_the_parameter(data, needle):
     assert str(exc.value).startswith(needle), str(exc.value)
 
 
+@pytest.mark.parametrize('param, needle', [
+    ('payload.mass:=-1.0', 'payload.mass (node joint_state_broadcaster): must be in [0.0, 1000.0]'),
+    ('payload.at_time:=nan', 'payload.at_time (node joint_state_broadcaster): must be in [0.0, '),
+    ('payload.offset:=[0.0, 1.0]', 'payload.offset (node joint_state_broadcaster): expected 3 '),
+])
+def test_bad_payload_driver_parameter_is_one_line_and_exit_2(param, needle, procs):
+    p = procs.node('driver', 'mujoco_driver_node', '-p', param)
+    rc = procs.wait(p, 120)
+    out, err = procs.output(p)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2, (out, err)
+    assert len(lines) == 1 and lines[0].startswith('error: parameter ' + needle), err
+
+
 @pytest.mark.parametrize('values, needle', [
     ({'payload.mass': -1.0}, 'parameter payload.mass (node plant): must be >= 0'),
     ({'payload.at_time': math.nan}, 'parameter payload.at_time (node plant): must be finite'),
