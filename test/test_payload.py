@@ -109,6 +109,11 @@ def test_2r_payload_closed_form_equals_pinocchio_with_a_fixed_payload_link(mass)
                                    atol=1e-12)
         np.testing.assert_allclose(model.gravity_vector(np.array(q)), g_ref, rtol=1e-12,
                                    atol=1e-11)
+    # the same through the ArmModel interface (rotors do not enter g)
+    two = TwoLinkArm.from_plant(scenario.plant).with_payload(mass)
+    np.testing.assert_allclose(two.gravity([0.3, -1.1]),
+                               pin_terms(text, ['joint1', 'joint2'], [0.3, -1.1])[1],
+                               rtol=1e-12, atol=1e-11)
     # the unloaded arm differs: the reference sees the payload
     assert not np.allclose(TwoLinkModel(arm).gravity_vector(np.array([0.3, -1.1])),
                            pin_terms(text, ['joint1', 'joint2'], [0.3, -1.1])[1], atol=1e-3)
