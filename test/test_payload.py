@@ -194,6 +194,15 @@ def test_urdf_plant_gravity_after_the_payload_equals_a_fresh_model_with_a_fixed_
     assert np.max(np.abs(after[arm.n:2 * arm.n])) < 1e-8
 
 
+def test_2r_payload_goes_through_the_ros_parameters_and_back():
+    from manip_control.nodes import ros_params as rp
+    scenario, _ = _held_2r(1.25)
+    values = rp.ros_params_from_scenario(scenario)
+    assert values['plant']['payload.mass'] == 3.0 and values['plant']['payload.at_time'] == 1.25
+    assert rp.scenario_from_ros(values).plant.payload == PayloadParameters(3.0, 1.25)
+    assert plant_config(values['plant']).plant.payload == PayloadParameters(3.0, 1.25)
+
+
 def test_plant_node_configuration_of_a_urdf_arm_attaches_the_payload_at_its_tick():
     """ROS values payload.* -> ArmPlantConfig -> HeldArmPlant: the loaded body from tick k."""
     text = PANDA.read_text()
