@@ -349,7 +349,7 @@ def test_bad_payload_in_a_scenario_names_the_parameter(data, needle):
 
 
 @pytest.mark.parametrize('param, needle', [
-    ('payload.mass:=-1.0', 'payload.mass (node joint_state_broadcaster): must be in [0.0, 1000.0]'),
+    ('payload.mass:=-1.0', 'payload.mass (node joint_state_broadcaster): must be in [0.0, 1000'),
     ('payload.at_time:=nan', 'payload.at_time (node joint_state_broadcaster): must be in [0.0, '),
     ('payload.offset:=[0.0, 1.0]', 'payload.offset (node joint_state_broadcaster): expected 3 '),
 ])
