@@ -1150,12 +1150,14 @@ class HeldArmPlant:
     payload : PayloadParameters, optional
         A point mass the last link picks up at the first step at or after ``at_time``
         (simulated time, ``steps * period``) and carries from then on (default: none).
+    payload_offset : sequence of 3 float, optional
+        Its position in the last modelled link's frame [m] (default: the origin).
 
     """
 
     def __init__(self, plant: ArmPlant, period: float, q0,
                  start_in_equilibrium: bool = True, qd0=None,
-                 payload: PayloadParameters | None = None):
+                 payload: PayloadParameters | None = None, payload_offset=None):
         self.plant = plant
         self.n = plant.n
         self.period = float(period)
@@ -1166,7 +1168,8 @@ class HeldArmPlant:
         self._payload_step = None
         self._loaded = None
         if payload is not None and payload.mass > 0.0:
-            self._loaded = plant.with_payload(payload.mass)     # built now, not in a tick
+            # built now, not in a tick
+            self._loaded = plant.with_payload(payload.mass, payload_offset)
             self._payload_step = payload_tick(payload.at_time, self.period)
 
     @property

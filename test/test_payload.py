@@ -208,12 +208,16 @@ def test_plant_node_configuration_of_a_urdf_arm_attaches_the_payload_at_its_tick
     text = PANDA.read_text()
     arm = UrdfArm.from_string(text)
     defaults = arm_plant_defaults(arm, text)
-    cfg = plant_config({'payload.mass': 2.0, 'payload.at_time': 0.01, 'control_rate': 1000.0},
-                       'plant', defaults)
+    offset = [0.0, 0.01, 0.16]                  # 5 cm beyond the Panda's flange
+    cfg = plant_config({'payload.mass': 2.0, 'payload.at_time': 0.01, 'control_rate': 1000.0,
+                        'payload.offset': offset}, 'plant', defaults)
     assert cfg.plant.payload == PayloadParameters(2.0, 0.01)
     held = held_urdf_plant(text, arm.joint_names, cfg.plant, cfg.period, 'plant')
     q = np.array(cfg.plant.initial_position)
-    ref = with_payload_link(text, 'panda_link7', 2.0)
+    ref = with_payload_link(text, 'panda_link7', 2.0, offset)
+    with pytest.raises(ParameterError, match=re.escape(
+            'parameter payload.offset (node plant): expected 3 finite values [m]')):
+        plant_config({'payload.offset': [0.0, math.nan, 0.0]}, 'plant', defaults)
     g_ref = pin_terms(ref, arm.joint_names, q)[1]
     for k in range(12):
         body = held.plant.model
@@ -321,7 +325,8 @@ def test_plant_node_picks_the_payload_up_at_its_simulated_time(arm, procs):
     args = ['-p', 'mode:=realtime', '-p', 'duration:=0.3', '-p', 'payload.mass:=2.0', '-p',
             'payload.at_time:=0.1']
     if arm == 'panda':
-        args += ['-p', f'robot_description:={PANDA.read_text()}']
+        args += ['-p', f'robot_description:={PANDA.read_text()}', '-p',
+                 'payload.offset:=[0.0, 0.0, 0.157]']
     p = procs.node('plant', 'plant_node', *args)
     rc = procs.wait(p, 120)
     out, err = procs.output(p)

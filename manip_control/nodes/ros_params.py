@@ -345,7 +345,10 @@ def _arm_plant_physical_specs(pd: Mapping[str, Any]) -> list[ParamSpec]:
         desc, cons, rng = _PLANT_DOC[name]
         cons, rng = _bounded('plant', name, cons, rng)
         specs.append(ParamSpec(name, value, desc, cons, rng, True, name))
-    return specs + _sensor_specs(SensorParameters()) + _payload_specs(PayloadParameters())
+    specs += _sensor_specs(SensorParameters()) + _payload_specs(PayloadParameters())
+    return specs + [ParamSpec('payload.offset', [0.0, 0.0, 0.0],
+                              "the payload's position in the last modelled link's frame [m]",
+                              '3 finite values')]
 
 
 def _payload_specs(pa: PayloadParameters) -> list[ParamSpec]:
@@ -530,7 +533,8 @@ def held_urdf_plant(urdf: str, joints, cfg: ArmPlantConfig, period: float, node:
         plant = urdf_plant(urdf, joints, cfg.friction, cfg.motors, cfg.torque_limit,
                            cfg.substeps)
         return HeldArmPlant(plant, period, cfg.initial_position, cfg.start_in_equilibrium,
-                            cfg.initial_velocity, payload=cfg.payload)
+                            cfg.initial_velocity, payload=cfg.payload,
+                            payload_offset=cfg.payload_offset)
     except ArmModelError as exc:
         raise ParameterError(f'parameter robot_description (node {node}): {exc}') from None
 
@@ -969,6 +973,8 @@ class ArmPlantConfig:
     substeps: int
     sensors: SensorParameters
     payload: PayloadParameters = PayloadParameters()
+    payload_offset: tuple = (0.0, 0.0, 0.0)
+    """Where the payload sits in the last modelled link's frame [m]."""
 
 
 def _arm_plant_config(tree: Mapping[str, Any], n: int, path: str) -> ArmPlantConfig:
@@ -1062,6 +1068,13 @@ def plant_config(values: Mapping[str, Any], node: str = 'plant',
                  else _arm_plant_config(tree, n, 'P'))
     except ParameterError as exc:
         raise ros_parameter_error(node, exc, 'P') from None
+    if plant_defaults is not None:
+        offset = values['payload.offset']
+        if (len(offset) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v)
+                                        for v in offset)):
+            raise ParameterError(f'parameter payload.offset (node {node}): expected 3 finite '
+                                 f'values [m] (got {list(offset)})')
+        plant.payload_offset = tuple(float(v) for v in offset)
     return PlantConfig(tuple(values['joints']), values['mode'], float(values['control_rate']),
                        float(values['duration']), values['command_source'],
                        float(values['lockstep_timeout']), float(values['startup_timeout']),
