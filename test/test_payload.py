@@ -194,6 +194,27 @@ def test_urdf_plant_gravity_after_the_payload_equals_a_fresh_model_with_a_fixed_
     assert np.max(np.abs(after[arm.n:2 * arm.n])) < 1e-8
 
 
+def test_urdf_plant_with_drives_multirate_holds_still_on_the_loaded_gravity():
+    """The multirate step (its own rigid-body evaluations) uses the loaded body too."""
+    from manip_control.arm_scenario import motors_sized_for
+    bare = UrdfArm.from_file(PANDA)
+    motors = motors_sized_for(bare.limits.effort, names=bare.joint_names)
+    arm = UrdfArm.from_file(PANDA, armature=[m.Jm * m.N * m.N for m in motors])
+    plant = ArmPlant(arm, None, motors)
+    assert plant.method == 'multirate'
+    loaded = plant.with_payload(2.0)
+    q = np.array(PANDA_POSES[0])
+    g_ref = pin_terms(with_payload_link(PANDA.read_text(), 'panda_link7', 2.0),
+                      arm.joint_names, q)[1]
+    cur = g_ref / np.array([m.N * m.k_t for m in motors])   # the drives hold g_ref
+    x = np.concatenate([q, np.zeros(arm.n), cur, np.array([m.R for m in motors]) * cur])
+    for _ in range(3):
+        x = loaded.step(x, g_ref, 1e-3)
+    assert np.max(np.abs(x[arm.n:2 * arm.n])) < 1e-7
+    moved = plant.step(x, g_ref, 1e-3)
+    assert np.max(np.abs(moved[arm.n:2 * arm.n])) > 1e-3
+
+
 def test_2r_payload_goes_through_the_ros_parameters_and_back():
     from manip_control.nodes import ros_params as rp
     scenario, _ = _held_2r(1.25)
