@@ -91,6 +91,7 @@ from typing import Any, Mapping, Sequence
 import xml.etree.ElementTree as ET
 
 from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import loaded_arm
 from manip_control.parameters import NominalModel
 from manip_control.parameters import PlantParameters
 from manip_control.urdf import joint_limits
@@ -293,6 +294,18 @@ class ArmModel(abc.ABC):
         """Return a model for another user: same arm, its own scratch data (thread-safe)."""
         return copy.copy(self)
 
+    def with_payload(self, mass: float, offset: Any = None) -> 'ArmModel':
+        """
+        Return a copy whose last link carries a point mass ``mass`` [kg] at the tool.
+
+        Raises
+        ------
+        ArmModelError
+            This model cannot carry a payload, or a bad mass or offset.
+
+        """
+        raise ArmModelError(f'{type(self).__name__}: no payload model')
+
     def rotor_matrix(self) -> np.ndarray:
         """
         Rotor torque matrix ``D`` [kg·m^2], shape (n, n): ``D qdd`` accelerates the rotors.
@@ -375,6 +388,21 @@ class TwoLinkArm(ArmModel):
         """Build the controller's nominal 2R model."""
         return cls(TwoLinkModel(nominal.arm, nominal.rotor_inertia,
                                 nominal.rotor_coupling_terms), joint_names, limits)
+
+    def with_payload(self, mass: float, offset: Any = None) -> 'TwoLinkArm':
+        """
+        Return the 2R with a point mass ``mass`` [kg] at the tip of link 2.
+
+        Link 2's mass, centre of mass and inertia as
+        :func:`manip_control.parameters.loaded_arm` (parallel-axis theorem); the rotors
+        stay. ``offset`` must be None: the 2R's tool is the tip.
+        """
+        if offset is not None:
+            raise ArmModelError('offset: the 2R carries its payload at the tip of link 2')
+        mass = _payload_mass(mass)
+        m = self.model
+        return TwoLinkArm(TwoLinkModel(loaded_arm(m.arm, mass), m.rotor_inertia,
+                                       m.rotor_coupling), self.joint_names, self.limits)
 
     def mass_matrix(self, q) -> np.ndarray:
         """Inertia matrix ``M(q)`` [kg·m^2] in closed form."""
@@ -743,6 +771,45 @@ class UrdfArm(ArmModel):
                                                       self._vec('q', q)))
 
     # -- variants -----------------------------------------------------------------------------
+    def with_payload(self, mass: float, offset: Any = None) -> 'UrdfArm':
+        """
+        Return a copy whose last link carries a point mass at the tool.
+
+        The last modelled joint's body (its link and everything fixed to it, e.g. a hand)
+        gets ``pin.Inertia(m_p, p, 0)`` added: the mass ``m_p`` at ``p = offset`` in that
+        joint's frame (the frame of the last modelled link), so its spatial inertia becomes
+        ``m' = m + m_p``, ``c' = (m c + m_p p) / m'`` and, about ``c'``,
+        ``I' = I + m |c - c'|^2 - m (c - c') (c - c')^T + m_p |p - c'|^2 - m_p (p - c')
+        (p - c')^T``. The model is copied (this one and its workspaces are unchanged).
+
+        Parameters
+        ----------
+        mass : float
+            Payload mass [kg], finite and >= 0.
+        offset : sequence of 3 float, optional
+            Its position in the last modelled link's frame [m] (default: the origin).
+
+        Raises
+        ------
+        ArmModelError
+            A negative or non-finite mass, or an offset that is not 3 finite numbers.
+
+        """
+        mass = _payload_mass(mass)
+        try:
+            p = np.zeros(3) if offset is None else np.array(offset, dtype=float)
+        except (TypeError, ValueError):
+            p = np.zeros(0)
+        if p.shape != (3,) or not np.all(np.isfinite(p)):
+            raise ArmModelError(f'offset: expected 3 finite numbers [m], got {offset!r}')
+        pin = self._pin
+        model = self.pin_model.copy()
+        model.inertias[self.n] = model.inertias[self.n] + pin.Inertia(mass, p, np.zeros((3, 3)))
+        other = copy.copy(self)
+        other.pin_model = model
+        other._data = model.createData()
+        return other
+
     def with_inertial_scale(self, factors: Any, inertia_factors: Any = None) -> 'UrdfArm':
         """
         Return a copy whose body ``i`` (moved by joint ``i``) has mass and inertia times ``f_i``.
@@ -776,6 +843,14 @@ class UrdfArm(ArmModel):
         other.pin_model = model
         other._data = model.createData()
         return other
+
+
+def _payload_mass(mass: Any) -> float:
+    """Return a payload mass [kg] checked finite and >= 0 (else ArmModelError)."""
+    if isinstance(mass, bool) or not isinstance(mass, (int, float, np.floating)) \
+            or not math.isfinite(mass) or mass < 0.0:
+        raise ArmModelError(f'payload mass: must be a finite number >= 0 [kg] (got {mass!r})')
+    return float(mass)
 
 
 def _parse_urdf(text: str, source: str):

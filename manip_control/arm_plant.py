@@ -128,6 +128,7 @@ RNEA call as ``inverse_dynamics^(q, qd, v)``.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 import math
 from typing import Callable
@@ -143,6 +144,8 @@ from manip_control.arm_model import ArmShapeError
 from manip_control.friction import friction_torque_scalar
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
+from manip_control.parameters import payload_tick
+from manip_control.parameters import PayloadParameters
 from manip_control.plant import MAX_EVENTS
 import numpy as np
 
@@ -330,6 +333,30 @@ class ArmPlant:
         if self._mesh:
             _mesh_accel(np.eye(n), False, self._zero, np.zeros(n), n, self._params,
                         *self._rnz, np.zeros(n), self._mm, self._mv)
+
+    def with_payload(self, mass: float, offset=None) -> 'ArmPlant':
+        """
+        Return this plant with a point mass ``mass`` [kg] on its last link (the plant only).
+
+        The rigid body is :meth:`ArmModel.with_payload` of this plant's (a copied model: this
+        plant, and any controller's nominal model, are unchanged); drives, friction and
+        limits are the same. The copy shares this plant's scratch arrays: use the two from
+        one thread (as :func:`run_arm_closed_loop` and :class:`HeldArmPlant` do).
+
+        Raises
+        ------
+        ArmModelError
+            A bad mass or offset, or a model without a payload model.
+
+        """
+        other = copy.copy(self)
+        other.model = self.model.with_payload(mass, offset)
+        if self._aba is not None:
+            other._pin_model, other._pin_data = other.model.pin_model, other.model._data
+            other._evaluate = other._evaluate_pin
+        else:
+            other._evaluate = other._evaluate_model
+        return other
 
     @property
     def state_size(self) -> int:
@@ -1120,22 +1147,43 @@ class HeldArmPlant:
     start_in_equilibrium : bool
     qd0 : sequence of n float, optional
         Initial velocity [rad/s] (default: at rest).
+    payload : PayloadParameters, optional
+        A point mass the last link picks up at the first step at or after ``at_time``
+        (simulated time, ``steps * period``) and carries from then on (default: none).
+    payload_offset : sequence of 3 float, optional
+        Its position in the last modelled link's frame [m] (default: the origin).
 
     """
 
     def __init__(self, plant: ArmPlant, period: float, q0,
-                 start_in_equilibrium: bool = True, qd0=None):
+                 start_in_equilibrium: bool = True, qd0=None,
+                 payload: PayloadParameters | None = None, payload_offset=None):
         self.plant = plant
         self.n = plant.n
         self.period = float(period)
         self._x = plant.initial_state(q0, qd0, start_in_equilibrium=start_in_equilibrium)
         self._u = np.zeros(self.n)
         self._limit = plant.torque_limit
+        self.steps = 0
+        self._payload_step = None
+        self._loaded = None
+        if payload is not None and payload.mass > 0.0:
+            # built now, not in a tick
+            self._loaded = plant.with_payload(payload.mass, payload_offset)
+            self._payload_step = payload_tick(payload.at_time, self.period)
+
+    @property
+    def payload_attached(self) -> bool:
+        """Whether the payload is on the arm now."""
+        return self._loaded is not None and self.plant is self._loaded
 
     def step(self, *tau: float) -> None:
         """Hold the command ``tau`` [N·m] (one per joint) for one period and integrate."""
+        if self.steps == self._payload_step:
+            self.plant = self._loaded
         self._u = np.array(tau, dtype=float)
         self._x = self.plant.step(self._x, self._u, self.period)
+        self.steps += 1
 
     @property
     def position(self) -> tuple:
@@ -1198,7 +1246,8 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
                         duration: float, control_rate: float = 1000.0,
                         x0: np.ndarray | None = None,
                         feedforward: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
-                        = None) -> ArmRun:
+                        = None, payload: PayloadParameters | None = None,
+                        payload_offset=None) -> ArmRun:
     """
     Run computed torque on an n-joint plant, offline (ideal sensors, zero-order hold).
 
@@ -1226,6 +1275,12 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         ``feedforward(tau, qd_d) -> command`` applied to the law's torque before the clamp,
         e.g. the nominal drive's inversion and friction feed-forward
         (:class:`manip_control.arm_scenario.DriveCompensation`).
+    payload : PayloadParameters, optional
+        A point mass the plant's last link picks up at the first tick ``t_k >= at_time``
+        (:meth:`ArmPlant.with_payload`; ``nominal`` does not get it): from that tick on the
+        loaded plant integrates (default: none). ``plant`` itself is not changed.
+    payload_offset : sequence of 3 float, optional
+        The payload's position in the last link's frame [m] (default: its origin).
 
     """
     n = plant.n
@@ -1254,6 +1309,10 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
     refs, taus = np.empty((ticks, n)), np.empty((ticks, n))
     inverse = ctrl.inverse_dynamics
     step = plant.step
+    pick_up, loaded = -1, None
+    if payload is not None and payload.mass > 0.0:
+        loaded = plant.with_payload(payload.mass, payload_offset)
+        pick_up = payload_tick(payload.at_time, period)
     v = np.empty(n)
     for k0 in range(0, ticks, _REFERENCE_BLOCK):
         # the reference ahead of the ticks, a block at a time (sample_many == sample per row)
@@ -1276,6 +1335,8 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
                     raise ArmShapeError(f'feedforward returned shape {tau.shape}, not ({n},)')
             _clamp(tau, lim)
             taus[k] = tau
+            if k == pick_up:
+                step = loaded.step
             x = step(x, tau, period)
             # a diverged loop stops here (a NaN passes the clamp): never a NaN result
             if not math.isfinite(x.sum()):

@@ -53,6 +53,7 @@ from manip_control.hold_design import pd_gravity_gains
 from manip_control.model_analysis import urdf_friction
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
+from manip_control.parameters import PayloadParameters
 from manip_control.trajectories import Sinusoid
 import numpy as np
 import yaml
@@ -393,7 +394,9 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
                          zeta: float = 1.0, joints: Sequence[str] | None = None,
                          control_rate: float = 1000.0, compensate: bool = True,
                          nominal_urdf: str | None = None,
-                         excitation: bool = False) -> UrdfRun:
+                         excitation: bool = False,
+                         payload: PayloadParameters | None = None,
+                         payload_offset: Sequence[float] | None = None) -> UrdfRun:
     """
     Run computed torque on a URDF arm, offline, with the defaults of this module.
 
@@ -429,6 +432,11 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         Track the identification excitation of :func:`excitation_reference` instead of the
         sinusoid of :func:`reference_within_limits` (``manip-offline --excitation``: record
         a bag for ``manip-identify --urdf``).
+    payload : PayloadParameters, optional
+        A point mass the plant's last link picks up at ``at_time`` (the controller's model
+        stays as it is; :func:`manip_control.arm_plant.run_arm_closed_loop`).
+    payload_offset : sequence of 3 float, optional
+        Where, in the last modelled link's frame [m] (default: its origin).
 
     Raises
     ------
@@ -466,7 +474,7 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
                   else reference_within_limits(arm.limits))
     ff = DriveCompensation(motors, nominal_friction) if compensate else None
     run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
-                              feedforward=ff)
+                              feedforward=ff, payload=payload, payload_offset=payload_offset)
     return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff)
 
 

@@ -237,8 +237,9 @@ def unsupported(scenario) -> str | None:
     Why the kernel cannot run ``scenario`` (a short reason), or None when it can.
 
     The kernel implements every option of the plant, controller and sensors of this
-    version; anything else (e.g. a plant option added later and not yet ported) and a
-    missing numba make :func:`manip_control.simulation.run_closed_loop` use the Python path.
+    version but ``plant.payload`` (a mass picked up during the run); that, anything else
+    (e.g. a plant option added later and not yet ported) and a missing numba make
+    :func:`manip_control.simulation.run_closed_loop` use the Python path.
     """
     return plant_unsupported(scenario.plant)
 
@@ -829,6 +830,9 @@ def plant_unsupported(params) -> str | None:
         return 'numba is not importable'
     if os.environ.get('MANIP_CONTROL_KERNEL', '1').strip() == '0':
         return 'disabled by MANIP_CONTROL_KERNEL=0'
+    payload = getattr(params, 'payload', None)
+    if payload is not None and payload.mass > 0.0:
+        return 'plant.payload (a mass picked up during the run) is not compiled'
     return None
 
 

@@ -352,6 +352,7 @@ class MujocoArm:
         self._scratch = mujoco.MjData(model)
         self._full = np.zeros((model.nv, model.nv))
         self._qadr, self._vadr = qadr, vadr
+        self._tool_body = int(model.jnt_bodyid[jids[-1]])   # moved by the last joint
         # the usual case (MuJoCo's order is ours): slices, no fancy indexing in step()
         ident = (np.array_equal(qadr, np.arange(n)) and np.array_equal(vadr, np.arange(n)))
         self._qi = slice(0, n) if ident else qadr
@@ -453,6 +454,58 @@ class MujocoArm:
             raise MujocoDivergedError(f'{self.source}: the MuJoCo simulation diverged (NaN, '
                                       f'Inf or huge acceleration) before t = '
                                       f'{data.time:.4f} s; MuJoCo reset its state')
+
+    def add_payload(self, mass: float, offset: Any = None) -> None:
+        """
+        Add a point mass ``mass`` [kg] to the body of the last joint, at ``offset`` [m].
+
+        ``offset`` is in that body's frame, the frame of the last simulated link (default its
+        origin; the links fixed to it, e.g. a hand, are merged into the body). The body's
+        mass, centre of mass ``body_ipos`` and principal inertia ``body_inertia`` /
+        ``body_iquat`` become those of the combined body (parallel-axis theorem), then
+        ``mj_setConst`` recomputes the constants MuJoCo derives from them (subtree masses,
+        the inverse weights of the friction constraints). The state and time go on: the mass
+        moves with the tool from here (no impact). Not undone by :meth:`set_state`.
+
+        Raises
+        ------
+        ArmModelError
+            A negative or non-finite mass, or an offset that is not 3 finite numbers.
+
+        """
+        mj, model = self._mj, self.model
+        if isinstance(mass, bool) or not isinstance(mass, (int, float, np.floating)) \
+                or not math.isfinite(mass) or mass < 0.0:
+            raise ArmModelError(f'payload mass: must be a finite number >= 0 [kg] (got '
+                                f'{mass!r})')
+        try:
+            p = np.zeros(3) if offset is None else np.array(offset, dtype=float)
+        except (TypeError, ValueError):
+            p = np.zeros(0)
+        if p.shape != (3,) or not np.all(np.isfinite(p)):
+            raise ArmModelError(f'offset: expected 3 finite numbers [m], got {offset!r}')
+        if mass == 0.0:
+            return
+        b = self._tool_body
+        m, c = float(model.body_mass[b]), model.body_ipos[b].copy()
+        rot = np.zeros(9)
+        mj.mju_quat2Mat(rot, model.body_iquat[b])
+        rot = rot.reshape(3, 3)
+        inertia = rot @ np.diag(model.body_inertia[b]) @ rot.T     # about c, body frame
+        total = m + mass
+        com = (m * c + mass * p) / total
+        for mk, r in ((m, c - com), (mass, p - com)):
+            inertia += mk * (float(r @ r) * np.eye(3) - np.outer(r, r))
+        principal, axes = np.linalg.eigh(inertia)
+        if np.linalg.det(axes) < 0.0:
+            axes[:, 0] = -axes[:, 0]
+        quat = np.zeros(4)
+        mj.mju_mat2Quat(quat, axes.flatten())
+        model.body_mass[b] = total
+        model.body_ipos[b] = com
+        model.body_iquat[b] = quat
+        model.body_inertia[b] = np.maximum(principal, 0.0)
+        mj.mj_setConst(model, self._scratch)        # the scratch data: the state stays
 
     # -- MuJoCo's dynamics terms --------------------------------------------------------------
     def _at(self, q: Any):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 import sys
 import time
@@ -48,6 +49,8 @@ from manip_control.lesson import format_lesson
 from manip_control.lesson import lesson
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
+from manip_control.parameters import payload_from_dict
+from manip_control.parameters import PayloadParameters
 from manip_control.simulation import ENGINES
 from manip_control.simulation import format_summary
 from manip_control.simulation import KernelUnsupported
@@ -69,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='closed-loop engine: the compiled kernel when it supports the scenario '
                         '(auto, the default), always the kernel, or the Python reference loop')
     p.add_argument('--json', action='store_true', help='print the summary as JSON')
+    p.add_argument('--payload', default=None, metavar='MASS@TIME',
+                   help='the plant picks up a point mass of MASS kg at TIME s (simulated) at '
+                        'the tool: the tip of link 2 for the 2R (overrides plant.payload), '
+                        'the last modelled link with --urdf; the controller is not told')
     arm = p.add_argument_group('any arm from its URDF (instead of a scenario)')
     arm.add_argument('--urdf', default=None, metavar='FILE',
                      help='.urdf or .xacro file: computed torque on that arm (default duration '
@@ -92,10 +99,38 @@ def build_parser() -> argparse.ArgumentParser:
                      help='track the identification excitation (a Fourier series inside the '
                           'limits, period 10 s) instead of the default sinusoid: with --bag, '
                           'the recording for manip-identify --urdf')
+    arm.add_argument('--payload-offset', type=float, nargs=3, default=None,
+                     metavar=('X', 'Y', 'Z'),
+                     help="with --payload: the payload's position in the last modelled "
+                          "link's frame [m] (default: its origin)")
     arm.add_argument('--no-compensation', action='store_true',
                      help="the rigid-body law alone: no inversion of the drives' gear loss, "
                           'no friction feed-forward')
     return p
+
+
+def parse_payload(text: str | None, path: str = '--payload') -> PayloadParameters | None:
+    """
+    ``MASS@TIME`` (kg, s) -> :class:`PayloadParameters`; None for None.
+
+    Raises
+    ------
+    ParameterError
+        Not ``MASS@TIME``, or a mass or time that is not finite, negative or implausible.
+
+    """
+    if text is None:
+        return None
+    mass, sep, at_time = text.partition('@')
+    values = {}
+    for name, value in (('mass', mass), ('at_time', at_time)):
+        try:
+            values[name] = float(value)
+        except ValueError:
+            values[name] = None
+    if not sep or None in values.values():
+        raise ParameterError(f'{path}: expected MASS@TIME, e.g. 2@1.5 (kg@s) (got {text!r})')
+    return payload_from_dict(values, path)
 
 
 def run_urdf(args) -> int:
@@ -105,6 +140,16 @@ def run_urdf(args) -> int:
               file=sys.stderr)
         return 2
     duration = 5.0 if args.duration is None else args.duration
+    try:
+        payload = parse_payload(args.payload)
+    except ParameterError as exc:
+        print(f'error: {exc}', file=sys.stderr)
+        return 2
+    if args.payload_offset is not None and (payload is None or not all(
+            math.isfinite(v) for v in args.payload_offset)):
+        print('error: --payload-offset: needs --payload and 3 finite numbers [m] (got '
+              f'{args.payload_offset})', file=sys.stderr)
+        return 2
     if args.bag is not None:
         bag = Path(args.bag)
         if bag.exists() and (not bag.is_dir() or any(bag.iterdir())):
@@ -118,7 +163,8 @@ def run_urdf(args) -> int:
                                    zeta=args.zeta, joints=args.joints,
                                    compensate=not args.no_compensation,
                                    nominal_urdf=args.nominal_urdf,
-                                   excitation=args.excitation)
+                                   excitation=args.excitation, payload=payload,
+                                   payload_offset=args.payload_offset)
     except (ArmModelError, UrdfError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
@@ -137,6 +183,9 @@ def run_urdf(args) -> int:
                    actuator=args.actuator or 'motor',
                    nominal_scale=args.nominal_scale, compensation=not args.no_compensation,
                    reference='excitation' if args.excitation else 'sinusoid',
+                   payload=(None if payload is None else
+                            {'mass_kg': payload.mass, 'at_time_s': payload.at_time,
+                             'offset_m': list(args.payload_offset or (0.0, 0.0, 0.0))}),
                    kp=res.kp.tolist(), kd=res.kd.tolist(),
                    wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
     if args.json:
@@ -149,7 +198,10 @@ def run_urdf(args) -> int:
              else f' with masses and inertias x{args.nominal_scale:g}')
           + ('; drives and friction not compensated' if args.no_compensation
              else '; drives = the plant, friction from the nominal URDF')
-          + ('; reference: the identification excitation' if args.excitation else ''))
+          + ('; reference: the identification excitation' if args.excitation else '')
+          + ('' if payload is None or payload.mass == 0.0
+             else f'; payload {payload.mass:g} kg picked up at t = {payload.at_time:g} s (the '
+             'plant only)'))
     print(f"{summary['duration_s']:.3f} s simulated in {wall:.2f} s wall "
           f"({summary['real_time_factor']:.2f}x real time, model loading included)")
     w = max(16, 2 + max(len(name) for name in summary['joints']))
@@ -175,6 +227,10 @@ def main(argv=None) -> int:
         print('error: --excitation needs --urdf FILE (the excitation is sized by its limits)',
               file=sys.stderr)
         return 2
+    if args.payload_offset is not None:
+        print('error: --payload-offset needs --urdf FILE (the 2R carries its payload at the '
+              'tip of link 2)', file=sys.stderr)
+        return 2
     try:
         scenario = load_scenario(args.config or 'default')
         if args.duration is not None:
@@ -182,6 +238,10 @@ def main(argv=None) -> int:
         if args.actuator:
             scenario = dataclasses.replace(
                 scenario, plant=dataclasses.replace(scenario.plant, actuator=args.actuator))
+        payload = parse_payload(args.payload)
+        if payload is not None:
+            scenario = dataclasses.replace(
+                scenario, plant=dataclasses.replace(scenario.plant, payload=payload))
     except ParameterError as exc:
         print(f'error: {exc}', file=sys.stderr)
         return 2

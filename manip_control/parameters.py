@@ -49,6 +49,7 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
   V/(A s).
 * ``plant``: torque_limit [0.001, 10000] N m; initial_position [-100, 100] rad;
   initial_velocity [-100, 100] rad/s; substeps [1, 1000].
+* ``plant.payload``: mass [0, 1000] kg (0 = none); at_time [0, 86400] s.
 * ``sensors``: encoder_counts [0, 2^31 - 1]; position_noise_std [0, 1] rad;
   velocity_noise_std [0, 100] rad/s; velocity_cutoff_hz [0.01, 100000] Hz.
 * ``controller``: kp (0, 1e6] (1/s^2 or N m/rad); kd (0, 20000] (1/s or N m s/rad);
@@ -145,6 +146,7 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                'Kp_i': (1e-4, 1e4, 'V/A'), 'Ki_i': (0.0, 1e7, 'V/(A s)')},
     'plant': {'torque_limit': (1e-3, 1e4, 'N m'), 'initial_position': (-100.0, 100.0, 'rad'),
               'initial_velocity': (-100.0, 100.0, 'rad/s'), 'substeps': (1, 1000, '')},
+    'payload': {'mass': (0.0, 1e3, 'kg'), 'at_time': (0.0, 86400.0, 's')},
     'sensors': {'encoder_counts': (0, 2 ** 31 - 1, ''),
                 'position_noise_std': (0.0, 1.0, 'rad'),
                 'velocity_noise_std': (0.0, 100.0, 'rad/s'),
@@ -488,6 +490,63 @@ def _validate_sensors(se: SensorParameters, path: str) -> None:
 
 
 @dataclass(frozen=True)
+class PayloadParameters:
+    """
+    A point mass that the tool picks up during the run (the plant only, never the controller).
+
+    At the first control tick ``t_k >= at_time`` the mass is attached at the tool: for the 2R
+    at the tip of link 2 (distance ``l2`` along it), for an arm from its URDF at the origin of
+    the last modelled link's frame plus ``offset``. It moves with the tool from then on (no
+    impact: the joint velocities are continuous). The 2R's link 2 then has (parallel-axis
+    theorem, ``m_p`` the payload)::
+
+        m2' = m2 + m_p,   lc2' = (m2 lc2 + m_p l2) / m2'
+        I2' = I2 + m2 (lc2' - lc2)^2 + m_p (l2 - lc2')^2
+
+    Attributes
+    ----------
+    mass : float
+        Payload mass [kg], >= 0 (0 = no payload; optional, default 0).
+    at_time : float
+        Simulated time of the pick-up [s], >= 0 (optional, default 0).
+
+    """
+
+    mass: float = _opt(0.0)
+    at_time: float = _opt(0.0)
+
+    def __post_init__(self):
+        _validate_payload(self, 'payload')
+
+
+def _validate_payload(pa: PayloadParameters, path: str) -> None:
+    _nonnegative(f'{path}.mass', pa.mass)
+    _nonnegative(f'{path}.at_time', pa.at_time)
+
+
+def payload_tick(at_time: float, period: float) -> int:
+    """Index ``k`` of the first control tick ``k T >= at_time`` [s] (the payload's pick-up)."""
+    return max(0, math.ceil(at_time / period - 1e-9))
+
+
+def loaded_arm(arm: ArmParameters, mass: float) -> ArmParameters:
+    """
+    Return the 2R arm with a point mass ``mass`` [kg] at the tip of link 2.
+
+    ``m2' = m2 + m_p``, ``lc2' = (m2 lc2 + m_p l2) / m2'``,
+    ``I2' = I2 + m2 (lc2' - lc2)^2 + m_p (l2 - lc2')^2`` (about the new centre of mass);
+    link 1 is unchanged. ``mass = 0`` returns ``arm`` itself.
+    """
+    mass = _nonnegative('payload.mass', mass)
+    if mass == 0.0:
+        return arm
+    m2 = arm.m2 + mass
+    lc2 = (arm.m2 * arm.lc2 + mass * arm.l2) / m2
+    inertia = arm.I2 + arm.m2 * (lc2 - arm.lc2) ** 2 + mass * (arm.l2 - lc2) ** 2
+    return dataclasses.replace(arm, m2=m2, lc2=lc2, I2=inertia)
+
+
+@dataclass(frozen=True)
 class PlantParameters:
     """
     The simulated (true) arm: rigid body, friction, actuators and sensors.
@@ -524,6 +583,9 @@ class PlantParameters:
         Initial joint state [rad], [rad/s] (optional, default zeros).
     substeps : int
         Integrator sub-steps per control period, >= 1 (optional, default 4).
+    payload : PayloadParameters
+        A point mass picked up at the tip of link 2 at a given time (optional, default
+        none).
 
     """
 
@@ -541,6 +603,7 @@ class PlantParameters:
     initial_position: tuple = _opt((0.0, 0.0))
     initial_velocity: tuple = _opt((0.0, 0.0))
     substeps: int = _opt(4)
+    payload: PayloadParameters = _opt(PayloadParameters())
 
     def __post_init__(self):
         _validate_plant(self, 'plant')
@@ -575,6 +638,9 @@ def _validate_plant(pl: PlantParameters, path: str) -> None:
     _vector(f'{path}.initial_position', pl.initial_position)
     _vector(f'{path}.initial_velocity', pl.initial_velocity)
     _int(f'{path}.substeps', pl.substeps, minimum=1)
+    if not isinstance(pl.payload, PayloadParameters):
+        raise ParameterError(f'{path}.payload: must be a PayloadParameters')
+    _validate_payload(pl.payload, f'{path}.payload')
 
 
 def _validate_joint_list(path, items, cls, validate, n=2):
@@ -920,13 +986,22 @@ def nominal_from_dict(data: Any, path: str = 'nominal') -> NominalModel:
     return nm
 
 
+def payload_from_dict(data: Any, path: str = 'payload') -> PayloadParameters:
+    """Build and validate :class:`PayloadParameters` from a mapping (plausible ranges too)."""
+    pa = _build(PayloadParameters, data, path)
+    _validate_payload(pa, path)
+    _check_ranges(pa, 'payload', path)
+    return pa
+
+
 def plant_from_dict(data: Any, path: str = 'plant') -> PlantParameters:
     """Build and validate :class:`PlantParameters` from a mapping."""
     pl = _build(PlantParameters, data, path, {
         'arm': arm_from_dict,
         'friction': _joint_list(FrictionParameters, _validate_friction, 'friction'),
         'motors': _joint_list(MotorParameters, _validate_motor, 'motors'),
-        'sensors': _sensors_from_dict})
+        'sensors': _sensors_from_dict,
+        'payload': payload_from_dict})
     _validate_plant(pl, path)
     _check_ranges(pl, 'plant', path)
     return pl

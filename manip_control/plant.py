@@ -67,6 +67,14 @@ not proven, and were no pattern consistent (a self-locking gear driving a much l
 link), the first one is used. Without rotor inertia ``T = n`` and the loss is
 explicit.
 
+Payload (``params.payload``, mass ``m_p`` > 0): at the first control tick ``t_k >= at_time``
+the point mass is attached at the tip of link 2 and the step goes on with the arm of
+:func:`loaded_parameters` (``m2``, ``lc2``, ``I2`` of
+:func:`manip_control.parameters.loaded_arm`); q and qd are continuous (no impact);
+:meth:`Plant.reset` detaches it. :func:`plant_dynamics` is time-invariant: give it the
+loaded parameters for the time after the pick-up. The compiled kernel does not implement it
+(:func:`manip_control.kernel.plant_unsupported` names it, so the Python step runs).
+
 Initial state (:func:`initial_state`): ``q0``, ``qd0`` from the parameters; currents and
 integrators zero, or, with ``start_in_equilibrium`` (default) in motor mode, the values that
 hold ``q0`` at rest: ``i = clamp(g_j(q0) / (N k_t), +-i_max)``, ``x_i = R i + k_e N qd0``
@@ -105,6 +113,7 @@ friction dissipates energy at all times, up to the RK4 error of the smooth piece
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -115,6 +124,8 @@ from manip_control.actuators import joint_torque
 from manip_control.actuators import motor_torque
 from manip_control.friction import friction_torque
 from manip_control.friction import karnopp_friction
+from manip_control.parameters import loaded_arm
+from manip_control.parameters import payload_tick
 from manip_control.parameters import PlantParameters
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
@@ -480,10 +491,22 @@ def _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2):
     return x
 
 
+def loaded_parameters(params: PlantParameters) -> PlantParameters:
+    """Return the plant after its payload's pick-up: link 2 carries the point mass at its tip."""
+    return dataclasses.replace(params, arm=loaded_arm(params.arm, params.payload.mass))
+
+
 def _compiled_stepper(params: PlantParameters, period: float):
     """Return the kernel's compiled period step for ``params`` (None when unsupported)."""
     from manip_control import kernel    # numba: about 1 s to import, only when compiled
     return kernel.stepper(params, period)
+
+
+def _impulse_constants(params: PlantParameters) -> tuple:
+    """Return ``(a, b, d12, d22, v_stick1, v_stick2)`` of the Karnopp stop impulse."""
+    model = plant_model(params)
+    return (model.a, model.b, model.d12, model.d22,
+            params.friction[0].v_stick, params.friction[1].v_stick)
 
 
 class Plant:
@@ -516,11 +539,21 @@ class Plant:
         self._limits = tuple(float(v) for v in params.torque_limit)
         self._compiled_step = _compiled_stepper(params, self.period) if compiled else None
         self._karnopp = params.friction_model == 'karnopp'
-        model = plant_model(params)
-        self._impulse = (model.a, model.b, model.d12, model.d22,
-                         params.friction[0].v_stick, params.friction[1].v_stick)
+        self._impulse = _impulse_constants(params)
         self._rotors = (params.reflected_inertia, params.rotor_coupling_terms[1])
+        # the payload swaps the rigid-body constants at its tick (reset() swaps them back)
+        self._unloaded = (self._rhs, self._impulse)
+        self._payload_tick = None
+        if params.payload.mass > 0.0:
+            self._payload_tick = payload_tick(params.payload.at_time, self.period)
+            loaded = loaded_parameters(params)
+            self._loaded = (_make_rhs(loaded), _impulse_constants(loaded))
         self.reset()
+
+    @property
+    def payload_attached(self) -> bool:
+        """Whether the payload is attached now (params.payload, at its first tick)."""
+        return self._rhs is not self._unloaded[0]
 
     def reset(self, q=None, qd=None) -> None:
         """
@@ -534,6 +567,7 @@ class Plant:
         self._u = (self._x[4], self._x[5]) if self._motor else (0.0, 0.0)
         self.time = 0.0
         self.steps = 0
+        self._rhs, self._impulse = self._unloaded
 
     # -- state access -----------------------------------------------------------------------
     @property
@@ -612,6 +646,8 @@ class Plant:
     def step(self, tau_cmd1: float, tau_cmd2: float) -> None:
         """Advance one control period with the torque command held (zero-order hold)."""
         u1, u2 = self._u = self.input_for(tau_cmd1, tau_cmd2)
+        if self.steps == self._payload_tick:
+            self._rhs, self._impulse = self._loaded
         if self._compiled_step is not None:
             self._x = list(self._compiled_step(self._x, u1, u2))
             self.steps += 1

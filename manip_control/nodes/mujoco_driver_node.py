@@ -33,6 +33,10 @@ Subscribes
     once a second), never applied. Commands are clamped to the URDF's effort limits, as a
     drive does.
 
+Payload: ``payload.mass`` > 0 adds that point mass to the body of the last joint (at
+``payload.offset`` in its frame) at the tick ``payload.at_time / period`` (ticks since the
+start, braked ones included), once (:meth:`MujocoArm.add_payload`); the summary has the tick.
+
 Time: each tick steps the physics by one period ``1/state_rate`` on an absolute wall-clock
 schedule, in a thread of its own (an rclpy timer does not keep 1 kHz). A starved driver is
 late: a tick more than 5 periods late restarts the schedule, so its physics slows down rather
@@ -69,6 +73,8 @@ from manip_control.nodes.ros_params import print_node_help
 from manip_control.nodes.ros_params import wants_help
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
+from manip_control.parameters import payload_from_dict
+from manip_control.parameters import payload_tick
 from manip_control.urdf import urdf_from_scenario
 import numpy as np
 from rclpy.node import Node
@@ -140,6 +146,16 @@ def driver_specs() -> list[ParamSpec]:
                   'at exit, longest time [s] the loop keeps running while commands still '
                   'arrive (the controller stops with a zero command)', 'in [0, 30]',
                   (0.0, 30.0)),
+        ParamSpec('payload.mass', 0.0,
+                  'point mass [kg] added to the body of the last joint at payload.at_time (a '
+                  'payload picked up: the controller is not told); 0 = none', '>= 0; '
+                  'plausible range [0, 1000] kg', (0.0, 1000.0)),
+        ParamSpec('payload.at_time', 0.0,
+                  'when the payload is picked up [s since the driver started: ticks x period, '
+                  'braked ticks included]', '>= 0; at most 86400 s', (0.0, 86400.0)),
+        ParamSpec('payload.offset', [0.0, 0.0, 0.0],
+                  "the payload's position in the last simulated link's frame [m]",
+                  '3 finite values'),
         ParamSpec('summary_file', '',
                   "write the exit summary as JSON to this file; '' = only log it", ''),
     ]
@@ -226,6 +242,21 @@ class MujocoDriverNode(Node):
             q0 = np.where(finite, 0.5 * (lim.lower + lim.upper), 0.0)
         arm.set_state(q0)
         self.period = period
+        try:
+            payload = payload_from_dict({'mass': v['payload.mass'],
+                                         'at_time': v['payload.at_time']}, 'payload')
+        except ParameterError as exc:
+            key, _, reason = str(exc).partition(': ')
+            raise bad(key, reason) from None
+        offset = np.array(v['payload.offset'], dtype=float)
+        if offset.shape != (3,) or not np.all(np.isfinite(offset)):
+            raise bad('payload.offset', f'expected 3 finite values [m], got '
+                      f'{v["payload.offset"]}')
+        self.payload = payload
+        self._payload_offset = offset
+        # the tick at which the payload is added (None: no payload)
+        self._payload_tick = (payload_tick(payload.at_time, period) if payload.mass > 0.0
+                              else None)
         self._effort = np.where(np.isfinite(lim.effort), lim.effort, INF)
         self._zero = (0.0,) * n
         # the newest command, replaced whole by the subscription (one reference: atomic)
@@ -236,7 +267,8 @@ class MujocoDriverNode(Node):
                       'ticks_at_stop': None, 'commands': 0, 'refused': 0, 'states_lost': 0,
                       'late_restarts': 0, 'max_late_s': 0.0, 'pauses': 0,
                       'watchdog_zeroed_ticks': 0, 'max_abs_velocity': 0.0,
-                      'applied_torque_limited_ticks': 0, 'diverged': False}
+                      'applied_torque_limited_ticks': 0, 'diverged': False,
+                      'payload_added_at_tick': None}
         self.last_refusal = ''
         self._at_stop = None
         self._running = True
@@ -340,6 +372,11 @@ class MujocoDriverNode(Node):
         if np.any(applied != tau):
             stats['applied_torque_limited_ticks'] += 1
         arm = self.arm
+        if stats['ticks'] == self._payload_tick:
+            arm.add_payload(self.payload.mass, self._payload_offset)
+            stats['payload_added_at_tick'] = stats['ticks']
+            self.get_logger().info(f'payload: {self.payload.mass:g} kg added to the last link '
+                                   f'at t = {stats["ticks"] * self.period:.3f} s')
         if seq or not self.values['brake']:
             try:
                 arm.step(applied)

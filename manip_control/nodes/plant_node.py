@@ -145,6 +145,7 @@ class PlantNode(Node):
             self.plant = held_urdf_plant(urdf, self.joints, cfg.plant, cfg.period,
                                          self.get_name())
         self.sensors = JointSensors(cfg.plant.sensors, cfg.period, n)
+        self._payload_pending = cfg.plant.payload.mass > 0.0     # logged once, when attached
         self.refusals = RefusalCounter(throttle=1.0)
         self._stamped = cfg.command_source == 'joint_commands'
 
@@ -300,6 +301,10 @@ class PlantNode(Node):
         plant = self.plant
         x = plant._x
         plant.step(*tau)
+        if self._payload_pending and plant.payload_attached:
+            self._payload_pending = False
+            self.get_logger().info(f'payload: {self.config.plant.payload.mass:g} kg picked up '
+                                   f'at t = {self.k * self.period:.3f} s (the plant only)')
         if not publish:
             self.k += 1
             return

@@ -62,6 +62,8 @@ from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
 from manip_control.parameters import NominalModel
 from manip_control.parameters import ParameterError
+from manip_control.parameters import payload_from_dict
+from manip_control.parameters import PayloadParameters
 from manip_control.parameters import plant_from_dict
 from manip_control.parameters import PlantParameters
 from manip_control.parameters import PLAUSIBLE_RANGES
@@ -220,6 +222,13 @@ _PLANT_DOC = {
                              'at the values that hold the initial pose against gravity', '',
                              None),
 }
+_PAYLOAD_DOC = {
+    'mass': ('payload picked up by the tool at payload.at_time [kg] (the 2R: at the tip of '
+             'link 2; an arm from its URDF: at the origin of the last modelled link); the '
+             'plant only, never the controller; 0 = none', '>= 0', (0.0, INF)),
+    'at_time': ('simulated time of the payload pick-up [s] (the first control tick at or after '
+                'it)', '>= 0', (0.0, INF)),
+}
 _CONTROLLER_DOC = {
     'law': ('feedback law', "'computed_torque' or 'pd_gravity'", None, True),
     'kp': ('proportional gain per joint (computed_torque: 1/s^2, pd_gravity: N m/rad); '
@@ -316,7 +325,7 @@ def _plant_physical_specs(pl: PlantParameters) -> list[ParamSpec]:
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         specs.append(ParamSpec(name, value, desc, cons, rng, True, name))
-    return specs + _sensor_specs(pl.sensors)
+    return specs + _sensor_specs(pl.sensors) + _payload_specs(pl.payload)
 
 
 def _arm_plant_physical_specs(pd: Mapping[str, Any]) -> list[ParamSpec]:
@@ -336,7 +345,20 @@ def _arm_plant_physical_specs(pd: Mapping[str, Any]) -> list[ParamSpec]:
         desc, cons, rng = _PLANT_DOC[name]
         cons, rng = _bounded('plant', name, cons, rng)
         specs.append(ParamSpec(name, value, desc, cons, rng, True, name))
-    return specs + _sensor_specs(SensorParameters())
+    specs += _sensor_specs(SensorParameters()) + _payload_specs(PayloadParameters())
+    return specs + [ParamSpec('payload.offset', [0.0, 0.0, 0.0],
+                              "the payload's position in the last modelled link's frame [m]",
+                              '3 finite values')]
+
+
+def _payload_specs(pa: PayloadParameters) -> list[ParamSpec]:
+    specs = []
+    for f in fields(PayloadParameters):
+        desc, cons, rng = _PAYLOAD_DOC[f.name]
+        cons, rng = _bounded('payload', f.name, cons, rng)
+        specs.append(ParamSpec(f'payload.{f.name}', float(getattr(pa, f.name)), desc, cons,
+                               rng, True, f'payload.{f.name}'))
+    return specs
 
 
 def _sensor_specs(se: SensorParameters) -> list[ParamSpec]:
@@ -511,7 +533,8 @@ def held_urdf_plant(urdf: str, joints, cfg: ArmPlantConfig, period: float, node:
         plant = urdf_plant(urdf, joints, cfg.friction, cfg.motors, cfg.torque_limit,
                            cfg.substeps)
         return HeldArmPlant(plant, period, cfg.initial_position, cfg.start_in_equilibrium,
-                            cfg.initial_velocity)
+                            cfg.initial_velocity, payload=cfg.payload,
+                            payload_offset=cfg.payload_offset)
     except ArmModelError as exc:
         raise ParameterError(f'parameter robot_description (node {node}): {exc}') from None
 
@@ -949,6 +972,9 @@ class ArmPlantConfig:
     start_in_equilibrium: bool
     substeps: int
     sensors: SensorParameters
+    payload: PayloadParameters = PayloadParameters()
+    payload_offset: tuple = (0.0, 0.0, 0.0)
+    """Where the payload sits in the last modelled link's frame [m]."""
 
 
 def _arm_plant_config(tree: Mapping[str, Any], n: int, path: str) -> ArmPlantConfig:
@@ -979,8 +1005,9 @@ def _arm_plant_config(tree: Mapping[str, Any], n: int, path: str) -> ArmPlantCon
         raise ParameterError(f'{path}.substeps: must be even (the integrator needs the '
                              f'mid-period state; got {substeps})')
     sensors = _sensors_from_dict(tree.get('sensors', {}), f'{path}.sensors')
+    payload = payload_from_dict(tree.get('payload', {}), f'{path}.payload')
     return ArmPlantConfig(friction, motors, limit, q0, qd0, tree['start_in_equilibrium'],
-                          substeps, sensors)
+                          substeps, sensors, payload)
 
 
 @dataclass
@@ -1041,6 +1068,13 @@ def plant_config(values: Mapping[str, Any], node: str = 'plant',
                  else _arm_plant_config(tree, n, 'P'))
     except ParameterError as exc:
         raise ros_parameter_error(node, exc, 'P') from None
+    if plant_defaults is not None:
+        offset = values['payload.offset']
+        if (len(offset) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v)
+                                        for v in offset)):
+            raise ParameterError(f'parameter payload.offset (node {node}): expected 3 finite '
+                                 f'values [m] (got {list(offset)})')
+        plant.payload_offset = tuple(float(v) for v in offset)
     return PlantConfig(tuple(values['joints']), values['mode'], float(values['control_rate']),
                        float(values['duration']), values['command_source'],
                        float(values['lockstep_timeout']), float(values['startup_timeout']),
