@@ -269,6 +269,11 @@ class AdaptiveLaw:
         Gains and robustness settings (default: :class:`AdaptationParameters`'s).
     q_gain : sequence of n float, optional
         Configuration of ``M0`` for ``K_D`` (default: zero, clipped into the joint limits).
+    check_every : int
+        Ticks between consistency checks (default 1). Above 1 the torque keeps the last
+        checked estimate while the law integrates, and the integrated estimate is checked
+        and taken (or refused) every ``check_every`` ticks: the check costs ``n + 1``
+        regressor evaluations (a 7-joint arm: bench/bench_adaptation.py).
 
     Raises
     ------
@@ -278,7 +283,8 @@ class AdaptiveLaw:
     """
 
     def __init__(self, model: ArmModel, regressor: BaseRegressor, kp, kd, period: float,
-                 params: AdaptationParameters | None = None, q_gain=None):
+                 params: AdaptationParameters | None = None, q_gain=None,
+                 check_every: int = 1):
         self.model = model
         self.n = n = model.n
         self.period = _positive('period', period)
@@ -297,13 +303,14 @@ class AdaptiveLaw:
         self.kdm = kd * np.diag(m0)
         self.scale = parameter_scale(self.nominal, self.units)
         self.active = ~np.asarray(regressor.fixed, bool)
-        self._friction = np.asarray(regressor.friction, bool)
+        self._friction = np.flatnonzero(np.asarray(regressor.friction, bool))
         if not params.friction:
-            self.active &= ~self._friction
+            self.active[self._friction] = False
+        self._fixed = np.flatnonzero(~self.active)
         self.bound = float(params.bound_fraction)
         self._decay = math.exp(-self.period / params.forgetting_time)
         self._every = max(1, int(round(EXCITATION_INTERVAL / self.period)))
-        rows = 4 if params.friction and self._friction.any() else 3
+        rows = 4 if params.friction and self._friction.size else 3
         self._q = np.zeros((rows, n))
         self._v = np.zeros((rows, n))
         self._a = np.zeros((rows, n))
@@ -316,8 +323,11 @@ class AdaptiveLaw:
         self.qd_r = np.zeros(n)
         self.qdd_r = np.zeros(n)
         self.tau = np.zeros(n)
-        self._phi = np.zeros(p)
+        self._phi = np.zeros(p)           # the integrated estimate (scaled coordinates)
+        self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
         self._cand = np.zeros(p)
+        self._info_step = np.zeros((p, p))
+        self.check_every = max(1, int(check_every))
         self.information = np.zeros((p, p))
         self.eigenvalues = np.zeros(p)
         self.excited = np.zeros(p, dtype=bool)
@@ -329,6 +339,7 @@ class AdaptiveLaw:
     def reset(self) -> None:
         """Return to the nominal model: estimate, information matrix, fallback state."""
         self._phi[:] = 0.0
+        self._phi_cmd[:] = 0.0
         self.information[:] = 0.0
         self.eigenvalues[:] = 0.0
         self.excited[:] = False
@@ -346,7 +357,7 @@ class AdaptiveLaw:
     @property
     def estimates(self) -> np.ndarray:
         """Return the current estimate ``theta^`` (a copy), in :attr:`names` order."""
-        return self.nominal + self.scale * self._phi
+        return self.nominal + self.scale * self._phi_cmd
 
     def set_estimate(self, theta, q=None) -> bool:
         """
@@ -366,6 +377,7 @@ class AdaptiveLaw:
             self._fallback(why, q)
             return False
         self._phi[:] = cand
+        self._phi_cmd[:] = cand
         return True
 
     # -- the tick ------------------------------------------------------------------------------
@@ -423,7 +435,7 @@ class AdaptiveLaw:
         tau[:] = idyn(qn, vv[0], qdd_r)
         tau += 0.25 * (idyn(qn, vv[1], aa[1]) - idyn(qn, vv[2], aa[2]))
         ys *= self.scale                     # Ys: scaled columns, [N·m] per unit of phi
-        tau += ys @ self._phi
+        tau += ys @ self._phi_cmd
         tau -= self.kdm * s
         self._have_step = True
         return tau
@@ -441,10 +453,12 @@ class AdaptiveLaw:
         if self.frozen or hold:
             return False
         prm, ys, s, phi = self.params, self._ys, self._s, self._phi
-        ys[:, ~self.active] = 0.0
+        ys[:, self._fixed] = 0.0
         info = self.information
         info *= self._decay
-        info += self.period * (ys.T @ ys)
+        np.dot(ys.T, ys, out=self._info_step)
+        self._info_step *= self.period
+        info += self._info_step
         if self.ticks % self._every == 0:
             self._excitation()
         cand = self._cand
@@ -454,16 +468,25 @@ class AdaptiveLaw:
             np.dot(s, ys, out=cand)
         cand += prm.sigma * phi
         cand *= -self.period * prm.gamma
-        cand[~self.active] = 0.0
+        cand[self._fixed] = 0.0
         step = prm.max_rate * self.period
         np.clip(cand, -step, step, out=cand)
         cand += phi
         np.clip(cand, -self.bound, self.bound, out=cand)
+        if self.ticks % self.check_every:
+            if not np.all(np.isfinite(cand)):      # never integrate a non-finite step
+                self._fallback('estimate not finite', self._qnow)
+                phi[:] = self._phi_cmd
+                return False
+            phi[:] = cand                          # checked at the next check tick
+            return True
         why = self._check(cand, self._qnow)
         if why is not None:
             self._fallback(why, self._qnow)
+            phi[:] = self._phi_cmd
             return False
         phi[:] = cand
+        self._phi_cmd[:] = cand
         self._rejected = 0
         return True
 
@@ -495,16 +518,17 @@ class AdaptiveLaw:
         self._rejected += 1
         t = f't = {self.ticks * self.period:.6g} s'
         if self._rejected >= MAX_REJECTED:
-            self._phi[:] = 0.0
+            self._phi_cmd[:] = 0.0
             self._rejected = 0
             self.fallback_reason = (f'{t}: {why}; {MAX_REJECTED} steps refused in a row: '
                                     'back to the nominal model')
-        elif self._check(self._phi, q) is not None:
-            self._phi[:] = 0.0
+        elif self._check(self._phi_cmd, q) is not None:
+            self._phi_cmd[:] = 0.0
             self.fallback_reason = (f'{t}: {why}; the last valid estimate fails here too: '
                                     'back to the nominal model')
         else:
             self.fallback_reason = f'{t}: {why}; kept the last valid estimate'
+        self._phi[:] = self._phi_cmd
 
     def _excitation(self) -> None:
         """Eigen-decomposition of the information matrix: excited directions and parameters."""
