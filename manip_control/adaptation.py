@@ -57,7 +57,7 @@ N m s/rad, 1e-2 N m), ``Gamma = gamma diag(scale^2)``:
    never increases the Lyapunov function).
 3. Consistency check of the candidate at the current ``q``: finite, inside the box, and
    ``M^(q) = M0(q) + dM(q)`` (``dM``'s columns ``[Y(q, 0, e_j) - Y(q, 0, 0)] (theta^ -
-   theta0)``) positive definite with ``lambda_min(M^) >= 0.1 lambda_min(M0)``. A failed
+   theta0)``) with ``M^ - 0.1 M0`` positive definite (Cholesky). A failed
    check keeps the last valid estimate (or the nominal model, when that one fails at this
    ``q`` too, or after :data:`MAX_REJECTED` rejections in a row) and says why in
    :attr:`AdaptiveLaw.fallback_reason`.
@@ -310,13 +310,15 @@ class AdaptiveLaw:
         self.bound = float(params.bound_fraction)
         self._decay = math.exp(-self.period / params.forgetting_time)
         self._every = max(1, int(round(EXCITATION_INTERVAL / self.period)))
-        rows = 4 if params.friction and self._friction.size else 3
-        self._q = np.zeros((rows, n))
-        self._v = np.zeros((rows, n))
-        self._a = np.zeros((rows, n))
-        self._qc = np.zeros((n + 1, n))
-        self._vc = np.zeros((n + 1, n))
-        self._ac = np.vstack([np.eye(n), np.zeros((1, n))])
+        # regressor rows: (q, 0, qdd_r), (q, qd + qd_r, 0), (q, qd - qd_r, 0)[, (q, qd_d, 0)]
+        # for the torque, then (q, 0, e_j), (q, 0, 0) for the check of the same tick
+        self._rows = rows = 4 if params.friction and self._friction.size else 3
+        self._q = np.zeros((rows + n + 1, n))
+        self._v = np.zeros((rows + n + 1, n))
+        self._a = np.zeros((rows + n + 1, n))
+        self._a[rows:rows + n] = np.eye(n)
+        self._yc = None                   # the check rows evaluated with this tick's torque
+        self._chol = np.zeros((n, n))
         self._ys = np.zeros((n, p))
         self._s = np.zeros(n)
         self._qnow = np.zeros(n)
@@ -415,21 +417,24 @@ class AdaptiveLaw:
         np.subtract(qd_d, lam * e, out=qd_r)
         np.subtract(qdd_d, lam * ed, out=qdd_r)
         np.subtract(qd, qd_r, out=s)
-        qq, vv, aa = self._q, self._v, self._a
-        qq[:] = qn
+        qq, vv, aa, r = self._q, self._v, self._a, self._rows
+        check = (self.ticks + 1) % self.check_every == 0 and not (self.frozen)
+        end = qq.shape[0] if check else r
+        qq[:end] = qn
         np.add(qd, qd_r, out=vv[1])
         np.subtract(qd, qd_r, out=vv[2])
         aa[0] = qdd_r
-        y = self.regressor.evaluate(qq, vv, aa)
+        if r == 4:
+            vv[3] = qd_d
+        y = self.regressor.evaluate(qq[:end], vv[:end], aa[:end])
+        self._yc = y[r:] if check else None
         ys = self._ys
         np.subtract(y[1], y[2], out=ys)
         ys *= 0.25
         ys += y[0]
         ys[:, self._friction] = 0.0
-        if qq.shape[0] == 4:
-            vv[3] = qd_d
-            ys[:, self._friction] = self.regressor.evaluate(qq[3:], vv[3:], aa[3:])[
-                0][:, self._friction]
+        if r == 4:
+            ys[:, self._friction] = y[3][:, self._friction]
         idyn = self.model.inverse_dynamics
         tau = self.tau
         tau[:] = idyn(qn, vv[0], qdd_r)
@@ -480,7 +485,7 @@ class AdaptiveLaw:
                 return False
             phi[:] = cand                          # checked at the next check tick
             return True
-        why = self._check(cand, self._qnow)
+        why = self._check(cand, self._qnow, self._yc)
         if why is not None:
             self._fallback(why, self._qnow)
             phi[:] = self._phi_cmd
@@ -491,25 +496,41 @@ class AdaptiveLaw:
         return True
 
     # -- checks --------------------------------------------------------------------------------
-    def _check(self, cand: np.ndarray, q: np.ndarray) -> str | None:
-        """Why the estimate ``theta0 + scale cand`` is not acceptable at ``q``, or None."""
+    def _check(self, cand: np.ndarray, q: np.ndarray, yc: np.ndarray | None = None
+               ) -> str | None:
+        """
+        Why the estimate ``theta0 + scale cand`` is not acceptable at ``q``, or None.
+
+        ``M^(q) - r M0(q)`` must be positive definite (Cholesky), ``r`` =
+        :data:`MIN_EIGENVALUE_RATIO`: the estimate's inertia is at least ``r`` times the
+        nominal one in every direction. ``yc``: the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)``
+        when the torque of this tick evaluated them.
+        """
         if not np.all(np.isfinite(cand)):
             return 'estimate not finite'
         if np.any(np.abs(cand) > self.bound * (1.0 + 1e-12)):
             k = int(np.argmax(np.abs(cand)))
             return (f'estimate of {self.names[k]} outside its bounds '
                     f'(+-{self.bound:g} x {self.scale[k]:.3g})')
-        self._qc[:] = q
-        yc = self.regressor.evaluate(self._qc, self._vc, self._ac)
+        n = self.n
+        if yc is None:
+            r = self._rows
+            qq = self._q[r:]
+            qq[:] = q
+            yc = self.regressor.evaluate(qq, self._v[r:], self._a[r:])
         dtheta = self.scale * cand
-        dm = (yc[:self.n] - yc[self.n]) @ dtheta          # row j: column j of dM
+        dm = (yc[:n] - yc[n]) @ dtheta          # row j: column j of dM
         m0 = self.model.mass_matrix(q)
-        lo0 = float(np.linalg.eigvalsh(m0)[0])
-        lo = float(np.linalg.eigvalsh(m0 + 0.5 * (dm + dm.T))[0])
-        if not (math.isfinite(lo) and lo >= MIN_EIGENVALUE_RATIO * lo0):
+        chol = self._chol
+        np.multiply(m0, 1.0 - MIN_EIGENVALUE_RATIO, out=chol)
+        chol += 0.5 * (dm + dm.T)
+        try:
+            np.linalg.cholesky(chol)
+        except np.linalg.LinAlgError:
+            lo = float(np.linalg.eigvalsh(m0 + 0.5 * (dm + dm.T))[0])
             return (f'mass matrix of the estimate not positive definite enough at q = '
-                    f'{np.round(q, 4).tolist()} (lambda_min {lo:.3g} < '
-                    f'{MIN_EIGENVALUE_RATIO:g} x {lo0:.3g} kg m^2)')
+                    f'{np.round(q, 4).tolist()} (lambda_min {lo:.3g} kg m^2; it must '
+                    f'exceed {MIN_EIGENVALUE_RATIO:g} x M0 in every direction)')
         return None
 
     def _fallback(self, why: str, q: np.ndarray) -> None:
