@@ -158,7 +158,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                 'eta': (0.05, 1.0, ''), 'eta_back': (0.05, 1.0, '')},
     'adaptation': {'gamma': (0.0, 1e6, '1/(N m rad)'), 'bound_fraction': (0.0, 10.0, ''),
                    'sigma': (0.0, 1e6, 'N m rad/s'), 'dead_zone': (0.0, 100.0, 'rad/s'),
-                   'max_rate': (0.0, 1000.0, '1/s'), 'forgetting_time': (0.0, 1e5, 's')},
+                   'max_rate': (0.0, 1000.0, '1/s'), 'forgetting_time': (0.0, 1e5, 's'),
+                   'excitation_threshold': (0.0, 1.0, '')},
     'trajectory': {'position_limit': (-100.0, 100.0, 'rad'),
                    'velocity_limit': (0.0, 100.0, 'rad/s')},
 }
