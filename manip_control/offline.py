@@ -47,6 +47,7 @@ from manip_control.arm_scenario import run_urdf_closed_loop
 from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.lesson import format_lesson
 from manip_control.lesson import lesson
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.simulation import ClosedLoop
@@ -74,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                         '(auto, the default), always the kernel, or the Python reference loop')
     p.add_argument('--adapt', action='store_true',
                    help='adaptive computed torque over the nominal base parameters '
-                        '(controller.adaptation.enabled; the Python loop): prints the estimates '
-                        "beside the plant's true base parameters")
+                        '(controller.adaptation.enabled; the Python loop; with --urdf, default '
+                        "gains): prints the estimates beside the plant's true base parameters")
     p.add_argument('--json', action='store_true', help='print the summary as JSON')
     arm = p.add_argument_group('any arm from its URDF (instead of a scenario)')
     arm.add_argument('--urdf', default=None, metavar='FILE',
@@ -126,7 +127,9 @@ def run_urdf(args) -> int:
                                    zeta=args.zeta, joints=args.joints,
                                    compensate=not args.no_compensation,
                                    nominal_urdf=args.nominal_urdf,
-                                   excitation=args.excitation)
+                                   excitation=args.excitation,
+                                   adaptation=AdaptationParameters(enabled=True)
+                                   if args.adapt else None)
     except (ArmModelError, UrdfError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
@@ -147,6 +150,8 @@ def run_urdf(args) -> int:
                    reference='excitation' if args.excitation else 'sinusoid',
                    kp=res.kp.tolist(), kd=res.kd.tolist(),
                    wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
+    if res.law is not None:
+        summary['adaptation'] = adaptation_summary(res.law, res.true_base)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -172,15 +177,14 @@ def run_urdf(args) -> int:
     print('  (late: the second half of the run)')
     if args.bag is not None:
         print(f'bag written to {bag} (/joint_states, /robot_description)')
+    if res.law is not None:
+        print(format_adaptation(res.law, res.true_base))
     return 0
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.urdf is not None:
-        if args.adapt:
-            print('error: --adapt runs the 2R scenario only (not --urdf yet)', file=sys.stderr)
-            return 2
         return run_urdf(args)
     if args.excitation:
         print('error: --excitation needs --urdf FILE (the excitation is sized by its limits)',
@@ -229,11 +233,7 @@ def main(argv=None) -> int:
         summary['lesson'] = dict(data, late_window_periods=window.periods,
                                  reference_period_s=window.period)
         if adaptive:
-            summary['adaptation'] = {
-                'names': list(law.names), 'units': list(law.units),
-                'nominal': law.nominal.tolist(), 'estimate': law.estimates.tolist(),
-                'true': truth.tolist(), 'excited': law.excited.tolist(),
-                'fallbacks': law.fallbacks, 'fallback_reason': law.fallback_reason}
+            summary['adaptation'] = adaptation_summary(law, truth)
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
@@ -243,6 +243,14 @@ def main(argv=None) -> int:
         if adaptive:
             print(format_adaptation(law, truth))
     return 0
+
+
+def adaptation_summary(law, truth) -> dict:
+    """Return the adaptive run's estimates as plain data (``--json``)."""
+    return {'names': list(law.names), 'units': list(law.units),
+            'nominal': law.nominal.tolist(), 'estimate': law.estimates.tolist(),
+            'true': truth.tolist(), 'excited': law.excited.tolist(),
+            'fallbacks': law.fallbacks, 'fallback_reason': law.fallback_reason}
 
 
 def format_adaptation(law, truth) -> str:
