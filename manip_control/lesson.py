@@ -27,6 +27,7 @@ import dataclasses
 import math
 from typing import Sequence
 
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import Scenario
 from manip_control.robustness import bound_assumptions
 from manip_control.robustness import error_bound
@@ -92,8 +93,9 @@ def lesson(scenario: Scenario, late_max_error: Sequence[float],
            'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None}
     if mismatch == 'none':
         return out
-    base_sc = dataclasses.replace(
-        scenario, controller=dataclasses.replace(ctrl, nominal=truth_nominal(scenario)))
+    # the baseline is computed torque with the truth: no adaptation
+    base_sc = dataclasses.replace(scenario, controller=dataclasses.replace(
+        ctrl, nominal=truth_nominal(scenario), adaptation=AdaptationParameters()))
     out['baseline'] = summarize(run_closed_loop(base_sc, end, engine),
                                 window.start)['max_error_rad']
     if ctrl.law == 'computed_torque':
