@@ -617,11 +617,14 @@ class AdaptiveController:
         The nominal model (default: the closed-form 2R of ``params.nominal``).
     regressor : BaseRegressor, optional
         Default: :func:`two_link_base_regressor` of ``params.nominal``.
+    check_every : int
+        Ticks between the law's consistency checks (:class:`AdaptiveLaw`).
 
     """
 
     def __init__(self, params: ControllerParameters, period: float,
-                 model: ArmModel | None = None, regressor: BaseRegressor | None = None):
+                 model: ArmModel | None = None, regressor: BaseRegressor | None = None,
+                 check_every: int = 1):
         if params.law != 'computed_torque':
             raise ParameterError('controller.law: the adaptive law replaces computed torque '
                                  f'(got {params.law!r})')
@@ -633,7 +636,7 @@ class AdaptiveController:
         if regressor is None:
             regressor = two_link_base_regressor(nm, params)
         self.law = AdaptiveLaw(self.model, regressor, params.kp, params.kd, period,
-                               params.adaptation)
+                               params.adaptation, check_every=check_every)
         if len(nm.friction) != n:
             raise ParameterError(f'controller.nominal.friction: must have {n} entries, one '
                                  f'per joint of the model (got {len(nm.friction)})')
@@ -649,6 +652,10 @@ class AdaptiveController:
     def reset(self) -> None:
         """Return the law to the nominal model."""
         self.law.reset()
+
+    def set_torque_limit(self, limit) -> None:
+        """Replace the torque limit per joint [N·m] (each > 0), from the next tick."""
+        self.torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
 
     def update(self, q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
                qd_d: Sequence[float], qdd_d: Sequence[float],
@@ -690,6 +697,113 @@ class AdaptiveController:
         out.tau[:] = taus
         out.saturated[:] = sats
         return out
+
+
+class AdaptedModel(ArmModel):
+    """
+    The nominal model with the adaptive law's last checked estimate: what the safety layer uses.
+
+    Every term is the nominal model's plus the identification regressor times ``dtheta =
+    theta^ - theta0`` (the rigid-body columns; friction is not part of an :class:`ArmModel`)::
+
+        g^(q)     = g0(q)     + Y(q, 0, 0) dtheta
+        b^(q, qd) = b0(q, qd) + Y(q, qd, 0) dtheta
+        M^(q) e_j = M0(q) e_j + [Y(q, 0, e_j) - Y(q, 0, 0)] dtheta
+        C^(q, qd) e_j = C0(q, qd) e_j + [Y(q, qd + e_j, 0) - Y(q, qd - e_j, 0)] dtheta / 4
+
+    (the last by polarization, as the law's two-velocity regressor). It reads the law's
+    estimate at each call, so the safe hold and the hold after a lost reference use the model
+    that was valid last; the estimate is checked (positive-definite ``M^``) before the law
+    takes it. With the nominal estimate every call is the nominal model's. ``potential_energy``
+    is the nominal model's (the regressor gives torques, not energies).
+
+    Parameters
+    ----------
+    law : AdaptiveLaw
+        The law whose estimate to use (read, never changed).
+
+    """
+
+    def __init__(self, law: 'AdaptiveLaw'):
+        self.law = law
+        self.nominal_model = model = law.model
+        self.n = n = model.n
+        self.joint_names = model.joint_names
+        self.limits = model.limits
+        self.gravity_field = model.gravity_field
+        self._rigid = ~np.asarray(law.regressor.friction, bool)
+        self._eye = np.eye(n)
+
+    def workspace(self) -> 'AdaptedModel':
+        """Return the same view (the law's model is used by the law's thread only)."""
+        return self
+
+    def delta(self) -> np.ndarray:
+        """Return ``dtheta``: the checked estimate minus the nominal, friction columns zero."""
+        law = self.law
+        d = law.estimates - law.nominal
+        d[~self._rigid] = 0.0
+        return d
+
+    def _rows(self, q, v, a, d) -> np.ndarray:
+        return self.law.regressor.evaluate(q, v, a) @ d
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Return ``M^(q)`` [kg·m^2] (symmetric)."""
+        q = self._vec('q', q)
+        m = self.nominal_model.mass_matrix(q)
+        d = self.delta()
+        if not d.any():
+            return m
+        n = self.n
+        qq = np.broadcast_to(q, (n + 1, n))
+        aa = np.vstack([self._eye, np.zeros((1, n))])
+        r = self._rows(qq, np.zeros((n + 1, n)), aa, d)
+        dm = (r[:n] - r[n]).T                   # column j: [Y(q, 0, e_j) - Y(q, 0, 0)] d
+        return m + 0.5 * (dm + dm.T)
+
+    def coriolis_matrix(self, q, qd) -> np.ndarray:
+        """Return ``C^(q, qd)`` [N·m·s/rad]."""
+        q, qd = self._vec('q', q), self._vec('qd', qd)
+        c = self.nominal_model.coriolis_matrix(q, qd)
+        d = self.delta()
+        if not d.any():
+            return c
+        n = self.n
+        vv = np.vstack([qd + self._eye, qd - self._eye])
+        r = self._rows(np.broadcast_to(q, (2 * n, n)), vv, np.zeros((2 * n, n)), d)
+        return c + 0.25 * (r[:n] - r[n:]).T
+
+    def gravity(self, q) -> np.ndarray:
+        """Return ``g^(q)`` [N·m]."""
+        q = self._vec('q', q)
+        g = self.nominal_model.gravity(q)
+        d = self.delta()
+        if not d.any():
+            return g
+        z = np.zeros((1, self.n))
+        return g + self._rows(q[None, :], z, z, d)[0]
+
+    def bias(self, q, qd) -> np.ndarray:
+        """Return ``b^(q, qd) = C^(q, qd) qd + g^(q)`` [N·m]."""
+        q, qd = self._vec('q', q), self._vec('qd', qd)
+        b = self.nominal_model.bias(q, qd)
+        d = self.delta()
+        if not d.any():
+            return b
+        return b + self._rows(q[None, :], qd[None, :], np.zeros((1, self.n)), d)[0]
+
+    def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
+        """Return ``M^ qdd + b^`` [N·m]."""
+        return self.mass_matrix(q) @ self._vec('qdd', qdd) + self.bias(q, qd)
+
+    def forward_dynamics(self, q, qd, tau) -> np.ndarray:
+        """Return ``M^^-1 (tau - b^)`` [rad/s^2]."""
+        return np.linalg.solve(self.mass_matrix(q), self._vec('tau', tau) - self.bias(q, qd))
+
+    def potential_energy(self, q) -> float:
+        """Return the nominal model's ``V(q)`` [J]."""
+        return self.nominal_model.potential_energy(q)
 
 
 def true_two_link_parameters(nominal: NominalModel) -> np.ndarray:
