@@ -37,7 +37,6 @@ import pytest
 
 rclpy = pytest.importorskip('rclpy')
 
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from test_nodes_controller import _destroy_rigs  # noqa: E402,F401 - the autouse fixture
 from test_nodes_controller import Rig  # noqa: E402
@@ -59,6 +58,7 @@ def _published(probe) -> dict:
 
 def test_the_node_runs_the_adaptive_law_and_its_runtime_commands(
         ros_context, executor, probe, spin, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
     probe.sub(DiagnosticArray, '/controller/adaptation')
     rig = Rig(ros_context, executor, probe, spin, **{
         'safety.reference_step_limit': 1.0, 'adaptation.enabled': True,

@@ -78,6 +78,9 @@ import threading
 import time
 from typing import NamedTuple
 
+from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import KeyValue
 from manip_control.adaptation import AdaptedModel
 from manip_control.adaptation import AdaptiveController
 from manip_control.arm_identification import adaptive_regressor
@@ -140,9 +143,6 @@ from manip_control.safety import valid_node_name
 from manip_control.safety import validate_parameter_updates
 from manip_control.supervision import trajectory_from_points
 from manip_control.supervision import TrajectoryError
-from diagnostic_msgs.msg import DiagnosticArray
-from diagnostic_msgs.msg import DiagnosticStatus
-from diagnostic_msgs.msg import KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.event_handler import SubscriptionEventCallbacks
@@ -1345,7 +1345,7 @@ class ControllerNode(LifecycleNode):
 
     # -- adaptation -------------------------------------------------------------------------
     def _make_controller(self, cfg) -> Controller | AdaptiveController:
-        """The feedback law of the configuration: computed torque, PD + g, or adaptive."""
+        """Build the feedback law of the configuration: computed torque, PD + g, or adaptive."""
         co = cfg.controller
         self.adaptation = None
         if not co.adaptation.enabled:
@@ -1374,7 +1374,7 @@ class ControllerNode(LifecycleNode):
         return ctl
 
     def adaptation_values(self) -> dict[str, str]:
-        """The law's state as diagnostics key/values (empty without adaptation)."""
+        """Return the law's state as diagnostics key/values (empty without adaptation)."""
         law = self.adaptation
         if law is None:
             return {}

@@ -242,7 +242,7 @@ RUNTIME_GAINS = ('kp', 'kd', 'ki', 'torque_limit')
 #: ``adaptation.*`` of the controller (docs/adaptation.md): (description, constraints); the
 #: ranges are the core's plausible ones. Fixed at start.
 _ADAPTATION_DOC = {
-    'enabled': ('adaptive computed torque: the nominal model\'s base parameters estimated '
+    'enabled': ("adaptive computed torque: the nominal model's base parameters estimated "
                 'online (Slotine-Li law; needs law computed_torque and ki 0)', ''),
     'gamma': ('adaptation gain [1/(N m rad)], scaled per parameter by its nominal magnitude',
               '>= 0'),
