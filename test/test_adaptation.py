@@ -131,7 +131,7 @@ def test_polarization_matches_pinocchio_on_panda():
 
 @pytest.fixture(scope='module')
 def default_runs():
-    """The default scenario adaptive (Python loop) and with the perfect model (kernel)."""
+    """Run the default scenario adaptive (Python loop), fixed and perfect-model (kernel)."""
     scenario = load_scenario('default')
     adaptive = _adaptive(scenario)
     loop = ClosedLoop(adaptive, compiled=False)
