@@ -372,3 +372,27 @@ def test_urdf_arm_adapts_in_the_offline_loop():
     err = np.abs(res.run.q - res.run.q_d)[late].max(axis=0)
     err_fixed = np.abs(fixed.run.q - fixed.run.q_d)[late].max(axis=0)
     assert err.max() < err_fixed.max()
+
+
+def test_urdf_estimate_is_saved_as_manip_identify_writes_it(tmp_path):
+    """The identified URDF + parameters file of the estimate, read back as a model."""
+    from manip_control.arm_identification import load_identified_model
+    from manip_control.arm_scenario import run_urdf_closed_loop
+    res = run_urdf_closed_loop(str(PANDA), duration=0.5,
+                               adaptation=AdaptationParameters(enabled=True))
+    law = res.law
+    from manip_control.arm_identification import ArmRegressor
+    from manip_control.arm_identification import base_parameters as arm_base
+    base = arm_base(ArmRegressor(res.arm))
+    reg = base.regressor
+    fv = law.nominal[[law.names.index(f'{j}.fv') for j in res.arm.joint_names]]
+    heavier = base.of(reg.parameters(res.arm.with_inertial_scale(1.05), fv, 0.0))
+    assert law.set_estimate(heavier), law.fallback_reason
+    urdf, side = law.save(tmp_path / 'adapted.urdf')
+    assert urdf.exists() and side == tmp_path / 'adapted.yaml'
+    assert yaml.safe_load(side.read_text())['fit']['notes'] == []
+    model = load_identified_model(side)
+    # the saved model's base parameters are the estimate
+    beta = base.of(reg.parameters(model.arm, fv, 0.0))
+    keep = ~np.array([n.endswith(('.fv', '.fc')) for n in law.names])
+    np.testing.assert_allclose(beta[keep], law.estimates[keep], rtol=1e-6, atol=1e-9)
