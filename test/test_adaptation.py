@@ -396,3 +396,16 @@ def test_urdf_estimate_is_saved_as_manip_identify_writes_it(tmp_path):
     beta = base.of(reg.parameters(model.arm, fv, 0.0))
     keep = ~np.array([n.endswith(('.fv', '.fc')) for n in law.names])
     np.testing.assert_allclose(beta[keep], law.estimates[keep], rtol=1e-6, atol=1e-9)
+
+
+def test_no_adaptation_step_while_the_command_saturates():
+    """Anti-windup of the estimate: a saturated tick's torque is not the law's."""
+    sc = _adaptive(load_scenario('default'))
+    low = dataclasses.replace(sc, controller=dataclasses.replace(
+        sc.controller, torque_limit=(0.5, 0.5)))
+    for scenario, moves in ((sc, True), (low, False)):
+        ctrl = ClosedLoop(scenario, compiled=False).controller
+        for k in range(50):
+            out = ctrl.update((0.1, 0.2), (0.0, 0.0), (0.0, 0.0), (0.3, 0.1), (0.0, 0.0))
+        assert all(out.saturated) == (not moves)
+        assert np.allclose(ctrl.law.estimates, ctrl.law.nominal) == (not moves)
