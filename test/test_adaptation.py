@@ -409,3 +409,12 @@ def test_no_adaptation_step_while_the_command_saturates():
             out = ctrl.update((0.1, 0.2), (0.0, 0.0), (0.0, 0.0), (0.3, 0.1), (0.0, 0.0))
         assert all(out.saturated) == (not moves)
         assert np.allclose(ctrl.law.estimates, ctrl.law.nominal) == (not moves)
+
+
+def test_the_ros_nodes_refuse_an_adaptive_scenario_they_would_not_run():
+    """Until the controller node runs the law, a scenario asking for it is refused (manip-sim)."""
+    from manip_control.nodes import ros_params as rp
+    with pytest.raises(ParameterError, match=r'^controller\.adaptation\.enabled: the '
+                       'controller node does not run'):
+        rp.ros_params_from_scenario(_adaptive(load_scenario('default')))
+    assert rp.ros_params_from_scenario(load_scenario('default'))['controller']
