@@ -66,8 +66,9 @@ N m s/rad, 1e-2 N m), ``Gamma = gamma diag(scale^2)``:
    ``excitation_threshold`` times the largest; a parameter is excited when at least 90 % of
    its unit vector lies in the excited subspace (:attr:`AdaptiveLaw.excited`). The gradient
    ``Ys^T s`` of one tick lies in the row space of that tick's ``Ys``, which the same tick
-   adds to ``R``: the gradient moves the estimate only in directions excited at that tick;
-   only the sigma term (toward the nominal) moves the others, back to the nominal values.
+   adds to ``R``: the gradient moves the estimate only in directions excited at that tick
+   (up to the per-component rate and box clips); only the sigma term (toward the nominal)
+   moves the others, back to the nominal values.
 
 API (ROS-free; the nodes hold one per controller)::
 
