@@ -81,6 +81,10 @@ API (ROS-free; the nodes hold one per controller)::
     law.fallback_reason, law.fallbacks                 # None or why the last step was refused
     law.save(path)                                     # same files as manip-identify writes
 
+Cost: everything is built once (buffers, scales, bounds); per tick only the identification
+regressor's own output (one call with ``3 + n + 1`` rows, numpy) and small temporaries are
+allocated, nothing is compiled (bench/bench_adaptation.py, docs/benchmarks.md).
+
 :class:`AdaptiveController` wraps the law with the controller's friction feed-forward, gear
 inversion and torque limit behind :meth:`control.Controller.update`'s interface (the offline
 2R loop uses it when ``controller.adaptation.enabled``).
