@@ -301,6 +301,12 @@ class AdaptiveLaw:
         p = regressor.size
         self.nominal = np.array(regressor.theta0, dtype=float)
         self.nominal.setflags(write=False)
+        zero = np.zeros((1, n))
+        shape = np.shape(regressor.evaluate(zero, zero, zero))
+        if shape != (1, n, p) or self.nominal.shape != (p,) or len(self.units) != p:
+            raise ParameterError(f'regressor: expected {n} joints and {p} base parameters '
+                                 f'(Y of shape (1, {n}, {p}), theta0 of {p}); got Y '
+                                 f'{shape}, theta0 {self.nominal.shape}')
         if q_gain is None:
             q_gain = np.clip(np.zeros(n), model.limits.lower, model.limits.upper)
         m0 = model.mass_matrix(np.asarray(q_gain, dtype=float))

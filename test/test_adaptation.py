@@ -418,3 +418,12 @@ def test_the_ros_nodes_refuse_an_adaptive_scenario_they_would_not_run():
                        'controller node does not run'):
         rp.ros_params_from_scenario(_adaptive(load_scenario('default')))
     assert rp.ros_params_from_scenario(load_scenario('default'))['controller']
+
+
+def test_a_regressor_of_another_arm_is_refused():
+    sc = load_scenario('default')
+    nm = sc.controller.nominal
+    reg = two_link_base_regressor(nm)
+    wrong = dataclasses.replace(reg, theta0=reg.theta0[:-1])
+    with pytest.raises(ParameterError, match=r'^regressor: expected 2 joints and 10 base'):
+        AdaptiveLaw(nominal_arm(nm), wrong, sc.controller.kp, sc.controller.kd, sc.period)
