@@ -66,8 +66,9 @@ N m s/rad, 1e-2 N m), ``Gamma = gamma diag(scale^2)``:
    ``excitation_threshold`` times the largest; a parameter is excited when at least 90 % of
    its unit vector lies in the excited subspace (:attr:`AdaptiveLaw.excited`). The gradient
    ``Ys^T s`` of one tick lies in the row space of that tick's ``Ys``, which the same tick
-   adds to ``R``: the gradient moves the estimate only in directions excited at that tick;
-   only the sigma term (toward the nominal) moves the others, back to the nominal values.
+   adds to ``R``: the gradient moves the estimate only in directions excited at that tick
+   (up to the per-component rate and box clips); only the sigma term (toward the nominal)
+   moves the others, back to the nominal values.
 
 API (ROS-free; the nodes hold one per controller)::
 
@@ -79,6 +80,10 @@ API (ROS-free; the nodes hold one per controller)::
     law.estimates, law.nominal, law.names, law.excited, law.eigenvalues
     law.fallback_reason, law.fallbacks                 # None or why the last step was refused
     law.save(path)                                     # same files as manip-identify writes
+
+Cost: everything is built once (buffers, scales, bounds); per tick only the identification
+regressor's own output (one call with ``3 + n + 1`` rows, numpy) and small temporaries are
+allocated, nothing is compiled (bench/bench_adaptation.py, docs/benchmarks.md).
 
 :class:`AdaptiveController` wraps the law with the controller's friction feed-forward, gear
 inversion and torque limit behind :meth:`control.Controller.update`'s interface (the offline
@@ -296,6 +301,12 @@ class AdaptiveLaw:
         p = regressor.size
         self.nominal = np.array(regressor.theta0, dtype=float)
         self.nominal.setflags(write=False)
+        zero = np.zeros((1, n))
+        shape = np.shape(regressor.evaluate(zero, zero, zero))
+        if shape != (1, n, p) or self.nominal.shape != (p,) or len(self.units) != p:
+            raise ParameterError(f'regressor: expected {n} joints and {p} base parameters '
+                                 f'(Y of shape (1, {n}, {p}), theta0 of {p}); got Y '
+                                 f'{shape}, theta0 {self.nominal.shape}')
         if q_gain is None:
             q_gain = np.clip(np.zeros(n), model.limits.lower, model.limits.upper)
         m0 = model.mass_matrix(np.asarray(q_gain, dtype=float))

@@ -1439,6 +1439,7 @@ def adaptive_regressor(base: BaseParameters, fv: Any = 0.0, fc: Any = 0.0,
             raise ArmIdentificationError('save: the adaptive regressor was built without '
                                          'the URDF text')
         pi = complete_parameters(base, theta, prior, urdf_fixed_parts(urdf, reg))
+        pi, notes = clamp_joint_parameters(pi, reg.arm.joint_names)   # as manip-identify
         path = Path(path)
         side = path.with_suffix('.yaml')
         comment = ('adapted by manip_control.adaptation' if law is None else
@@ -1452,7 +1453,7 @@ def adaptive_regressor(base: BaseParameters, fv: Any = 0.0, fc: Any = 0.0,
             'gravity': flt(reg.arm.gravity_field), 'armature': flt(pi[10 * n:11 * n]),
             'friction': {'viscous': flt(pi[11 * n:12 * n]), 'coulomb': flt(pi[12 * n:13 * n]),
                          'eps': flt(reg.eps)},
-            'fit': {'adaptation': True, 'rank_tolerance': base.tolerance},
+            'fit': {'adaptation': True, 'rank_tolerance': base.tolerance, 'notes': notes},
             'base_parameters': [
                 {'name': name, 'unit': unit, 'estimate': float(f'{v:.12g}'),
                  'excited': bool(law.excited[k]) if law is not None else None,

@@ -84,8 +84,8 @@ from manip_control.bag_io import JOINT_STATE
 from manip_control.bag_io import make_qos
 from manip_control.bag_io import read_params
 from manip_control.identification_data import BASE_NAMES
-from manip_control.identification_data import BASE_UNITS
 from manip_control.identification_data import base_parameters  # noqa: F401 - re-exported
+from manip_control.identification_data import BASE_UNITS
 from manip_control.identification_data import IdentificationError
 from manip_control.identification_data import JOINT_STATES_TOPIC
 from manip_control.identification_data import nominal_from_estimate

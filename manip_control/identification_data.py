@@ -17,7 +17,10 @@ Joint-state data for identification: reading it from a bag, uniform sampling, pr
 
 The pieces that the 2R identification (:mod:`manip_control.identification`) and the
 identification of any URDF arm (:mod:`manip_control.arm_identification`) share; both modules
-build on this one (the first re-exports its names).
+build on this one (the first re-exports its names). Also the 2R's base parameters, their
+regressor and the physical model of an estimate (equations: :mod:`manip_control.identification`),
+which the adaptive law (:mod:`manip_control.adaptation`) shares without loading the
+identification's filters (scipy.signal).
 """
 
 from __future__ import annotations

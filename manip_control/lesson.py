@@ -90,7 +90,8 @@ def lesson(scenario: Scenario, late_max_error: Sequence[float],
     ctrl = scenario.controller
     mismatch = _mismatch_text(scenario)
     out = {'window': window, 'error': [float(e) for e in late_max_error],
-           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None}
+           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None,
+           'adaptive': bool(ctrl.adaptation.enabled)}
     if mismatch == 'none':
         return out
     # the baseline is computed torque with the truth: no adaptation
@@ -130,7 +131,9 @@ def format_lesson(data: dict, joints: Sequence[str]) -> str:
         lines.append('  proven bound: none for this mismatch (its small-gain condition fails)')
     ratio = ' / '.join(f'{e / b:.3g}x' if b > 0 else 'inf' for e, b in
                        zip(data['error'], data['baseline']))
-    lines.append(f'  the model error makes the error {ratio} that of the perfect model' + (
+    lead = ('with adaptation (this run) the error is' if data.get('adaptive')
+            else 'the model error makes the error')
+    lines.append(f'  {lead} {ratio} that of the perfect model' + (
         '' if data['estimate'] is None else
         ';\n  the estimate is first order in e, not a strict bound (docs/identification.md)'))
     return '\n'.join(lines)

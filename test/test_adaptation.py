@@ -131,7 +131,7 @@ def test_polarization_matches_pinocchio_on_panda():
 
 @pytest.fixture(scope='module')
 def default_runs():
-    """The default scenario adaptive (Python loop) and with the perfect model (kernel)."""
+    """Run the default scenario adaptive (Python loop), fixed and perfect-model (kernel)."""
     scenario = load_scenario('default')
     adaptive = _adaptive(scenario)
     loop = ClosedLoop(adaptive, compiled=False)
@@ -372,3 +372,58 @@ def test_urdf_arm_adapts_in_the_offline_loop():
     err = np.abs(res.run.q - res.run.q_d)[late].max(axis=0)
     err_fixed = np.abs(fixed.run.q - fixed.run.q_d)[late].max(axis=0)
     assert err.max() < err_fixed.max()
+
+
+def test_urdf_estimate_is_saved_as_manip_identify_writes_it(tmp_path):
+    """The identified URDF + parameters file of the estimate, read back as a model."""
+    from manip_control.arm_identification import load_identified_model
+    from manip_control.arm_scenario import run_urdf_closed_loop
+    res = run_urdf_closed_loop(str(PANDA), duration=0.5,
+                               adaptation=AdaptationParameters(enabled=True))
+    law = res.law
+    from manip_control.arm_identification import ArmRegressor
+    from manip_control.arm_identification import base_parameters as arm_base
+    base = arm_base(ArmRegressor(res.arm))
+    reg = base.regressor
+    fv = law.nominal[[law.names.index(f'{j}.fv') for j in res.arm.joint_names]]
+    heavier = base.of(reg.parameters(res.arm.with_inertial_scale(1.05), fv, 0.0))
+    assert law.set_estimate(heavier), law.fallback_reason
+    urdf, side = law.save(tmp_path / 'adapted.urdf')
+    assert urdf.exists() and side == tmp_path / 'adapted.yaml'
+    assert yaml.safe_load(side.read_text())['fit']['notes'] == []
+    model = load_identified_model(side)
+    # the saved model's base parameters are the estimate
+    beta = base.of(reg.parameters(model.arm, fv, 0.0))
+    keep = ~np.array([n.endswith(('.fv', '.fc')) for n in law.names])
+    np.testing.assert_allclose(beta[keep], law.estimates[keep], rtol=1e-6, atol=1e-9)
+
+
+def test_no_adaptation_step_while_the_command_saturates():
+    """Anti-windup of the estimate: a saturated tick's torque is not the law's."""
+    sc = _adaptive(load_scenario('default'))
+    low = dataclasses.replace(sc, controller=dataclasses.replace(
+        sc.controller, torque_limit=(0.5, 0.5)))
+    for scenario, moves in ((sc, True), (low, False)):
+        ctrl = ClosedLoop(scenario, compiled=False).controller
+        for k in range(50):
+            out = ctrl.update((0.1, 0.2), (0.0, 0.0), (0.0, 0.0), (0.3, 0.1), (0.0, 0.0))
+        assert all(out.saturated) == (not moves)
+        assert np.allclose(ctrl.law.estimates, ctrl.law.nominal) == (not moves)
+
+
+def test_the_ros_nodes_refuse_an_adaptive_scenario_they_would_not_run():
+    """Until the controller node runs the law, a scenario asking for it is refused (manip-sim)."""
+    from manip_control.nodes import ros_params as rp
+    with pytest.raises(ParameterError, match=r'^controller\.adaptation\.enabled: the '
+                       'controller node does not run'):
+        rp.ros_params_from_scenario(_adaptive(load_scenario('default')))
+    assert rp.ros_params_from_scenario(load_scenario('default'))['controller']
+
+
+def test_a_regressor_of_another_arm_is_refused():
+    sc = load_scenario('default')
+    nm = sc.controller.nominal
+    reg = two_link_base_regressor(nm)
+    wrong = dataclasses.replace(reg, theta0=reg.theta0[:-1])
+    with pytest.raises(ParameterError, match=r'^regressor: expected 2 joints and 10 base'):
+        AdaptiveLaw(nominal_arm(nm), wrong, sc.controller.kp, sc.controller.kd, sc.period)
