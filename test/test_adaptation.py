@@ -411,19 +411,11 @@ def test_no_adaptation_step_while_the_command_saturates():
         assert np.allclose(ctrl.law.estimates, ctrl.law.nominal) == (not moves)
 
 
-def test_the_ros_nodes_refuse_an_adaptive_scenario_they_would_not_run():
-    """Until the controller node runs the law, a scenario asking for it is refused (manip-sim)."""
+def test_the_ros_nodes_get_the_adaptation_of_a_scenario():
+    """manip-sim's controller node runs the law of a scenario that asks for it."""
     from manip_control.nodes import ros_params as rp
-    with pytest.raises(ParameterError, match=r'^controller\.adaptation\.enabled: the '
-                       'controller node does not run'):
-        rp.ros_params_from_scenario(_adaptive(load_scenario('default')))
-    assert rp.ros_params_from_scenario(load_scenario('default'))['controller']
-
-
-def test_a_regressor_of_another_arm_is_refused():
-    sc = load_scenario('default')
-    nm = sc.controller.nominal
-    reg = two_link_base_regressor(nm)
-    wrong = dataclasses.replace(reg, theta0=reg.theta0[:-1])
-    with pytest.raises(ParameterError, match=r'^regressor: expected 2 joints and 10 base'):
-        AdaptiveLaw(nominal_arm(nm), wrong, sc.controller.kp, sc.controller.kd, sc.period)
+    values = rp.ros_params_from_scenario(_adaptive(load_scenario('default')))['controller']
+    assert values['adaptation.enabled'] is True
+    assert values['adaptation.gamma'] == load_scenario('default').controller.adaptation.gamma
+    assert rp.ros_params_from_scenario(load_scenario('default'))['controller'][
+        'adaptation.enabled'] is False

@@ -1211,10 +1211,6 @@ def ros_params_from_scenario(scenario: Scenario, mode: str = 'lockstep') -> dict
     """
     if mode not in MODES:
         raise ParameterError(f'mode: must be one of {", ".join(MODES)} (got {mode!r})')
-    if scenario.controller.adaptation.enabled:
-        # no ROS parameter carries it yet: refuse rather than run computed torque silently
-        raise ParameterError('controller.adaptation.enabled: the controller node does not run '
-                             'the adaptive law yet (manip-offline --adapt does)')
     data = scenario.to_dict()
     top = data.get('scenario', data)
     common = {'joints': [str(j) for j in top['joints']], 'mode': mode,
