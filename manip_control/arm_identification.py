@@ -89,6 +89,7 @@ import sys
 from typing import Any, Sequence
 import xml.etree.ElementTree as ET
 
+from manip_control.adaptation import BaseRegressor
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import read_urdf_file
@@ -1407,3 +1408,60 @@ def write_arm_bag(path, t, joint_names: Sequence[str], q, qd, tau, *,
                               effort=tau[k].copy())
             writer.write(topic, ns, bytes(store.serialize_cdr(msg, JOINT_STATE)))
     return Path(path)
+
+
+# ------------------------------------------------------------------------------------------
+# the adaptive law's regressor (manip_control.adaptation)
+
+
+def adaptive_regressor(base: BaseParameters, fv: Any = 0.0, fc: Any = 0.0,
+                       urdf: str | None = None, urdf_name: str = 'adapted.urdf'
+                       ) -> BaseRegressor:
+    """
+    Return the base parameters of a URDF arm for :class:`~manip_control.adaptation.AdaptiveLaw`.
+
+    ``theta0`` is ``base.of(pi0)`` of the arm's own parameters (bodies, armature) with the
+    friction ``fv`` [N·m·s/rad], ``fc`` [N·m]; the regressor is :meth:`BaseParameters.
+    regressor_of` (the identification's). With ``urdf`` (the arm's URDF text), ``save(path)``
+    writes the identified URDF and the parameters file beside it as ``manip-identify --urdf``
+    does (:func:`complete_parameters`, :func:`identified_urdf`; the ``fit`` section holds the
+    adaptation's state instead of a least-squares fit).
+    """
+    reg = base.regressor
+    n = reg.n
+    prior = reg.parameters(fv=fv, fc=fc)
+    theta0 = base.of(prior)
+    names = base.names
+    friction = np.array([nm.endswith(('.fv', '.fc')) for nm in names])
+
+    def save(theta, path, law=None):
+        if urdf is None:
+            raise ArmIdentificationError('save: the adaptive regressor was built without '
+                                         'the URDF text')
+        pi = complete_parameters(base, theta, prior, urdf_fixed_parts(urdf, reg))
+        pi, notes = clamp_joint_parameters(pi, reg.arm.joint_names)   # as manip-identify
+        path = Path(path)
+        side = path.with_suffix('.yaml')
+        comment = ('adapted by manip_control.adaptation' if law is None else
+                   f'adapted by manip_control.adaptation over {law.ticks * law.period:.6g} s')
+        path.write_text(identified_urdf(urdf, reg, pi, comment), encoding='utf-8')
+
+        def flt(v):
+            return [float(f'{x:.12g}') for x in np.asarray(v, float)]
+        data = {
+            'urdf': path.name, 'source': urdf_name, 'joints': list(reg.arm.joint_names),
+            'gravity': flt(reg.arm.gravity_field), 'armature': flt(pi[10 * n:11 * n]),
+            'friction': {'viscous': flt(pi[11 * n:12 * n]), 'coulomb': flt(pi[12 * n:13 * n]),
+                         'eps': flt(reg.eps)},
+            'fit': {'adaptation': True, 'rank_tolerance': base.tolerance, 'notes': notes},
+            'base_parameters': [
+                {'name': name, 'unit': unit, 'estimate': float(f'{v:.12g}'),
+                 'excited': bool(law.excited[k]) if law is not None else None,
+                 'combination': base.describe(k)}
+                for k, (name, unit, v) in enumerate(zip(names, base.units, theta))]}
+        side.write_text(f'# {comment}\n' + yaml.safe_dump(data, sort_keys=False),
+                        encoding='utf-8')
+        return [path, side]
+
+    return BaseRegressor(names, base.units, theta0, base.regressor_of, friction,
+                         np.zeros(len(names), dtype=bool), save)

@@ -1247,7 +1247,7 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
                         x0: np.ndarray | None = None,
                         feedforward: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
                         = None, payload: PayloadParameters | None = None,
-                        payload_offset=None) -> ArmRun:
+                        payload_offset=None, law=None) -> ArmRun:
     """
     Run computed torque on an n-joint plant, offline (ideal sensors, zero-order hold).
 
@@ -1281,6 +1281,10 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         loaded plant integrates (default: none). ``plant`` itself is not changed.
     payload_offset : sequence of 3 float, optional
         The payload's position in the last link's frame [m] (default: its origin).
+    law : AdaptiveLaw, optional
+        Adaptive computed torque (:class:`manip_control.adaptation.AdaptiveLaw` on
+        ``nominal``): its ``torque(q, qd, q_d, qd_d, qdd_d)`` replaces the law above; its
+        ``adapt`` step follows the clamp (held on a tick whose command saturated).
 
     """
     n = plant.n
@@ -1327,13 +1331,18 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
         for k in range(k0, k1):
             states[k] = x[:3 * n]
             q, qd = x[:n], x[n:2 * n]
-            _servo_acceleration(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0], kp, kd, v)
-            tau = inverse(q, qd, v)
+            if law is None:
+                _servo_acceleration(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0], kp, kd, v)
+                tau = inverse(q, qd, v)
+            else:
+                tau = law.torque(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0]).copy()
             if feedforward is not None:
                 tau = np.ascontiguousarray(feedforward(tau, r_v[k - k0]), dtype=float)
                 if tau.shape != (n,):
                     raise ArmShapeError(f'feedforward returned shape {tau.shape}, not ({n},)')
             _clamp(tau, lim)
+            if law is not None:
+                law.adapt(hold=bool(np.any(np.abs(tau) >= lim)))
             taus[k] = tau
             if k == pick_up:
                 step = loaded.step

@@ -37,6 +37,8 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from manip_control.adaptation import AdaptiveLaw
+from manip_control.arm_identification import adaptive_regressor
 from manip_control.arm_identification import ArmIdentificationError
 from manip_control.arm_identification import ArmRegressor
 from manip_control.arm_identification import base_parameters
@@ -51,6 +53,7 @@ from manip_control.arm_plant import ArmRun
 from manip_control.arm_plant import run_arm_closed_loop
 from manip_control.hold_design import pd_gravity_gains
 from manip_control.model_analysis import urdf_friction
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
 from manip_control.parameters import PayloadParameters
@@ -386,6 +389,10 @@ class UrdfRun:
     kd: np.ndarray
     compensation: DriveCompensation | None
     """The drive and friction feed-forward (None: the rigid-body law alone)."""
+    law: AdaptiveLaw | None = None
+    """The adaptive law, when the run adapted (its estimates after the run)."""
+    true_base: np.ndarray | None = None
+    """The plant's base parameters in ``law.names`` order (with ``law``)."""
 
 
 def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'motor',
@@ -396,7 +403,8 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
                          nominal_urdf: str | None = None,
                          excitation: bool = False,
                          payload: PayloadParameters | None = None,
-                         payload_offset: Sequence[float] | None = None) -> UrdfRun:
+                         payload_offset: Sequence[float] | None = None,
+                         adaptation: AdaptationParameters | None = None) -> UrdfRun:
     """
     Run computed torque on a URDF arm, offline, with the defaults of this module.
 
@@ -437,6 +445,10 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         stays as it is; :func:`manip_control.arm_plant.run_arm_closed_loop`).
     payload_offset : sequence of 3 float, optional
         Where, in the last modelled link's frame [m] (default: its origin).
+    adaptation : AdaptationParameters, optional
+        When enabled: adaptive computed torque (:class:`manip_control.adaptation.AdaptiveLaw`
+        over the nominal model's base parameters, the consistency check every
+        :data:`ADAPTIVE_CHECK_EVERY` ticks) instead of computed torque.
 
     Raises
     ------
@@ -473,9 +485,28 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     trajectory = (excitation_reference(arm).trajectory if excitation
                   else reference_within_limits(arm.limits))
     ff = DriveCompensation(motors, nominal_friction) if compensate else None
+    law = truth = None
+    if adaptation is not None and adaptation.enabled:
+        fv = [f.b for f in nominal_friction]
+        fc = [f.tau_c for f in nominal_friction]
+        base = base_parameters(ArmRegressor(nominal))
+        # save() needs the URDF whose inertials the estimate changes: not a scaled model's
+        source = (other if nominal_urdf is not None else text) if np.all(scale == 1.0) \
+            else None
+        reg = adaptive_regressor(base, fv, fc, source, str(nominal_urdf or path))
+        law = AdaptiveLaw(nominal, reg, kp, kd, 1.0 / control_rate, adaptation,
+                          check_every=ADAPTIVE_CHECK_EVERY)
+        truth = base.of(base.regressor.parameters(arm, [f.b for f in friction],
+                                                  [f.tau_c for f in friction]))
     run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
-                              feedforward=ff, payload=payload, payload_offset=payload_offset)
-    return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff)
+                              feedforward=ff, payload=payload, payload_offset=payload_offset,
+                              law=law)
+    return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff, law, truth)
+
+
+#: Ticks between the adaptive law's consistency checks on a URDF arm (each costs n + 1
+#: regressor evaluations; bench/bench_adaptation.py).
+ADAPTIVE_CHECK_EVERY = 10
 
 
 #: The excitation of :func:`excitation_reference`: period [s], harmonics, position margin

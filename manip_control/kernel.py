@@ -241,6 +241,8 @@ def unsupported(scenario) -> str | None:
     (e.g. a plant option added later and not yet ported) and a missing numba make
     :func:`manip_control.simulation.run_closed_loop` use the Python path.
     """
+    if scenario.controller.adaptation.enabled:
+        return 'controller.adaptation.enabled: the adaptive law runs on the Python loop only'
     return plant_unsupported(scenario.plant)
 
 

@@ -27,6 +27,7 @@ import dataclasses
 import math
 from typing import Sequence
 
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import Scenario
 from manip_control.robustness import bound_assumptions
 from manip_control.robustness import error_bound
@@ -89,11 +90,13 @@ def lesson(scenario: Scenario, late_max_error: Sequence[float],
     ctrl = scenario.controller
     mismatch = _mismatch_text(scenario)
     out = {'window': window, 'error': [float(e) for e in late_max_error],
-           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None}
+           'mismatch': mismatch, 'baseline': None, 'estimate': None, 'bound': None,
+           'adaptive': bool(ctrl.adaptation.enabled)}
     if mismatch == 'none':
         return out
-    base_sc = dataclasses.replace(
-        scenario, controller=dataclasses.replace(ctrl, nominal=truth_nominal(scenario)))
+    # the baseline is computed torque with the truth: no adaptation
+    base_sc = dataclasses.replace(scenario, controller=dataclasses.replace(
+        ctrl, nominal=truth_nominal(scenario), adaptation=AdaptationParameters()))
     out['baseline'] = summarize(run_closed_loop(base_sc, end, engine),
                                 window.start)['max_error_rad']
     if ctrl.law == 'computed_torque':
@@ -128,7 +131,9 @@ def format_lesson(data: dict, joints: Sequence[str]) -> str:
         lines.append('  proven bound: none for this mismatch (its small-gain condition fails)')
     ratio = ' / '.join(f'{e / b:.3g}x' if b > 0 else 'inf' for e, b in
                        zip(data['error'], data['baseline']))
-    lines.append(f'  the model error makes the error {ratio} that of the perfect model' + (
+    lead = ('with adaptation (this run) the error is' if data.get('adaptive')
+            else 'the model error makes the error')
+    lines.append(f'  {lead} {ratio} that of the perfect model' + (
         '' if data['estimate'] is None else
         ';\n  the estimate is first order in e, not a strict bound (docs/identification.md)'))
     return '\n'.join(lines)

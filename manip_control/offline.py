@@ -39,6 +39,7 @@ from pathlib import Path
 import sys
 import time
 
+from manip_control.adaptation import true_two_link_parameters
 from manip_control.arm_identification import write_arm_bag
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import UrdfError
@@ -47,16 +48,20 @@ from manip_control.arm_scenario import run_urdf_closed_loop
 from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.lesson import format_lesson
 from manip_control.lesson import lesson
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
 from manip_control.parameters import payload_from_dict
 from manip_control.parameters import PayloadParameters
+from manip_control.simulation import ClosedLoop
 from manip_control.simulation import ENGINES
 from manip_control.simulation import format_summary
 from manip_control.simulation import KernelUnsupported
 from manip_control.simulation import PlantStateError
 from manip_control.simulation import run_closed_loop
+from manip_control.simulation import run_closed_loop_python
 from manip_control.simulation import summarize
+from manip_control.simulation import truth_nominal
 from manip_control.simulation import use_kernel
 
 
@@ -71,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--engine', choices=ENGINES, default='auto',
                    help='closed-loop engine: the compiled kernel when it supports the scenario '
                         '(auto, the default), always the kernel, or the Python reference loop')
+    p.add_argument('--adapt', action='store_true',
+                   help='adaptive computed torque over the nominal base parameters '
+                        '(controller.adaptation.enabled; the Python loop; with --urdf, default '
+                        "gains): prints the estimates beside the plant's true base parameters")
     p.add_argument('--json', action='store_true', help='print the summary as JSON')
     p.add_argument('--payload', default=None, metavar='MASS@TIME',
                    help='the plant picks up a point mass of MASS kg at TIME s (simulated) at '
@@ -164,7 +173,9 @@ def run_urdf(args) -> int:
                                    compensate=not args.no_compensation,
                                    nominal_urdf=args.nominal_urdf,
                                    excitation=args.excitation, payload=payload,
-                                   payload_offset=args.payload_offset)
+                                   payload_offset=args.payload_offset,
+                                   adaptation=AdaptationParameters(enabled=True)
+                                   if args.adapt else None)
     except (ArmModelError, UrdfError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
@@ -188,6 +199,8 @@ def run_urdf(args) -> int:
                              'offset_m': list(args.payload_offset or (0.0, 0.0, 0.0))}),
                    kp=res.kp.tolist(), kd=res.kd.tolist(),
                    wall_time_s=wall, real_time_factor=summary['duration_s'] / wall)
+    if res.law is not None:
+        summary['adaptation'] = adaptation_summary(res.law, res.true_base)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -216,6 +229,8 @@ def run_urdf(args) -> int:
     print('  (late: the second half of the run)')
     if args.bag is not None:
         print(f'bag written to {bag} (/joint_states, /robot_description)')
+    if res.law is not None:
+        print(format_adaptation(res.law, res.true_base))
     return 0
 
 
@@ -242,13 +257,20 @@ def main(argv=None) -> int:
         if payload is not None:
             scenario = dataclasses.replace(
                 scenario, plant=dataclasses.replace(scenario.plant, payload=payload))
+        if args.adapt:
+            ctrl = scenario.controller
+            scenario = dataclasses.replace(scenario, controller=dataclasses.replace(
+                ctrl, adaptation=dataclasses.replace(ctrl.adaptation, enabled=True)))
     except ParameterError as exc:
         print(f'error: {exc}', file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     try:
         engine = 'kernel' if use_kernel(scenario, args.engine) else 'python'
-        result = run_closed_loop(scenario, engine=engine)
+        adaptive = scenario.controller.adaptation.enabled
+        loop = ClosedLoop(scenario, compiled=False) if adaptive else None
+        result = (run_closed_loop_python(scenario, loop=loop) if adaptive
+                  else run_closed_loop(scenario, engine=engine))
     except (PlantStateError, KernelUnsupported) as exc:  # diverged / kernel cannot run it
         print(f'error: {exc}', file=sys.stderr)
         return 2
@@ -258,21 +280,47 @@ def main(argv=None) -> int:
     summary['wall_time_s'] = wall
     summary['real_time_factor'] = summary['duration_s'] / wall
     try:
-        data = lesson(scenario, summary['max_error_rad'], summary['duration_s'], engine)
+        # the perfect-model baseline has no adaptation: the kernel may run it
+        data = lesson(scenario, summary['max_error_rad'], summary['duration_s'],
+                      args.engine if adaptive else engine)
     except PlantStateError as exc:      # the perfect-model run diverged
         print(f'error: {exc}', file=sys.stderr)
         return 2
+    law = loop.controller.law if adaptive else None
+    truth = true_two_link_parameters(truth_nominal(scenario)) if adaptive else None
     if args.json:
         window = data.pop('window')
         summary['lesson'] = dict(data, late_window_periods=window.periods,
                                  reference_period_s=window.period)
+        if adaptive:
+            summary['adaptation'] = adaptation_summary(law, truth)
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
         rtf = summary['real_time_factor']
         print(f'wall time {wall:.3f} s ({engine}), real-time factor {rtf:.1f}x')
         print(format_lesson(data, scenario.joints))
+        if adaptive:
+            print(format_adaptation(law, truth))
     return 0
+
+
+def adaptation_summary(law, truth) -> dict:
+    """Return the adaptive run's estimates as plain data (``--json``)."""
+    return {'names': list(law.names), 'units': list(law.units),
+            'nominal': law.nominal.tolist(), 'estimate': law.estimates.tolist(),
+            'true': truth.tolist(), 'excited': law.excited.tolist(),
+            'fallbacks': law.fallbacks, 'fallback_reason': law.fallback_reason}
+
+
+def format_adaptation(law, truth) -> str:
+    """Return the adaptive run's lines: its estimates beside the plant's true base parameters."""
+    lines = [f'adaptive computed torque ("this run" above): base parameters after '
+             f'{law.ticks * law.period:g} s (excited: eigenvalue of the information matrix '
+             f'above {law.params.excitation_threshold:g} of the largest)', law.table(truth)]
+    lines.append('  fallbacks: none' if not law.fallbacks else
+                 f'  fallbacks: {law.fallbacks}, the last: {law.fallback_reason}')
+    return '\n'.join(lines)
 
 
 if __name__ == '__main__':

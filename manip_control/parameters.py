@@ -56,7 +56,9 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
   ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; torque_limit
   [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10]; nominal.rotor_inertia [0, 10000]
   kg m^2; nominal.gear_ratio [1, 1000]; nominal.eta, nominal.eta_back [0.05, 1] (and the
-  nominal arm and friction as above).
+  nominal arm and friction as above); adaptation.gamma [0, 1e6] 1/(N m rad),
+  bound_fraction (0, 10], sigma [0, 1e6] N m rad/s, dead_zone [0, 100] rad/s, max_rate
+  (0, 1000] 1/s, forgetting_time (0, 1e5] s.
 * trajectory node: position limits [-100, 100] rad; velocity limits (0, 100] rad/s.
 
 Defaults
@@ -156,6 +158,10 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                    'wn': (0.0, 1000.0, 'rad/s'), 'zeta': (0.0, 10.0, '')},
     'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, ''),
                 'eta': (0.05, 1.0, ''), 'eta_back': (0.05, 1.0, '')},
+    'adaptation': {'gamma': (0.0, 1e6, '1/(N m rad)'), 'bound_fraction': (0.0, 10.0, ''),
+                   'sigma': (0.0, 1e6, 'N m rad/s'), 'dead_zone': (0.0, 100.0, 'rad/s'),
+                   'max_rate': (0.0, 1000.0, '1/s'), 'forgetting_time': (0.0, 1e5, 's'),
+                   'excitation_threshold': (0.0, 1.0, '')},
     'trajectory': {'position_limit': (-100.0, 100.0, 'rad'),
                    'velocity_limit': (0.0, 100.0, 'rad/s')},
 }
@@ -734,6 +740,66 @@ def _validate_nominal(nm: NominalModel, path: str) -> None:
 
 
 @dataclass(frozen=True)
+class AdaptationParameters:
+    """
+    Adaptive computed torque over the nominal model's base parameters (see adaptation.py).
+
+    Attributes
+    ----------
+    enabled : bool
+        Run the adaptive law instead of computed torque (optional, default false).
+    gamma : float
+        Adaptation gain [1/(N·m·rad)]: ``Gamma = gamma diag(scale^2)``, ``scale_k =
+        max(|theta0_k|, floor)`` (optional, default 2).
+    bound_fraction : float
+        Each estimate is kept in ``theta0_k +- bound_fraction scale_k`` (optional, default 0.5).
+    sigma : float
+        Sigma-modification toward the nominal values [N·m·rad/s] (optional, default 0.005).
+    dead_zone : float
+        No gradient step while ``max |s| <`` this [rad/s] (optional, default 0: off).
+    max_rate : float
+        Largest change of an estimate per second, in units of its ``scale`` [1/s]
+        (optional, default 1).
+    forgetting_time : float
+        Time constant of the information matrix's forgetting [s] (optional, default 5).
+    excitation_threshold : float
+        A direction is excited when its eigenvalue of the information matrix exceeds this
+        fraction of the largest (optional, default 0.01).
+    friction : bool
+        Adapt the viscous and Coulomb friction too (optional, default false).
+
+    """
+
+    enabled: bool = _opt(False)
+    gamma: float = _opt(2.0)
+    bound_fraction: float = _opt(0.5)
+    sigma: float = _opt(0.005)
+    dead_zone: float = _opt(0.0)
+    max_rate: float = _opt(1.0)
+    forgetting_time: float = _opt(5.0)
+    excitation_threshold: float = _opt(1e-2)
+    friction: bool = _opt(False)
+
+    def __post_init__(self):
+        _validate_adaptation(self, 'adaptation')
+
+
+def _validate_adaptation(ad: AdaptationParameters, path: str) -> None:
+    for name in ('enabled', 'friction'):
+        if not isinstance(getattr(ad, name), bool):
+            raise ParameterError(f'{path}.{name}: must be true or false')
+    _nonnegative(f'{path}.gamma', ad.gamma)
+    _positive(f'{path}.bound_fraction', ad.bound_fraction)
+    _nonnegative(f'{path}.sigma', ad.sigma)
+    _nonnegative(f'{path}.dead_zone', ad.dead_zone)
+    _positive(f'{path}.max_rate', ad.max_rate)
+    _positive(f'{path}.forgetting_time', ad.forgetting_time)
+    if not 0.0 < _finite(f'{path}.excitation_threshold', ad.excitation_threshold) < 1.0:
+        raise ParameterError(f'{path}.excitation_threshold: must be in (0, 1) (got '
+                             f'{ad.excitation_threshold})')
+
+
+@dataclass(frozen=True)
 class ControllerParameters:
     """
     Feedback law, its gains and limits.
@@ -759,6 +825,8 @@ class ControllerParameters:
         Command saturation [N·m], > 0.
     friction_compensation : bool
         Add the nominal friction ``f^(qd)`` to the command (optional, default true).
+    adaptation : AdaptationParameters
+        Adaptive computed torque (optional, default off).
 
     """
 
@@ -770,6 +838,7 @@ class ControllerParameters:
     integral_limit: tuple = _opt((0.5, 0.5))
     torque_limit: tuple = (89.0, 25.0)
     friction_compensation: bool = _opt(True)
+    adaptation: AdaptationParameters = _opt(AdaptationParameters())
 
     def __post_init__(self):
         _validate_controller(self, 'controller')
@@ -786,6 +855,16 @@ def _validate_controller(co: ControllerParameters, path: str) -> None:
     _vector(f'{path}.torque_limit', co.torque_limit, n, check=_positive)
     if not isinstance(co.friction_compensation, bool):
         raise ParameterError(f'{path}.friction_compensation: must be true or false')
+    if not isinstance(co.adaptation, AdaptationParameters):
+        raise ParameterError(f'{path}.adaptation: must be a mapping')
+    _validate_adaptation(co.adaptation, f'{path}.adaptation')
+    if co.adaptation.enabled:
+        if co.law != 'computed_torque':
+            raise ParameterError(f'{path}.adaptation.enabled: the adaptive law replaces '
+                                 f'computed torque; {path}.law must be computed_torque')
+        if any(co.ki):
+            raise ParameterError(f'{path}.adaptation.enabled: the adaptive law has no '
+                                 f'integral term; set {path}.ki to 0')
 
 
 def gains_from_frequency(wn, zeta) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -1007,6 +1086,14 @@ def plant_from_dict(data: Any, path: str = 'plant') -> PlantParameters:
     return pl
 
 
+def adaptation_from_dict(data: Any, path: str = 'adaptation') -> AdaptationParameters:
+    """Build and validate :class:`AdaptationParameters` from a mapping."""
+    ad = _build(AdaptationParameters, data, path)
+    _validate_adaptation(ad, path)
+    _check_ranges(ad, 'adaptation', path)
+    return ad
+
+
 def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParameters:
     """Build and validate :class:`ControllerParameters`; accepts wn/zeta instead of kp/kd."""
     if isinstance(data, Mapping) and ('wn' in data or 'zeta' in data):
@@ -1021,7 +1108,8 @@ def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParam
         check_plausible(f'{path}.wn', wn, 'controller', 'wn')
         check_plausible(f'{path}.zeta', zeta, 'controller', 'zeta')
         data['kp'], data['kd'] = gains_from_frequency(wn, zeta)
-    co = _build(ControllerParameters, data, path, {'nominal': nominal_from_dict})
+    co = _build(ControllerParameters, data, path, {'nominal': nominal_from_dict,
+                                                   'adaptation': adaptation_from_dict})
     _validate_controller(co, path)
     _check_ranges(co, 'controller', path)
     return co

@@ -41,6 +41,7 @@ import multiprocessing
 import os
 from typing import Callable, Sequence
 
+from manip_control.adaptation import AdaptiveController
 from manip_control.control import Controller
 from manip_control.parameters import NominalModel
 from manip_control.parameters import Scenario
@@ -119,7 +120,10 @@ class ClosedLoop:
         period = scenario.period
         self.plant = Plant(scenario.plant, period, compiled=compiled)
         self.sensors = JointSensors(scenario.plant.sensors, period)
-        self.controller = Controller(scenario.controller, period)
+        # the adaptive law (controller.adaptation.enabled) runs on this Python path only
+        self.controller = (AdaptiveController(scenario.controller, period)
+                           if scenario.controller.adaptation.enabled
+                           else Controller(scenario.controller, period))
         self.trajectory = trajectory_from_config(dict(scenario.trajectory), 2)
 
 
@@ -181,16 +185,17 @@ def run_closed_loop(scenario: Scenario, duration: float | None = None,
     return run_closed_loop_python(scenario, duration)
 
 
-def run_closed_loop_python(scenario: Scenario,
-                           duration: float | None = None) -> SimulationResult:
+def run_closed_loop_python(scenario: Scenario, duration: float | None = None,
+                           loop: ClosedLoop | None = None) -> SimulationResult:
     """
     Simulate ``scenario`` tick by tick with the Python objects of :class:`ClosedLoop`.
 
     The reference implementation of the loop (and the fallback of :func:`run_closed_loop`),
-    with the plant's Python step.
+    with the plant's Python step. ``loop``: a new ``ClosedLoop(scenario, compiled=False)``
+    of the caller's, to read its controller afterwards (e.g. the adaptive law's estimates).
     """
     from manip_control import kernel    # numba: about 1 s to import
-    loop = ClosedLoop(scenario, compiled=False)
+    loop = ClosedLoop(scenario, compiled=False) if loop is None else loop
     plant, sensors, ctrl, traj = loop.plant, loop.sensors, loop.controller, loop.trajectory
     period = scenario.period
     n = int(round((scenario.duration if duration is None else duration) / period))

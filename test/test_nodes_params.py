@@ -73,9 +73,9 @@ def test_every_parameter_has_a_description_and_type():
                 assert s.range[0] <= s.default <= s.range[1] or s.default == 0
 
 
-def test_only_gains_and_limits_are_runtime_changeable():
+def test_only_gains_limits_and_adaptation_commands_are_runtime_changeable():
     writable = {s.name for s in rp.controller_specs() if not s.read_only}
-    assert writable == set(rp.RUNTIME_GAINS)
+    assert writable == set(rp.RUNTIME_GAINS) | set(rp.ADAPTATION_COMMANDS)
     for node in ('plant', 'trajectory'):
         assert all(s.read_only for s in rp.SPECS[node]())
 

@@ -47,6 +47,15 @@ HERE = Path(__file__).name
 
 #: documented command -> the tests that run it ("module::test", module default: this one)
 COVERED = {
+    # docs/adaptation.md: the adaptive law on a running controller
+    'ros2 run manip_control controller --ros-args --params-file config/hardware_params.yaml '
+    '-p adaptation.enabled:=true': ['test_adaptation_on_a_running_controller'],
+    'ros2 param set /controller adaptation.freeze true': [
+        'test_adaptation_on_a_running_controller'],
+    'ros2 param set /controller adaptation.reset true': [
+        'test_adaptation_on_a_running_controller'],
+    'ros2 param set /controller adaptation.save_to /tmp/adapted.yaml': [
+        'test_adaptation_on_a_running_controller'],
     # README: the MuJoCo driver as the first hardware step
     'ros2 launch manip_control hardware.launch.py mujoco:=true': [
         f'{MUJOCO}::test_controller_tracks_the_mujoco_arm'],
@@ -445,6 +454,55 @@ class TestRunningSystem:
 
 # --------------------------------------------------------------------------------------------
 # ros2 run
+
+
+def test_adaptation_on_a_running_controller(ros2_ws, tmp_path):
+    """docs/adaptation.md's commands: the adaptive controller against a driver, by the CLI."""
+    domain, lock = reserve_domain_id()        # its own domain, as TestRunningSystem
+    ws = Workspace(ros2_ws.path, dict(ros2_ws.env, ROS_DOMAIN_ID=str(domain)))
+    procs = Processes(ws.env, tmp_path)
+    share = Path(ws.run([ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
+    params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
+    saved = tmp_path / 'adapted.yaml'
+    try:
+        driver = procs.start('driver', [
+            ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
+            str(params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
+            '-p', 'duration:=0.0'])
+        ctrl = procs.start('controller', doc(
+            'ros2 run manip_control controller --ros-args --params-file '
+            'config/hardware_params.yaml -p adaptation.enabled:=true')
+            + ['-p', 'state_publisher:=/plant'])
+        deadline = time.monotonic() + 120
+        while 'adaptation: 10 base parameters' not in text_of(procs, ctrl):
+            assert ctrl.poll() is None and time.monotonic() < deadline, text_of(procs, ctrl)
+            time.sleep(0.2)
+        done = run(ws, doc('ros2 param set /controller adaptation.freeze true'))
+        assert 'Set parameter successful' in done.stdout, done.stdout + done.stderr
+        argv = doc('ros2 param set /controller adaptation.save_to /tmp/adapted.yaml')
+        at = argv.index('/tmp/adapted.yaml')         # written in this test's directory
+        done = run(ws, argv[:at] + [str(saved)] + argv[at + 1:])
+        assert 'Set parameter successful' in done.stdout, done.stdout + done.stderr
+        assert 'nominal' in saved.read_text()
+        done = run(ws, argv[:at] + [str(tmp_path / 'missing' / 'adapted.yaml')] + argv[at + 1:])
+        assert 'Setting parameter failed: adaptation.save_to:' in done.stdout + done.stderr, \
+            done.stdout + done.stderr
+        done = run(ws, doc('ros2 param set /controller adaptation.reset true'))
+        assert 'Set parameter successful' in done.stdout, done.stdout + done.stderr
+        done = run(ws, doc('ros2 param set /controller kp "[30.0, 20.0]"'))
+        assert 'fixed while adapting' in done.stdout + done.stderr, done.stdout + done.stderr
+        text = text_of(procs, ctrl)
+        for line in ('adaptation frozen', 'adaptation: estimates written to',
+                     'adaptation reset: the nominal model'):
+            assert line in text, text[-4000:]
+        for p in (ctrl, driver):
+            procs.stop(p)
+            assert p.returncode == 0, text_of(procs, p)[-4000:]
+            assert_clean(text_of(procs, p))
+    finally:
+        procs.stop_all()
+        if lock is not None:
+            lock.close()
 
 
 def test_each_node_alone(ros2_procs, tmp_path):

@@ -78,6 +78,15 @@ import threading
 import time
 from typing import NamedTuple
 
+from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import KeyValue
+from manip_control.adaptation import AdaptedModel
+from manip_control.adaptation import AdaptiveController
+from manip_control.arm_identification import adaptive_regressor
+from manip_control.arm_identification import ArmRegressor
+from manip_control.arm_identification import base_parameters
+from manip_control.arm_scenario import ADAPTIVE_CHECK_EVERY
 from manip_control.control import check_gain_update
 from manip_control.control import Controller
 from manip_control.control import ControlOutput
@@ -100,6 +109,7 @@ from manip_control.nodes.controller_safety import RESTART_SETTLE
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
 from manip_control.nodes.controller_safety import SILENT_PUBLISHER
+from manip_control.nodes.ros_params import ADAPTATION_COMMANDS
 from manip_control.nodes.ros_params import arm_control_defaults
 from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import coerce_parameter
@@ -138,6 +148,7 @@ from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.lifecycle import LifecycleNode
 from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -288,7 +299,14 @@ class ControllerNode(LifecycleNode):
         self._zero = [0.0] * len(self.joints)     # zero velocity / acceleration of a hold
         self.lockstep = cfg.mode == 'lockstep'
         self.period = cfg.period
-        self.controller: Controller | None = None
+        self.controller: Controller | AdaptiveController | None = None
+        #: the adaptive law (adaptation.enabled), else None
+        self.adaptation = None
+        self._adaptation_pub = None
+        self._adaptation_timer = None
+        self._adaptation_reset_timer = None
+        self._adaptation_fallbacks = 0
+        self._adaptation_logged = -math.inf
         self.safety: ControllerSafety | None = None
         self._pending: dict[str, tuple] = {}
         #: one step at a time: the control thread (real time) and the executor's callbacks
@@ -366,7 +384,11 @@ class ControllerNode(LifecycleNode):
         except ParameterError as exc:
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
-        self.controller = Controller(cfg.controller, cfg.period, self.arm)
+        try:
+            self.controller = self._make_controller(cfg)
+        except (ParameterError, ValueError) as exc:
+            self.get_logger().error(f'configure failed: adaptation: {exc}')
+            return TransitionCallbackReturn.FAILURE
         self._pending = {}
         qos = data_qos()
         self._readers = {'array': 0, 'joint': 0}
@@ -396,11 +418,15 @@ class ControllerNode(LifecycleNode):
         if not self.lockstep:
             # real time: the control thread takes the inputs and ticks (both triggers)
             self._detach_inputs()
+        # the safe hold and every hold path use the adapted model that was valid last
+        model = (self.controller.model if self.adaptation is None
+                 else AdaptedModel(self.adaptation))
         self.safety = ControllerSafety(
-            self, self.joints, sp, self.controller.model, self._torque_limit, self.period,
+            self, self.joints, sp, model, self._torque_limit, self.period,
             self._publish_safe, float(values['diagnostics_rate']), command_params=cp,
             realtime=not self.lockstep)
         self.safety.on_resume = self._on_resume
+        self.safety.more_values = self.adaptation_values
         self.safety.readers = self._command_readers
         if self.lockstep:
             self.safety.trusted_states = 'lockstep: the plant'
@@ -447,7 +473,8 @@ class ControllerNode(LifecycleNode):
         self.trajectory = None
         self._idle_q = None
         self._last_stamp = None
-        self.controller.reset()
+        if self.adaptation is None:         # the estimates are kept (adaptation.reset)
+            self.controller.reset()
         for guard in self._sources.values():
             guard.reset()
         self.safety.activate()
@@ -650,14 +677,16 @@ class ControllerNode(LifecycleNode):
                 self._destroy_detached(sub)
             else:
                 retire(self, sub)
-        for entity in (self._timer, self._graph_timer):
+        for entity in (self._timer, self._graph_timer, self._adaptation_timer,
+                       self._adaptation_reset_timer):
             retire(self, entity)
         self._subs = []
         self._timer = self._graph_timer = None
-        for pub in (self._array_pub, self._cmd_pub):
+        self._adaptation_timer = self._adaptation_reset_timer = None
+        for pub in (self._array_pub, self._cmd_pub, self._adaptation_pub):
             if pub is not None:
                 self.destroy_publisher(pub)
-        self._array_pub = self._cmd_pub = None
+        self._array_pub = self._cmd_pub = self._adaptation_pub = None
 
     # -- the control thread (real time) ----------------------------------------------------
     def _detach_inputs(self) -> None:
@@ -858,7 +887,7 @@ class ControllerNode(LifecycleNode):
         pass
 
     def _on_resume(self, why: str) -> None:
-        if self.controller is not None:
+        if self.controller is not None and self.adaptation is None:
             self.controller.reset()         # clean resume: no error integral from before
 
     # -- input ------------------------------------------------------------------------------
@@ -1303,7 +1332,113 @@ class ControllerNode(LifecycleNode):
 
     def compute(self, st: StateSample, ref: ReferenceSample) -> ControlOutput:
         """Call the core: the torque command after limits for a state and reference."""
-        return self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d)
+        out = self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d)
+        law = self.adaptation
+        if law is not None and law.fallbacks != self._adaptation_fallbacks:
+            self._adaptation_fallbacks = law.fallbacks
+            now = time.monotonic()
+            if now - self._adaptation_logged >= 1.0:
+                self._adaptation_logged = now
+                self.get_logger().warning(f'adaptation refused a step ({law.fallbacks} so '
+                                          f'far): {law.fallback_reason}')
+        return out
+
+    # -- adaptation -------------------------------------------------------------------------
+    def _make_controller(self, cfg) -> Controller | AdaptiveController:
+        """Build the feedback law of the configuration: computed torque, PD + g, or adaptive."""
+        co = cfg.controller
+        self.adaptation = None
+        if not co.adaptation.enabled:
+            return Controller(co, cfg.period, self.arm)
+        if self.arm is None:
+            ctl = AdaptiveController(co, cfg.period)
+        else:
+            # the identification's base parameters and regressor of the nominal arm
+            fr = co.nominal.friction
+            base = base_parameters(ArmRegressor(self.arm))
+            reg = adaptive_regressor(base, [f.b for f in fr], [f.tau_c for f in fr],
+                                     self._urdf or None, 'robot_description')
+            ctl = AdaptiveController(co, cfg.period, self.arm, reg,
+                                     check_every=ADAPTIVE_CHECK_EVERY)
+        self.adaptation = law = ctl.law
+        self._adaptation_fallbacks = 0
+        self._adaptation_pub = self.create_publisher(DiagnosticArray, '~/adaptation', 10)
+        rate = float(self.values['diagnostics_rate'])
+        if rate > 0.0:
+            self._adaptation_timer = self.create_timer(
+                1.0 / rate, self._publish_adaptation, clock=steady_clock())
+        self.get_logger().info(
+            f'adaptation: {law.regressor.size} base parameters '
+            f'({int(law.active.sum())} adapted); estimates on '
+            f'{self.resolve_topic_name("~/adaptation")}')
+        return ctl
+
+    def adaptation_values(self) -> dict[str, str]:
+        """Return the law's state as diagnostics key/values (empty without adaptation)."""
+        law = self.adaptation
+        if law is None:
+            return {}
+        names = [n for n, e in zip(law.names, law.excited) if e]
+        return {'adaptation': 'frozen' if law.frozen else 'adapting',
+                'adaptation.time_s': f'{law.ticks * law.period:.3f}',
+                'adaptation.excited': ', '.join(names),
+                'adaptation.fallbacks': str(law.fallbacks),
+                'adaptation.fallback_reason': law.fallback_reason or ''}
+
+    def _publish_adaptation(self) -> None:
+        """Publish the estimates: one status, per parameter its estimate, nominal, excited."""
+        with self._lock:
+            law, pub = self.adaptation, self._adaptation_pub
+            if law is None or pub is None:
+                return
+            values = self.adaptation_values()
+            est = law.estimates
+            for k, name in enumerate(law.names):
+                values[f'estimate.{name}'] = f'{est[k]:.10g}'
+                values[f'nominal.{name}'] = f'{law.nominal[k]:.10g}'
+                values[f'excited.{name}'] = str(bool(law.excited[k])).lower()
+                values[f'unit.{name}'] = law.units[k]
+        st = DiagnosticStatus()
+        st.name = f'{self.get_name()}: adaptation'
+        st.hardware_id = self.get_name()
+        st.level = bytes([1 if values['adaptation.fallback_reason'] else 0])
+        st.message = values['adaptation']
+        st.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        arr.status = [st]
+        pub.publish(arr)
+
+    def _adaptation_command(self, name: str, value) -> str:
+        """Run ``adaptation.freeze / reset / save_to``; return why it is refused, or ''."""
+        law = self.adaptation
+        if law is None:
+            if not value:
+                return ''                   # the default values: nothing to do
+            return f'{name}: adaptation is not enabled (adaptation.enabled: false)'
+        if name == 'adaptation.freeze':
+            law.freeze(bool(value))
+            self.get_logger().info(f'adaptation {"frozen" if value else "resumed"}')
+        elif name == 'adaptation.reset' and value:
+            law.reset()
+            self._adaptation_fallbacks = 0
+            self.get_logger().info('adaptation reset: the nominal model')
+            if self._adaptation_reset_timer is None:
+                self._adaptation_reset_timer = self.create_timer(0.05, self._reset_done)
+        elif name == 'adaptation.save_to' and value:
+            try:
+                files = law.save(str(value))
+            except (OSError, ValueError) as exc:
+                return f'adaptation.save_to: {exc}'
+            self.get_logger().info('adaptation: estimates written to '
+                                   + ', '.join(str(f) for f in files))
+        return ''
+
+    def _reset_done(self) -> None:
+        """Let ``adaptation.reset`` read false again after a reset."""
+        timer, self._adaptation_reset_timer = self._adaptation_reset_timer, None
+        retire(self, timer)
+        self.set_parameters([Parameter('adaptation.reset', Parameter.Type.BOOL, False)])
 
     def publish_command(self, stamp: int, out: ControlOutput, ref: ReferenceSample,
                         emergency: bool = False) -> None:
@@ -1374,8 +1509,17 @@ class ControllerNode(LifecycleNode):
             return SetParametersResult(successful=False, reason=reason)
         staged = {}
         for p in params:
+            if p.name in ADAPTATION_COMMANDS:
+                why = self._adaptation_command(p.name, p.value)
+                if why:
+                    return SetParametersResult(successful=False, reason=why)
+                continue
             if p.name not in RUNTIME_GAINS:
                 continue      # read-only ones are refused by rclpy before this callback
+            if self.adaptation is not None and p.name != 'torque_limit':
+                return SetParametersResult(
+                    successful=False, reason=f'{p.name}: fixed while adapting (the '
+                    'adaptive law is built with kp and kd; ki must stay 0)')
             try:
                 staged[p.name] = check_gain_update(p.name, list(p.value), len(self.joints))
             except ParameterError as exc:

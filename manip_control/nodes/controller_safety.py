@@ -269,6 +269,8 @@ class ControllerSafety:
         self.timer_wrap: Callable = lambda fn: fn
         self._last_nf_log = -math.inf
         self.extra_values: dict[str, str] = {}     # input sources (graph check)
+        #: more key/values of the node (the adaptive law's state): a callable or None
+        self.more_values: Callable[[], dict] | None = None
         #: set by the node during a control step: transition logs and diagnostics wait until
         #: the command is out (:meth:`flush`), so a transition does not delay the command
         self.defer = False
@@ -1031,6 +1033,8 @@ class ControllerSafety:
         values['non_finite_commands'] = str(self.non_finite_commands)
         values['safe_commands'] = str(self.safe_commands)
         values.update(self.extra_values)
+        if self.more_values is not None:
+            values.update(self.more_values())
         values['hold_timeouts'] = str(self.hold_timeouts)
         values['resume_count'] = f'{self.resume.count}/{self.resume.n}'
         left = (self.blend.t0 + self.blend.duration - self._blend_clock()

@@ -98,6 +98,7 @@ DEFAULT_RECORD_TOPICS = {
     '/motor_states': 'sensor_msgs/msg/JointState',
     '/controller/diagnostics': 'diagnostic_msgs/msg/DiagnosticArray',
     '/plant/diagnostics': 'diagnostic_msgs/msg/DiagnosticArray',
+    '/controller/adaptation': 'diagnostic_msgs/msg/DiagnosticArray',
 }
 
 #: Parameters every rclpy node declares itself; never "unknown".
@@ -246,6 +247,47 @@ _CONTROLLER_DOC = {
 
 #: Controller parameters that ``ros2 param set`` may change while running.
 RUNTIME_GAINS = ('kp', 'kd', 'ki', 'torque_limit')
+
+#: ``adaptation.*`` of the controller (docs/adaptation.md): (description, constraints); the
+#: ranges are the core's plausible ones. Fixed at start.
+_ADAPTATION_DOC = {
+    'enabled': ("adaptive computed torque: the nominal model's base parameters estimated "
+                'online (Slotine-Li law; needs law computed_torque and ki 0)', ''),
+    'gamma': ('adaptation gain [1/(N m rad)], scaled per parameter by its nominal magnitude',
+              '>= 0'),
+    'bound_fraction': ('each estimate stays within theta0 +- bound_fraction x its scale',
+                       '> 0'),
+    'sigma': ('sigma-modification toward the nominal values [N m rad/s]', '>= 0'),
+    'dead_zone': ('no adaptation while max |s| is below this [rad/s] (0: off)', '>= 0'),
+    'max_rate': ('largest change of an estimate per second, in units of its scale [1/s]',
+                 '> 0'),
+    'forgetting_time': ('forgetting time constant of the excitation analysis [s]', '> 0'),
+    'excitation_threshold': ('a direction is excited above this fraction of the largest '
+                             'eigenvalue of the information matrix', 'in (0, 1)'),
+    'friction': ('adapt the viscous and Coulomb friction too', ''),
+}
+#: Runtime commands of the adaptive law (``ros2 param set``; node-only, not core values).
+ADAPTATION_COMMANDS = ('adaptation.freeze', 'adaptation.reset', 'adaptation.save_to')
+
+
+def adaptation_specs(ad) -> list[ParamSpec]:
+    """``adaptation.*`` specs of the controller: the law's settings and its runtime commands."""
+    specs = []
+    for name, (desc, cons) in _ADAPTATION_DOC.items():
+        cons, rng = _bounded('adaptation', name, cons, None)
+        specs.append(ParamSpec(f'adaptation.{name}', getattr(ad, name), desc, cons, rng, True,
+                               f'adaptation.{name}'))
+    specs += [
+        ParamSpec('adaptation.freeze', False, 'hold the estimates where they are (the law '
+                  'keeps commanding with them); changeable at runtime', '', None, False),
+        ParamSpec('adaptation.reset', False, 'set true: the estimates return to the nominal '
+                  'model at the next tick (the parameter then reads false again); changeable '
+                  'at runtime', '', None, False),
+        ParamSpec('adaptation.save_to', '', 'set to a file path (.urdf for a URDF arm, .yaml '
+                  'for the 2R): the current estimates are written there as manip-identify '
+                  'writes an identified model; refused with the reason if it cannot be written',
+                  'a writable path', None, False)]
+    return specs
 
 
 def _bounded(section: str, name: str, cons: str, rng: tuple | None) -> tuple[str, tuple | None]:
@@ -669,6 +711,7 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         if isinstance(value, tuple):
             value = [float(v) for v in value]
         specs.append(ParamSpec(name, value, desc, cons, rng, ro, name))
+    specs += adaptation_specs(co.adaptation)
     if arm_defaults is None:
         specs += _arm_specs('nominal.arm.', 'nominal.arm', co.nominal.arm, 'nominal model')
     else:

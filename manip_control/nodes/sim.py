@@ -53,6 +53,7 @@ import signal
 import sys
 import time
 
+from manip_control.adaptation import true_two_link_parameters
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import read_urdf_file
 from manip_control.nodes.cdr import decode_clock
@@ -89,6 +90,7 @@ from manip_control.nodes.sources import DomainGuard
 from manip_control.nodes.sources import DomainInUseError
 from manip_control.nodes.sources import in_use
 from manip_control.nodes.trajectory_node import TrajectoryNode
+from manip_control.offline import format_adaptation
 from manip_control.parameters import check_duration
 from manip_control.parameters import load_scenario
 from manip_control.parameters import ParameterError
@@ -98,6 +100,7 @@ from manip_control.parameters import Scenario
 from manip_control.simulation import late_window
 from manip_control.simulation import PlantStateError
 from manip_control.simulation import SimulationResult
+from manip_control.simulation import truth_nominal
 import numpy as np
 
 READY_TIMEOUT = 10.0
@@ -118,13 +121,14 @@ class RunConfig:
 
 
 def load_run_config(config: str | None, mode: str | None = None,
-                    duration: float | None = None, urdf: str | None = None) -> RunConfig:
+                    duration: float | None = None, urdf: str | None = None,
+                    adapt: bool = False) -> RunConfig:
     """
     Read ``--config`` (scenario file / preset or ROS params file) and apply overrides.
 
     ``urdf``: any serial arm from its URDF (or xacro) file instead of the 2R scenario: the
     text is every node's ``robot_description``, ``--config`` a ROS params file (default
-    ``config/arm_sim_params.yaml``).
+    ``config/arm_sim_params.yaml``). ``adapt``: the controller's ``adaptation.enabled``.
     """
     if duration is not None and not duration > 0.0:
         raise ParameterError(f'--duration: must be > 0 (got {duration})')
@@ -166,6 +170,8 @@ def load_run_config(config: str | None, mode: str | None = None,
     for node in NODE_NAMES:
         if mode is not None:
             values[node]['mode'] = mode
+    if adapt:
+        values['controller']['adaptation.enabled'] = True
     if duration is not None:
         rate = values['plant'].get('control_rate', Scenario().control_rate)
         if isinstance(rate, (int, float)) and rate > 0:
@@ -888,6 +894,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--rt-priority', type=int, default=0, metavar='N',
                    help='run the process with SCHED_FIFO priority N (1-99; needs the '
                         'privilege; 0 = normal scheduling, the default)')
+    p.add_argument('--adapt', action='store_true',
+                   help="adaptive computed torque: the controller's adaptation.enabled "
+                        '(docs/adaptation.md); the estimates are printed at the end and '
+                        'published on /controller/adaptation (recorded with --bag)')
     p.add_argument('--quiet', action='store_true', help='no node log lines')
     return p
 
@@ -918,7 +928,7 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
     ros_args = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
     args = build_parser().parse_args(remove_ros_args(['manip-sim'] + argv)[1:])
     try:
-        cfg = load_run_config(args.config, args.mode, args.duration, args.urdf)
+        cfg = load_run_config(args.config, args.mode, args.duration, args.urdf, args.adapt)
         set_realtime_priority(args.rt_priority)
     except ParameterError as exc:
         return error_exit(str(exc)), None
@@ -954,6 +964,11 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
         print(format_summary(outcome, summary, runner.scenario.joints), flush=True)
         if summary.get('late_max_abs') is not None and not runner.urdf:
             print(lesson_text(outcome, summary, runner.scenario.joints), flush=True)
+        law = runner.controller.adaptation
+        if law is not None:
+            truth = (true_two_link_parameters(truth_nominal(cfg.scenario))
+                     if cfg.scenario is not None else None)
+            print(format_adaptation(law, truth), flush=True)
         if args.bag is not None:
             print(f'bag written to {args.bag}', flush=True)
         return (130 if outcome.interrupted or stop_requested() else 0), outcome

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Benchmark: the cost of one tick of the adaptive law (:mod:`manip_control.adaptation`).
+
+Printed in us per call: the median over ``--rounds`` rounds of (the process's CPU time of
+``--calls`` consecutive calls) / calls (CPU time: the preemptions of a loaded machine do not
+count), for
+
+* ``2R AdaptiveLaw.update``: the default scenario's law (10 base parameters, the
+  consistency check every tick), and ``2R AdaptiveController.update`` (the law, friction
+  feed-forward, gear inversion and limit: what the offline loop calls), beside the
+  computed-torque ``Controller.update`` of the same scenario;
+* ``Panda AdaptiveLaw.update``: ``../shared/fixtures/urdf/panda.urdf`` (7 joints, armature
+  0.04 kg m^2, its QR base parameters), the check every tick (``check_every 1``) and every
+  10 ticks.
+
+Inputs vary per call over 1000 precomputed random samples. The host's speed varies by 2x:
+the CPU time of a Python loop of 1e7 additions is printed before and after, with ``uptime``.
+Run: ``.venv/bin/python bench/bench_adaptation.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+import time
+
+from manip_control.adaptation import AdaptiveController
+from manip_control.adaptation import AdaptiveLaw
+from manip_control.adaptation import two_link_base_regressor
+from manip_control.control import Controller
+from manip_control.control import nominal_arm
+from manip_control.parameters import load_scenario
+import numpy as np
+
+REFERENCE = compile('s = 0\nfor i in range(10_000_000):\n    s += i\n', 'reference', 'exec')
+PANDA = Path(__file__).resolve().parent.parent.parent / 'shared' / 'fixtures' / 'urdf' / \
+    'panda.urdf'
+
+
+def reference_loop() -> float:
+    """CPU time [s] of a pure-Python loop of 1e7 additions (the host's speed of the moment)."""
+    c0 = time.process_time()
+    exec(REFERENCE, {})
+    return time.process_time() - c0
+
+
+def samples(n: int, count: int = 1000, seed: int = 0) -> list:
+    """Return ``count`` random ``(q, qd, q_d, qd_d, qdd_d)`` of n joints as lists."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.0, 1.0, (count, 5, n))
+    x[:, 2] = x[:, 0] + 0.01 * x[:, 2]
+    return [[row.tolist() for row in s] for s in x]
+
+
+def per_call(fn, inputs: list, calls: int, rounds: int) -> float:
+    """Median over rounds of the CPU time per call [us]."""
+    out = []
+    m = len(inputs)
+    for _ in range(rounds):
+        c0 = time.process_time()
+        for k in range(calls):
+            fn(*inputs[k % m])
+        out.append((time.process_time() - c0) / calls * 1e6)
+    return float(np.median(out))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    p.add_argument('--calls', type=int, default=2000)
+    p.add_argument('--rounds', type=int, default=5)
+    args = p.parse_args()
+    print(f'Python loop of 1e7 additions: {reference_loop():.2f} s CPU (before)')
+    print('uptime:', os.popen('uptime').read().strip())
+    sc = load_scenario('default')
+    ctrl = sc.controller
+    x2 = samples(2)
+    law = AdaptiveLaw(nominal_arm(ctrl.nominal), two_link_base_regressor(ctrl.nominal),
+                      ctrl.kp, ctrl.kd, sc.period, ctrl.adaptation)
+    ac = AdaptiveController(ctrl, sc.period)
+    ct = Controller(ctrl, sc.period)
+    rows = [('2R Controller.update (computed torque)', ct.update, x2),
+            ('2R AdaptiveLaw.update', law.update, x2),
+            ('2R AdaptiveController.update', ac.update, x2)]
+    if PANDA.exists():
+        from manip_control.arm_identification import adaptive_regressor
+        from manip_control.arm_identification import ArmRegressor
+        from manip_control.arm_identification import base_parameters
+        from manip_control.arm_model import UrdfArm
+        arm = UrdfArm.from_file(PANDA, armature=0.04)
+        reg = adaptive_regressor(base_parameters(ArmRegressor(arm)))
+        xp = samples(arm.n)
+        for every in (1, 10):
+            lp = AdaptiveLaw(arm, reg, [400.0] * arm.n, [40.0] * arm.n, sc.period,
+                             ctrl.adaptation, check_every=every)
+            rows.append((f'Panda AdaptiveLaw.update (check_every {every}, '
+                         f'{reg.size} base parameters)', lp.update, xp))
+    for name, fn, xs in rows:
+        for s in xs[:50]:
+            fn(*s)
+        print(f'{name:<62} {per_call(fn, xs, args.calls, args.rounds):9.1f} us')
+    print(f'Python loop of 1e7 additions: {reference_loop():.2f} s CPU (after)')
+
+
+if __name__ == '__main__':
+    main()

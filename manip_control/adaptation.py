@@ -1,0 +1,822 @@
+# Copyright 2026 manip_control contributors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Adaptive computed torque (Slotine & Li) over the nominal model's base parameters, any arm.
+
+The law (``e = q - q_d``, per joint ``Lambda = kp / kd`` [1/s])::
+
+    qd_r  = qd_d - Lambda e              qdd_r = qdd_d - Lambda (qd - qd_d)
+    s     = qd - qd_r                    [rad/s]
+    tau   = tau0(q, qd, qd_r, qdd_r) + Y_SL(q, qd, qd_r, qdd_r) (theta^ - theta0) - K_D s
+    theta^_dot = -Gamma (Y_SL^T s + sigma Gamma_s^-1 (theta^ - theta0))   (then bounded)
+
+``tau0 = M0 qdd_r + C0(q, qd) qd_r + g0`` is the nominal model's own torque (every term it
+has, rotor coupling included), ``theta0`` its base parameters, so ``tau = M^ qdd_r + C^ qd_r +
+g^ - K_D s`` with the estimate ``theta^``. ``K_D = diag(kd_j M0_jj(q_gain))`` [N·m·s/rad]:
+then ``K_D s = kd M0 (e_dot + Lambda e)`` is the computed-torque PD (``kd``, ``kp``) scaled by
+the nominal inertia. The base parameters and their regressor are the identification's: the
+2R's closed form (:func:`manip_control.identification_data.regressor`, :data:`BASE_NAMES`)
+through :func:`two_link_base_regressor`, a URDF arm's QR base
+(:class:`manip_control.arm_identification.BaseParameters`) through
+:func:`manip_control.arm_identification.adaptive_regressor`.
+
+The two-velocity regressor. ``Y_SL(q, v, w, a) theta = M(q) a + C(q, v) w + g(q)`` with the
+Christoffel ``C`` is not the identification regressor ``Y(q, qd, qdd)``; because ``C(q, v) w``
+with Christoffel symbols is a symmetric bilinear form in ``(v, w)``, polarization gives it
+from three evaluations of the identification regressor (gravity cancels in the difference)::
+
+    Y_SL = Y(q, 0, a) + [Y(q, v + w, 0) - Y(q, v - w, 0)] / 4
+
+and ``tau0`` likewise from the nominal inverse dynamics. Friction columns (viscous, Coulomb)
+are not bilinear: they are zero in ``Y_SL``; with ``friction: true`` they take the
+identification's columns at the reference velocity ``qd_d`` (the feed-forward form of
+:mod:`manip_control.control`, which never destabilises an arm with less friction).
+
+Discrete implementation (period ``T``; docs/adaptation.md has the proof and its limits). In
+scaled coordinates ``theta = theta0 + scale phi``, ``scale_k = max(|theta0_k|, floor)``
+(floors by unit, as the identification's completion: 1e-2 kg, 1e-3 kg m, 1e-4 kg m^2, 1e-2
+N m s/rad, 1e-2 N m), ``Gamma = gamma diag(scale^2)``:
+
+1. ``dphi = -T gamma (Ys^T s + sigma phi)``, ``Ys = Y_SL diag(scale)`` [N·m]; no gradient
+   step while ``max|s| < dead_zone``; only the adapted columns move (the friction columns
+   only with ``friction``, the gravity columns of a horizontal 2R never).
+2. Rate bound ``|dphi_k| <= max_rate T``; projection ``|phi_k| <= bound_fraction`` (a box:
+   with a diagonal ``Gamma`` the projection in the ``Gamma^-1`` metric is the clip, which
+   never increases the Lyapunov function).
+3. Consistency check of the candidate at the current ``q``: finite, inside the box, and
+   ``M^(q) = M0(q) + dM(q)`` (``dM``'s columns ``[Y(q, 0, e_j) - Y(q, 0, 0)] (theta^ -
+   theta0)``) with ``M^ - 0.1 M0`` positive definite (Cholesky). A failed
+   check keeps the last valid estimate (or the nominal model, when that one fails at this
+   ``q`` too, or after :data:`MAX_REJECTED` rejections in a row) and says why in
+   :attr:`AdaptiveLaw.fallback_reason`.
+4. Excitation: ``R <- exp(-T / forgetting_time) R + T Ys^T Ys`` (adapted columns), its
+   eigen-decomposition every 0.1 s: a direction is excited when its eigenvalue exceeds
+   ``excitation_threshold`` times the largest; a parameter is excited when at least 90 % of
+   its unit vector lies in the excited subspace (:attr:`AdaptiveLaw.excited`). The gradient
+   ``Ys^T s`` of one tick lies in the row space of that tick's ``Ys``, which the same tick
+   adds to ``R``: the gradient moves the estimate only in directions excited at that tick
+   (up to the per-component rate and box clips); only the sigma term (toward the nominal)
+   moves the others, back to the nominal values.
+
+API (ROS-free; the nodes hold one per controller)::
+
+    reg = two_link_base_regressor(nominal)             # or arm_identification.adaptive_regressor
+    law = AdaptiveLaw(model, reg, kp, kd, period, params)   # params: AdaptationParameters
+    tau = law.update(q, qd, q_d, qd_d, qdd_d)          # torque + adaptation step, a buffer
+    law.torque(...); law.adapt(hold=saturated)         # the two halves, for a limiter between
+    law.freeze(True); law.reset()                      # hold / back to the nominal model
+    law.estimates, law.nominal, law.names, law.excited, law.eigenvalues
+    law.fallback_reason, law.fallbacks                 # None or why the last step was refused
+    law.save(path)                                     # same files as manip-identify writes
+
+Cost: everything is built once (buffers, scales, bounds); per tick only the identification
+regressor's own output (one call with ``3 + n + 1`` rows, numpy) and small temporaries are
+allocated, nothing is compiled (bench/bench_adaptation.py, docs/benchmarks.md).
+
+:class:`AdaptiveController` wraps the law with the controller's friction feed-forward, gear
+inversion and torque limit behind :meth:`control.Controller.update`'s interface (the offline
+2R loop uses it when ``controller.adaptation.enabled``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+import math
+from pathlib import Path
+from typing import Callable, Sequence
+
+from manip_control.arm_model import ArmModel
+from manip_control.control import ControlBuffer
+from manip_control.control import ControlOutput
+from manip_control.control import gear_inversion_constants
+from manip_control.control import GEAR_INVERSION_FLOOR
+from manip_control.control import nominal_arm
+from manip_control.identification_data import BASE_NAMES
+from manip_control.identification_data import base_parameters
+from manip_control.identification_data import BASE_UNITS
+from manip_control.identification_data import nominal_from_estimate
+from manip_control.identification_data import nominal_to_dict
+from manip_control.identification_data import physical_from_base
+from manip_control.identification_data import regressor as two_link_regressor
+from manip_control.parameters import _positive
+from manip_control.parameters import _vector
+from manip_control.parameters import AdaptationParameters
+from manip_control.parameters import ControllerParameters
+from manip_control.parameters import NominalModel
+from manip_control.parameters import ParameterError
+import numpy as np
+import yaml
+
+#: Floor of a parameter's scale per unit (as the identification's completion).
+SCALE_FLOOR = {'kg': 1e-2, 'kg m': 1e-3, 'kg m^2': 1e-4, 'N m s/rad': 1e-2, 'N m': 1e-2}
+#: ``lambda_min(M^(q))`` must be at least this fraction of ``lambda_min(M0(q))``.
+MIN_EIGENVALUE_RATIO = 0.1
+#: Rejected steps in a row after which the law returns to the nominal model.
+MAX_REJECTED = 1000
+#: Interval of the excitation analysis (eigen-decomposition of the information matrix) [s].
+EXCITATION_INTERVAL = 0.1
+#: A parameter is excited when this fraction of its unit vector lies in the excited subspace.
+EXCITED_FRACTION = 0.9
+
+
+@dataclass
+class BaseRegressor:
+    """
+    The base parameters of a nominal model and their identification regressor.
+
+    Attributes
+    ----------
+    names, units : tuple of str
+        Per base parameter.
+    theta0 : ndarray, shape (p,)
+        The nominal model's base parameters.
+    evaluate : callable
+        ``evaluate(q, qd, qdd)`` for samples of shape (N, n) -> ``Y`` of shape (N, n, p).
+    friction : ndarray of bool, shape (p,)
+        The friction columns (viscous, Coulomb).
+    fixed : ndarray of bool, shape (p,)
+        Columns never adapted (e.g. gravity of a horizontal 2R).
+    save : callable, optional
+        ``save(theta, path, law) -> list of Path``: writes the estimate as manip-identify does.
+
+    """
+
+    names: tuple
+    units: tuple
+    theta0: np.ndarray
+    evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    friction: np.ndarray
+    fixed: np.ndarray
+    save: Callable[..., list] | None = None
+
+    @property
+    def size(self) -> int:
+        """Return the number of base parameters ``p``."""
+        return len(self.names)
+
+
+def parameter_scale(theta0: np.ndarray, units: Sequence[str]) -> np.ndarray:
+    """Return ``scale_k = max(|theta0_k|, floor(unit_k))`` (:data:`SCALE_FLOOR`)."""
+    return np.maximum(np.abs(np.asarray(theta0, float)), [SCALE_FLOOR.get(u, 1e-2)
+                                                          for u in units])
+
+
+def two_link_base_regressor(nominal: NominalModel,
+                            controller: ControllerParameters | None = None) -> BaseRegressor:
+    """
+    Return the 2R's base parameters (:data:`BASE_NAMES`) of ``nominal`` and their regressor.
+
+    ``a`` includes joint 1's reflected rotor inertia, ``Jr2`` is joint 2's; the nominal rotor
+    coupling is not a base parameter (it stays in ``tau0``). In the horizontal plane the
+    gravity columns are fixed. ``save`` writes ``{'controller': ...}`` with the estimate as
+    ``controller.nominal`` (the file manip-identify writes; ``controller`` supplies the rest
+    of the section, else only ``nominal`` is written).
+    """
+    eps = tuple(float(f.eps) for f in nominal.friction)
+    theta0 = base_parameters(nominal.arm, nominal.rotor_inertia, nominal.friction)
+    friction = np.zeros(len(BASE_NAMES), dtype=bool)
+    friction[6:] = True
+    fixed = np.zeros(len(BASE_NAMES), dtype=bool)
+    if nominal.arm.gravity <= 0.0:
+        fixed[4:6] = True
+
+    def evaluate(q, qd, qdd):
+        return two_link_regressor(q, qd, qdd, eps)
+
+    def save(theta, path, law=None):
+        nm = two_link_nominal(theta, nominal)
+        if controller is None:
+            data = {'controller': {'nominal': nominal_to_dict(nm)}}
+        else:
+            section = _plain(dataclasses.asdict(dataclasses.replace(controller, nominal=nm)))
+            section['nominal'] = nominal_to_dict(nm)
+            data = {'controller': section}
+        path = Path(path)
+        path.write_text(f'# {_comment(law)}\n' + yaml.safe_dump(data, sort_keys=False),
+                        encoding='utf-8')
+        return [path]
+
+    return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save)
+
+
+def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalModel:
+    """
+    Physical nominal 2R model of a base-parameter estimate, keeping the prior's drives.
+
+    ``b / l1`` gives ``m2 lc2`` and ``G1 / g0`` gives ``m1 lc1 + m2 l1``
+    (:func:`~manip_control.identification_data.physical_from_base`; ``G2`` is not used), split
+    as :func:`~manip_control.identification_data.nominal_from_estimate` does; joint 1's rotor
+    inertia, the rotor coupling, gears and efficiencies stay the prior's.
+
+    Raises
+    ------
+    manip_control.identification_data.IdentificationError
+        The estimate admits no physical split.
+
+    """
+    theta = np.array(theta, dtype=float)
+    jr1 = float(prior.rotor_inertia[0])
+    theta[0] -= jr1            # nominal_from_estimate lumps a's rotor into I1: keep it apart
+    phi = physical_from_base(theta, prior.arm.l1, prior.arm.gravity)
+    if prior.arm.gravity <= 0.0:
+        phi = np.delete(phi, 4)
+    nm = nominal_from_estimate(phi, prior)
+    return dataclasses.replace(prior, arm=nm.arm, friction=nm.friction,
+                               rotor_inertia=(jr1, nm.rotor_inertia[1]))
+
+
+def _plain(x):
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, float):
+        return float(f'{x:.10g}')
+    return x
+
+
+def _comment(law: 'AdaptiveLaw | None') -> str:
+    if law is None:
+        return 'estimate of the adaptive law (manip_control.adaptation)'
+    exc = [name for name, e in zip(law.names, law.excited) if e]
+    return ('estimate of the adaptive law (manip_control.adaptation) after '
+            f'{law.ticks * law.period:.6g} s; excited: {", ".join(exc) or "none"}')
+
+
+class AdaptiveLaw:
+    """
+    The adaptive law of the module docstring, built once, stepped at the control period.
+
+    Parameters
+    ----------
+    model : ArmModel
+        The nominal model (``tau0``, ``M0``).
+    regressor : BaseRegressor
+        Its base parameters and regressor (same joints, same order).
+    kp, kd : sequence of n float
+        Computed-torque gains [1/s^2], [1/s]: ``Lambda = kp / kd``, ``K_D = kd M0_jj``.
+    period : float
+        Control period ``T`` [s].
+    params : AdaptationParameters, optional
+        Gains and robustness settings (default: :class:`AdaptationParameters`'s).
+    q_gain : sequence of n float, optional
+        Configuration of ``M0`` for ``K_D`` (default: zero, clipped into the joint limits).
+    check_every : int
+        Ticks between consistency checks (default 1). Above 1 the torque keeps the last
+        checked estimate while the law integrates, and the integrated estimate is checked
+        and taken (or refused) every ``check_every`` ticks: the check costs ``n + 1``
+        regressor evaluations (a 7-joint arm: bench/bench_adaptation.py).
+
+    Raises
+    ------
+    ParameterError
+        A gain or the period is not valid, or the regressor does not match the model.
+
+    """
+
+    def __init__(self, model: ArmModel, regressor: BaseRegressor, kp, kd, period: float,
+                 params: AdaptationParameters | None = None, q_gain=None,
+                 check_every: int = 1):
+        self.model = model
+        self.n = n = model.n
+        self.period = _positive('period', period)
+        self.params = params = AdaptationParameters() if params is None else params
+        kp = np.array(_vector('kp', kp, n, check=_positive))
+        kd = np.array(_vector('kd', kd, n, check=_positive))
+        self.regressor = regressor
+        self.names, self.units = tuple(regressor.names), tuple(regressor.units)
+        p = regressor.size
+        self.nominal = np.array(regressor.theta0, dtype=float)
+        self.nominal.setflags(write=False)
+        zero = np.zeros((1, n))
+        shape = np.shape(regressor.evaluate(zero, zero, zero))
+        if shape != (1, n, p) or self.nominal.shape != (p,) or len(self.units) != p:
+            raise ParameterError(f'regressor: expected {n} joints and {p} base parameters '
+                                 f'(Y of shape (1, {n}, {p}), theta0 of {p}); got Y '
+                                 f'{shape}, theta0 {self.nominal.shape}')
+        if q_gain is None:
+            q_gain = np.clip(np.zeros(n), model.limits.lower, model.limits.upper)
+        m0 = model.mass_matrix(np.asarray(q_gain, dtype=float))
+        self.lam = kp / kd
+        self.kdm = kd * np.diag(m0)
+        self.scale = parameter_scale(self.nominal, self.units)
+        self.active = ~np.asarray(regressor.fixed, bool)
+        self._friction = np.flatnonzero(np.asarray(regressor.friction, bool))
+        if not params.friction:
+            self.active[self._friction] = False
+        self._fixed = np.flatnonzero(~self.active)
+        self.bound = float(params.bound_fraction)
+        self._decay = math.exp(-self.period / params.forgetting_time)
+        self._every = max(1, int(round(EXCITATION_INTERVAL / self.period)))
+        # regressor rows: (q, 0, qdd_r), (q, qd + qd_r, 0), (q, qd - qd_r, 0)[, (q, qd_d, 0)]
+        # for the torque, then (q, 0, e_j), (q, 0, 0) for the check of the same tick
+        self._rows = rows = 4 if params.friction and self._friction.size else 3
+        self._q = np.zeros((rows + n + 1, n))
+        self._v = np.zeros((rows + n + 1, n))
+        self._a = np.zeros((rows + n + 1, n))
+        self._a[rows:rows + n] = np.eye(n)
+        self._yc = None                   # the check rows evaluated with this tick's torque
+        self._chol = np.zeros((n, n))
+        self._ys = np.zeros((n, p))
+        self._s = np.zeros(n)
+        self._qnow = np.zeros(n)
+        self.qd_r = np.zeros(n)
+        self.qdd_r = np.zeros(n)
+        self.tau = np.zeros(n)
+        self._phi = np.zeros(p)           # the integrated estimate (scaled coordinates)
+        self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
+        self._cand = np.zeros(p)
+        self._info_step = np.zeros((p, p))
+        self.check_every = max(1, int(check_every))
+        self.information = np.zeros((p, p))
+        self.eigenvalues = np.zeros(p)
+        self.excited = np.zeros(p, dtype=bool)
+        self.excited_fraction = np.zeros(p)
+        self.frozen = False
+        self.reset()
+
+    # -- state ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Return to the nominal model: estimate, information matrix, fallback state."""
+        self._phi[:] = 0.0
+        self._phi_cmd[:] = 0.0
+        self.information[:] = 0.0
+        self.eigenvalues[:] = 0.0
+        self.excited[:] = False
+        self.excited_fraction[:] = 0.0
+        self.fallback_reason: str | None = None
+        self.fallbacks = 0
+        self._rejected = 0
+        self.ticks = 0
+        self._have_step = False
+
+    def freeze(self, frozen: bool = True) -> None:
+        """Stop (or resume) adapting; the torque keeps the current estimate."""
+        self.frozen = bool(frozen)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        """Return the current estimate ``theta^`` (a copy), in :attr:`names` order."""
+        return self.nominal + self.scale * self._phi_cmd
+
+    def set_estimate(self, theta, q=None) -> bool:
+        """
+        Replace the estimate after the consistency check (at ``q``, default the last tick's).
+
+        Returns False (and sets :attr:`fallback_reason`, the estimate unchanged) when the
+        check fails; True when the estimate was taken.
+        """
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != self.nominal.shape:
+            raise ParameterError(f'theta: expected {self.nominal.size} values, got '
+                                 f'{theta.shape}')
+        q = self._qnow if q is None else np.asarray(q, dtype=float)
+        cand = (theta - self.nominal) / self.scale
+        why = self._check(cand, q)
+        if why is not None:
+            self._fallback(why, q)
+            return False
+        self._phi[:] = cand
+        self._phi_cmd[:] = cand
+        return True
+
+    # -- the tick ------------------------------------------------------------------------------
+    def update(self, q, qd, q_d, qd_d, qdd_d, hold: bool = False) -> np.ndarray:
+        """
+        One tick: the torque with the current estimate, then one adaptation step.
+
+        Parameters
+        ----------
+        q, qd : sequence of n float
+            Measured position [rad] and velocity [rad/s] (finite: the safety layer's check).
+        q_d, qd_d, qdd_d : sequence of n float
+            Reference position, velocity, acceleration.
+        hold : bool
+            Skip the adaptation step (e.g. the command was saturated).
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            The rigid-body torque [N·m] (the law's buffer: copy it to keep it).
+
+        """
+        tau = self.torque(q, qd, q_d, qd_d, qdd_d)
+        self.adapt(hold)
+        return tau
+
+    def torque(self, q, qd, q_d, qd_d, qdd_d) -> np.ndarray:
+        """``tau = tau0 + Y_SL (theta^ - theta0) - K_D s`` [N·m] into :attr:`tau`."""
+        qn, lam = self._qnow, self.lam
+        qn[:] = q
+        qd = np.asarray(qd, dtype=float)
+        e = qn - q_d
+        ed = qd - qd_d
+        qd_r, qdd_r, s = self.qd_r, self.qdd_r, self._s
+        np.subtract(qd_d, lam * e, out=qd_r)
+        np.subtract(qdd_d, lam * ed, out=qdd_r)
+        np.subtract(qd, qd_r, out=s)
+        qq, vv, aa, r = self._q, self._v, self._a, self._rows
+        check = (self.ticks + 1) % self.check_every == 0 and not (self.frozen)
+        end = qq.shape[0] if check else r
+        qq[:end] = qn
+        np.add(qd, qd_r, out=vv[1])
+        np.subtract(qd, qd_r, out=vv[2])
+        aa[0] = qdd_r
+        if r == 4:
+            vv[3] = qd_d
+        y = self.regressor.evaluate(qq[:end], vv[:end], aa[:end])
+        self._yc = y[r:] if check else None
+        ys = self._ys
+        np.subtract(y[1], y[2], out=ys)
+        ys *= 0.25
+        ys += y[0]
+        ys[:, self._friction] = 0.0
+        if r == 4:
+            ys[:, self._friction] = y[3][:, self._friction]
+        idyn = self.model.inverse_dynamics
+        tau = self.tau
+        tau[:] = idyn(qn, vv[0], qdd_r)
+        tau += 0.25 * (idyn(qn, vv[1], aa[1]) - idyn(qn, vv[2], aa[2]))
+        ys *= self.scale                     # Ys: scaled columns, [N·m] per unit of phi
+        tau += ys @ self._phi_cmd
+        tau -= self.kdm * s
+        self._have_step = True
+        return tau
+
+    def adapt(self, hold: bool = False) -> bool:
+        """
+        One adaptation step from the last :meth:`torque` (module docstring, steps 1-4).
+
+        Returns True when the estimate took the step, False when held, frozen or refused.
+        """
+        if not self._have_step:
+            return False
+        self._have_step = False
+        self.ticks += 1
+        if self.frozen or hold:
+            return False
+        prm, ys, s, phi = self.params, self._ys, self._s, self._phi
+        ys[:, self._fixed] = 0.0
+        info = self.information
+        info *= self._decay
+        np.dot(ys.T, ys, out=self._info_step)
+        self._info_step *= self.period
+        info += self._info_step
+        if self.ticks % self._every == 0:
+            self._excitation()
+        cand = self._cand
+        if prm.dead_zone > 0.0 and float(np.max(np.abs(s))) < prm.dead_zone:
+            cand[:] = 0.0
+        else:
+            np.dot(s, ys, out=cand)
+        cand += prm.sigma * phi
+        cand *= -self.period * prm.gamma
+        cand[self._fixed] = 0.0
+        step = prm.max_rate * self.period
+        np.clip(cand, -step, step, out=cand)
+        cand += phi
+        np.clip(cand, -self.bound, self.bound, out=cand)
+        if self.ticks % self.check_every:
+            if not np.all(np.isfinite(cand)):      # never integrate a non-finite step
+                self._fallback('estimate not finite', self._qnow)
+                phi[:] = self._phi_cmd
+                return False
+            phi[:] = cand                          # checked at the next check tick
+            return True
+        why = self._check(cand, self._qnow, self._yc)
+        if why is not None:
+            self._fallback(why, self._qnow)
+            phi[:] = self._phi_cmd
+            return False
+        phi[:] = cand
+        self._phi_cmd[:] = cand
+        self._rejected = 0
+        return True
+
+    # -- checks --------------------------------------------------------------------------------
+    def _check(self, cand: np.ndarray, q: np.ndarray, yc: np.ndarray | None = None
+               ) -> str | None:
+        """
+        Why the estimate ``theta0 + scale cand`` is not acceptable at ``q``, or None.
+
+        ``M^(q) - r M0(q)`` must be positive definite (Cholesky), ``r`` =
+        :data:`MIN_EIGENVALUE_RATIO`: the estimate's inertia is at least ``r`` times the
+        nominal one in every direction. ``yc``: the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)``
+        when the torque of this tick evaluated them.
+        """
+        if not np.all(np.isfinite(cand)):
+            return 'estimate not finite'
+        if np.any(np.abs(cand) > self.bound * (1.0 + 1e-12)):
+            k = int(np.argmax(np.abs(cand)))
+            return (f'estimate of {self.names[k]} outside its bounds '
+                    f'(+-{self.bound:g} x {self.scale[k]:.3g})')
+        n = self.n
+        if yc is None:
+            r = self._rows
+            qq = self._q[r:]
+            qq[:] = q
+            yc = self.regressor.evaluate(qq, self._v[r:], self._a[r:])
+        dtheta = self.scale * cand
+        dm = (yc[:n] - yc[n]) @ dtheta          # row j: column j of dM
+        m0 = self.model.mass_matrix(q)
+        chol = self._chol
+        np.multiply(m0, 1.0 - MIN_EIGENVALUE_RATIO, out=chol)
+        chol += 0.5 * (dm + dm.T)
+        try:
+            np.linalg.cholesky(chol)
+        except np.linalg.LinAlgError:
+            lo = float(np.linalg.eigvalsh(m0 + 0.5 * (dm + dm.T))[0])
+            return (f'mass matrix of the estimate not positive definite enough at q = '
+                    f'{np.round(q, 4).tolist()} (lambda_min {lo:.3g} kg m^2; it must '
+                    f'exceed {MIN_EIGENVALUE_RATIO:g} x M0 in every direction)')
+        return None
+
+    def _fallback(self, why: str, q: np.ndarray) -> None:
+        """Refuse a step: keep the last valid estimate, or the nominal model if it fails too."""
+        self.fallbacks += 1
+        self._rejected += 1
+        t = f't = {self.ticks * self.period:.6g} s'
+        if self._rejected >= MAX_REJECTED:
+            self._phi_cmd[:] = 0.0
+            self._rejected = 0
+            self.fallback_reason = (f'{t}: {why}; {MAX_REJECTED} steps refused in a row: '
+                                    'back to the nominal model')
+        elif self._check(self._phi_cmd, q) is not None:
+            self._phi_cmd[:] = 0.0
+            self.fallback_reason = (f'{t}: {why}; the last valid estimate fails here too: '
+                                    'back to the nominal model')
+        else:
+            self.fallback_reason = f'{t}: {why}; kept the last valid estimate'
+        self._phi[:] = self._phi_cmd
+
+    def _excitation(self) -> None:
+        """Eigen-decomposition of the information matrix: excited directions and parameters."""
+        act = self.active
+        sub = self.information[np.ix_(act, act)]
+        w, v = np.linalg.eigh(sub)
+        top = float(w[-1]) if w.size else 0.0
+        keep = w > self.params.excitation_threshold * top if top > 0.0 else w > np.inf
+        self.eigenvalues[:] = 0.0
+        self.eigenvalues[:w.size] = w[::-1]
+        frac = np.zeros(self.nominal.size)
+        frac[act] = np.sum(v[:, keep] ** 2, axis=1)
+        self.excited_fraction[:] = frac
+        self.excited[:] = frac >= EXCITED_FRACTION
+
+    def excited_projector(self) -> np.ndarray:
+        """Projector onto the excited subspace in scaled coordinates ``phi``, shape (p, p)."""
+        act = self.active
+        sub = self.information[np.ix_(act, act)]
+        w, v = np.linalg.eigh(sub)
+        top = float(w[-1]) if w.size else 0.0
+        keep = w > self.params.excitation_threshold * top if top > 0.0 else w > np.inf
+        p = np.zeros((self.nominal.size, self.nominal.size))
+        p[np.ix_(act, act)] = v[:, keep] @ v[:, keep].T
+        return p
+
+    # -- output --------------------------------------------------------------------------------
+    def table(self, truth: Sequence[float] | None = None) -> str:
+        """Aligned text: name, nominal, estimate, (true,) excited, unit."""
+        head = f'  {"parameter":<14}{"nominal":>12}{"estimate":>12}'
+        head += f'{"true":>12}' if truth is not None else ''
+        lines = [head + f'{"excited":>9}  unit']
+        est = self.estimates
+        for k, name in enumerate(self.names):
+            row = f'  {name:<14}{self.nominal[k]:>12.5g}{est[k]:>12.5g}'
+            if truth is not None:
+                row += f'{float(truth[k]):>12.5g}'
+            exc = 'yes' if self.excited[k] else ('no' if self.active[k] else 'fixed')
+            lines.append(row + f'{exc:>9}  {self.units[k]}')
+        return '\n'.join(lines)
+
+    def save(self, path) -> list:
+        """Write the estimate as manip-identify writes an identified model; return the files."""
+        if self.regressor.save is None:
+            raise ParameterError('save: this regressor has no file format')
+        return self.regressor.save(self.estimates, path, self)
+
+
+class AdaptiveController:
+    """
+    :class:`AdaptiveLaw` behind :meth:`manip_control.control.Controller.update`'s interface.
+
+    After the law's rigid-body torque: the nominal friction feed-forward at ``qd_d`` (with
+    ``friction_compensation``), the gear inversion of :func:`manip_control.control.invert_gear`
+    with the law's acceleration ``qdd_r``, and the torque limit. The adaptation step is
+    skipped on a tick whose command is saturated (the applied torque is not the law's).
+
+    Parameters
+    ----------
+    params : ControllerParameters
+        Gains, limits, nominal model and ``adaptation``; ``law`` must be computed torque.
+    period : float
+        Control period [s].
+    model : ArmModel, optional
+        The nominal model (default: the closed-form 2R of ``params.nominal``).
+    regressor : BaseRegressor, optional
+        Default: :func:`two_link_base_regressor` of ``params.nominal``.
+    check_every : int
+        Ticks between the law's consistency checks (:class:`AdaptiveLaw`).
+
+    """
+
+    def __init__(self, params: ControllerParameters, period: float,
+                 model: ArmModel | None = None, regressor: BaseRegressor | None = None,
+                 check_every: int = 1):
+        if params.law != 'computed_torque':
+            raise ParameterError('controller.law: the adaptive law replaces computed torque '
+                                 f'(got {params.law!r})')
+        self.params = params
+        self.period = float(period)
+        nm = params.nominal
+        self.model = nominal_arm(nm) if model is None else model
+        self.n = n = self.model.n
+        if regressor is None:
+            regressor = two_link_base_regressor(nm, params)
+        self.law = AdaptiveLaw(self.model, regressor, params.kp, params.kd, period,
+                               params.adaptation, check_every=check_every)
+        if len(nm.friction) != n:
+            raise ParameterError(f'controller.nominal.friction: must have {n} entries, one '
+                                 f'per joint of the model (got {len(nm.friction)})')
+        self._friction = tuple(nm.friction)
+        self._gear = gear_inversion_constants(nm)
+        self.torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
+        self.friction_compensation = bool(params.friction_compensation)
+
+    def output(self) -> ControlBuffer:
+        """Return a new preallocated output for ``update(..., out=...)``."""
+        return ControlBuffer(self.n)
+
+    def reset(self) -> None:
+        """Return the law to the nominal model."""
+        self.law.reset()
+
+    def set_torque_limit(self, limit) -> None:
+        """Replace the torque limit per joint [N·m] (each > 0), from the next tick."""
+        self.torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
+
+    def update(self, q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
+               qd_d: Sequence[float], qdd_d: Sequence[float],
+               out: ControlBuffer | None = None) -> ControlOutput | ControlBuffer:
+        """One tick (see :meth:`manip_control.control.Controller.update`)."""
+        law = self.law
+        tau = law.torque(q, qd, q_d, qd_d, qdd_d)
+        acc = law.qdd_r
+        gear = self._gear
+        taus, sats = [], []
+        for k in range(self.n):
+            t = float(tau[k])
+            v = float(qd_d[k])
+            if self.friction_compensation:
+                fr = self._friction[k]
+                level = fr.tau_c
+                if fr.tau_s:
+                    level += fr.tau_s * math.exp(-(v / fr.v_s) ** 2)
+                t += fr.b * v + level * math.tanh(v / fr.eps)
+            if gear is not None:
+                row = gear.rotor[k]
+                ro = 0.0
+                for j in range(k + 1):
+                    if row[j]:
+                        ro += row[j] * float(acc[j])
+                sg = math.tanh(v * gear.inv_eps[k])
+                y = t - ro
+                kappa = 1.0 - (gear.wa[k] * (1.0 if y >= 0.0 else -1.0) + gear.wb[k] * sg) * sg
+                t = y / max(kappa, GEAR_INVERSION_FLOOR) + ro
+            lim = self.torque_limit[k]
+            hit = t > lim or t < -lim
+            if hit:
+                t = lim if t > 0.0 else -lim
+            taus.append(t)
+            sats.append(hit)
+        law.adapt(hold=any(sats))
+        if out is None:
+            return ControlOutput(tuple(taus), tuple(sats))
+        out.tau[:] = taus
+        out.saturated[:] = sats
+        return out
+
+
+class AdaptedModel(ArmModel):
+    """
+    The nominal model with the adaptive law's last checked estimate: what the safety layer uses.
+
+    Every term is the nominal model's plus the identification regressor times ``dtheta =
+    theta^ - theta0`` (the rigid-body columns; friction is not part of an :class:`ArmModel`)::
+
+        g^(q)     = g0(q)     + Y(q, 0, 0) dtheta
+        b^(q, qd) = b0(q, qd) + Y(q, qd, 0) dtheta
+        M^(q) e_j = M0(q) e_j + [Y(q, 0, e_j) - Y(q, 0, 0)] dtheta
+        C^(q, qd) e_j = C0(q, qd) e_j + [Y(q, qd + e_j, 0) - Y(q, qd - e_j, 0)] dtheta / 4
+
+    (the last by polarization, as the law's two-velocity regressor). It reads the law's
+    estimate at each call, so the safe hold and the hold after a lost reference use the model
+    that was valid last; the estimate is checked (positive-definite ``M^``) before the law
+    takes it. With the nominal estimate every call is the nominal model's. ``potential_energy``
+    is the nominal model's (the regressor gives torques, not energies).
+
+    Parameters
+    ----------
+    law : AdaptiveLaw
+        The law whose estimate to use (read, never changed).
+
+    """
+
+    def __init__(self, law: 'AdaptiveLaw'):
+        self.law = law
+        self.nominal_model = model = law.model
+        self.n = n = model.n
+        self.joint_names = model.joint_names
+        self.limits = model.limits
+        self.gravity_field = model.gravity_field
+        self._rigid = ~np.asarray(law.regressor.friction, bool)
+        self._eye = np.eye(n)
+
+    def workspace(self) -> 'AdaptedModel':
+        """Return the same view (the law's model is used by the law's thread only)."""
+        return self
+
+    def delta(self) -> np.ndarray:
+        """Return ``dtheta``: the checked estimate minus the nominal, friction columns zero."""
+        law = self.law
+        d = law.estimates - law.nominal
+        d[~self._rigid] = 0.0
+        return d
+
+    def _rows(self, q, v, a, d) -> np.ndarray:
+        return self.law.regressor.evaluate(q, v, a) @ d
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Return ``M^(q)`` [kg·m^2] (symmetric)."""
+        q = self._vec('q', q)
+        m = self.nominal_model.mass_matrix(q)
+        d = self.delta()
+        if not d.any():
+            return m
+        n = self.n
+        qq = np.broadcast_to(q, (n + 1, n))
+        aa = np.vstack([self._eye, np.zeros((1, n))])
+        r = self._rows(qq, np.zeros((n + 1, n)), aa, d)
+        dm = (r[:n] - r[n]).T                   # column j: [Y(q, 0, e_j) - Y(q, 0, 0)] d
+        return m + 0.5 * (dm + dm.T)
+
+    def coriolis_matrix(self, q, qd) -> np.ndarray:
+        """Return ``C^(q, qd)`` [N·m·s/rad]."""
+        q, qd = self._vec('q', q), self._vec('qd', qd)
+        c = self.nominal_model.coriolis_matrix(q, qd)
+        d = self.delta()
+        if not d.any():
+            return c
+        n = self.n
+        vv = np.vstack([qd + self._eye, qd - self._eye])
+        r = self._rows(np.broadcast_to(q, (2 * n, n)), vv, np.zeros((2 * n, n)), d)
+        return c + 0.25 * (r[:n] - r[n:]).T
+
+    def gravity(self, q) -> np.ndarray:
+        """Return ``g^(q)`` [N·m]."""
+        q = self._vec('q', q)
+        g = self.nominal_model.gravity(q)
+        d = self.delta()
+        if not d.any():
+            return g
+        z = np.zeros((1, self.n))
+        return g + self._rows(q[None, :], z, z, d)[0]
+
+    def bias(self, q, qd) -> np.ndarray:
+        """Return ``b^(q, qd) = C^(q, qd) qd + g^(q)`` [N·m]."""
+        q, qd = self._vec('q', q), self._vec('qd', qd)
+        b = self.nominal_model.bias(q, qd)
+        d = self.delta()
+        if not d.any():
+            return b
+        return b + self._rows(q[None, :], qd[None, :], np.zeros((1, self.n)), d)[0]
+
+    def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
+        """Return ``M^ qdd + b^`` [N·m]."""
+        return self.mass_matrix(q) @ self._vec('qdd', qdd) + self.bias(q, qd)
+
+    def forward_dynamics(self, q, qd, tau) -> np.ndarray:
+        """Return ``M^^-1 (tau - b^)`` [rad/s^2]."""
+        return np.linalg.solve(self.mass_matrix(q), self._vec('tau', tau) - self.bias(q, qd))
+
+    def potential_energy(self, q) -> float:
+        """Return the nominal model's ``V(q)`` [J]."""
+        return self.nominal_model.potential_energy(q)
+
+
+def true_two_link_parameters(nominal: NominalModel) -> np.ndarray:
+    """Return the base parameters (:data:`BASE_NAMES`) of a 2R model (e.g. the plant's truth)."""
+    return base_parameters(nominal.arm, nominal.rotor_inertia, nominal.friction)
