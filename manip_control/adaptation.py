@@ -124,6 +124,9 @@ import yaml
 SCALE_FLOOR = {'kg': 1e-2, 'kg m': 1e-3, 'kg m^2': 1e-4, 'N m s/rad': 1e-2, 'N m': 1e-2}
 #: ``lambda_min(M^(q))`` must be at least this fraction of ``lambda_min(M0(q))``.
 MIN_EIGENVALUE_RATIO = 0.1
+#: Ticks between the adaptive law's consistency checks on a URDF arm (each costs n + 1
+#: regressor evaluations; bench/bench_adaptation.py): the offline loop and the node use it.
+ADAPTIVE_CHECK_EVERY = 10
 #: Rejected steps in a row after which the law returns to the nominal model.
 MAX_REJECTED = 1000
 #: Interval of the excitation analysis (eigen-decomposition of the information matrix) [s].

@@ -37,6 +37,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from manip_control.adaptation import ADAPTIVE_CHECK_EVERY
 from manip_control.adaptation import AdaptiveLaw
 from manip_control.arm_identification import adaptive_regressor
 from manip_control.arm_identification import ArmIdentificationError
@@ -448,7 +449,7 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     adaptation : AdaptationParameters, optional
         When enabled: adaptive computed torque (:class:`manip_control.adaptation.AdaptiveLaw`
         over the nominal model's base parameters, the consistency check every
-        :data:`ADAPTIVE_CHECK_EVERY` ticks) instead of computed torque.
+        :data:`~manip_control.adaptation.ADAPTIVE_CHECK_EVERY` ticks) instead of computed torque.
 
     Raises
     ------
@@ -502,11 +503,6 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
                               feedforward=ff, payload=payload, payload_offset=payload_offset,
                               law=law)
     return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff, law, truth)
-
-
-#: Ticks between the adaptive law's consistency checks on a URDF arm (each costs n + 1
-#: regressor evaluations; bench/bench_adaptation.py).
-ADAPTIVE_CHECK_EVERY = 10
 
 
 #: The excitation of :func:`excitation_reference`: period [s], harmonics, position margin

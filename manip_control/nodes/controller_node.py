@@ -81,12 +81,12 @@ from typing import NamedTuple
 from diagnostic_msgs.msg import DiagnosticArray
 from diagnostic_msgs.msg import DiagnosticStatus
 from diagnostic_msgs.msg import KeyValue
+from manip_control.adaptation import ADAPTIVE_CHECK_EVERY
 from manip_control.adaptation import AdaptedModel
 from manip_control.adaptation import AdaptiveController
 from manip_control.arm_identification import adaptive_regressor
 from manip_control.arm_identification import ArmRegressor
 from manip_control.arm_identification import base_parameters
-from manip_control.arm_scenario import ADAPTIVE_CHECK_EVERY
 from manip_control.control import check_gain_update
 from manip_control.control import Controller
 from manip_control.control import ControlOutput
