@@ -203,3 +203,22 @@ def test_adapted_model_of_a_urdf_arm_equals_pinocchio_on_the_scaled_arm():
                       (view.bias(q, qd), heavy.bias(q, qd)),
                       (view.coriolis_matrix(q, qd) @ qd, heavy.coriolis_matrix(q, qd) @ qd)):
         assert np.allclose(got, want, rtol=1e-8, atol=1e-9), np.max(np.abs(got - want))
+
+
+def test_a_urdf_arm_adapts_in_lockstep_but_not_in_real_time(ros_context):
+    """Real time on a URDF arm is refused by name (measured unsafe); lockstep configures."""
+    from conftest import make_node
+    from manip_control.nodes.controller_node import ControllerNode
+    from manip_control.nodes.ros_params import controller_specs
+    from manip_control.parameters import ParameterError
+    text = (SHARED_FIXTURES / 'urdf' / 'panda.urdf').read_text()
+    vals = {'robot_description': text, 'adaptation.enabled': True, 'mode': 'realtime'}
+    with pytest.raises(ParameterError, match='configure failed'):
+        make_node(ControllerNode, ros_context, controller_specs(), vals)
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     dict(vals, mode='lockstep'))
+    try:
+        assert node.adaptation is not None and node.adaptation.regressor.size == 62
+        assert isinstance(node.safety.model, AdaptedModel)
+    finally:
+        node.destroy_node()         # its command publishers leave the graph before the check

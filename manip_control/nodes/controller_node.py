@@ -81,8 +81,8 @@ from typing import NamedTuple
 from diagnostic_msgs.msg import DiagnosticArray
 from diagnostic_msgs.msg import DiagnosticStatus
 from diagnostic_msgs.msg import KeyValue
-from manip_control.adaptation import ADAPTIVE_CHECK_EVERY
 from manip_control.adaptation import AdaptedModel
+from manip_control.adaptation import ADAPTIVE_CHECK_EVERY
 from manip_control.adaptation import AdaptiveController
 from manip_control.arm_identification import adaptive_regressor
 from manip_control.arm_identification import ArmRegressor
@@ -1352,6 +1352,13 @@ class ControllerNode(LifecycleNode):
             return Controller(co, cfg.period, self.arm)
         if self.arm is None:
             ctl = AdaptiveController(co, cfg.period)
+        elif not self.lockstep:
+            # measured: against the MuJoCo Panda on a 2-core host, a 2 kg payload made the
+            # adaptive law lose the arm (velocity and position limits) in real time
+            raise ParameterError(
+                'adaptation.enabled: not in real time on a URDF arm (the adaptive law lost the '
+                'MuJoCo Panda after a payload pick-up on the test host; docs/adaptation.md); '
+                'mode lockstep (manip-sim --adapt) or the 2R only')
         else:
             # the identification's base parameters and regressor of the nominal arm
             fr = co.nominal.friction
@@ -1361,6 +1368,9 @@ class ControllerNode(LifecycleNode):
             ctl = AdaptiveController(co, cfg.period, self.arm, reg,
                                      check_every=ADAPTIVE_CHECK_EVERY)
         self.adaptation = law = ctl.law
+        # the excitation analysis (an eigen-decomposition) runs beside the publication, in the
+        # executor's thread, on a copy: never in a tick
+        law.excitation_in_loop = False
         self._adaptation_fallbacks = 0
         self._adaptation_pub = self.create_publisher(DiagnosticArray, '~/adaptation', 10)
         rate = float(self.values['diagnostics_rate'])
@@ -1391,6 +1401,12 @@ class ControllerNode(LifecycleNode):
             law, pub = self.adaptation, self._adaptation_pub
             if law is None or pub is None:
                 return
+            information = law.information.copy()
+        analysis = law.excitation_of(information)
+        with self._lock:
+            if self.adaptation is not law:
+                return
+            law.set_excitation(*analysis)
             values = self.adaptation_values()
             est = law.estimates
             for k, name in enumerate(law.names):
