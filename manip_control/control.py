@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import NamedTuple, Sequence
 
 from manip_control.arm_model import ArmModel
@@ -131,6 +132,11 @@ def pd_gravity(q, qd, q_d, model: ArmModel, kp, kd) -> np.ndarray:
 def nominal_arm(nominal: NominalModel) -> ArmModel:
     """Return the closed-form 2R nominal model of ``nominal`` (arm, rotors, coupling)."""
     return TwoLinkArm.from_nominal(nominal)
+
+
+def _read_only(attr: str, doc: str) -> property:
+    """Return a property that reads ``self.<attr>`` (a tuple) and cannot be set."""
+    return property(operator.attrgetter(attr), doc=doc)
 
 
 class ControlBuffer:
@@ -245,30 +251,13 @@ class Controller:
         self._torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
         self._pack()
 
-    @property
-    def kp(self) -> tuple:
-        """Return the proportional gain per joint (change it with :meth:`set_gains`)."""
-        return self._kp
-
-    @property
-    def kd(self) -> tuple:
-        """Return the derivative gain per joint (change it with :meth:`set_gains`)."""
-        return self._kd
-
-    @property
-    def ki(self) -> tuple:
-        """Return the integral gain per joint (change it with :meth:`set_gains`)."""
-        return self._ki
-
-    @property
-    def torque_limit(self) -> tuple:
-        """Return the command limit per joint [N·m] (change it with :meth:`set_torque_limit`)."""
-        return self._torque_limit
-
-    @property
-    def integral_limit(self) -> tuple:
-        """Return the anti-windup clamp of the error integral per joint [rad·s]."""
-        return self._integral_limit
+    kp = _read_only('_kp', 'The proportional gain per joint (change it with :meth:`set_gains`).')
+    kd = _read_only('_kd', 'The derivative gain per joint (change it with :meth:`set_gains`).')
+    ki = _read_only('_ki', 'The integral gain per joint (change it with :meth:`set_gains`).')
+    torque_limit = _read_only('_torque_limit', 'The command limit per joint [N·m] (change it '
+                              'with :meth:`set_torque_limit`).')
+    integral_limit = _read_only('_integral_limit',
+                                'The anti-windup clamp of the error integral per joint [rad·s].')
 
     def _pack(self) -> None:
         """Hand the gains and limits to the tick (one tuple store for the 2R: never torn)."""
