@@ -22,6 +22,11 @@ friction, rotor, sensor and controller option.
 
 import dataclasses
 import itertools
+import os
+from pathlib import Path
+import shutil
+import subprocess
+import sys
 
 from manip_control import kernel
 from manip_control import simulation
@@ -36,6 +41,8 @@ from manip_control.simulation import run_closed_loop
 from manip_control.simulation import run_closed_loop_python
 import numpy as np
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(not kernel.AVAILABLE, reason='numba is not importable')
 
@@ -239,3 +246,44 @@ def test_environment_switch_disables_the_kernel(monkeypatch):
     assert kernel.unsupported(sc) == 'disabled by MANIP_CONTROL_KERNEL=0'
     assert Plant(sc.plant, 1e-3)._compiled_step is None
     assert not simulation.use_kernel(sc)
+
+
+_LAW_CHECK = """
+from manip_control.parameters import load_scenario
+from manip_control.simulation import run_closed_loop, run_closed_loop_python
+sc = load_scenario('default')
+print(run_closed_loop(sc, 0.2, engine='kernel').tau_cmd[150, 0],
+      run_closed_loop_python(sc, 0.2).tau_cmd[150, 0])
+"""
+
+
+def test_cached_loop_follows_a_change_of_the_law_in_control_py(tmp_path):
+    """
+    The compiled loop runs control.py's law as it is now, not the one it was cached with.
+
+    numba's cache checks only the stamp of the cached function's own file (kernel.py); a copy
+    of the package runs the kernel once (compiled, cached), its ``two_link_law`` is changed
+    (the first joint's command doubled), and a new process must see the change in the kernel
+    as the Python loop does.
+    """
+    for name in ('manip_control', 'config'):
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns('__pycache__'))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+
+    def run() -> list:
+        out = subprocess.run([sys.executable, '-c', _LAW_CHECK], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return [float(v) for v in out.stdout.split()]
+
+    before = run()
+    control = tmp_path / 'manip_control' / 'control.py'
+    text = control.read_text()
+    law_return = '    return t1, t2, sat1, sat2, z1, z2\n'
+    assert text.count(law_return) == 1
+    control.write_text(text.replace(law_return, '    return 2.0 * t1, t2, sat1, sat2, z1, z2\n'))
+    after = run()
+    assert before[0] == pytest.approx(before[1], rel=1e-9)
+    assert after[1] != pytest.approx(before[1], rel=1e-3)        # the change shows in Python
+    assert after[0] == pytest.approx(after[1], rel=1e-9)         # and in the cached kernel
