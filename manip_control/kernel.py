@@ -26,8 +26,8 @@ is the one of the Python modules, written on scalars in the same order of operat
   with a clamped terminal voltage and conditional integration, actuator torque
   ``tau_m = N k_t i - tau_gear(T, qd)`` with the gear loss charged on the mesh torque
   ``T = N k_t i - D qdd`` and solved with the accelerations, or the clamped ideal torque;
-  Karnopp friction with exact sticking: zero-velocity events located in each RK4 sub-step,
-  :func:`manip_control.plant._karnopp_substep`);
+  Karnopp friction with exact sticking: zero-velocity events located in each RK4 sub-step
+  by the plants' own :func:`manip_control.friction.karnopp_substep_over`, compiled here);
 * controller -- not a copy: :func:`manip_control.control.two_link_law`, the function the
   2R's :class:`~manip_control.control.Controller` runs, compiled here (computed torque or PD
   + gravity, friction feed-forward, inversion of the nominal gear, integral with
@@ -57,6 +57,7 @@ import os
 from manip_control.actuators import gear_loss_weights
 from manip_control.control import Controller
 from manip_control.control import two_link_law
+from manip_control.friction import karnopp_substep_over
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
 from manip_control.trajectories import trajectory_from_config
@@ -66,9 +67,6 @@ try:  # numba is a runtime dependency; the Python path is the fallback without i
     import numba
 except ImportError:  # pragma: no cover - exercised only where numba is absent
     numba = None
-
-#: At most this many zero-velocity events per RK4 sub-step (as ``plant.MAX_EVENTS``).
-MAX_EVENTS = 4
 
 #: Whether the compiled kernel is available in this interpreter.
 AVAILABLE = numba is not None
@@ -388,8 +386,9 @@ def _input(tau1, tau2, p):
 
 
 @_jit()
-def _rk4(x, h, u1, u2, p):
+def _rk4(p, x, h, u):
     """One classical RK4 step of length ``h`` from the 8-tuple ``x``; new state, ``k1`` qdd."""
+    u1, u2 = u
     h2 = 0.5 * h
     h6 = h / 6.0
     x0, x1, x2, x3, x4, x5, x6, x7 = x
@@ -407,11 +406,11 @@ def _rk4(x, h, u1, u2, p):
              x4 + h6 * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
              x5 + h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
              x6 + h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
-             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), k1[2], k1[3])
+             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), (k1[2], k1[3]))
 
 
 @_jit()
-def _stop(x, j, p):
+def _stop(p, x, j):
     """Stop joint ``j`` by a stiction impulse (:func:`manip_control.plant._stop`)."""
     x0, x1, v1, v2, x4, x5, x6, x7 = x
     b = p[P_B]
@@ -426,77 +425,13 @@ def _stop(x, j, p):
 
 
 @_jit()
-def _karnopp_substep(x, h, u1, u2, p):
-    """
-    One RK4 sub-step with zero-velocity events (:func:`manip_control.plant._karnopp_substep`).
+def _rhs_at(p, x, u):
+    """Plant derivative at the 8-tuple ``x`` with the held input ``u`` (a pair)."""
+    return _rhs(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], u[0], u[1], p)
 
-    Returns the new state and the first stage's accelerations (at ``x``).
-    """
-    rest = h
-    events = 0
-    a1 = a2 = 0.0
-    while True:
-        y, q1, q2 = _rk4(x, rest, u1, u2, p)
-        if events == 0:
-            a1 = q1
-            a2 = q2
-        th = 2.0
-        jc = -1
-        v0 = x[2]
-        if v0 != 0.0:
-            ve = y[2]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                th = v0 / (v0 - ve)
-                jc = 0
-            if v0 * q1 < 0.0:
-                te = -v0 / q1 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 0
-        v0 = x[3]
-        if v0 != 0.0:
-            ve = y[3]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                te = v0 / (v0 - ve)
-                if te < th:
-                    th = te
-                    jc = 1
-            if v0 * q2 < 0.0:
-                te = -v0 / q2 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 1
-        if jc < 0 or events == MAX_EVENTS:
-            x = y
-            break
-        events += 1
-        if th < 1.0:
-            hs = th * rest
-            y = _rk4(x, hs, u1, u2, p)[0]
-            v0 = x[2 + jc]
-            ve = y[2 + jc]
-            if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):
-                hs = hs * (v0 / (v0 - ve))
-                y = _rk4(x, hs, u1, u2, p)[0]
-        else:
-            hs = rest
-        x = _stop(y, jc, p)
-        rest = rest - hs
-        if not rest > 0.0:
-            break
-    v = x[2]
-    st = p[P_FR1 + F_VSTICK]
-    if v != 0.0 and -st < v < st:
-        y = _stop(x, 0, p)
-        if _rhs(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2, p)[2] == 0.0:
-            x = y
-    v = x[3]
-    st = p[P_FR1 + FR_SIZE + F_VSTICK]
-    if v != 0.0 and -st < v < st:
-        y = _stop(x, 1, p)
-        if _rhs(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2, p)[3] == 0.0:
-            x = y
-    return x, a1, a2
+
+#: The zero-velocity events of Karnopp friction (the plants' function), compiled.
+_karnopp_substep = _jit()(karnopp_substep_over(_rk4, _stop, _rhs_at))
 
 
 @_jit()
@@ -508,9 +443,11 @@ def _period_step(x, u1, u2, p):
     """
     h = p[P_H]
     if p[P_KARNOPP] != 0.0:
-        x, a1, a2 = _karnopp_substep(x, h, u1, u2, p)
+        u = (u1, u2)
+        v_stick = (p[P_FR1 + F_VSTICK], p[P_FR1 + FR_SIZE + F_VSTICK])
+        x, (a1, a2) = _karnopp_substep(p, x, h, u, 2, v_stick)
         for _ in range(int(p[P_SUBSTEPS]) - 1):
-            x = _karnopp_substep(x, h, u1, u2, p)[0]
+            x = _karnopp_substep(p, x, h, u, 2, v_stick)[0]
         return x, a1, a2
     h2 = 0.5 * h
     h6 = h / 6.0
@@ -543,16 +480,18 @@ def _period_step(x, u1, u2, p):
 #: The controller's law (the same function the 2R's Controller runs), compiled.
 _law = _jit()(two_link_law)
 
-# numba's cache checks only the stamp of this file, but the cached loop embeds the law of
-# control.py: _law_stamp returns control.py's stamp as it was when the cache was compiled.
-_LAW_FILE = os.stat(two_link_law.__code__.co_filename)
-_LAW_STAMP = (float(_LAW_FILE.st_mtime), float(_LAW_FILE.st_size))
+# numba's cache checks only the stamp of this file, but the cached code embeds functions of
+# control.py (the law) and friction.py (the Karnopp events): _source_stamp returns their stamps
+# as they were when the cache was compiled.
+_SOURCE_STAMP = tuple(float(v) for fn in (two_link_law, karnopp_substep_over)
+                      for st in (os.stat(fn.__code__.co_filename),)
+                      for v in (st.st_mtime, st.st_size))
 
 
 @_jit()
-def _law_stamp():
-    """Return control.py's ``(mtime, size)`` that this compiled code was built with."""
-    return _LAW_STAMP
+def _source_stamp():
+    """Return the ``(mtime, size)`` of control.py and friction.py this code was built with."""
+    return _SOURCE_STAMP
 
 
 @_jit()
@@ -722,9 +661,10 @@ def _step_held(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2, p):
     return _period_step((x0, x1, x2, x3, x4, x5, x6, x7), u1, u2, p)[0]
 
 
-if _law_stamp() != _LAW_STAMP:    # control.py changed since the loop was cached: drop it
-    for _stale in (_law_stamp, _loop, _loop_many):
-        _stale.recompile()
+if _source_stamp() != _SOURCE_STAMP:     # they changed since the cache was written: drop it
+    for _stale in list(globals().values()):
+        if isinstance(_stale, numba.core.dispatcher.Dispatcher):
+            _stale.recompile()
 
 
 # --------------------------------------------------------------------------------------------

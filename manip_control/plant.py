@@ -115,6 +115,7 @@ from manip_control.actuators import joint_torque
 from manip_control.actuators import motor_torque
 from manip_control.friction import friction_torque
 from manip_control.friction import karnopp_friction
+from manip_control.friction import karnopp_substep_over
 from manip_control.parameters import PlantParameters
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
@@ -122,9 +123,6 @@ import numpy as np
 
 
 STATE_SIZE = 8
-
-#: At most this many zero-velocity events are located per RK4 sub-step (Karnopp friction).
-MAX_EVENTS = 4
 
 
 def rotor_matrix(params: PlantParameters) -> np.ndarray:
@@ -377,8 +375,10 @@ def _make_rhs(params: PlantParameters):
     return rhs
 
 
-def _rk4(f, x, h, u1, u2):
+def _rk4(p, x, h, u):
     """One classical RK4 step of length ``h`` from the 8-tuple ``x``; new state, ``k1`` qdd."""
+    f = p[0]
+    u1, u2 = u
     h2 = 0.5 * h
     h6 = h / 6.0
     x0, x1, x2, x3, x4, x5, x6, x7 = x
@@ -396,15 +396,16 @@ def _rk4(f, x, h, u1, u2):
              x4 + h6 * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
              x5 + h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
              x6 + h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
-             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), k1[2], k1[3])
+             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), (k1[2], k1[3]))
 
 
-def _stop(x, j, a, b, d12, d22):
+def _stop(p, x, j):
     """
     Stop joint ``j`` by a stiction impulse at that joint: ``qd += -qd_j M^-1 e_j / M^-1_jj``.
 
     When the other joint is at rest (stuck) only ``qd_j`` is set to zero.
     """
+    _, a, b, d12, d22 = p
     x0, x1, v1, v2, x4, x5, x6, x7 = x
     bc2 = b * math.cos(x1)
     if j == 0:
@@ -416,68 +417,12 @@ def _stop(x, j, a, b, d12, d22):
     return (x0, x1, v1, v2, x4, x5, x6, x7)
 
 
-def _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2):
-    """One RK4 sub-step with the zero-velocity events located (see the module docstring)."""
-    rest = h
-    events = 0
-    while True:
-        y, q1, q2 = _rk4(f, x, rest, u1, u2)
-        th = 2.0
-        jc = -1
-        v0 = x[2]
-        if v0 != 0.0:
-            ve = y[2]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                th = v0 / (v0 - ve)
-                jc = 0
-            if v0 * q1 < 0.0:  # heading for zero: crossing time by the initial slope
-                te = -v0 / q1 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 0
-        v0 = x[3]
-        if v0 != 0.0:
-            ve = y[3]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                te = v0 / (v0 - ve)
-                if te < th:
-                    th = te
-                    jc = 1
-            if v0 * q2 < 0.0:
-                te = -v0 / q2 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 1
-        if jc < 0 or events == MAX_EVENTS:
-            x = y
-            break
-        events += 1
-        if th < 1.0:
-            hs = th * rest
-            y = _rk4(f, x, hs, u1, u2)[0]
-            v0 = x[2 + jc]
-            ve = y[2 + jc]
-            if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):  # overshot: one secant refinement
-                hs = hs * (v0 / (v0 - ve))
-                y = _rk4(f, x, hs, u1, u2)[0]
-        else:
-            hs = rest
-        x = _stop(y, jc, a, b, d12, d22)
-        rest = rest - hs
-        if not rest > 0.0:
-            break
-    # stick band: a joint slower than v_stick that its friction can hold is stopped
-    v = x[2]
-    if v != 0.0 and -st1 < v < st1:
-        y = _stop(x, 0, a, b, d12, d22)
-        if f(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2)[2] == 0.0:
-            x = y
-    v = x[3]
-    if v != 0.0 and -st2 < v < st2:
-        y = _stop(x, 1, a, b, d12, d22)
-        if f(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2)[3] == 0.0:
-            x = y
-    return x
+def _rhs_at(p, x, u):
+    """Return the right-hand side ``p[0]`` at the 8-tuple ``x`` with the held input ``u``."""
+    return p[0](x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], u[0], u[1])
+
+
+_karnopp_substep = karnopp_substep_over(_rk4, _stop, _rhs_at)
 
 
 def _compiled_stepper(params: PlantParameters, period: float):
@@ -517,8 +462,8 @@ class Plant:
         self._compiled_step = _compiled_stepper(params, self.period) if compiled else None
         self._karnopp = params.friction_model == 'karnopp'
         model = plant_model(params)
-        self._impulse = (model.a, model.b, model.d12, model.d22,
-                         params.friction[0].v_stick, params.friction[1].v_stick)
+        self._impulse = (self._rhs, model.a, model.b, model.d12, model.d22)
+        self._v_stick = tuple(fr.v_stick for fr in params.friction)
         self._rotors = (params.reflected_inertia, params.rotor_coupling_terms[1])
         self.reset()
 
@@ -620,10 +565,10 @@ class Plant:
         f = self._rhs
         h = self._h
         if self._karnopp:
-            a, b, d12, d22, st1, st2 = self._impulse
+            p, u, v_stick = self._impulse, (u1, u2), self._v_stick
             x = tuple(self._x)
             for _ in range(self.substeps):
-                x = _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2)
+                x = _karnopp_substep(p, x, h, u, 2, v_stick)[0]
             self._x = list(x)
             self.steps += 1
             self.time = self.steps * self.period
