@@ -449,8 +449,8 @@ class ArmPlant:
         ``net + f_smooth`` is the actuator torque at the signs of ``N k_t i`` (the clamped
         command for ideal actuators); the sliding friction is ``b qd + level sign(qd)``
         (zero at ``qd = 0``), the held joints' friction follows from :meth:`_stick`, inside
-        the mesh rule's sign search where it applies (the 2R plant's ``_mechanics`` in the
-        loop over the patterns).
+        the mesh rule's sign search where it applies (the 2R plant's
+        ``plant_state.two_link_mechanics`` in the loop over the patterns).
         """
         n = self.n
         q, v = x[:n], x[n:2 * n]

@@ -60,6 +60,7 @@ from manip_control.control import two_link_law
 from manip_control.friction import karnopp_substep_over
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
+from manip_control.plant_state import two_link_mechanics
 from manip_control.trajectories import trajectory_from_config
 import numpy as np
 
@@ -301,8 +302,8 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
             sn2 = -g2 if k >= 2 else g2
             k1 = (wa1 * sn1 + wb1 * sg1) * sg1
             k2 = (wa2 * sn2 + wb2 * sg2) * sg2
-            qa1, qa2 = _mechanics(v1, v2, n1 - k1 * n1, n2 - k2 * n2, w11, w12, g12, w21,
-                                  fr1, fr2, m11 - k1 * jr1, m12, m12 - k2 * jc2,
+            qa1, qa2 = _mechanics(v1, v2, n1 - k1 * n1, n2 - k2 * n2, (w11, w12, g12),
+                                  (w21, g12), fr1, fr2, m11 - k1 * jr1, m12, m12 - k2 * jc2,
                                   d22 - k2 * jr2, karnopp, fs1, fs2)
             if k == 0:
                 first1, first2 = qa1, qa2
@@ -313,58 +314,13 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
         if not found:
             qa1, qa2 = first1, first2
     else:
-        qa1, qa2 = _mechanics(v1, v2, n1, n2, w11, w12, g12, w21, fr1, fr2, m11, m12, m12,
-                              d22, karnopp, fs1, fs2)
+        qa1, qa2 = _mechanics(v1, v2, n1, n2, (w11, w12, g12), (w21, g12), fr1, fr2, m11, m12,
+                              m12, d22, karnopp, fs1, fs2)
     return v1, v2, qa1, qa2, di1, di2, dx1, dx2
 
 
-@_jit(inline='always')
-def _mechanics(v1, v2, t1, t2, w11, w12, g12, w21, fr1, fr2, a11, a12, a21, a22, karnopp,
-               fs1, fs2):
-    """
-    Joint accelerations from ``A qdd = r - f`` (:func:`manip_control.plant._mechanics`).
-
-    Sliding joints: ``fr`` (``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)`` or the
-    smooth friction); Karnopp joints at exactly zero velocity: the torque that keeps their
-    acceleration zero, unless it exceeds the breakaway level ``F_s = tau_c + tau_s`` (then
-    ``F_s sign`` and the joint slides).
-    """
-    r1 = t1 - w11 - w12 - g12
-    r2 = t2 + w21 - g12
-    held1 = False
-    held2 = False
-    if karnopp:
-        held1 = v1 == 0.0
-        held2 = v2 == 0.0
-        if held1 and held2:
-            fr1, fr2 = r1, r2
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-            if held1 and held2:
-                return 0.0, 0.0
-            if held1:  # joint 2 broke away: joint 1 alone is stuck
-                fr1 = r1 - a12 * ((r2 - fr2) / a22)
-                if abs(fr1) > fs1:
-                    fr1, held1 = math.copysign(fs1, fr1), False
-            elif held2:
-                fr2 = r2 - a21 * ((r1 - fr1) / a11)
-                if abs(fr2) > fs2:
-                    fr2, held2 = math.copysign(fs2, fr2), False
-        elif held1:
-            fr1 = r1 - a12 * ((r2 - fr2) / a22)
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-        elif held2:
-            fr2 = r2 - a21 * ((r1 - fr1) / a11)
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-    r1 -= fr1
-    r2 -= fr2
-    idet = 1.0 / (a11 * a22 - a12 * a21)
-    return (0.0 if held1 else (a22 * r1 - a12 * r2) * idet,
-            0.0 if held2 else (a11 * r2 - a21 * r1) * idet)
+#: The 2R's mechanics with Karnopp's held joints (the Python plant's function), compiled.
+_mechanics = _jit(inline='always')(two_link_mechanics)
 
 
 @_jit()
@@ -481,16 +437,17 @@ def _period_step(x, u1, u2, p):
 _law = _jit()(two_link_law)
 
 # numba's cache checks only the stamp of this file, but the cached code embeds functions of
-# control.py (the law) and friction.py (the Karnopp events): _source_stamp returns their stamps
-# as they were when the cache was compiled.
-_SOURCE_STAMP = tuple(float(v) for fn in (two_link_law, karnopp_substep_over)
+# control.py (the law), friction.py (the Karnopp events) and plant_state.py (the mechanics):
+# _source_stamp returns their stamps as they were when the cache was compiled.
+_SOURCE_STAMP = tuple(float(v) for fn in (two_link_law, karnopp_substep_over,
+                                          two_link_mechanics)
                       for st in (os.stat(fn.__code__.co_filename),)
                       for v in (st.st_mtime, st.st_size))
 
 
 @_jit()
 def _source_stamp():
-    """Return the ``(mtime, size)`` of control.py and friction.py this code was built with."""
+    """Return the ``(mtime, size)`` of the files above this code was built with."""
     return _SOURCE_STAMP
 
 

@@ -119,6 +119,7 @@ from manip_control.friction import karnopp_substep_over
 from manip_control.parameters import PlantParameters
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
+from manip_control.plant_state import two_link_mechanics
 import numpy as np
 
 
@@ -230,52 +231,6 @@ def _accelerations(qd, rest, matrix, params: PlantParameters, smooth=None) -> np
     return qdd
 
 
-def _mechanics(v1, v2, t1, t2, w1, w2, fr1, fr2, a11, a12, a21, a22, karnopp, fs1, fs2):
-    """
-    Joint accelerations from ``A qdd = r - f`` (the scalar fast path, kernel's twin).
-
-    ``r_j = t_j + w_j`` is computed as ``t1 - w1[0] - w1[1] - w1[2]`` and
-    ``t2 + w2[0] - w2[1]`` to keep the order of operations of the equations; ``fr`` the
-    sliding friction; with ``karnopp`` a joint at exactly zero velocity is held unless the
-    torque needed exceeds ``fs`` (breakaway).
-    """
-    r1 = t1 - w1[0] - w1[1] - w1[2]
-    r2 = t2 + w2[0] - w2[1]
-    held1 = held2 = False
-    if karnopp:
-        held1 = v1 == 0.0
-        held2 = v2 == 0.0
-        if held1 and held2:
-            fr1, fr2 = r1, r2
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-            if held1 and held2:
-                return 0.0, 0.0
-            if held1:  # joint 2 broke away: joint 1 alone is stuck
-                fr1 = r1 - a12 * ((r2 - fr2) / a22)
-                if abs(fr1) > fs1:
-                    fr1, held1 = math.copysign(fs1, fr1), False
-            elif held2:
-                fr2 = r2 - a21 * ((r1 - fr1) / a11)
-                if abs(fr2) > fs2:
-                    fr2, held2 = math.copysign(fs2, fr2), False
-        elif held1:
-            fr1 = r1 - a12 * ((r2 - fr2) / a22)
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-        elif held2:
-            fr2 = r2 - a21 * ((r1 - fr1) / a11)
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-    r1 -= fr1
-    r2 -= fr2
-    idet = 1.0 / (a11 * a22 - a12 * a21)
-    return (0.0 if held1 else (a22 * r1 - a12 * r2) * idet,
-            0.0 if held2 else (a11 * r2 - a21 * r1) * idet)
-
-
 def _make_rhs(params: PlantParameters):
     """Build the inlined scalar right-hand side used by :class:`Plant` (the hot path)."""
     model = plant_model(params)
@@ -298,7 +253,7 @@ def _make_rhs(params: PlantParameters):
     jc2 = params.rotor_coupling_terms[1]
     cos, sin, tanh, exp, copysign = math.cos, math.sin, math.tanh, math.exp, math.copysign
     motor = params.actuator == 'motor'
-    mech = _mechanics
+    mech = two_link_mechanics
 
     def rhs(q1, q2, v1, v2, i1, i2, x1, x2, u1, u2):
         # u is the current reference [A] in motor mode, the clamped torque [N·m] in ideal mode.
