@@ -82,15 +82,8 @@ def two_link_mechanics(v1: float, v2: float, t1: float, t2: float, w1: tuple, w2
                 fr2, held2 = math.copysign(fs2, fr2), False
             if held1 and held2:
                 return 0.0, 0.0
-            if held1:  # joint 2 broke away: joint 1 alone is stuck
-                fr1 = r1 - a12 * ((r2 - fr2) / a22)
-                if abs(fr1) > fs1:
-                    fr1, held1 = math.copysign(fs1, fr1), False
-            elif held2:
-                fr2 = r2 - a21 * ((r1 - fr1) / a11)
-                if abs(fr2) > fs2:
-                    fr2, held2 = math.copysign(fs2, fr2), False
-        elif held1:
+        # one joint stuck (from the start, or the other broke away): hold it if it can be
+        if held1:
             fr1 = r1 - a12 * ((r2 - fr2) / a22)
             if abs(fr1) > fs1:
                 fr1, held1 = math.copysign(fs1, fr1), False
