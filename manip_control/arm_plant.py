@@ -77,8 +77,10 @@ whose initial acceleration brings it to zero within the sub-step, has an event: 
 sub-step is redone up to the earliest crossing (one secant refinement), the joint stopped
 by the impulse ``Delta qd_F = -qd_j (M_FF^-1 e_j) / (M_FF^-1)_jj`` over the moving joints
 ``F``, the rest of the sub-step integrated (at most ``MAX_EVENTS`` events); then the stick
-band ``|qd_j| < v_stick`` stops a joint its friction can hold. For the 2R through its URDF
-this equals the 2R plant's compiled kernel to round-off (tested).
+band ``|qd_j| < v_stick`` stops a joint its friction can hold (the one implementation of
+these rules, :func:`manip_control.friction.karnopp_substep_over`, which the 2R plant and its
+kernel run too). For the 2R through its URDF this equals the 2R plant's compiled kernel to
+round-off (tested).
 
 Integration, two methods over one control period ``[t_k, t_k + T]``:
 
@@ -142,11 +144,11 @@ from manip_control.arm_model import ArmModel
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import ArmShapeError
 from manip_control.friction import friction_torque_scalar
+from manip_control.friction import karnopp_substep_over
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import MotorParameters
 from manip_control.parameters import payload_tick
 from manip_control.parameters import PayloadParameters
-from manip_control.plant import MAX_EVENTS
 import numpy as np
 
 try:  # numba is a runtime dependency; without it the same function runs in Python
@@ -474,8 +476,8 @@ class ArmPlant:
         ``net + f_smooth`` is the actuator torque at the signs of ``N k_t i`` (the clamped
         command for ideal actuators); the sliding friction is ``b qd + level sign(qd)``
         (zero at ``qd = 0``), the held joints' friction follows from :meth:`_stick`, inside
-        the mesh rule's sign search where it applies (the 2R plant's ``_mechanics`` in the
-        loop over the patterns).
+        the mesh rule's sign search where it applies (the 2R plant's
+        ``plant_state.two_link_mechanics`` in the loop over the patterns).
         """
         n = self.n
         q, v = x[:n], x[n:2 * n]
@@ -559,52 +561,6 @@ class ArmPlant:
         k4 = self.rhs(x + h * k3, u)
         return x + (h / 6.0) * (k1 + 2.0 * (k2 + k3) + k4), k1[n:2 * n]
 
-    def _karnopp_substep(self, x: np.ndarray, h: float, u: np.ndarray) -> np.ndarray:
-        """One RK4 sub-step with the zero-velocity events located (module docstring)."""
-        n = self.n
-        rest = h
-        events = 0
-        while True:
-            y, acc = self._rk4_rhs(x, rest, u)
-            th, jc = 2.0, -1
-            for j in range(n):
-                v0 = x[n + j]
-                if v0 == 0.0:
-                    continue
-                ve = y[n + j]
-                if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                    te = v0 / (v0 - ve)
-                    if te < th:
-                        th, jc = te, j
-                if v0 * acc[j] < 0.0:      # heading for zero: crossing time by the slope
-                    te = -v0 / acc[j] / rest
-                    if te < 1.0 and te < th:
-                        th, jc = te, j
-            if jc < 0 or events == MAX_EVENTS:
-                x = y
-                break
-            events += 1
-            if th < 1.0:
-                hs = th * rest
-                y = self._rk4_rhs(x, hs, u)[0]
-                v0, ve = x[n + jc], y[n + jc]
-                if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):     # overshot: one secant step
-                    hs = hs * (v0 / (v0 - ve))
-                    y = self._rk4_rhs(x, hs, u)[0]
-            else:
-                hs = rest
-            x = self._stop(y, jc)
-            rest = rest - hs
-            if not rest > 0.0:
-                break
-        for j in range(n):      # stick band: a slow joint its friction can hold is stopped
-            v = x[n + j]
-            if v != 0.0 and -self._v_stick[j] < v < self._v_stick[j]:
-                y = self._stop(x, j)
-                if self.rhs(y, u)[n + j] == 0.0:
-                    x = y
-        return x
-
     def step(self, x: np.ndarray, u, period: float) -> np.ndarray:
         """
         Integrate ``x`` over one control period with ``u`` held (``method``, ``substeps``).
@@ -624,7 +580,7 @@ class ArmPlant:
         if self.karnopp:
             h = period / self.substeps
             for _ in range(self.substeps):
-                x = self._karnopp_substep(x, h, u)
+                x = _karnopp_substep(self, x, h, u, n, self._v_stick)[0]
             return x
         if self.method == 'multirate':
             ev, p, st, mo, sub = self._evaluate, self._params, self._stribeck, self._is_motor, \
@@ -680,6 +636,10 @@ class ArmPlant:
             _combine(x, k1, k2, k3, k4, h6, new)
             x = new
         return x
+
+
+# Karnopp friction's zero-velocity events over the plant's RK4 step, impulse and rhs
+_karnopp_substep = karnopp_substep_over(ArmPlant._rk4_rhs, ArmPlant._stop, ArmPlant.rhs)
 
 
 def _actuators_py(x, u, n, p, stribeck, motor, out):

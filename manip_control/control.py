@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import NamedTuple, Sequence
 
 from manip_control.arm_model import ArmModel
@@ -131,6 +132,11 @@ def pd_gravity(q, qd, q_d, model: ArmModel, kp, kd) -> np.ndarray:
 def nominal_arm(nominal: NominalModel) -> ArmModel:
     """Return the closed-form 2R nominal model of ``nominal`` (arm, rotors, coupling)."""
     return TwoLinkArm.from_nominal(nominal)
+
+
+def _read_only(attr: str, doc: str) -> property:
+    """Return a property that reads ``self.<attr>`` (a tuple) and cannot be set."""
+    return property(operator.attrgetter(attr), doc=doc)
 
 
 class ControlBuffer:
@@ -197,17 +203,18 @@ class Controller:
         self._integral_limit = _vector('integral_limit', params.integral_limit, n,
                                        check=_nonnegative)
         self._torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
-        self.friction_compensation = bool(params.friction_compensation)
+        self._fcomp = bool(params.friction_compensation)
         self._two_link = isinstance(self.model, TwoLinkArm)
         if self._two_link:
-            # the closed form on floats: no array in the tick at all
-            self._idyn = self.model.model.inverse_dynamics_scalar
-            self._friction2 = tuple(float(v) for f in nm.friction
-                                    for v in (f.b, f.tau_c, f.eps, f.tau_s, f.v_s))
-            g = self._gear
-            if g is not None:
-                (jr1, _), (jc2, jr2) = g.rotor
-                self._gear2 = (g.wa[0], g.wb[0], g.wa[1], g.wb[1], jr1, jc2, jr2, *g.inv_eps)
+            # the closed form on floats (two_link_law): no array in the tick at all
+            m, g = self.model.model, self._gear
+            (jr1, _), (jc2, jr2) = g.rotor if g is not None else ((0.0, 0.0), (0.0, 0.0))
+            self._law_model = (
+                float(self._ct), float(self._fcomp), float(g is not None),
+                m.a, m.b, m.d12, m.d22, m.g1, m.g2,
+                *(float(v) for f in nm.friction for v in (f.b, f.tau_c, f.eps, f.tau_s, f.v_s)),
+                *((g.wa[0], g.wb[0], g.wa[1], g.wb[1], jr1, jc2, jr2, *g.inv_eps) if g is not None
+                  else (0.0,) * 9))
             self.update = self._update_two_link
         else:
             self._prepare_arrays()
@@ -245,36 +252,23 @@ class Controller:
         self._torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
         self._pack()
 
-    @property
-    def kp(self) -> tuple:
-        """Return the proportional gain per joint (change it with :meth:`set_gains`)."""
-        return self._kp
-
-    @property
-    def kd(self) -> tuple:
-        """Return the derivative gain per joint (change it with :meth:`set_gains`)."""
-        return self._kd
-
-    @property
-    def ki(self) -> tuple:
-        """Return the integral gain per joint (change it with :meth:`set_gains`)."""
-        return self._ki
-
-    @property
-    def torque_limit(self) -> tuple:
-        """Return the command limit per joint [N·m] (change it with :meth:`set_torque_limit`)."""
-        return self._torque_limit
-
-    @property
-    def integral_limit(self) -> tuple:
-        """Return the anti-windup clamp of the error integral per joint [rad·s]."""
-        return self._integral_limit
+    kp = _read_only('_kp', 'The proportional gain per joint (change it with :meth:`set_gains`).')
+    kd = _read_only('_kd', 'The derivative gain per joint (change it with :meth:`set_gains`).')
+    ki = _read_only('_ki', 'The integral gain per joint (change it with :meth:`set_gains`).')
+    torque_limit = _read_only('_torque_limit', 'The command limit per joint [N·m] (change it '
+                              'with :meth:`set_torque_limit`).')
+    integral_limit = _read_only('_integral_limit',
+                                'The anti-windup clamp of the error integral per joint [rad·s].')
+    friction_compensation = _read_only('_fcomp', 'Whether the nominal friction is fed forward '
+                                       '(fixed when the controller is built).')
+    law_constants = _read_only('_constants', 'The constants of :func:`two_link_law` (the '
+                               'closed-form 2R only).')
 
     def _pack(self) -> None:
         """Hand the gains and limits to the tick (one tuple store for the 2R: never torn)."""
         if self._two_link:
-            self._constants = (*self._kp, *self._kd, *self._ki, *self._torque_limit,
-                               *self._integral_limit, self.period)
+            self._constants = (*self._law_model, *self._kp, *self._kd, *self._ki,
+                               *self._torque_limit, *self._integral_limit, self.period)
         else:
             rows = self._rows
             rows[_R_KP], rows[_R_KD], rows[_R_KI] = self._kp, self._kd, self._ki
@@ -310,54 +304,9 @@ class Controller:
 
     # -- the closed-form 2R on floats --------------------------------------------------------
     def _update_two_link(self, q, qd, q_d, qd_d, qdd_d, out=None):
-        (q1, q2), (v1, v2), (r1, r2), (rv1, rv2), (ra1, ra2) = q, qd, q_d, qd_d, qdd_d
-        kp1, kp2, kd1, kd2, ki1, ki2, l1, l2, zl1, zl2, period = self._constants
         z = self._z
-        z1, z2 = z
-        e1 = q1 - r1
-        e2 = q2 - r2
-        if self._ct:
-            a1 = ra1 - kd1 * (v1 - rv1) - kp1 * e1 - ki1 * z1
-            a2 = ra2 - kd2 * (v2 - rv2) - kp2 * e2 - ki2 * z2
-            t1, t2 = self._idyn(q1, q2, v1, v2, a1, a2)
-        else:
-            a1 = a2 = 0.0
-            g1, g2 = self._idyn(q1, q2, 0.0, 0.0, 0.0, 0.0)    # g(q): no motion
-            t1 = g1 - kp1 * e1 - kd1 * v1 - ki1 * z1
-            t2 = g2 - kp2 * e2 - kd2 * v2 - ki2 * z2
-        if self.friction_compensation:
-            # friction_torque_scalar, inlined: two calls would cost a fifth of the tick
-            b1, c1, ep1, st1, vs1, b2, c2, ep2, st2, vs2 = self._friction2
-            if st1:
-                c1 += st1 * math.exp(-(rv1 / vs1) ** 2)
-            if st2:
-                c2 += st2 * math.exp(-(rv2 / vs2) ** 2)
-            t1 += b1 * rv1 + c1 * math.tanh(rv1 / ep1)
-            t2 += b2 * rv2 + c2 * math.tanh(rv2 / ep2)
-        if self._gear is not None:
-            wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2 = self._gear2
-            ro1 = jr1 * a1
-            ro2 = jc2 * a1 + jr2 * a2
-            s1 = math.tanh(rv1 * ie1)
-            s2 = math.tanh(rv2 * ie2)
-            y1 = t1 - ro1
-            y2 = t2 - ro2
-            k1 = 1.0 - (wa1 * (1.0 if y1 >= 0.0 else -1.0) + wb1 * s1) * s1
-            k2 = 1.0 - (wa2 * (1.0 if y2 >= 0.0 else -1.0) + wb2 * s2) * s2
-            t1 = y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1
-            t2 = y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2
-        sat1 = t1 > l1 or t1 < -l1
-        sat2 = t2 > l2 or t2 < -l2
-        if sat1:
-            t1 = l1 if t1 > 0.0 else -l1
-        if sat2:
-            t2 = l2 if t2 > 0.0 else -l2
-        # Anti-windup: no integration into a saturated direction (a positive error pushes
-        # the command negative), then clamp the integral.
-        if ki1 and not (sat1 and (t1 < 0.0) == (e1 > 0.0)):
-            z[0] = min(max(z1 + e1 * period, -zl1), zl1)
-        if ki2 and not (sat2 and (t2 < 0.0) == (e2 > 0.0)):
-            z[1] = min(max(z2 + e2 * period, -zl2), zl2)
+        t1, t2, sat1, sat2, z[0], z[1] = two_link_law(q, qd, q_d, qd_d, qdd_d, z[0], z[1],
+                                                      self._constants)
         if out is None:
             return _control_output(((t1, t2), (sat1, sat2)))
         tau, sat = out.tau, out.saturated
@@ -407,11 +356,99 @@ class Controller:
             tau = self.model.gravity(x[0])
         buf = self._buffer if out is None else out
         self._finish(tau, x, e, a, z, rows, self._rotor, self.period, ct,
-                     self.friction_compensation, self._stribeck, self._gear is not None,
+                     self._fcomp, self._stribeck, self._gear is not None,
                      buf.tau, buf.saturated)
         if out is None:
             return _control_output((tuple(buf.tau.tolist()), tuple(buf.saturated.tolist())))
         return out
+
+
+def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
+                 qd_d: Sequence[float], qdd_d: Sequence[float], z1: float, z2: float,
+                 k: Sequence[float]) -> tuple:
+    """
+    One tick of the law (module docstring) for the closed-form 2R, on floats.
+
+    The one implementation of the 2R's law: :class:`Controller` runs it in Python, the
+    compiled closed loop (:mod:`manip_control.kernel`) compiles it with numba (hence only
+    floats, tuples and :mod:`math`). The rigid body is the nominal model's closed form,
+    ``tau = M^ a + C^ qd + g^`` (:meth:`~manip_control.dynamics.TwoLinkModel.
+    inverse_dynamics_scalar`), ``a = qdd_d - Kd e_dot - Kp e - Ki z``.
+
+    Parameters
+    ----------
+    q, qd : pair of float
+        Measured position [rad] and velocity [rad/s].
+    q_d, qd_d, qdd_d : pair of float
+        Reference position [rad], velocity [rad/s], acceleration [rad/s^2].
+    z1, z2 : float
+        Error integral before the tick [rad·s].
+    k : sequence of 39 float
+        :attr:`Controller.law_constants`: computed torque, friction feed-forward and gear
+        inversion (1.0 or 0.0); the nominal 2R's ``a, b, d12, d22, g1, g2``; its friction
+        ``b, tau_c, eps, tau_s, v_s`` per joint; the gear inversion's ``wa, wb`` per joint,
+        ``D^`` (``Jr1, Jc2, Jr2``) and ``1/eps`` per joint (:func:`gear_inversion_constants`);
+        ``kp, kd, ki, torque_limit, integral_limit`` per joint; the period [s].
+
+    Returns
+    -------
+    tuple
+        ``(tau1, tau2, sat1, sat2, z1, z2)``: the command after the limit [N·m], whether the
+        limit acted, the error integral after the tick [rad·s].
+
+    """
+    (q1, q2), (v1, v2), (r1, r2), (rv1, rv2), (ra1, ra2) = q, qd, q_d, qd_d, qdd_d
+    (ct, fcomp, gear, ma, mb, md12, md22, mg1, mg2, b1, c1, ep1, st1, vs1, b2, c2, ep2, st2,
+     vs2, wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2, kp1, kp2, kd1, kd2, ki1, ki2, l1, l2,
+     zl1, zl2, period) = k
+    e1 = q1 - r1
+    e2 = q2 - r2
+    if ct:
+        a1 = ra1 - kd1 * (v1 - rv1) - kp1 * e1 - ki1 * z1
+        a2 = ra2 - kd2 * (v2 - rv2) - kp2 * e2 - ki2 * z2
+        bc2 = mb * math.cos(q2)
+        m12 = md12 + bc2
+        h = -mb * math.sin(q2)
+        g12 = mg2 * math.cos(q1 + q2)
+        t1 = ((ma + 2.0 * bc2) * a1 + m12 * a2 + h * (2.0 * v1 * v2 + v2 * v2)
+              + mg1 * math.cos(q1) + g12)
+        t2 = m12 * a1 + md22 * a2 - h * v1 * v1 + g12
+    else:
+        a1 = a2 = 0.0
+        g12 = mg2 * math.cos(q1 + q2)
+        t1 = mg1 * math.cos(q1) + g12 - kp1 * e1 - kd1 * v1 - ki1 * z1
+        t2 = g12 - kp2 * e2 - kd2 * v2 - ki2 * z2
+    if fcomp:
+        if st1:
+            c1 += st1 * math.exp(-(rv1 / vs1) ** 2)
+        if st2:
+            c2 += st2 * math.exp(-(rv2 / vs2) ** 2)
+        t1 += b1 * rv1 + c1 * math.tanh(rv1 / ep1)
+        t2 += b2 * rv2 + c2 * math.tanh(rv2 / ep2)
+    if gear:
+        ro1 = jr1 * a1
+        ro2 = jc2 * a1 + jr2 * a2
+        s1 = math.tanh(rv1 * ie1)
+        s2 = math.tanh(rv2 * ie2)
+        y1 = t1 - ro1
+        y2 = t2 - ro2
+        k1 = 1.0 - (wa1 * (1.0 if y1 >= 0.0 else -1.0) + wb1 * s1) * s1
+        k2 = 1.0 - (wa2 * (1.0 if y2 >= 0.0 else -1.0) + wb2 * s2) * s2
+        t1 = y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1
+        t2 = y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2
+    sat1 = t1 > l1 or t1 < -l1
+    sat2 = t2 > l2 or t2 < -l2
+    if sat1:
+        t1 = l1 if t1 > 0.0 else -l1
+    if sat2:
+        t2 = l2 if t2 > 0.0 else -l2
+    # Anti-windup: no integration into a saturated direction (a positive error pushes
+    # the command negative), then clamp the integral.
+    if ki1 and not (sat1 and (t1 < 0.0) == (e1 > 0.0)):
+        z1 = min(max(z1 + e1 * period, -zl1), zl1)
+    if ki2 and not (sat2 and (t2 < 0.0) == (e2 > 0.0)):
+        z2 = min(max(z2 + e2 * period, -zl2), zl2)
+    return t1, t2, sat1, sat2, z1, z2
 
 
 # rows of Controller._rows: gains, limits, nominal friction and gear-inversion constants
@@ -438,7 +475,7 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
     ``tau`` is ``M^ a + c^ + g^`` (computed torque) or ``g^`` (PD + gravity, whose PD terms
     are added here); then the friction feed-forward, the gear inversion
     (:func:`invert_gear`), the limit and the integral with anti-windup, as
-    :meth:`Controller._update_two_link` does for the 2R.
+    :func:`two_link_law` does for the 2R.
     """
     kp, kd, ki, lim, zl = rows[_R_KP], rows[_R_KD], rows[_R_KI], rows[_R_LIMIT], rows[_R_ZLIM]
     for k in range(x.shape[1]):

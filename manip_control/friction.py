@@ -142,3 +142,99 @@ def friction_torque(qd, friction) -> np.ndarray:
     if qd.shape != (len(friction),):
         raise ValueError(f'qd: expected shape ({len(friction)},), got {qd.shape}')
     return np.array([friction_torque_scalar(v, fr) for v, fr in zip(qd, friction)])
+
+
+#: At most this many zero-velocity events are located per RK4 sub-step (Karnopp friction).
+MAX_EVENTS = 4
+
+
+def karnopp_substep_over(rk4, stop, rhs):
+    """
+    Return ``karnopp_substep(p, x, h, u, n, v_stick)`` over a plant's RK4 step, stop and rhs.
+
+    The one implementation of the zero-velocity event rules of :mod:`manip_control.plant`'s
+    docstring, for every plant of ``n`` joints whose state holds the joint velocities at
+    ``x[n:2 n]``: the 2R plant and :class:`~manip_control.arm_plant.ArmPlant` run it in
+    Python, the kernel compiles it with numba over its compiled callables (hence only
+    indexing, arithmetic and the callables, which numba calls directly as closure constants).
+
+    Parameters
+    ----------
+    rk4 : callable
+        ``rk4(p, x, h, u) -> (state after one classical RK4 step of h [s], qdd [rad/s^2] of
+        its first stage)``.
+    stop : callable
+        ``stop(p, x, j) -> state`` with joint ``j`` stopped by a stiction impulse.
+    rhs : callable
+        ``rhs(p, x, u) -> dx/dt``.
+
+    Returns
+    -------
+    callable
+        ``karnopp_substep(p, x, h, u, n, v_stick) -> (state, qdd)``: one RK4 sub-step of ``h``
+        [s] from the state ``x`` with the held input ``u`` and the plant's constants ``p``
+        (passed through to the callables) and the stick band ``v_stick`` [rad/s] per joint;
+        the state after it and the accelerations of the first RK4 stage at ``x``.
+
+    Notes
+    -----
+    After an RK4 step over the rest ``r`` of the sub-step, a joint whose velocity changed
+    sign or became exactly zero (crossing ``theta = v0 / (v0 - v1)``), or whose initial
+    acceleration brings it to zero within the step (``theta = -v0 / (qdd0 r)`` < 1), has an
+    event; the earliest joint's step is redone to ``theta r`` (one secant refinement if that
+    overshoots), the joint is stopped, and the rest is integrated (at most
+    :data:`MAX_EVENTS` events). Then the stick band: a joint with ``0 < |qd_j| < v_stick_j``
+    is stopped if the right-hand side at the stopped state holds it (``qdd_j == 0``).
+
+    """
+    def karnopp_substep(p, x, h, u, n, v_stick):
+        rest = h
+        events = 0
+        y, acc = rk4(p, x, rest, u)
+        first = acc
+        while True:
+            th = 2.0
+            jc = -1
+            for j in range(n):
+                v0 = x[n + j]
+                if v0 == 0.0:
+                    continue
+                ve = y[n + j]
+                if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
+                    te = v0 / (v0 - ve)
+                    if te < th:
+                        th = te
+                        jc = j
+                if v0 * acc[j] < 0.0:      # heading for zero: crossing time by the slope
+                    te = -v0 / acc[j] / rest
+                    if te < 1.0 and te < th:
+                        th = te
+                        jc = j
+            if jc < 0 or events == MAX_EVENTS:
+                x = y
+                break
+            events += 1
+            if th < 1.0:
+                hs = th * rest
+                y = rk4(p, x, hs, u)[0]
+                v0 = x[n + jc]
+                ve = y[n + jc]
+                if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):     # overshot: one secant step
+                    hs = hs * (v0 / (v0 - ve))
+                    y = rk4(p, x, hs, u)[0]
+            else:
+                hs = rest
+            x = stop(p, y, jc)
+            rest = rest - hs
+            if not rest > 0.0:
+                break
+            y, acc = rk4(p, x, rest, u)
+        for j in range(n):      # stick band: a slow joint its friction can hold is stopped
+            v = x[n + j]
+            if v != 0.0 and -v_stick[j] < v < v_stick[j]:
+                y = stop(p, x, j)
+                if rhs(p, y, u)[n + j] == 0.0:
+                    x = y
+        return x, first
+
+    return karnopp_substep

@@ -26,11 +26,12 @@ is the one of the Python modules, written on scalars in the same order of operat
   with a clamped terminal voltage and conditional integration, actuator torque
   ``tau_m = N k_t i - tau_gear(T, qd)`` with the gear loss charged on the mesh torque
   ``T = N k_t i - D qdd`` and solved with the accelerations, or the clamped ideal torque;
-  Karnopp friction with exact sticking: zero-velocity events located in each RK4 sub-step,
-  :func:`manip_control.plant._karnopp_substep`);
-* controller -- :class:`manip_control.control.Controller` (computed torque or PD + gravity,
-  friction feed-forward at the reference velocity, inversion of the nominal gear, integral
-  with anti-windup, torque limits);
+  Karnopp friction with exact sticking: zero-velocity events located in each RK4 sub-step
+  by the plants' own :func:`manip_control.friction.karnopp_substep_over`, compiled here);
+* controller -- not a copy: :func:`manip_control.control.two_link_law`, the function the
+  2R's :class:`~manip_control.control.Controller` runs, compiled here (computed torque or PD
+  + gravity, friction feed-forward, inversion of the nominal gear, integral with
+  anti-windup, torque limits);
 * sensors -- :class:`manip_control.sensors.JointSensors` (noise, quantization
   ``round(q / res) res``, filtered backward-difference velocity).
 
@@ -55,9 +56,11 @@ import os
 
 from manip_control.actuators import gear_loss_weights
 from manip_control.control import Controller
-from manip_control.control import gear_inversion_constants
+from manip_control.control import two_link_law
+from manip_control.friction import karnopp_substep_over
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
+from manip_control.plant_state import two_link_mechanics
 from manip_control.trajectories import trajectory_from_config
 import numpy as np
 
@@ -65,12 +68,6 @@ try:  # numba is a runtime dependency; the Python path is the fallback without i
     import numba
 except ImportError:  # pragma: no cover - exercised only where numba is absent
     numba = None
-
-#: Floor of the gear inversion's denominator (as ``control.GEAR_INVERSION_FLOOR``).
-GEAR_INVERSION_FLOOR = 0.05
-
-#: At most this many zero-velocity events per RK4 sub-step (as ``plant.MAX_EVENTS``).
-MAX_EVENTS = 4
 
 #: Whether the compiled kernel is available in this interpreter.
 AVAILABLE = numba is not None
@@ -101,15 +98,10 @@ P_LIM2, P_SUBSTEPS, P_H = P_LIM1 + 1, P_LIM1 + 2, P_LIM1 + 3
 P_JR1, P_JC2, P_JR2 = P_LIM1 + 4, P_LIM1 + 5, P_LIM1 + 6   # rotor matrix D (mesh torque)
 P_SIZE = P_LIM1 + 7
 
-# controller: law, nominal model, nominal friction (b, tau_c, eps, tau_s, v_s), gains, limits
-(C_CT, C_A, C_B, C_D12, C_D22, C_G1, C_G2, C_FCOMP) = range(8)
-C_FR1 = 8           # nominal friction of joint 1 (F_B..F_VS offsets); joint 2 at + CF_SIZE
-CF_SIZE = 5
-(C_KP1, C_KP2, C_KD1, C_KD2, C_KI1, C_KI2, C_ZL1, C_ZL2, C_TL1, C_TL2,
- C_PERIOD) = range(C_FR1 + 2 * CF_SIZE, C_FR1 + 2 * CF_SIZE + 11)
-C_GEAR = C_PERIOD + 1   # 1: invert the nominal gear (constants at C_GW, see control.py)
-C_GW = C_GEAR + 1       # wa1, wb1, wa2, wb2, jr1, jc2, jr2, 1/eps1, 1/eps2
-C_SIZE = C_GW + 9
+# controller: Controller.law_constants (control.two_link_law), ending in the torque limits,
+# the integral limits and the period
+C_SIZE = 39
+C_TL1, C_TL2, C_PERIOD = C_SIZE - 5, C_SIZE - 4, C_SIZE - 1
 
 # sensors
 S_IDEAL, S_RES, S_FILTERED, S_ALPHA, S_PERIOD, S_POS_NOISE, S_VEL_NOISE = range(7)
@@ -163,29 +155,8 @@ def pack_plant(params, period: float) -> np.ndarray:
 
 
 def pack_controller(params, period: float) -> np.ndarray:
-    """Pack the controller parameters into the kernel's flat vector (layout ``C_*``)."""
-    ctrl = Controller(params, period)
-    model = ctrl.model.model        # the closed-form TwoLinkModel behind the nominal 2R
-    c = np.zeros(C_SIZE)
-    c[C_CT] = 1.0 if params.law == 'computed_torque' else 0.0
-    c[C_A:C_G2 + 1] = (model.a, model.b, model.d12, model.d22, model.g1, model.g2)
-    c[C_FCOMP] = 1.0 if ctrl.friction_compensation else 0.0
-    for j, fr in enumerate(params.nominal.friction):
-        o = C_FR1 + j * CF_SIZE
-        c[o:o + CF_SIZE] = (fr.b, fr.tau_c, fr.eps, fr.tau_s, fr.v_s)
-    c[C_KP1:C_KP2 + 1] = ctrl.kp
-    c[C_KD1:C_KD2 + 1] = ctrl.kd
-    c[C_KI1:C_KI2 + 1] = ctrl.ki
-    c[C_ZL1:C_ZL2 + 1] = ctrl.integral_limit
-    c[C_TL1:C_TL2 + 1] = ctrl.torque_limit
-    c[C_PERIOD] = float(ctrl.period)
-    gear = gear_inversion_constants(params.nominal)
-    if gear is not None:
-        c[C_GEAR] = 1.0
-        (jr1, _), (jc2, jr2) = gear.rotor
-        c[C_GW:C_GW + 9] = (gear.wa[0], gear.wb[0], gear.wa[1], gear.wb[1], jr1, jc2, jr2,
-                            gear.inv_eps[0], gear.inv_eps[1])
-    return c
+    """Pack the controller into the kernel's flat vector: its ``law_constants`` (``C_*``)."""
+    return np.array(Controller(params, period).law_constants, dtype=np.float64)
 
 
 def pack_sensors(params, period: float) -> np.ndarray:
@@ -334,8 +305,8 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
             sn2 = -g2 if k >= 2 else g2
             k1 = (wa1 * sn1 + wb1 * sg1) * sg1
             k2 = (wa2 * sn2 + wb2 * sg2) * sg2
-            qa1, qa2 = _mechanics(v1, v2, n1 - k1 * n1, n2 - k2 * n2, w11, w12, g12, w21,
-                                  fr1, fr2, m11 - k1 * jr1, m12, m12 - k2 * jc2,
+            qa1, qa2 = _mechanics(v1, v2, n1 - k1 * n1, n2 - k2 * n2, (w11, w12, g12),
+                                  (w21, g12), fr1, fr2, m11 - k1 * jr1, m12, m12 - k2 * jc2,
                                   d22 - k2 * jr2, karnopp, fs1, fs2)
             if k == 0:
                 first1, first2 = qa1, qa2
@@ -346,58 +317,13 @@ def _rhs(x0, x1, v1, v2, i1, i2, s1, s2, u1, u2, p):
         if not found:
             qa1, qa2 = first1, first2
     else:
-        qa1, qa2 = _mechanics(v1, v2, n1, n2, w11, w12, g12, w21, fr1, fr2, m11, m12, m12,
-                              d22, karnopp, fs1, fs2)
+        qa1, qa2 = _mechanics(v1, v2, n1, n2, (w11, w12, g12), (w21, g12), fr1, fr2, m11, m12,
+                              m12, d22, karnopp, fs1, fs2)
     return v1, v2, qa1, qa2, di1, di2, dx1, dx2
 
 
-@_jit(inline='always')
-def _mechanics(v1, v2, t1, t2, w11, w12, g12, w21, fr1, fr2, a11, a12, a21, a22, karnopp,
-               fs1, fs2):
-    """
-    Joint accelerations from ``A qdd = r - f`` (:func:`manip_control.plant._mechanics`).
-
-    Sliding joints: ``fr`` (``b qd + (tau_c + tau_s exp(-(qd/v_s)^2)) sign(qd)`` or the
-    smooth friction); Karnopp joints at exactly zero velocity: the torque that keeps their
-    acceleration zero, unless it exceeds the breakaway level ``F_s = tau_c + tau_s`` (then
-    ``F_s sign`` and the joint slides).
-    """
-    r1 = t1 - w11 - w12 - g12
-    r2 = t2 + w21 - g12
-    held1 = False
-    held2 = False
-    if karnopp:
-        held1 = v1 == 0.0
-        held2 = v2 == 0.0
-        if held1 and held2:
-            fr1, fr2 = r1, r2
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-            if held1 and held2:
-                return 0.0, 0.0
-            if held1:  # joint 2 broke away: joint 1 alone is stuck
-                fr1 = r1 - a12 * ((r2 - fr2) / a22)
-                if abs(fr1) > fs1:
-                    fr1, held1 = math.copysign(fs1, fr1), False
-            elif held2:
-                fr2 = r2 - a21 * ((r1 - fr1) / a11)
-                if abs(fr2) > fs2:
-                    fr2, held2 = math.copysign(fs2, fr2), False
-        elif held1:
-            fr1 = r1 - a12 * ((r2 - fr2) / a22)
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-        elif held2:
-            fr2 = r2 - a21 * ((r1 - fr1) / a11)
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-    r1 -= fr1
-    r2 -= fr2
-    idet = 1.0 / (a11 * a22 - a12 * a21)
-    return (0.0 if held1 else (a22 * r1 - a12 * r2) * idet,
-            0.0 if held2 else (a11 * r2 - a21 * r1) * idet)
+#: The 2R's mechanics with Karnopp's held joints (the Python plant's function), compiled.
+_mechanics = _jit(inline='always')(two_link_mechanics)
 
 
 @_jit()
@@ -419,8 +345,9 @@ def _input(tau1, tau2, p):
 
 
 @_jit()
-def _rk4(x, h, u1, u2, p):
+def _rk4(p, x, h, u):
     """One classical RK4 step of length ``h`` from the 8-tuple ``x``; new state, ``k1`` qdd."""
+    u1, u2 = u
     h2 = 0.5 * h
     h6 = h / 6.0
     x0, x1, x2, x3, x4, x5, x6, x7 = x
@@ -438,11 +365,11 @@ def _rk4(x, h, u1, u2, p):
              x4 + h6 * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
              x5 + h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
              x6 + h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
-             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), k1[2], k1[3])
+             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), (k1[2], k1[3]))
 
 
 @_jit()
-def _stop(x, j, p):
+def _stop(p, x, j):
     """Stop joint ``j`` by a stiction impulse (:func:`manip_control.plant._stop`)."""
     x0, x1, v1, v2, x4, x5, x6, x7 = x
     b = p[P_B]
@@ -457,77 +384,13 @@ def _stop(x, j, p):
 
 
 @_jit()
-def _karnopp_substep(x, h, u1, u2, p):
-    """
-    One RK4 sub-step with zero-velocity events (:func:`manip_control.plant._karnopp_substep`).
+def _rhs_at(p, x, u):
+    """Plant derivative at the 8-tuple ``x`` with the held input ``u`` (a pair)."""
+    return _rhs(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], u[0], u[1], p)
 
-    Returns the new state and the first stage's accelerations (at ``x``).
-    """
-    rest = h
-    events = 0
-    a1 = a2 = 0.0
-    while True:
-        y, q1, q2 = _rk4(x, rest, u1, u2, p)
-        if events == 0:
-            a1 = q1
-            a2 = q2
-        th = 2.0
-        jc = -1
-        v0 = x[2]
-        if v0 != 0.0:
-            ve = y[2]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                th = v0 / (v0 - ve)
-                jc = 0
-            if v0 * q1 < 0.0:
-                te = -v0 / q1 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 0
-        v0 = x[3]
-        if v0 != 0.0:
-            ve = y[3]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                te = v0 / (v0 - ve)
-                if te < th:
-                    th = te
-                    jc = 1
-            if v0 * q2 < 0.0:
-                te = -v0 / q2 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 1
-        if jc < 0 or events == MAX_EVENTS:
-            x = y
-            break
-        events += 1
-        if th < 1.0:
-            hs = th * rest
-            y = _rk4(x, hs, u1, u2, p)[0]
-            v0 = x[2 + jc]
-            ve = y[2 + jc]
-            if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):
-                hs = hs * (v0 / (v0 - ve))
-                y = _rk4(x, hs, u1, u2, p)[0]
-        else:
-            hs = rest
-        x = _stop(y, jc, p)
-        rest = rest - hs
-        if not rest > 0.0:
-            break
-    v = x[2]
-    st = p[P_FR1 + F_VSTICK]
-    if v != 0.0 and -st < v < st:
-        y = _stop(x, 0, p)
-        if _rhs(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2, p)[2] == 0.0:
-            x = y
-    v = x[3]
-    st = p[P_FR1 + FR_SIZE + F_VSTICK]
-    if v != 0.0 and -st < v < st:
-        y = _stop(x, 1, p)
-        if _rhs(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2, p)[3] == 0.0:
-            x = y
-    return x, a1, a2
+
+#: The zero-velocity events of Karnopp friction (the plants' function), compiled.
+_karnopp_substep = _jit()(karnopp_substep_over(_rk4, _stop, _rhs_at))
 
 
 @_jit()
@@ -539,9 +402,11 @@ def _period_step(x, u1, u2, p):
     """
     h = p[P_H]
     if p[P_KARNOPP] != 0.0:
-        x, a1, a2 = _karnopp_substep(x, h, u1, u2, p)
+        u = (u1, u2)
+        v_stick = (p[P_FR1 + F_VSTICK], p[P_FR1 + FR_SIZE + F_VSTICK])
+        x, (a1, a2) = _karnopp_substep(p, x, h, u, 2, v_stick)
         for _ in range(int(p[P_SUBSTEPS]) - 1):
-            x = _karnopp_substep(x, h, u1, u2, p)[0]
+            x = _karnopp_substep(p, x, h, u, 2, v_stick)[0]
         return x, a1, a2
     h2 = 0.5 * h
     h6 = h / 6.0
@@ -571,29 +436,22 @@ def _period_step(x, u1, u2, p):
     return (x0, x1, x2, x3, x4, x5, x6, x7), a1, a2
 
 
-@_jit()
-def _friction(v, c, o):
-    """Return ``b qd + (tau_c [+ tau_s exp(-(qd/v_s)^2)]) tanh(qd/eps)``, row at ``c[o:]``."""
-    level = c[o + F_TC]
-    if c[o + F_TS] != 0.0:
-        level += c[o + F_TS] * math.exp(-(v / c[o + F_VS]) ** 2)
-    return c[o + F_B] * v + level * math.tanh(v / c[o + F_EPS])
+#: The controller's law (the same function the 2R's Controller runs), compiled.
+_law = _jit()(two_link_law)
+
+# numba's cache checks only the stamp of this file, but the cached code embeds functions of
+# control.py (the law), friction.py (the Karnopp events) and plant_state.py (the mechanics):
+# _source_stamp returns their stamps as they were when the cache was compiled.
+_SOURCE_STAMP = tuple(float(v) for fn in (two_link_law, karnopp_substep_over,
+                                          two_link_mechanics)
+                      for st in (os.stat(fn.__code__.co_filename),)
+                      for v in (st.st_mtime, st.st_size))
 
 
 @_jit()
-def _invert_gear(t1, t2, a1, a2, rv1, rv2, c):
-    """Command through the inverted nominal gear (:func:`manip_control.control.invert_gear`)."""
-    o = C_GW
-    ro1 = c[o + 4] * a1
-    ro2 = c[o + 5] * a1 + c[o + 6] * a2
-    s1 = math.tanh(rv1 * c[o + 7])
-    s2 = math.tanh(rv2 * c[o + 8])
-    y1 = t1 - ro1
-    y2 = t2 - ro2
-    k1 = 1.0 - (c[o] * (1.0 if y1 >= 0.0 else -1.0) + c[o + 1] * s1) * s1
-    k2 = 1.0 - (c[o + 2] * (1.0 if y2 >= 0.0 else -1.0) + c[o + 3] * s2) * s2
-    return (y1 / max(k1, GEAR_INVERSION_FLOOR) + ro1,
-            y2 / max(k2, GEAR_INVERSION_FLOOR) + ro2)
+def _source_stamp():
+    """Return the ``(mtime, size)`` of the files above this code was built with."""
+    return _SOURCE_STAMP
 
 
 @_jit()
@@ -631,12 +489,6 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
     x = (x0[0], x0[1], x0[2], x0[3], x0[4], x0[5], x0[6], x0[7])
     motor = p[P_MOTOR] != 0.0
     # controller constants
-    ct = c[C_CT] != 0.0
-    ca, cb, cd, cd22, cg1, cg2 = c[C_A], c[C_B], c[C_D12], c[C_D22], c[C_G1], c[C_G2]
-    fcomp = c[C_FCOMP] != 0.0
-    gear = c[C_GEAR] != 0.0
-    kp1, kp2, kd1, kd2 = c[C_KP1], c[C_KP2], c[C_KD1], c[C_KD2]
-    ki1, ki2, zl1, zl2 = c[C_KI1], c[C_KI2], c[C_ZL1], c[C_ZL2]
     tl1, tl2, period = c[C_TL1], c[C_TL2], c[C_PERIOD]
     z1 = 0.0
     z2 = 0.0
@@ -682,40 +534,8 @@ def _loop(x0, p, c, s, ref, noise, late_k, rec, stats):
         r1, r2, rv1, rv2, ra1, ra2 = ref[k, 0], ref[k, 1], ref[k, 2], ref[k, 3], ref[k, 4], \
             ref[k, 5]
         # 3. controller u_k
-        e1 = y1 - r1
-        e2 = y2 - r2
-        if ct:
-            a1 = ra1 - kd1 * (w1 - rv1) - kp1 * e1 - ki1 * z1
-            a2 = ra2 - kd2 * (w2 - rv2) - kp2 * e2 - ki2 * z2
-            cc2 = math.cos(y2)
-            cs2 = math.sin(y2)
-            bc2 = cb * cc2
-            m12 = cd + bc2
-            hh = -cb * cs2
-            g12 = cg2 * math.cos(y1 + y2)
-            t1 = ((ca + 2.0 * bc2) * a1 + m12 * a2 + hh * (2.0 * w1 * w2 + w2 * w2)
-                  + cg1 * math.cos(y1) + g12)
-            t2 = m12 * a1 + cd22 * a2 - hh * w1 * w1 + g12
-        else:
-            a1 = a2 = 0.0
-            c12 = math.cos(y1 + y2)
-            t1 = cg1 * math.cos(y1) + cg2 * c12 - kp1 * e1 - kd1 * w1 - ki1 * z1
-            t2 = cg2 * c12 - kp2 * e2 - kd2 * w2 - ki2 * z2
-        if fcomp:
-            t1 += _friction(rv1, c, C_FR1)
-            t2 += _friction(rv2, c, C_FR1 + CF_SIZE)
-        if gear:
-            t1, t2 = _invert_gear(t1, t2, a1, a2, rv1, rv2, c)
-        sat1 = t1 > tl1 or t1 < -tl1
-        sat2 = t2 > tl2 or t2 < -tl2
-        if sat1:
-            t1 = tl1 if t1 > 0.0 else -tl1
-        if sat2:
-            t2 = tl2 if t2 > 0.0 else -tl2
-        if ki1 != 0.0 and not (sat1 and (t1 < 0.0) == (e1 > 0.0)):
-            z1 = min(max(z1 + e1 * period, -zl1), zl1)
-        if ki2 != 0.0 and not (sat2 and (t2 < 0.0) == (e2 > 0.0)):
-            z2 = min(max(z2 + e2 * period, -zl2), zl2)
+        t1, t2, _, _, z1, z2 = _law((y1, y2), (w1, w2), (r1, r2), (rv1, rv2), (ra1, ra2), z1,
+                                    z2, c)
         # 4. plant over [t_k, t_k + T] with u_k held
         u1, u2 = _input(t1, t2, p)
         xk = x
@@ -799,6 +619,12 @@ def _step_vec(x, tau1, tau2, p):
 def _step_held(x0, x1, x2, x3, x4, x5, x6, x7, u1, u2, p):
     """One control period from the state floats with the held input ``u``; an 8-tuple."""
     return _period_step((x0, x1, x2, x3, x4, x5, x6, x7), u1, u2, p)[0]
+
+
+if _source_stamp() != _SOURCE_STAMP:     # they changed since the cache was written: drop it
+    for _stale in list(globals().values()):
+        if isinstance(_stale, numba.core.dispatcher.Dispatcher):
+            _stale.recompile()
 
 
 # --------------------------------------------------------------------------------------------

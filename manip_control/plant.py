@@ -124,18 +124,17 @@ from manip_control.actuators import joint_torque
 from manip_control.actuators import motor_torque
 from manip_control.friction import friction_torque
 from manip_control.friction import karnopp_friction
+from manip_control.friction import karnopp_substep_over
 from manip_control.parameters import loaded_arm
 from manip_control.parameters import payload_tick
 from manip_control.parameters import PlantParameters
 from manip_control.plant_state import initial_state
 from manip_control.plant_state import plant_model
+from manip_control.plant_state import two_link_mechanics
 import numpy as np
 
 
 STATE_SIZE = 8
-
-#: At most this many zero-velocity events are located per RK4 sub-step (Karnopp friction).
-MAX_EVENTS = 4
 
 
 def rotor_matrix(params: PlantParameters) -> np.ndarray:
@@ -243,52 +242,6 @@ def _accelerations(qd, rest, matrix, params: PlantParameters, smooth=None) -> np
     return qdd
 
 
-def _mechanics(v1, v2, t1, t2, w1, w2, fr1, fr2, a11, a12, a21, a22, karnopp, fs1, fs2):
-    """
-    Joint accelerations from ``A qdd = r - f`` (the scalar fast path, kernel's twin).
-
-    ``r_j = t_j + w_j`` is computed as ``t1 - w1[0] - w1[1] - w1[2]`` and
-    ``t2 + w2[0] - w2[1]`` to keep the order of operations of the equations; ``fr`` the
-    sliding friction; with ``karnopp`` a joint at exactly zero velocity is held unless the
-    torque needed exceeds ``fs`` (breakaway).
-    """
-    r1 = t1 - w1[0] - w1[1] - w1[2]
-    r2 = t2 + w2[0] - w2[1]
-    held1 = held2 = False
-    if karnopp:
-        held1 = v1 == 0.0
-        held2 = v2 == 0.0
-        if held1 and held2:
-            fr1, fr2 = r1, r2
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-            if held1 and held2:
-                return 0.0, 0.0
-            if held1:  # joint 2 broke away: joint 1 alone is stuck
-                fr1 = r1 - a12 * ((r2 - fr2) / a22)
-                if abs(fr1) > fs1:
-                    fr1, held1 = math.copysign(fs1, fr1), False
-            elif held2:
-                fr2 = r2 - a21 * ((r1 - fr1) / a11)
-                if abs(fr2) > fs2:
-                    fr2, held2 = math.copysign(fs2, fr2), False
-        elif held1:
-            fr1 = r1 - a12 * ((r2 - fr2) / a22)
-            if abs(fr1) > fs1:
-                fr1, held1 = math.copysign(fs1, fr1), False
-        elif held2:
-            fr2 = r2 - a21 * ((r1 - fr1) / a11)
-            if abs(fr2) > fs2:
-                fr2, held2 = math.copysign(fs2, fr2), False
-    r1 -= fr1
-    r2 -= fr2
-    idet = 1.0 / (a11 * a22 - a12 * a21)
-    return (0.0 if held1 else (a22 * r1 - a12 * r2) * idet,
-            0.0 if held2 else (a11 * r2 - a21 * r1) * idet)
-
-
 def _make_rhs(params: PlantParameters):
     """Build the inlined scalar right-hand side used by :class:`Plant` (the hot path)."""
     model = plant_model(params)
@@ -311,7 +264,7 @@ def _make_rhs(params: PlantParameters):
     jc2 = params.rotor_coupling_terms[1]
     cos, sin, tanh, exp, copysign = math.cos, math.sin, math.tanh, math.exp, math.copysign
     motor = params.actuator == 'motor'
-    mech = _mechanics
+    mech = two_link_mechanics
 
     def rhs(q1, q2, v1, v2, i1, i2, x1, x2, u1, u2):
         # u is the current reference [A] in motor mode, the clamped torque [N·m] in ideal mode.
@@ -388,8 +341,10 @@ def _make_rhs(params: PlantParameters):
     return rhs
 
 
-def _rk4(f, x, h, u1, u2):
+def _rk4(p, x, h, u):
     """One classical RK4 step of length ``h`` from the 8-tuple ``x``; new state, ``k1`` qdd."""
+    f = p[0]
+    u1, u2 = u
     h2 = 0.5 * h
     h6 = h / 6.0
     x0, x1, x2, x3, x4, x5, x6, x7 = x
@@ -407,15 +362,16 @@ def _rk4(f, x, h, u1, u2):
              x4 + h6 * (k1[4] + 2.0 * (k2[4] + k3[4]) + k4[4]),
              x5 + h6 * (k1[5] + 2.0 * (k2[5] + k3[5]) + k4[5]),
              x6 + h6 * (k1[6] + 2.0 * (k2[6] + k3[6]) + k4[6]),
-             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), k1[2], k1[3])
+             x7 + h6 * (k1[7] + 2.0 * (k2[7] + k3[7]) + k4[7])), (k1[2], k1[3]))
 
 
-def _stop(x, j, a, b, d12, d22):
+def _stop(p, x, j):
     """
     Stop joint ``j`` by a stiction impulse at that joint: ``qd += -qd_j M^-1 e_j / M^-1_jj``.
 
     When the other joint is at rest (stuck) only ``qd_j`` is set to zero.
     """
+    _, a, b, d12, d22 = p
     x0, x1, v1, v2, x4, x5, x6, x7 = x
     bc2 = b * math.cos(x1)
     if j == 0:
@@ -427,68 +383,12 @@ def _stop(x, j, a, b, d12, d22):
     return (x0, x1, v1, v2, x4, x5, x6, x7)
 
 
-def _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2):
-    """One RK4 sub-step with the zero-velocity events located (see the module docstring)."""
-    rest = h
-    events = 0
-    while True:
-        y, q1, q2 = _rk4(f, x, rest, u1, u2)
-        th = 2.0
-        jc = -1
-        v0 = x[2]
-        if v0 != 0.0:
-            ve = y[2]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                th = v0 / (v0 - ve)
-                jc = 0
-            if v0 * q1 < 0.0:  # heading for zero: crossing time by the initial slope
-                te = -v0 / q1 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 0
-        v0 = x[3]
-        if v0 != 0.0:
-            ve = y[3]
-            if ve == 0.0 or (ve > 0.0) != (v0 > 0.0):
-                te = v0 / (v0 - ve)
-                if te < th:
-                    th = te
-                    jc = 1
-            if v0 * q2 < 0.0:
-                te = -v0 / q2 / rest
-                if te < 1.0 and te < th:
-                    th = te
-                    jc = 1
-        if jc < 0 or events == MAX_EVENTS:
-            x = y
-            break
-        events += 1
-        if th < 1.0:
-            hs = th * rest
-            y = _rk4(f, x, hs, u1, u2)[0]
-            v0 = x[2 + jc]
-            ve = y[2 + jc]
-            if ve != 0.0 and (ve > 0.0) != (v0 > 0.0):  # overshot: one secant refinement
-                hs = hs * (v0 / (v0 - ve))
-                y = _rk4(f, x, hs, u1, u2)[0]
-        else:
-            hs = rest
-        x = _stop(y, jc, a, b, d12, d22)
-        rest = rest - hs
-        if not rest > 0.0:
-            break
-    # stick band: a joint slower than v_stick that its friction can hold is stopped
-    v = x[2]
-    if v != 0.0 and -st1 < v < st1:
-        y = _stop(x, 0, a, b, d12, d22)
-        if f(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2)[2] == 0.0:
-            x = y
-    v = x[3]
-    if v != 0.0 and -st2 < v < st2:
-        y = _stop(x, 1, a, b, d12, d22)
-        if f(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], u1, u2)[3] == 0.0:
-            x = y
-    return x
+def _rhs_at(p, x, u):
+    """Return the right-hand side ``p[0]`` at the 8-tuple ``x`` with the held input ``u``."""
+    return p[0](x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], u[0], u[1])
+
+
+_karnopp_substep = karnopp_substep_over(_rk4, _stop, _rhs_at)
 
 
 def loaded_parameters(params: PlantParameters) -> PlantParameters:
@@ -502,11 +402,10 @@ def _compiled_stepper(params: PlantParameters, period: float):
     return kernel.stepper(params, period)
 
 
-def _impulse_constants(params: PlantParameters) -> tuple:
-    """Return ``(a, b, d12, d22, v_stick1, v_stick2)`` of the Karnopp stop impulse."""
+def _impulse_constants(params: PlantParameters, rhs) -> tuple:
+    """Return ``(rhs, a, b, d12, d22)``: the Karnopp sub-step's rhs and stop impulse."""
     model = plant_model(params)
-    return (model.a, model.b, model.d12, model.d22,
-            params.friction[0].v_stick, params.friction[1].v_stick)
+    return (rhs, model.a, model.b, model.d12, model.d22)
 
 
 class Plant:
@@ -539,7 +438,8 @@ class Plant:
         self._limits = tuple(float(v) for v in params.torque_limit)
         self._compiled_step = _compiled_stepper(params, self.period) if compiled else None
         self._karnopp = params.friction_model == 'karnopp'
-        self._impulse = _impulse_constants(params)
+        self._impulse = _impulse_constants(params, self._rhs)
+        self._v_stick = tuple(fr.v_stick for fr in params.friction)
         self._rotors = (params.reflected_inertia, params.rotor_coupling_terms[1])
         # the payload swaps the rigid-body constants at its tick (reset() swaps them back)
         self._unloaded = (self._rhs, self._impulse)
@@ -547,7 +447,8 @@ class Plant:
         if params.payload.mass > 0.0:
             self._payload_tick = payload_tick(params.payload.at_time, self.period)
             loaded = loaded_parameters(params)
-            self._loaded = (_make_rhs(loaded), _impulse_constants(loaded))
+            rhs = _make_rhs(loaded)
+            self._loaded = (rhs, _impulse_constants(loaded, rhs))
         self.reset()
 
     @property
@@ -656,10 +557,10 @@ class Plant:
         f = self._rhs
         h = self._h
         if self._karnopp:
-            a, b, d12, d22, st1, st2 = self._impulse
+            p, u, v_stick = self._impulse, (u1, u2), self._v_stick
             x = tuple(self._x)
             for _ in range(self.substeps):
-                x = _karnopp_substep(f, x, h, u1, u2, a, b, d12, d22, st1, st2)
+                x = _karnopp_substep(p, x, h, u, 2, v_stick)[0]
             self._x = list(x)
             self.steps += 1
             self.time = self.steps * self.period

@@ -65,6 +65,13 @@ def _panda_motors(arm, eta=0.9, eta_back=0.8):
     return out
 
 
+def _motor_arrays(motors) -> tuple:
+    """Arrays N, k_t, k_e, R, L, i_max, V_max, Kp_i, Ki_i, k_f = 1 - eta, k_b = 1/eta_back - 1."""
+    names = ('N', 'k_t', 'k_e', 'R', 'L', 'i_max', 'V_max', 'Kp_i', 'Ki_i', 'eta', 'eta_back')
+    per_joint = [np.array([getattr(m, name) for m in motors]) for name in names]
+    return (*per_joint[:9], 1.0 - per_joint[9], 1.0 / per_joint[10] - 1.0)
+
+
 def _rel(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a) - b)) / max(np.max(np.abs(b)), 1e-300))
 
@@ -190,16 +197,8 @@ def test_energy_balance_with_the_mesh_rule():
     motors = _panda_motors(arm, 0.8, 0.6)
     plant = ArmPlant(arm, fr, motors)
     assert plant._mesh
-    N = np.array([m.N for m in motors])
-    k_t = np.array([m.k_t for m in motors])
+    N, k_t, _, R, L, i_max, v_max, kp_i, _, kf, kb = _motor_arrays(motors)
     assert all(m.k_e == m.k_t for m in motors)      # electromagnetic power = k_e N qd i
-    R = np.array([m.R for m in motors])
-    L = np.array([m.L for m in motors])
-    kf = 1.0 - np.array([m.eta for m in motors])
-    kb = 1.0 / np.array([m.eta_back for m in motors]) - 1.0
-    i_max = np.array([m.i_max for m in motors])
-    v_max = np.array([m.V_max for m in motors])
-    kp_i = np.array([m.Kp_i for m in motors])
 
     def loss(mesh, s):
         return (0.5 * (kf + kb) * np.abs(mesh) + 0.5 * (kf - kb) * mesh * s) * s
@@ -637,17 +636,7 @@ def _documented_rhs(arm, motors, friction, armature, mesh=True):
     """
     import pinocchio as pin
     n = arm.n
-    N = np.array([m.N for m in motors])
-    k_t = np.array([m.k_t for m in motors])
-    k_e = np.array([m.k_e for m in motors])
-    R = np.array([m.R for m in motors])
-    L = np.array([m.L for m in motors])
-    i_max = np.array([m.i_max for m in motors])
-    v_max = np.array([m.V_max for m in motors])
-    kp_i = np.array([m.Kp_i for m in motors])
-    ki_i = np.array([m.Ki_i for m in motors])
-    k_f = 1.0 - np.array([m.eta for m in motors])
-    k_b = 1.0 / np.array([m.eta_back for m in motors]) - 1.0
+    N, k_t, k_e, R, L, i_max, v_max, kp_i, ki_i, k_f, k_b = _motor_arrays(motors)
     b = np.array([f.b for f in friction])
     tau_c = np.array([f.tau_c for f in friction])
     eps = np.array([f.eps for f in friction])

@@ -22,6 +22,11 @@ friction, rotor, sensor and controller option.
 
 import dataclasses
 import itertools
+import os
+from pathlib import Path
+import shutil
+import subprocess
+import sys
 
 from manip_control import kernel
 from manip_control import simulation
@@ -36,6 +41,8 @@ from manip_control.simulation import run_closed_loop
 from manip_control.simulation import run_closed_loop_python
 import numpy as np
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(not kernel.AVAILABLE, reason='numba is not importable')
 
@@ -239,3 +246,64 @@ def test_environment_switch_disables_the_kernel(monkeypatch):
     assert kernel.unsupported(sc) == 'disabled by MANIP_CONTROL_KERNEL=0'
     assert Plant(sc.plant, 1e-3)._compiled_step is None
     assert not simulation.use_kernel(sc)
+
+
+_CACHE_CHECK = """
+import dataclasses
+import numpy as np
+from manip_control.arm_model import TwoLinkArm
+from manip_control.parameters import FrictionParameters, load_scenario
+from manip_control.plant import Plant
+from manip_control.simulation import run_closed_loop, run_closed_loop_python
+sc = load_scenario('default')
+stiff = (FrictionParameters(b=0.5, tau_c=3.0, eps=0.01, tau_s=1.0, v_s=0.05),) * 2
+plant = dataclasses.replace(sc.plant, friction_model='karnopp', friction=stiff, actuator='ideal')
+model = TwoLinkArm.from_plant(plant)
+for engine, compiled in (('kernel', True), ('python', False)):
+    tau = run_closed_loop(sc, 0.2, engine=engine).tau_cmd[-1]
+    pl = Plant(plant, 1e-3, compiled=compiled)
+    assert (pl._compiled_step is not None) == compiled
+    for k in range(600):   # swings that stop the joints (zero-velocity events, stick band)
+        pl.step(*(model.gravity(np.array(pl.position)) + np.array([30.0, 15.0])
+                  * np.sin(2 * np.pi * k * 1e-3 / 0.2 + np.array([0.0, 1.0]))))
+    print(*tau, *pl.state[:4])
+"""
+
+
+@pytest.mark.parametrize('source, old, new', [
+    ('control.py', '    return t1, t2, sat1, sat2, z1, z2\n',
+     '    return 2.0 * t1, t2, sat1, sat2, z1, z2\n'),
+    ('friction.py', 'MAX_EVENTS = 4\n', 'MAX_EVENTS = 0\n'),
+], ids=['control-law', 'karnopp-events'])
+def test_cached_loop_follows_a_change_of_the_code_it_compiles_from(tmp_path, source, old, new):
+    """
+    The compiled loop runs control.py's law and friction.py's events as they are now.
+
+    numba's cache checks only the stamp of the cached function's own file (kernel.py), but
+    the kernel compiles ``control.two_link_law`` and ``friction.karnopp_substep_over`` into
+    its loop. A copy of the package runs the kernel once (compiled, cached), then the law
+    (the first joint's command doubled) or the events (none located) are changed, and a new
+    process must see the change in the kernel as the Python loop does (the default closed
+    loop's command after 0.2 s; a Karnopp plant's state after 0.6 s of swings, compiled step
+    against Python step).
+    """
+    for name in ('manip_control', 'config'):
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns('__pycache__'))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+
+    def run() -> np.ndarray:
+        out = subprocess.run([sys.executable, '-c', _CACHE_CHECK], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return np.loadtxt(out.stdout.splitlines())      # rows: kernel, Python
+
+    before = run()
+    path = tmp_path / 'manip_control' / source
+    text = path.read_text()
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
+    after = run()
+    np.testing.assert_allclose(before[0], before[1], rtol=1e-9, atol=1e-12)
+    assert np.abs(after[1] - before[1]).max() > 1e-6            # the change shows in Python
+    np.testing.assert_allclose(after[0], after[1], rtol=1e-9, atol=1e-12)   # and compiled

@@ -1461,19 +1461,12 @@ def safety_from_values(values: Mapping[str, Any], node: str = 'controller'
         ``parameter safety.velocity_limit[1] (node controller): must be > 0 (got -1.0)``.
 
     """
-    data = {name: plain_value(values[SAFETY_PREFIX + name]) for name in SAFETY_FIELDS
-            if values.get(SAFETY_PREFIX + name) is not None}
     rate = values.get('diagnostics_rate', 10.0)
     if not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
             and math.isfinite(rate) and rate > 0.0):
         raise ParameterError(f'parameter diagnostics_rate (node {node}): must be > 0 '
                              f'(got {rate!r})')
-    joints = values.get('joints')
-    n = len(joints) if isinstance(joints, (list, tuple)) and joints else None
-    try:
-        return safety_from_dict(data, 'safety', n)
-    except ParameterError as exc:
-        raise ros_parameter_error(node, exc) from None
+    return _safety_section(values, SAFETY_FIELDS, safety_from_dict, node)
 
 
 def command_safety_from_values(values: Mapping[str, Any], node: str = 'controller'
@@ -1487,12 +1480,17 @@ def command_safety_from_values(values: Mapping[str, Any], node: str = 'controlle
         ``parameter safety.hold_timeout (node controller): must be > 0 (got -1.0)``.
 
     """
-    data = {name: plain_value(values[SAFETY_PREFIX + name]) for name in COMMAND_SAFETY_FIELDS
+    return _safety_section(values, COMMAND_SAFETY_FIELDS, command_safety_from_dict, node)
+
+
+def _safety_section(values: Mapping[str, Any], fields, from_dict, node: str):
+    """Return ``from_dict`` of the set ``safety.*`` values in ``fields``, errors named for ROS."""
+    data = {name: plain_value(values[SAFETY_PREFIX + name]) for name in fields
             if values.get(SAFETY_PREFIX + name) is not None}
     joints = values.get('joints')
     n = len(joints) if isinstance(joints, (list, tuple)) and joints else None
     try:
-        return command_safety_from_dict(data, 'safety', n)
+        return from_dict(data, 'safety', n)
     except ParameterError as exc:
         raise ros_parameter_error(node, exc) from None
 
