@@ -656,7 +656,11 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         run.ref_source = f'{sel.commands} (position = q_d)'
 
     if adapt_msgs is not None:
-        run.adaptation = _adaptation_series(adapt_topic, adapt_msgs, use_header)
+        try:
+            run.adaptation = _adaptation_series(adapt_topic, adapt_msgs, use_header)
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            # a section that cannot run says so; it never takes the rest of the report with it
+            run.adaptation = {'topic': adapt_topic, 'failed': f'{type(exc).__name__}: {exc}'}
 
     # motor
     if sel.motor:
@@ -1106,6 +1110,9 @@ def analyze_run(run: RunData, *, transient: float | None = None,
 
     # ---- adaptation
     report['adaptation'] = adaptation_section(run)
+    if report['adaptation'].get('failed'):
+        report['notes'].append(f'ADAPTATION SECTION FAILED: {report["adaptation"]["reason"]} '
+                               '(the other sections stand)')
     return report
 
 
@@ -1123,9 +1130,8 @@ def _plot_order(rel: np.ndarray, limit: int = ADAPTATION_PLOT_LINES) -> tuple[li
     The parameters that moved, largest ``max |rel - 1|`` first, at most ``limit``; a
     parameter whose nominal value is zero (no ratio) or whose estimate never moved is left out.
     """
-    with np.errstate(invalid='ignore'):
-        dev = np.nanmax(np.abs(rel - 1.0), axis=0) if rel.size else np.zeros(rel.shape[1])
-    dev = np.where(np.isfinite(dev), dev, 0.0)
+    dev = np.abs(rel - 1.0)
+    dev = np.where(np.isfinite(dev), dev, 0.0).max(axis=0, initial=0.0)
     moved = [k for k in np.argsort(-dev, kind='stable').tolist() if dev[k] > 0.0]
     shown = moved[:limit]
     why = f'{len(shown)} of {rel.shape[1]} parameters'
@@ -1150,6 +1156,9 @@ def adaptation_section(run: RunData) -> dict:
         return {'available': False, 'reason': 'no diagnostic_msgs/msg/DiagnosticArray topic '
                 'named like adaptation in the bag (the controller publishes one when '
                 'adaptation.enabled is true)'}
+    if ad.get('failed'):
+        return {'available': False, 'failed': True, 'topic': ad['topic'],
+                'reason': f'{ad["topic"]} could not be read: {ad["failed"]}'}
     est, nom = ad['estimate'], ad['nominal']
     if not len(ad['t_ns']):
         return {'available': False, 'topic': ad['topic'], 'reason': f'{ad["topic"]}: no '
