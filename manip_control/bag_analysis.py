@@ -46,7 +46,10 @@ Figures (all SI; times in s relative to the first joint state):
   torque of the zero-phase filtered motion against the filtered measured and held commanded
   effort (residual RMS, max, fraction of the effort RMS), the gravity field and joint friction
   that best explain the residual, joints at their velocity limits; computed by
-  :mod:`manip_control.model_analysis`.
+  :mod:`manip_control.model_analysis`;
+* adaptation (a ``diagnostic_msgs/DiagnosticArray`` topic named like ``adaptation``, the
+  controller's ``~/adaptation``): per base parameter the nominal value, first and final
+  estimate, change [%] of the nominal value, excited at the end; fallbacks; ``adaptation.png``.
 """
 
 from __future__ import annotations
