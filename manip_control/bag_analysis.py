@@ -1112,7 +1112,9 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         report['notes'].append(report['model']['note'])
 
     # ---- adaptation
-    report['adaptation'] = adaptation_section(run)
+    opts = model or {}
+    report['adaptation'] = adaptation_section(run, urdf=opts.get('urdf'),
+                                              check=opts.get('enabled', True))
     if report['adaptation'].get('failed'):
         report['notes'].append(f'ADAPTATION SECTION FAILED: {report["adaptation"]["reason"]} '
                                '(the other sections stand)')
@@ -1145,7 +1147,59 @@ def _plot_order(rel: np.ndarray, limit: int = ADAPTATION_PLOT_LINES) -> tuple[li
     return shown, why
 
 
-def adaptation_section(run: RunData) -> dict:
+#: A published nominal value "agrees" with the URDF's within this relative tolerance (the
+#: controller publishes 10 significant digits).
+URDF_CHECK_TOL = 1e-6
+
+
+def _urdf_check(run: RunData, names: list[str], nominal: np.ndarray,
+                urdf: str | None) -> dict:
+    """
+    Compare the published nominal values with the base parameters of the run's URDF.
+
+    The URDF: ``--urdf FILE``, else the controller's ``robot_description`` in
+    ``ros_params.yaml``, else the one recorded on ``/robot_description``. Its base parameters
+    (:func:`manip_control.arm_identification.base_parameters` of the URDF's bodies and
+    armature, friction from its ``<dynamics>``, default gravity) are matched by name; a value
+    agrees within ``URDF_CHECK_TOL`` relative (1e-12 absolute for zero).
+    """
+    from manip_control.arm_identification import ArmRegressor
+    from manip_control.arm_identification import base_parameters
+    if urdf is not None:
+        try:
+            text, source = read_urdf_file(urdf), f'--urdf {urdf}'
+        except ArmModelError as exc:
+            return {'available': False, 'reason': f'--urdf: {exc}'}
+    else:
+        text = _ros_parameter(run.bag, 'controller', 'robot_description')
+        source = "the controller's robot_description in ros_params.yaml"
+        if not (isinstance(text, str) and text.strip()):
+            text, source = run.robot_description, \
+                f'the URDF recorded on {run.robot_description_topic}'
+    if not text:
+        return {'available': False, 'reason': 'no URDF (pass --urdf FILE)'}
+    try:
+        arm = UrdfArm.from_string(text, source=source)
+        fr = urdf_friction(text, arm.joint_names)
+        reg = ArmRegressor(arm)
+        base = base_parameters(reg)
+        theta = base.of(reg.parameters(fv=fr.b, fc=fr.tau_c))
+    except (ArmModelError, ModelAnalysisError, ValueError, ArithmeticError) as exc:
+        return {'available': False, 'source': source, 'reason': f'{type(exc).__name__}: {exc}'}
+    urdf_values = dict(zip(base.names, theta.tolist()))
+    common = [n for n in names if n in urdf_values]
+    if not common:
+        return {'available': False, 'source': source, 'reason': 'no parameter name in common '
+                f'(the URDF\'s: {", ".join(base.names[:3])}, ...)'}
+    nom = dict(zip(names, nominal.tolist()))
+    differ = [n for n in common if not abs(nom[n] - urdf_values[n])
+              <= URDF_CHECK_TOL * max(abs(nom[n]), abs(urdf_values[n]), 1e-12 / URDF_CHECK_TOL)]
+    return {'available': True, 'source': source, 'values': {n: urdf_values[n] for n in common},
+            'compared': len(common), 'not_in_urdf': [n for n in names if n not in urdf_values],
+            'differ': differ}
+
+
+def adaptation_section(run: RunData, *, urdf: str | None = None, check: bool = True) -> dict:
     """
     Return the adaptation section: the adaptive law's estimates as the controller published them.
 
@@ -1153,6 +1207,8 @@ def adaptation_section(run: RunData) -> dict:
     last message), change ``100 (final / nominal - 1)`` [%] (None for a zero nominal value),
     excited at the end (the last message's ``excited.NAME``); the fallbacks count and the last
     reason. Without an adaptation topic: ``{'available': False, 'reason': ...}``.
+    ``check`` (a URDF arm, the model section not disabled): ``urdf_check``, the nominal values
+    against the base parameters of the run's URDF (:func:`_urdf_check`; ``urdf``: its file).
     """
     ad = run.adaptation
     if ad is None:
@@ -1196,6 +1252,11 @@ def adaptation_section(run: RunData) -> dict:
     }
     if changed_nominal:
         out['nominal_changed'] = changed_nominal
+    if check and (urdf is not None or run.robot_description
+                  or _ros_parameter(run.bag, 'controller', 'robot_description')):
+        out['urdf_check'] = _urdf_check(run, names, final_nom, urdf)
+        for name, value in out['urdf_check'].get('values', {}).items():
+            per[name]['urdf'] = value
     return out
 
 
@@ -1802,6 +1863,26 @@ def _adaptation_markdown(ad: dict) -> list[str]:
                      f'{_fmt(e["first_estimate"], digits=6)} | '
                      f'{_fmt(e["final_estimate"], digits=6)} | '
                      f'{_fmt(e["change_pct"], digits=3)} | {_fmt(e["excited"])} |')
+    uc = ad.get('urdf_check')
+    if uc and uc['available']:
+        lines += ['', f'Nominal values against the base parameters of {uc["source"]} (its '
+                  'bodies, armature and <dynamics> friction): '
+                  f'{uc["compared"] - len(uc["differ"])} of {uc["compared"]} agree within '
+                  f'{URDF_CHECK_TOL:g} relative'
+                  + (f'; not in the URDF\'s base: {", ".join(uc["not_in_urdf"])}'
+                     if uc['not_in_urdf'] else '')
+                  + ('.' if not uc['differ'] else
+                     "; the others (expected where the controller's nominal.* drive and "
+                     "friction parameters are not the URDF's):"), '']
+        if uc['differ']:
+            lines += ['| parameter | nominal | URDF | nominal - URDF |', '|---|---|---|---|']
+            per = ad['per_parameter']
+            for name in uc['differ']:
+                nv, uv = per[name]['nominal'], per[name]['urdf']
+                lines.append(f'| {name} | {_fmt(nv, digits=6)} | {_fmt(uv, digits=6)} | '
+                             f'{_fmt(None if nv is None else nv - uv, digits=6)} |')
+    elif uc:
+        lines += ['', f'Nominal values against the URDF: not checked ({uc["reason"]}).']
     fb = ad['fallbacks']
     lines += ['', f'Fallbacks: {"n/a" if fb is None else fb}'
               + (f'; the last reason (at {ad["last_fallback_s"]:.3f} s): '

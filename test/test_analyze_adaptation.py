@@ -33,12 +33,14 @@ import pytest
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import get_typestore
 from rosbags.typesys import Stores
+import yaml
 
 TS = get_typestore(Stores.ROS2_JAZZY)
 T = TS.types
 JS, DA = 'sensor_msgs/msg/JointState', 'diagnostic_msgs/msg/DiagnosticArray'
 NAMES = ['joint1', 'joint2']
 T0 = 7 * 10**9                       # first joint state [ns]
+PANDA = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
 
 
 def _time(ns):
@@ -256,3 +258,45 @@ def test_a_failing_adaptation_section_leaves_the_report_standing(synthetic, tmp_
     assert ('ADAPTATION SECTION FAILED: /controller/adaptation could not be read: ValueError: '
             'bad message (the other sections stand)') in rep['notes']
     assert rep['joints'] == NAMES and rep['timing']['state']['count'] == 1000
+
+
+def test_manip_sim_urdf_adapt_nominal_values_against_the_urdf(procs, tmp_path, capsys):
+    """
+    A Panda run: the published nominal values are the URDF's base parameters plus the drives.
+
+    The controller's nominal model adds its ``nominal.rotor_inertia`` (the sized drives'
+    reflected rotor inertia, in ros_params.yaml) to the URDF's armature: exactly the
+    parameters that differ, each by that inertia; every other one agrees with the URDF.
+    """
+    pytest.importorskip('rclpy')
+    bag = tmp_path / 'panda'
+    p = procs.start('sim_panda', [PYTHON, '-m', 'manip_control.nodes.sim', '--quiet', '--adapt',
+                                  '--urdf', str(PANDA), '--duration', '0.3', '--bag', str(bag)])
+    assert procs.wait(p, 240) == 0, procs.output(p)
+    rotor = yaml.safe_load((bag / 'ros_params.yaml').read_text())
+    rotor = next(v['ros__parameters']['nominal.rotor_inertia'] for k, v in rotor.items()
+                 if k.endswith('controller'))
+    assert len(set(rotor)) == 1 and rotor[0] > 0
+    ad = _report(bag, tmp_path / 'rep', capsys)['adaptation']
+    uc = ad['urdf_check']
+    assert uc['available'] and 'robot_description in ros_params.yaml' in uc['source']
+    assert uc['compared'] == len(ad['names']) and uc['not_in_urdf'] == []
+    assert uc['differ'] and all(n.endswith('.Ia') or n.endswith('.Izz') for n in uc['differ'])
+    for name in uc['differ']:
+        e = ad['per_parameter'][name]
+        assert e['nominal'] - e['urdf'] == pytest.approx(rotor[0], rel=1e-8), name
+    md = (tmp_path / 'rep' / 'report.md').read_text()
+    assert (f'{uc["compared"] - len(uc["differ"])} of {uc["compared"]} agree within 1e-06 '
+            'relative') in md
+    # --no-model leaves the URDF alone
+    assert main([str(bag), '--out', str(tmp_path / 'nm'), '--no-model', '--quiet']) == 0
+    assert 'urdf_check' not in json.loads((tmp_path / 'nm' / 'report.json').read_text())[
+        'adaptation']
+
+
+def test_urdf_check_with_no_names_in_common(synthetic):
+    # (the CLI's model section refuses this URDF first: its joints are not in the bag)
+    run = bag_analysis.load_run(synthetic)
+    uc = bag_analysis.adaptation_section(run, urdf=str(PANDA))['urdf_check']
+    assert uc['available'] is False and uc['source'] == f'--urdf {PANDA}'
+    assert uc['reason'].startswith('no parameter name in common')
