@@ -64,6 +64,8 @@ from pathlib import Path
 import sys
 from typing import Any
 
+from manip_control.arm_identification import ArmRegressor
+from manip_control.arm_identification import base_parameters
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import DEFAULT_GRAVITY
 from manip_control.arm_model import read_urdf_file
@@ -1163,8 +1165,6 @@ def _urdf_check(run: RunData, names: list[str], nominal: np.ndarray,
     armature, friction from its ``<dynamics>``, default gravity) are matched by name; a value
     agrees within ``URDF_CHECK_TOL`` relative (1e-12 absolute for zero).
     """
-    from manip_control.arm_identification import ArmRegressor
-    from manip_control.arm_identification import base_parameters
     if urdf is not None:
         try:
             text, source = read_urdf_file(urdf), f'--urdf {urdf}'
