@@ -46,7 +46,10 @@ Figures (all SI; times in s relative to the first joint state):
   torque of the zero-phase filtered motion against the filtered measured and held commanded
   effort (residual RMS, max, fraction of the effort RMS), the gravity field and joint friction
   that best explain the residual, joints at their velocity limits; computed by
-  :mod:`manip_control.model_analysis`.
+  :mod:`manip_control.model_analysis`;
+* adaptation (a ``diagnostic_msgs/DiagnosticArray`` topic named like ``adaptation``, the
+  controller's ``~/adaptation``): per base parameter the nominal value, first and final
+  estimate, change [%] of the nominal value, excited at the end; fallbacks; ``adaptation.png``.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ from pathlib import Path
 import sys
 from typing import Any
 
+from manip_control.arm_identification import ArmRegressor
+from manip_control.arm_identification import base_parameters
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import DEFAULT_GRAVITY
 from manip_control.arm_model import read_urdf_file
@@ -90,6 +95,9 @@ import numpy as np
 import yaml
 
 STRING = 'std_msgs/msg/String'
+DIAGNOSTIC_ARRAY = 'diagnostic_msgs/msg/DiagnosticArray'
+#: Largest number of parameters drawn in adaptation.png (the ones that moved most).
+ADAPTATION_PLOT_LINES = 12
 
 __all__ = ['AnalysisError', 'select_topics', 'load_run', 'analyze_run', 'analyze',
            'write_report', 'write_csv', 'render_markdown', 'render_summary',
@@ -341,6 +349,7 @@ class RunData:
     notes: list[str] = field(default_factory=list)
     robot_description: str | None = None           # last message on /robot_description
     robot_description_topic: str | None = None
+    adaptation: dict | None = None                 # _adaptation_series of the adaptation topic
     # filled by the analysis
     q_d: np.ndarray | None = None                  # reference aligned to the states
     qd_d: np.ndarray | None = None
@@ -426,6 +435,82 @@ def _description_topic(topics: dict[str, TopicInfo]) -> str | None:
     return sorted(cands, key=len)[0] if cands else None
 
 
+def _adaptation_topic(topics: dict[str, TopicInfo]) -> str | None:
+    """Return the ``DiagnosticArray`` topic named like ``adaptation`` (or None)."""
+    cands = [n for n, i in topics.items() if i.decodable and i.msgtype == DIAGNOSTIC_ARRAY
+             and i.count > 0 and n.lower().rstrip('/').endswith('adaptation')]
+    return sorted(cands, key=len)[0] if cands else None
+
+
+def _number(text: Any) -> float:
+    """Parse a published figure; NaN for anything that is not a finite number."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
+
+
+def _adaptation_series(topic: str, msgs: list, use_header: bool) -> dict:
+    """
+    Decode the adaptive law's messages (``DiagnosticArray``) into arrays.
+
+    Of each message the status carrying ``estimate.NAME`` keys is read (the controller
+    publishes one); a message without such a status is counted in ``skipped``. Parameters are
+    in the order they first appear; a value that is missing or not a finite number is NaN
+    (counted in ``bad_values``). Times: the header stamps on the header time base when any
+    is nonzero, else the receive times [ns]; sorted.
+    """
+    rows: list[tuple[int, int, dict]] = []
+    names: list[str] = []
+    seen: set[str] = set()
+    skipped = 0
+    for recv, msg in msgs:
+        kv = None
+        for st in getattr(msg, 'status', None) or []:
+            values = {str(x.key): str(x.value) for x in (getattr(st, 'values', None) or [])}
+            if any(k.startswith('estimate.') for k in values):
+                kv = values
+                break
+        if kv is None:
+            skipped += 1
+            continue
+        stamp = getattr(getattr(msg, 'header', None), 'stamp', None)
+        stamp_ns = (int(stamp.sec) * 10**9 + int(stamp.nanosec)) if stamp is not None else 0
+        rows.append((stamp_ns, int(recv), kv))
+        for k in kv:
+            name = k[len('estimate.'):]
+            if k.startswith('estimate.') and name not in seen:
+                seen.add(name)
+                names.append(name)
+    stamps = np.array([r[0] for r in rows], np.int64)
+    recv = np.array([r[1] for r in rows], np.int64)
+    base = 'header' if use_header and stamps.any() else 'receive'
+    t = stamps if base == 'header' else recv
+    order = np.argsort(t, kind='stable')
+    rows = [rows[k] for k in order]
+    n, p = len(rows), len(names)
+    est, nom = np.full((n, p), np.nan), np.full((n, p), np.nan)
+    for i, (_, _, kv) in enumerate(rows):
+        for k, name in enumerate(names):
+            est[i, k] = _number(kv.get(f'estimate.{name}'))
+            nom[i, k] = _number(kv.get(f'nominal.{name}'))
+    bad = int(np.isnan(est).sum() + np.isnan(nom).sum())
+    last = rows[-1][2] if rows else {}
+    units = {name: next((kv[f'unit.{name}'] for _, _, kv in reversed(rows)
+                         if f'unit.{name}' in kv), '') for name in names}
+    t = t[order]
+    reasons = [(int(t[i]), kv['adaptation.fallback_reason']) for i, (_, _, kv) in enumerate(rows)
+               if kv.get('adaptation.fallback_reason')]
+    return {'topic': topic, 'time_base': base, 't_ns': t, 'names': names,
+            'units': units, 'estimate': est, 'nominal': nom,
+            'excited': {name: last.get(f'excited.{name}') == 'true' for name in names},
+            'state': last.get('adaptation'), 'law_time_s': _number(last.get('adaptation.time_s')),
+            'fallbacks': _number(last.get('adaptation.fallbacks')),
+            'last_fallback': reasons[-1] if reasons else None,
+            'skipped': skipped, 'bad_values': bad}
+
+
 def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str = 'header',
              progress=None, skip_corrupt: bool = False, read_description: bool = True
              ) -> RunData:
@@ -469,7 +554,11 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         desc_topic = _description_topic(reader.topics) if read_description else None
         if desc_topic is not None:
             wanted.append(desc_topic)
+        adapt_topic = _adaptation_topic(reader.topics)
+        if adapt_topic is not None:
+            wanted.append(adapt_topic)
         series = reader.read_series(wanted, progress)
+        adapt_msgs = series.pop(adapt_topic) if adapt_topic is not None else None
         description = None
         if desc_topic is not None:
             msgs = series.pop(desc_topic)
@@ -570,6 +659,13 @@ def load_run(bag: str | Path, *, overrides: dict | None = None, time_base: str =
         run.ref_q = _cols(cmd.names, joints, cmd.position)[order]
         run.ref_qd = _cols(cmd.names, joints, cmd.velocity)[order]
         run.ref_source = f'{sel.commands} (position = q_d)'
+
+    if adapt_msgs is not None:
+        try:
+            run.adaptation = _adaptation_series(adapt_topic, adapt_msgs, use_header)
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            # a section that cannot run says so; it never takes the rest of the report with it
+            run.adaptation = {'topic': adapt_topic, 'failed': f'{type(exc).__name__}: {exc}'}
 
     # motor
     if sel.motor:
@@ -1016,7 +1112,152 @@ def analyze_run(run: RunData, *, transient: float | None = None,
         run.model_series = None
     if report['model'].get('note'):
         report['notes'].append(report['model']['note'])
+
+    # ---- adaptation
+    opts = model or {}
+    report['adaptation'] = adaptation_section(run, urdf=opts.get('urdf'),
+                                              check=opts.get('enabled', True))
+    if report['adaptation'].get('failed'):
+        report['notes'].append(f'ADAPTATION SECTION FAILED: {report["adaptation"]["reason"]} '
+                               '(the other sections stand)')
     return report
+
+
+#: What the nominal values of the adaptation section are.
+NOMINAL_SOURCE = ('published by the controller with each estimate: the base parameters of its '
+                  'nominal model, built from its description (the URDF on robot_description, '
+                  "or the 2R's nominal.arm.* parameters) and its nominal.* drive parameters; "
+                  'not an independent reference')
+
+
+def _plot_order(rel: np.ndarray, limit: int = ADAPTATION_PLOT_LINES) -> tuple[list[int], str]:
+    """
+    Return the columns of ``rel`` = estimate / nominal (samples x parameters) to plot, and why.
+
+    The parameters that moved, largest ``max |rel - 1|`` first, at most ``limit``; a
+    parameter whose nominal value is zero (no ratio) or whose estimate never moved is left out.
+    """
+    dev = np.abs(rel - 1.0)
+    dev = np.where(np.isfinite(dev), dev, 0.0).max(axis=0, initial=0.0)
+    moved = [k for k in np.argsort(-dev, kind='stable').tolist() if dev[k] > 0.0]
+    shown = moved[:limit]
+    why = f'{len(shown)} of {rel.shape[1]} parameters'
+    if len(moved) > limit:
+        why += f': the {limit} that moved most of the {len(moved)} that moved'
+    elif len(moved) < rel.shape[1]:
+        why += '; the others never moved or have a zero nominal value'
+    return shown, why
+
+
+#: A published nominal value "agrees" with the URDF's within this relative tolerance (the
+#: controller publishes 10 significant digits).
+URDF_CHECK_TOL = 1e-6
+
+
+def _urdf_check(run: RunData, names: list[str], nominal: np.ndarray,
+                urdf: str | None) -> dict:
+    """
+    Compare the published nominal values with the base parameters of the run's URDF.
+
+    The URDF: ``--urdf FILE``, else the controller's ``robot_description`` in
+    ``ros_params.yaml``, else the one recorded on ``/robot_description``. Its base parameters
+    (:func:`manip_control.arm_identification.base_parameters` of the URDF's bodies and
+    armature, friction from its ``<dynamics>``, default gravity) are matched by name; a value
+    agrees within ``URDF_CHECK_TOL`` relative (1e-12 absolute for zero).
+    """
+    if urdf is not None:
+        try:
+            text, source = read_urdf_file(urdf), f'--urdf {urdf}'
+        except ArmModelError as exc:
+            return {'available': False, 'reason': f'--urdf: {exc}'}
+    else:
+        text = _ros_parameter(run.bag, 'controller', 'robot_description')
+        source = "the controller's robot_description in ros_params.yaml"
+        if not (isinstance(text, str) and text.strip()):
+            text, source = run.robot_description, \
+                f'the URDF recorded on {run.robot_description_topic}'
+    if not text:
+        return {'available': False, 'reason': 'no URDF (pass --urdf FILE)'}
+    try:
+        arm = UrdfArm.from_string(text, source=source)
+        fr = urdf_friction(text, arm.joint_names)
+        reg = ArmRegressor(arm)
+        base = base_parameters(reg)
+        theta = base.of(reg.parameters(fv=fr.b, fc=fr.tau_c))
+    except (ArmModelError, ModelAnalysisError, ValueError, ArithmeticError) as exc:
+        return {'available': False, 'source': source, 'reason': f'{type(exc).__name__}: {exc}'}
+    urdf_values = dict(zip(base.names, theta.tolist()))
+    common = [n for n in names if n in urdf_values]
+    if not common:
+        return {'available': False, 'source': source, 'reason': 'no parameter name in common '
+                f'(the URDF\'s: {", ".join(base.names[:3])}, ...)'}
+    nom = dict(zip(names, nominal.tolist()))
+    differ = [n for n in common if not abs(nom[n] - urdf_values[n])
+              <= URDF_CHECK_TOL * max(abs(nom[n]), abs(urdf_values[n]), 1e-12 / URDF_CHECK_TOL)]
+    return {'available': True, 'source': source, 'values': {n: urdf_values[n] for n in common},
+            'compared': len(common), 'not_in_urdf': [n for n in names if n not in urdf_values],
+            'differ': differ}
+
+
+def adaptation_section(run: RunData, *, urdf: str | None = None, check: bool = True) -> dict:
+    """
+    Return the adaptation section: the adaptive law's estimates as the controller published them.
+
+    Per base parameter ``NAME``: nominal value, first and final estimate (the first and the
+    last message), change ``100 (final / nominal - 1)`` [%] (None for a zero nominal value),
+    excited at the end (the last message's ``excited.NAME``); the fallbacks count and the last
+    reason. Without an adaptation topic: ``{'available': False, 'reason': ...}``.
+    ``check`` (a URDF arm, the model section not disabled): ``urdf_check``, the nominal values
+    against the base parameters of the run's URDF (:func:`_urdf_check`; ``urdf``: its file).
+    """
+    ad = run.adaptation
+    if ad is None:
+        return {'available': False, 'reason': 'no diagnostic_msgs/msg/DiagnosticArray topic '
+                'named like adaptation in the bag (the controller publishes one when '
+                'adaptation.enabled is true)'}
+    if ad.get('failed'):
+        return {'available': False, 'failed': True, 'topic': ad['topic'],
+                'reason': f'{ad["topic"]} could not be read: {ad["failed"]}'}
+    est, nom = ad['estimate'], ad['nominal']
+    if not len(ad['t_ns']):
+        return {'available': False, 'topic': ad['topic'], 'reason': f'{ad["topic"]}: no '
+                'message with estimate.* values'}
+    names = ad['names']
+    final_nom = nom[-1]
+    with np.errstate(divide='ignore', invalid='ignore'):
+        change = np.where(final_nom != 0.0, 100.0 * (est[-1] / final_nom - 1.0), np.nan)
+    changed_nominal = [n for k, n in enumerate(names)
+                       if np.unique(nom[np.isfinite(nom[:, k]), k]).size > 1]
+    lf = ad['last_fallback']
+    per = {name: {'unit': ad['units'][name], 'nominal': _f(final_nom[k]),
+                  'first_estimate': _f(est[0, k]), 'final_estimate': _f(est[-1, k]),
+                  'change_pct': _f(change[k]), 'excited': ad['excited'][name]}
+           for k, name in enumerate(names)}
+    rel_t = run.rel(ad['t_ns'])
+    with np.errstate(divide='ignore', invalid='ignore'):
+        ratio = np.where(nom != 0.0, est / nom, np.nan)
+    shown, why = _plot_order(ratio)
+    out = {
+        'available': True, 'topic': ad['topic'], 'time_base': ad['time_base'],
+        'samples': int(len(rel_t)), 'start_s': float(rel_t[0]), 'end_s': float(rel_t[-1]),
+        'law_time_s': _f(ad['law_time_s']), 'state': ad['state'], 'names': names,
+        'per_parameter': per,
+        'excited_final': [n for n in names if ad['excited'][n]],
+        'fallbacks': None if math.isnan(ad['fallbacks']) else int(ad['fallbacks']),
+        'last_fallback_reason': lf[1] if lf else None,
+        'last_fallback_s': float(run.rel(np.array([lf[0]]))[0]) if lf else None,
+        'nominal_source': NOMINAL_SOURCE,
+        'plotted': [names[k] for k in shown], 'plot_selection': why,
+        'skipped_messages': ad['skipped'], 'bad_values': ad['bad_values'],
+    }
+    if changed_nominal:
+        out['nominal_changed'] = changed_nominal
+    if check and (urdf is not None or run.robot_description
+                  or _ros_parameter(run.bag, 'controller', 'robot_description')):
+        out['urdf_check'] = _urdf_check(run, names, final_nom, urdf)
+        for name, value in out['urdf_check'].get('values', {}).items():
+            per[name]['urdf'] = value
+    return out
 
 
 def _choose_model(run: RunData, urdf: str | None, gravity) -> tuple:
@@ -1598,9 +1839,62 @@ def render_markdown(report: dict, plots: list[str] | None = None) -> str:
     else:
         lines.append('Not available (no effort and velocity).')
     lines += _model_markdown(report.get('model') or {'available': False})
+    lines += _adaptation_markdown(report.get('adaptation') or {'available': False})
     if plots:
         lines += ['', '## Plots', ''] + [f'![{Path(p).stem}]({Path(p).name})' for p in plots]
     return '\n'.join(lines) + '\n'
+
+
+def _adaptation_markdown(ad: dict) -> list[str]:
+    """Return the Adaptation section's lines (none for a bag without an adaptation topic)."""
+    if not ad.get('available'):
+        return ['', '## Adaptation', '', f'Not available: {ad["reason"]}.'] if ad.get('topic') \
+            else []
+    lines = ['', '## Adaptation', '',
+             f'Estimates of the adaptive law from `{ad["topic"]}`: {ad["samples"]} samples, '
+             f'{ad["start_s"]:.3f} .. {ad["end_s"]:.3f} s ({ad["time_base"]} time; the law\'s '
+             f'own time at the last one {_fmt(ad["law_time_s"], "s")}), state at the end: '
+             f'{ad["state"] or "n/a"}. Final = the last message. Nominal values: '
+             f'{ad["nominal_source"]}.', '',
+             '| parameter | unit | nominal | first estimate | final estimate | change [%] | '
+             'excited at the end |', '|---|---|---|---|---|---|---|']
+    for name, e in ad['per_parameter'].items():
+        lines.append(f'| {name} | {e["unit"]} | {_fmt(e["nominal"], digits=6)} | '
+                     f'{_fmt(e["first_estimate"], digits=6)} | '
+                     f'{_fmt(e["final_estimate"], digits=6)} | '
+                     f'{_fmt(e["change_pct"], digits=3)} | {_fmt(e["excited"])} |')
+    uc = ad.get('urdf_check')
+    if uc and uc['available']:
+        lines += ['', f'Nominal values against the base parameters of {uc["source"]} (its '
+                  'bodies, armature and <dynamics> friction): '
+                  f'{uc["compared"] - len(uc["differ"])} of {uc["compared"]} agree within '
+                  f'{URDF_CHECK_TOL:g} relative'
+                  + (f'; not in the URDF\'s base: {", ".join(uc["not_in_urdf"])}'
+                     if uc['not_in_urdf'] else '')
+                  + ('.' if not uc['differ'] else
+                     "; the others (expected where the controller's nominal.* drive and "
+                     "friction parameters are not the URDF's):"), '']
+        if uc['differ']:
+            lines += ['| parameter | nominal | URDF | nominal - URDF |', '|---|---|---|---|']
+            per = ad['per_parameter']
+            for name in uc['differ']:
+                nv, uv = per[name]['nominal'], per[name]['urdf']
+                lines.append(f'| {name} | {_fmt(nv, digits=6)} | {_fmt(uv, digits=6)} | '
+                             f'{_fmt(None if nv is None else nv - uv, digits=6)} |')
+    elif uc:
+        lines += ['', f'Nominal values against the URDF: not checked ({uc["reason"]}).']
+    fb = ad['fallbacks']
+    lines += ['', f'Fallbacks: {"n/a" if fb is None else fb}'
+              + (f'; the last reason (at {ad["last_fallback_s"]:.3f} s): '
+                 f'{ad["last_fallback_reason"]}' if ad['last_fallback_reason'] else '') + '.']
+    if ad.get('nominal_changed'):
+        lines.append('**The nominal value changed during the run** for '
+                     + ', '.join(ad['nominal_changed']) + ' (the table shows the last one).')
+    if ad['skipped_messages'] or ad['bad_values']:
+        lines.append(f'{ad["skipped_messages"]} messages without estimates left out; '
+                     f'{ad["bad_values"]} values missing or not finite numbers.')
+    lines.append(f'Plot adaptation.png: estimate / nominal over time, {ad["plot_selection"]}.')
+    return lines
 
 
 def _pct(x: Any) -> str:
@@ -1743,6 +2037,17 @@ def render_summary(report: dict) -> str:
                          f'({", ".join(f"{x:.3g}" for x in gf["vector"])})')
     elif mo:
         lines.append(f'model: {"FAILED" if mo.get("failed") else "n/a"} ({mo.get("reason")})')
+    ad = report.get('adaptation') or {}
+    if ad.get('available'):
+        moved = sorted(((abs(e['change_pct']), n, e['change_pct'])
+                        for n, e in ad['per_parameter'].items() if e['change_pct']),
+                       reverse=True)[:3]
+        lines.append(f'adaptation ({ad["topic"]}, {ad["samples"]} samples, {ad["state"]}): '
+                     f'excited {", ".join(ad["excited_final"]) or "none"}; largest change '
+                     + (', '.join(f'{n} {c:+.3g} %' for _, n, c in moved) or 'none')
+                     + f'; fallbacks {"n/a" if ad["fallbacks"] is None else ad["fallbacks"]}')
+    elif ad.get('topic'):
+        lines.append(f'adaptation: n/a ({ad["reason"]})')
     for note in report['notes']:
         lines.append(f'note: {note}')
     return '\n'.join(lines)
@@ -1769,6 +2074,9 @@ def _decimate(t: np.ndarray, y: np.ndarray, max_points: int = 2000):
 PLOT_DPI = 100
 _COLORS = ((31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40))
 _BLACK = (0, 0, 0)
+#: Twelve distinguishable line colours (the four above first).
+_PLOT_COLORS = _COLORS + ((148, 103, 189), (140, 86, 75), (227, 119, 194), (127, 127, 127),
+                          (188, 189, 34), (23, 190, 207), (0, 0, 128), (128, 0, 0))
 _GRAY = (120, 120, 120)
 #: Figure margins [px at PLOT_DPI]: room for tick labels, axis labels and the title.
 _MARGINS = {'left': 100, 'right': 25, 'bottom': 60, 'top': 50, 'hspace': 45, 'wspace': 100}
@@ -2082,6 +2390,21 @@ def write_plots(run: RunData, report: dict, out_dir: Path) -> list[str]:
             last = j == rows_m - 1
             p.finish(f'{name} [N·m]', 't [s]' if last else None, last)
         save(cv, 'model.png')
+
+    ad, sec = run.adaptation, report.get('adaptation') or {}
+    if ad is not None and sec.get('plotted'):
+        cols = [ad['names'].index(n) for n in sec['plotted']]
+        with np.errstate(divide='ignore', invalid='ignore'):
+            ratio = ad['estimate'][:, cols] / ad['nominal'][:, cols]
+        at = run.rel(ad['t_ns'])
+        cv = _Canvas(9.0, 4.6, f'{bag}: adaptive estimates / nominal ({sec["plot_selection"]})')
+        (box,), = cv.grid(1, 1)
+        p = _Panel(cv, box, (min(xlim[0], float(at[0])), max(xlim[1], float(at[-1]))),
+                   _limits(ratio, np.ones(1)))
+        for k, name in enumerate(sec['plotted']):
+            p.line(at, ratio[:, k], _PLOT_COLORS[k % len(_PLOT_COLORS)], name)
+        p.finish('estimate / nominal', 't [s]')
+        save(cv, 'adaptation.png')
 
     cv = _Canvas(10.0, 3.6, f'{bag}: loop timing')
     (b1, b2), = _Canvas.grid(cv, 1, 2)
