@@ -399,7 +399,7 @@ class TwoLinkArm(ArmModel):
         """
         if offset is not None:
             raise ArmModelError('offset: the 2R carries its payload at the tip of link 2')
-        mass = _payload_mass(mass)
+        mass = payload_mass(mass)
         m = self.model
         return TwoLinkArm(TwoLinkModel(loaded_arm(m.arm, mass), m.rotor_inertia,
                                        m.rotor_coupling), self.joint_names, self.limits)
@@ -795,13 +795,7 @@ class UrdfArm(ArmModel):
             A negative or non-finite mass, or an offset that is not 3 finite numbers.
 
         """
-        mass = _payload_mass(mass)
-        try:
-            p = np.zeros(3) if offset is None else np.array(offset, dtype=float)
-        except (TypeError, ValueError):
-            p = np.zeros(0)
-        if p.shape != (3,) or not np.all(np.isfinite(p)):
-            raise ArmModelError(f'offset: expected 3 finite numbers [m], got {offset!r}')
+        mass, p = payload_mass(mass), payload_offset(offset)
         pin = self._pin
         model = self.pin_model.copy()
         model.inertias[self.n] = model.inertias[self.n] + pin.Inertia(mass, p, np.zeros((3, 3)))
@@ -845,12 +839,23 @@ class UrdfArm(ArmModel):
         return other
 
 
-def _payload_mass(mass: Any) -> float:
+def payload_mass(mass: Any) -> float:
     """Return a payload mass [kg] checked finite and >= 0 (else ArmModelError)."""
     if isinstance(mass, bool) or not isinstance(mass, (int, float, np.floating)) \
             or not math.isfinite(mass) or mass < 0.0:
         raise ArmModelError(f'payload mass: must be a finite number >= 0 [kg] (got {mass!r})')
     return float(mass)
+
+
+def payload_offset(offset: Any) -> np.ndarray:
+    """Return a payload's position [m] in the last link's frame (None: its origin), checked."""
+    try:
+        p = np.zeros(3) if offset is None else np.array(offset, dtype=float)
+    except (TypeError, ValueError):
+        p = np.zeros(0)
+    if p.shape != (3,) or not np.all(np.isfinite(p)):
+        raise ArmModelError(f'offset: expected 3 finite numbers [m], got {offset!r}')
+    return p
 
 
 def _parse_urdf(text: str, source: str):

@@ -55,6 +55,8 @@ from typing import Any, Mapping, Sequence
 import xml.etree.ElementTree as ET
 
 from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import payload_mass
+from manip_control.arm_model import payload_offset
 from manip_control.arm_model import read_urdf_file
 from manip_control.arm_model import UrdfArm
 from manip_control.arm_model import UrdfError
@@ -474,16 +476,7 @@ class MujocoArm:
 
         """
         mj, model = self._mj, self.model
-        if isinstance(mass, bool) or not isinstance(mass, (int, float, np.floating)) \
-                or not math.isfinite(mass) or mass < 0.0:
-            raise ArmModelError(f'payload mass: must be a finite number >= 0 [kg] (got '
-                                f'{mass!r})')
-        try:
-            p = np.zeros(3) if offset is None else np.array(offset, dtype=float)
-        except (TypeError, ValueError):
-            p = np.zeros(0)
-        if p.shape != (3,) or not np.all(np.isfinite(p)):
-            raise ArmModelError(f'offset: expected 3 finite numbers [m], got {offset!r}')
+        mass, p = payload_mass(mass), payload_offset(offset)
         if mass == 0.0:
             return
         b = self._tool_body

@@ -301,6 +301,15 @@ def run(ws, argv: list[str], timeout: float = 90.0, expect: str | None = None):
 # a running system: the driver (plant in real-time mode) + hardware.launch.py autostart:=false
 
 
+def _plant_driver(ws, procs: Processes):
+    """Start the plant node in real-time mode as a hardware driver stand-in (node /plant)."""
+    share = Path(ws.run([ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
+    params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
+    return procs.start('driver', [
+        ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file', str(params),
+        '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands', '-p', 'duration:=0.0'])
+
+
 @pytest.fixture(scope='class')
 def running_system(ros2_ws, tmp_path_factory):
     """
@@ -315,13 +324,8 @@ def running_system(ros2_ws, tmp_path_factory):
     domain, lock = reserve_domain_id()
     ws = Workspace(ros2_ws.path, dict(ros2_ws.env, ROS_DOMAIN_ID=str(domain)))
     procs = Processes(ws.env, tmp)
-    share = Path(ws.run([ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
-    params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
     try:
-        driver = procs.start('driver', [
-            ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
-            str(params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
-            '-p', 'duration:=0.0'])
+        driver = _plant_driver(ws, procs)
         # the driver stand-in is the node /plant, not /joint_state_broadcaster
         launch = procs.start('hardware_launch', doc(
             'ros2 launch manip_control hardware.launch.py autostart:=false')
@@ -461,14 +465,9 @@ def test_adaptation_on_a_running_controller(ros2_ws, tmp_path):
     domain, lock = reserve_domain_id()        # its own domain, as TestRunningSystem
     ws = Workspace(ros2_ws.path, dict(ros2_ws.env, ROS_DOMAIN_ID=str(domain)))
     procs = Processes(ws.env, tmp_path)
-    share = Path(ws.run([ws.ros2, 'pkg', 'prefix', 'manip_control']).stdout.strip())
-    params = share / 'share' / 'manip_control' / 'config' / 'sim_params.yaml'
     saved = tmp_path / 'adapted.yaml'
     try:
-        driver = procs.start('driver', [
-            ws.ros2, 'run', 'manip_control', 'plant', '--ros-args', '--params-file',
-            str(params), '-p', 'mode:=realtime', '-p', 'command_source:=effort_commands',
-            '-p', 'duration:=0.0'])
+        driver = _plant_driver(ws, procs)
         ctrl = procs.start('controller', doc(
             'ros2 run manip_control controller --ros-args --params-file '
             'config/hardware_params.yaml -p adaptation.enabled:=true')
