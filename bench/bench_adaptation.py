@@ -26,7 +26,13 @@ count), for
   computed-torque ``Controller.update`` of the same scenario;
 * ``Panda AdaptiveLaw.update``: ``../shared/fixtures/urdf/panda.urdf`` (7 joints, armature
   0.04 kg m^2, its QR base parameters), the check every tick (``check_every 1``) and every
-  10 ticks.
+  10 ticks;
+* the Panda's tick as the node runs it (check every 10 ticks): the distribution of the wall
+  time of single calls (p50, p90, p99, max over ``--calls`` calls) with the excitation
+  analysis (an eigen-decomposition every 0.1 s) in the tick, as offline, and outside it
+  (``excitation_in_loop`` false), as the node does; then with one BLAS thread
+  (:func:`manip_control.nodes.common.single_threaded_blas`, as the controller node sets it in
+  real time), with the process CPU per call beside.
 
 Inputs vary per call over 1000 precomputed random samples. The host's speed varies by 2x:
 the CPU time of a Python loop of 1e7 additions is printed before and after, with ``uptime``.
@@ -45,6 +51,7 @@ from manip_control.adaptation import AdaptiveLaw
 from manip_control.adaptation import two_link_base_regressor
 from manip_control.control import Controller
 from manip_control.control import nominal_arm
+from manip_control.nodes.common import single_threaded_blas
 from manip_control.parameters import load_scenario
 import numpy as np
 
@@ -114,6 +121,24 @@ def main() -> None:
         for s in xs[:50]:
             fn(*s)
         print(f'{name:<62} {per_call(fn, xs, args.calls, args.rounds):9.1f} us')
+    if PANDA.exists():
+        for in_loop, blas in ((True, 'default'), (False, 'default'), (False, 'one')):
+            if blas == 'one':
+                single_threaded_blas()      # as the controller node does in real time
+            lp = AdaptiveLaw(arm, reg, [400.0] * arm.n, [40.0] * arm.n, sc.period,
+                             ctrl.adaptation, check_every=10)
+            lp.excitation_in_loop = in_loop
+            wall = []
+            for k in range(max(args.calls, 1000)):
+                t0 = time.perf_counter()
+                lp.update(*xp[k % len(xp)])
+                wall.append(time.perf_counter() - t0)
+            p50, p90, p99, top = np.percentile(np.array(wall) * 1e6, [50, 90, 99, 100])
+            cpu = per_call(lp.update, xp, args.calls, args.rounds)
+            where = 'in the tick' if in_loop else 'outside the tick'
+            print(f'Panda tick, excitation analysis {where}, BLAS threads {blas}: wall p50 '
+                  f'{p50:.0f} us, p90 {p90:.0f} us, p99 {p99:.0f} us, max {top:.0f} us; '
+                  f'process CPU {cpu:.0f} us')
     print(f'Python loop of 1e7 additions: {reference_loop():.2f} s CPU (after)')
 
 

@@ -102,6 +102,7 @@ from manip_control.nodes.common import retire
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import set_thread_realtime
 from manip_control.nodes.common import set_threads_realtime
+from manip_control.nodes.common import single_threaded_blas
 from manip_control.nodes.common import steady_clock
 from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
@@ -738,6 +739,8 @@ class ControllerNode(LifecycleNode):
         # a thread waiting for the interpreter lock gets it within this [s], not the 5 ms
         # default, while a service call of the executor thread runs Python code
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
+        if own:
+            single_threaded_blas()          # no BLAS threads spinning beside the loop
         prio = int(self.values['realtime.priority'])
         if own and prio > 1 and threading.current_thread() is threading.main_thread():
             # the executor (this thread) shares the interpreter lock with the control thread:
