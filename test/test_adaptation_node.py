@@ -222,3 +222,23 @@ def test_a_urdf_arm_adapts_in_lockstep_but_not_in_real_time(ros_context):
         assert isinstance(node.safety.model, AdaptedModel)
     finally:
         node.destroy_node()         # its command publishers leave the graph before the check
+
+
+def test_adaptation_may_start_frozen_and_commands_are_not_start_values(ros_context):
+    """``adaptation.freeze`` at start: a frozen law; save_to / reset at start: refused."""
+    from conftest import make_node
+    from manip_control.nodes.controller_node import ControllerNode
+    from manip_control.nodes.ros_params import controller_specs
+    from manip_control.nodes.ros_params import ros_params_from_scenario
+    from manip_control.parameters import ParameterError
+    vals = ros_params_from_scenario(SCENARIO)['controller']
+    vals.update({'adaptation.enabled': True, 'autostart': True})
+    for name, value in (('adaptation.save_to', 'x.yaml'), ('adaptation.reset', True)):
+        with pytest.raises(ParameterError, match=f'parameter {name} .*runtime command'):
+            make_node(ControllerNode, ros_context, controller_specs(), dict(vals, **{name: value}))
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     dict(vals, **{'adaptation.freeze': True}))
+    try:
+        assert node.adaptation is not None and node.adaptation.frozen
+    finally:
+        node.destroy_node()

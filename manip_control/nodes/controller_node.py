@@ -263,6 +263,11 @@ class ControllerNode(LifecycleNode):
         self.values = declare_parameters(self, list(self._specs.values()))
         # everything is validated at start: a bad configuration never publishes anything
         self._check_arm_limits(self.values)
+        if self.values['adaptation.save_to'] or self.values['adaptation.reset']:
+            name = 'save_to' if self.values['adaptation.save_to'] else 'reset'
+            raise ParameterError(
+                f'parameter adaptation.{name} (node {self.get_name()}): a runtime command '
+                '(ros2 param set while the node runs); leave it unset at start')
         cfg = self.config = controller_config(self.values, self.get_name(), ad)
         rotors = cfg.controller.nominal.rotor_inertia
         if self.arm is not None and any(rotors):       # the nominal rotors ride on the joints
@@ -1374,6 +1379,7 @@ class ControllerNode(LifecycleNode):
         # the excitation analysis (an eigen-decomposition) runs beside the publication, in the
         # executor's thread, on a copy: never in a tick
         law.excitation_in_loop = False
+        law.freeze(bool(self.get_parameter('adaptation.freeze').value))   # may start frozen
         self._adaptation_fallbacks = 0
         self._adaptation_pub = self.create_publisher(DiagnosticArray, '~/adaptation', 10)
         rate = float(self.values['diagnostics_rate'])
