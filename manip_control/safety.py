@@ -614,6 +614,17 @@ class SourceGuard:
             return None
         return self.senders(now, quiet)
 
+    def restarting(self, now: float, quiet: float) -> bool:
+        """
+        Return True within ``quiet`` [s] of a rise of the publishers that came while silent.
+
+        A publisher that appears while the locked sequence has been silent for
+        ``relock_after`` (a restarted driver next to its dead predecessor, which stays on the
+        graph until its DDS lease ends) is not yet a conflict: its messages wait (refused)
+        until :meth:`single_sender` can tell whether it is the only one that sends.
+        """
+        return not self._rose_live and now - self.rose <= quiet
+
     def senders(self, now: float, window: float) -> int:
         """Return how many sequences (publishers) were heard within ``window`` [s] of ``now``."""
         return sum(1 for h in self._heard if now - h[1] <= window)

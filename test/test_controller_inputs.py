@@ -279,3 +279,61 @@ def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
     assert any(abs(c[0]) > 1.0 for c in after)         # the hold again, from zero
     assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
                for a, b in zip(after, after[1:]) for j in (0, 1))
+
+
+def test_a_reader_that_matches_during_a_send_gets_zero_at_once(ros_context):
+    """
+    The DDS match of a restarted driver's reader completes while a hold command is sent.
+
+    DDS cannot publish to "the readers matched now": a reader that matches between the
+    count and the send receives that command. The count is read again right after the send,
+    and the zero follows at once, in the same watchdog tick (not one control period later),
+    then the hold ramps up from zero within the rate limit.
+    """
+    from manip_control.nodes.controller_safety import RESTART_SILENCE
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
+    _recorded(node)
+    node.trigger_configure()
+    node.trigger_activate()
+    safety = node.safety
+    clock = [1000.0]
+    safety.now = lambda: clock[0]
+    readers = [2]
+    safety.readers = lambda: readers[0]
+    got = []
+    matched = [False]
+
+    def publish(tau, stamp, hold):
+        if matched[0]:
+            got.append((clock[0], tuple(tau)))      # what the new reader receives
+    safety.publish = publish
+    safety.activate()
+    node.on_joint_state(_state(['joint1', 'joint2']), None)
+    t0 = safety.supervisor.last_state_time
+    period = safety.period
+
+    def run(until):
+        while clock[0] < until:
+            clock[0] += period
+            safety.watchdog_tick()
+
+    run(t0 + RESTART_SILENCE + 0.5)         # silent: the gravity hold
+
+    def count_then_match():
+        n = readers[0]
+        if not matched[0]:
+            matched[0] = True               # matched just after the count was read
+            readers[0] += 2
+        return n
+    safety.readers = count_then_match
+    run(t0 + RESTART_SILENCE + 0.8)
+    assert len(got) > 2 and abs(got[0][1][0]) > 10.0, got[:3]     # the send it matched in
+    assert got[1] == (got[0][0], (0.0, 0.0)), got[:3]             # zero in the same tick
+    assert safety.counts['driver_take_ups'] == 1
+    assert safety.counts['reader_matched_during_send'] == 1
+    rate = safety.cmd.torque_rate_limit
+    after = [c for _, c in got[1:]]
+    assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
+               for a, b in zip(after, after[1:]) for j in (0, 1))
+    assert any(abs(c[0]) > 1.0 for c in after)     # the hold again, from zero

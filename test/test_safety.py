@@ -851,9 +851,12 @@ def test_a_silent_publisher_on_the_graph_is_not_a_second_source():
     assert g2.check(1, 0.0) is None
     g2.graph_count(2, 1.0)                                  # the locked one silent for 1 s
     assert g2.single_sender(1.04, 0.05) is None and g2.single_sender(1.06, 0.05) == 0
+    # ... a restart: not a conflict meanwhile (the stale hold goes on, the states wait)
+    assert g2.restarting(1.04, 0.05) and not g2.restarting(1.06, 0.05)
     assert g2.check(2, 1.1) is None
     g2.graph_count(3, 1.1)                                  # next to a live one
     assert g2.single_sender(1.11, 0.05) is None and g2.single_sender(3.0, 0.05) is None
+    assert not g2.restarting(1.11, 0.05)                    # next to a live one: a conflict
     assert g2.check(3, 3.11) is None and g2.single_sender(3.12, 0.05) == 1
     # more senders than the guard tells apart: still more than one
     h = SourceGuard('joint_states')

@@ -1190,10 +1190,17 @@ class ControllerNode(LifecycleNode):
             nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
             # a publisher that sent nothing for SILENT_PUBLISHER while one other sends (a
             # killed or stopped driver still on the graph) is not a second source
-            senders = guard.single_sender(now, max(safety.state_timeout, SILENT_PUBLISHER))
+            quiet = max(safety.state_timeout, SILENT_PUBLISHER)
+            senders = guard.single_sender(now, quiet)
             conflict, guard.may_lock = source_check(
                 guard.expected if not self.lockstep else '', nodes, self._matched[source],
                 senders=senders)
+            if conflict and senders is None and guard.restarting(now, quiet):
+                # a publisher appeared after the states stopped (a restarted driver next to
+                # its dead predecessor): its states wait until it is known to be the only one
+                # that sends, and the stale hold goes on meanwhile (a conflict would ramp to
+                # zero torque and drop the arm for the whole window)
+                conflict, guard.may_lock = '', False
             if self.lockstep:
                 conflict = ''       # lockstep: the plant is the clock; the sequence guard
                 guard.may_lock = True

@@ -825,10 +825,21 @@ class ControllerSafety:
                     >= 0.9 * self.period)):
             # stale states, a source conflict (states refused), a hold timeout: the
             # watchdog commands (a tick may not come)
-            if self.stale and self.reader_check():
+            if not self.stale:
+                self.safe_commands += 1
+                self._emit(self.safe_torque())
+                return
+            # stale: a new reader of the commands is a restarted driver, which must get zero
+            # first. DDS cannot publish to "the readers matched now", so the count is read
+            # as close to the send as this code can (after the torque and its limit), and
+            # again after it: a reader that matched in between gets the zero next, at once
+            tau = self._shape(self.safe_torque())
+            if self.reader_check():
                 return                  # a restarted driver: zero sent
             self.safe_commands += 1
-            self._emit(self.safe_torque())
+            self.publish(tau, self.last_stamp, self.hold_target())
+            if self.reader_check():
+                self._count('reader_matched_during_send')
 
     def reader_check(self) -> bool:
         """
