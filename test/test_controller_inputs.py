@@ -337,3 +337,51 @@ def test_a_reader_that_matches_during_a_send_gets_zero_at_once(ros_context):
     assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
                for a, b in zip(after, after[1:]) for j in (0, 1))
     assert any(abs(c[0]) > 1.0 for c in after)     # the hold again, from zero
+
+
+def test_a_reader_after_the_states_resumed_is_still_a_restarted_driver(ros_context):
+    """
+    A restarted driver whose state publisher matched before its command reader.
+
+    On a loaded host its states may be taken (the named driver) before its reader matches:
+    that reader, within ``RESTART_WINDOW`` of states that resumed after a silence, is a
+    restarted driver too. The control step sends zero instead of the hold, and the commands
+    after it start from zero within the rate limit. A new reader while the states flow
+    (a recorder) changes nothing.
+    """
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
+    _recorded(node)
+    node.trigger_configure()
+    node.trigger_activate()
+    safety = node.safety
+    clock = [1000.0]
+    safety.now = lambda: clock[0]
+    readers = [2]
+    safety.readers = lambda: readers[0]
+    safety.publish = lambda tau, stamp, hold: None
+    safety.activate()
+    node.on_joint_state(_state(['joint1', 'joint2']), None)
+    period = safety.period
+    rate = safety.cmd.torque_rate_limit
+
+    def step():
+        clock[0] += period
+        return safety.command(lambda: (0.0, 0.0))[0]
+    for _ in range(50):
+        step()
+    readers[0] = 3                          # a new reader while the states flow: no take-up
+    safety.reader_check()                   # (its matched event)
+    step()
+    assert safety.counts.get('driver_take_ups', 0) == 0
+    clock[0] += 1.0                         # the driver is silent for 1 s ...
+    safety.watchdog_tick()
+    node.on_joint_state(_state(['joint1', 'joint2']), None)     # ... its successor's state
+    hold = [step() for _ in range(20)]
+    assert abs(hold[-1][0]) > 10.0, hold[-3:]           # the hold at the last pose
+    readers[0] = 5                          # its command reader matches now
+    after = [step() for _ in range(100)]
+    assert after[0] == (0.0, 0.0), after[:3]
+    assert safety.counts['driver_take_ups'] == 1
+    assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
+               for a, b in zip(after, after[1:]) for j in (0, 1))
