@@ -238,6 +238,15 @@ def test_rogue_state_publisher_and_second_controller(procs, make_probe):
     probe = make_probe({'diag': DIAG, 'states': (JointState, '/joint_states')})
     probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 60.0, 'normal mode')
     rogue = probe.node.create_publisher(JointState, '/joint_states', 100)
+    # DDS delivers what the rogue sends only once both ends matched: its writer every reader
+    # listed (the controller's among them), the controller's reader the rogue
+
+    def matched():
+        readers = probe.node.get_subscriptions_info_by_topic('/joint_states')
+        return (any(i.node_name == 'controller' for i in readers)
+                and rogue.get_subscription_count() >= len(readers)
+                and int(probe.diag().get('sources.joint_states.matched', 0)) >= 2)
+    probe.wait_for(matched, 60.0, 'the rogue and the controller matched')
     # a second driver publishing valid, conflicting joint states at about 1 kHz (briefly: the
     # controller's safe hold is limited by safety.hold_timeout)
     t0, sent = time.monotonic(), 0
