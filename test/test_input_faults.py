@@ -238,6 +238,15 @@ def test_rogue_state_publisher_and_second_controller(procs, make_probe):
     probe = make_probe({'diag': DIAG, 'states': (JointState, '/joint_states')})
     probe.wait_for(lambda: probe.diag().get('mode') == 'normal', 60.0, 'normal mode')
     rogue = probe.node.create_publisher(JointState, '/joint_states', 100)
+    # DDS delivers what the rogue sends only once both ends matched: its writer every reader
+    # listed (the controller's among them), the controller's reader the rogue
+
+    def matched():
+        readers = probe.node.get_subscriptions_info_by_topic('/joint_states')
+        return (any(i.node_name == 'controller' for i in readers)
+                and rogue.get_subscription_count() >= len(readers)
+                and int(probe.diag().get('sources.joint_states.matched', 0)) >= 2)
+    probe.wait_for(matched, 60.0, 'the rogue and the controller matched')
     # a second driver publishing valid, conflicting joint states at about 1 kHz (briefly: the
     # controller's safe hold is limited by safety.hold_timeout)
     t0, sent = time.monotonic(), 0
@@ -396,7 +405,7 @@ def test_realtime_sim_waits_for_a_silent_publisher_to_leave(procs):
 
 
 FLOOD = r"""
-import sys, time
+import os, sys, time
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -404,6 +413,7 @@ from trajectory_msgs.msg import JointTrajectory
 from manip_control.nodes import cdr
 topic, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 least = int(sys.argv[4])     # messages: a sender starved on a busy machine sends on (<= 30 s)
+go = sys.argv[5]             # the test creates this file once the controller has matched us
 rclpy.init()
 node = rclpy.create_node('flood')
 typ = JointState if topic == '/joint_states' else JointTrajectory
@@ -413,12 +423,23 @@ if typ is JointState:
     raw = cdr.encode_joint_state(1, ['joint1', 'joint2'], [0.5, 0.5], [0.0, 0.0], [])
 else:
     raw = cdr.encode_reference(1, ['joint1', 'joint2'], [0.5, 0.5], [0.0, 0.0], [0.0, 0.0])
-# matched, not only on the graph: in a domain that has seen many participants the
-# controller's reader may match seconds after it is listed, and a flood sent before reaches
-# nobody (a full run: 16200 states sent, none refused)
-while pub.get_subscription_count() < 1:
-    time.sleep(0.05)
-time.sleep(0.5)
+
+
+def matched_controller():
+    # this writer sends only to the readers it has matched: every reader it lists, the
+    # controller's among them (another reader of the topic must not stand in for it)
+    readers = node.get_subscriptions_info_by_topic(topic)
+    return (any(i.node_name == 'controller' for i in readers)
+            and pub.get_subscription_count() >= len(readers))
+
+
+while not matched_controller():
+    time.sleep(0.01)
+print('ready', flush=True)
+# the controller's reader drops what a writer it has not matched yet sends (DDS): the test
+# says go once the controller reports this publisher matched (sources.<input>.matched)
+while not os.path.exists(go):
+    time.sleep(0.01)
 print('start', flush=True)
 n, t0 = 0, time.monotonic()
 while (time.monotonic() - t0 < seconds
@@ -439,7 +460,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
+#: The rate of the plant's states and of the trajectory's references [Hz] (control_rate).
+INPUT_RATE = 1000.0
+
+
+def test_flood_on_each_input_keeps_the_command_period(procs, make_probe, tmp_path):
     plant = procs.node('plant', 'plant_node', *REALTIME, '-p', 'actuator:=ideal')
     ctrl = procs.node('controller', 'controller_node', *REALTIME)
     traj = procs.node('trajectory', 'trajectory_node', *REALTIME)
@@ -452,6 +477,16 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
     def trips():
         d = probe.get('plant')
         return int({kv.key: kv.value for kv in d[-1][1].status[0].values}['watchdog_trips'])
+
+    def diag_after(wall):
+        """Wait for the controller diagnostics published after ``wall``: (stamp, values)."""
+        def newer():
+            d = probe.get('diag')
+            stamp = d[-1][1].header.stamp if d else None
+            return d and stamp.sec + 1e-9 * stamp.nanosec >= wall
+        probe.wait_for(newer, 60.0, 'controller diagnostics')
+        stamp = probe.get('diag')[-1][1].header.stamp
+        return stamp.sec + 1e-9 * stamp.nanosec, probe.diag()
 
     def phase(label, run):
         t, trips0, cpu0, wall = time.monotonic(), trips(), cpu_seconds(ctrl.pid), time.time()
@@ -470,38 +505,65 @@ def test_flood_on_each_input_keeps_the_command_period(procs, make_probe):
                      f'watchdog trips {trips() - trips0}')
         return gaps
 
+    refused = {}
+
     def flood(topic):
         # the sender runs at the lowest CPU priority: what is measured is the controller's
         # handling of the flood's messages (each one arrives and is refused, see the counts),
         # not the CPU time the sender's own busy loop takes from the plant and the controller
         # on a 2-core machine (on a robot the drive and controller loops run at a real-time
         # priority above such a process)
+        source, go = topic.strip('/'), tmp_path / f'go{topic.replace("/", "_")}'
+        key = f'refused.{source}.second_source'
         f = procs.start(f'flood{topic.replace("/", "_")}',
                         ['nice', '-n', '19', PYTHON, '-c', FLOOD, topic, '10000', '2.0',
-                         '4000'])
-        probe.wait_for(lambda: 'start' in procs.output(f)[0], 60.0, 'the flood to start')
+                         '4000', str(go)])
+        probe.wait_for(lambda: 'ready' in procs.output(f)[0] or f.poll() is not None, 60.0,
+                       f'the flood sender matched with the controller on {topic}')
+        assert f.poll() is None, procs.output(f)
+        # both ends of the match: DDS drops what a writer sends before the reader has matched
+        # it (the sender matched with the controller is not enough: in a full run the
+        # controller matched neither flood on /joint_states, 16200 and 16319 states sent,
+        # none counted)
+        probe.wait_for(lambda: int(probe.diag().get(f'sources.{source}.matched', 0)) >= 2,
+                       60.0, f'the controller matched with the flood sender on {topic}')
+        t0, before = diag_after(time.time())
+        go.touch()
+        probe.wait_for(lambda: 'start' in procs.output(f)[0] or f.poll() is not None, 60.0,
+                       'the flood to start')
 
         def run():
             assert procs.wait(f, 60.0) == 0, procs.output(f)
+            refused[topic] = (key, t0, before, time.time())
             return f' ({procs.output(f)[0].strip().splitlines()[-1]})'
         return run
 
+    def count_refused(topic):
+        # in the source conflict the own input's messages are refused too (at most
+        # INPUT_RATE a second): beyond those, the flood's own are refused and counted -- those
+        # that reached the controller (the real-time state reader keeps the last 50 states: a
+        # reader that falls further behind loses the older ones)
+        key, t0, before, done = refused[topic]
+        t1, after = diag_after(done)
+        counted = int(after.get(key, 0)) - int(before.get(key, 0))
+        refused[topic] = (counted, counted - INPUT_RATE * (t1 - t0))
+
     lines = []
-    time.sleep(1.0)
+    # the commands flow (normal mode reached with the first of them)
+    wall = time.time()
+    probe.wait_for(lambda: probe.last_sent('cmds') >= wall, 30.0, 'the commands')
     phase('no flood', lambda: time.sleep(2.0) or '')
-    p99 = [pct(phase(f'10 kHz flood on {topic}', flood(topic)), 99)
-           for topic in ('/joint_states', '/reference')]
-    d = probe.diag()
-    lines.append('refused as second_source: joint_states '
-                 f"{d.get('refused.joint_states.second_source')}, reference "
-                 f"{d.get('refused.reference.second_source')}")
+    p99 = []
+    for topic in ('/joint_states', '/reference'):
+        p99.append(pct(phase(f'10 kHz flood on {topic}', flood(topic)), 99))
+        count_refused(topic)
+    lines.append('refused as second_source during the flood (beyond what the own input could '
+                 'have sent): ' + ', '.join(f'{t} {counted} ({extra:.0f})'
+                                            for t, (counted, extra) in refused.items()))
     print('\n[input] command gaps, real time 1 kHz, loaded machine:\n  ' + '\n  '.join(lines),
           file=sys.stdout)
-    # the flood's messages are refused and counted; only the ones that reached the controller:
-    # the real-time state reader keeps the last 50 states, and a reader that falls further
-    # behind loses the older ones
-    assert int(d.get('refused.joint_states.second_source', 0)) > 200, d
-    assert int(d.get('refused.reference.second_source', 0)) > 200, d
+    for topic, (counted, extra) in refused.items():
+        assert extra > 200, (topic, counted, extra, lines)
     assert max(p99) < 100.0, lines
     for p in (plant, ctrl, traj):
         assert p.poll() is None

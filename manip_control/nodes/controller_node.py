@@ -1185,6 +1185,8 @@ class ControllerNode(LifecycleNode):
             guard.graph_count(max(len(infos), self._matched[source]), now)
             guard.publisher_names = tuple(describe(i) for i in infos)
             report[f'sources.{source}.publishers'] = str(guard.publishers)
+            # what DDS delivers: a writer's samples reach the reader only once it matched
+            report[f'sources.{source}.matched'] = str(self._matched[source])
             if guard.publishers > 1:
                 report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
             nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
