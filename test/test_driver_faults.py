@@ -117,6 +117,7 @@ def _run_driver(fi, tmp_path, rate: float, *extra, window: float = WINDOW, durin
         'peak': tuple(max((abs(c[j]) for c in cmds), default=0.0) for j in (1, 2)),
         'speed': tuple(max((abs(s[j]) for s in states), default=0.0) for j in (3, 4)),
         'non_normal_diags': non_normal, 'diag': d1, 'diags': diags, 'cmd_list': cmds,
+        'seq_list': seqs,
         'log': text,
     }
 
@@ -206,8 +207,11 @@ def test_driver_clock_step_is_one_event_then_control_resumes(fi, tmp_path, step)
     # the first normal diagnostics after the step's first non-normal one
     bad = [t for t, x in f['diags'] if t >= t_step and x.get('mode') != 'normal']
     back = [t for t, x in f['diags'] if bad and t > bad[0] and x.get('mode') == 'normal']
-    around = [c for c in f['cmd_list'] if t_step - 0.2 <= c[0] <= t_step + 1.0]
-    st = max_steps(around)
+    # per command sent (the sequence numbers): a starved driver misses commands the
+    # controller's publisher no longer keeps, and a change across them is not one step
+    around = [(c, n) for c, n in zip(f['cmd_list'], f['seq_list'])
+              if t_step - 0.2 <= c[0] <= t_step + 1.0]
+    st = max_steps([c for c, _ in around], [n for _, n in around])
     print(f'\n[driver] driver clock step {step:+g} s at 1 kHz: {steps} clock step(s) reported '
           f'({d.get("clock_last_step_s")} s), offset now {d.get("clock_offset_s")} s; '
           f'safe-mode entries {f["entries"]}, states refused {f["stale"]}, '
@@ -353,6 +357,9 @@ def test_frozen_driver_is_still_caught_within_the_timeout_in_use(fi, tmp_path, r
 #: Longest time from the restarted driver's first state to normal commands [s] (a Python
 #: driver and controller starting on a loaded 2-core machine; measured figures with ``-s``)
 TAKE_UP = 30.0
+#: The longest a restarted driver may receive the hold before its zero [s]: the gap between
+#: a DDS match and its report (get_subscription_count / the matched event) on a loaded host
+RESTART_GAP = 0.005
 
 
 @pytest.mark.parametrize('how, named', [('kill', True), ('kill', False), ('stop', False)])
@@ -407,12 +414,22 @@ def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
     cmds, states = read_log(log2)
     seqs = read_seqs(log2)
     t_first = states[0][0]
+    # DDS reports a reader's match after it has started delivering to it: under load the
+    # hold sent in that gap reaches the new driver (docs/safety.md). Bounded here: at most
+    # the commands of RESTART_GAP, then zero; everything after within the rate limit
+    gap = []
+    if abs(cmds[0][1]) > MAX_STEP[0] or abs(cmds[0][2]) > MAX_STEP[1]:
+        zero_at = next((k for k, c in enumerate(cmds) if c[1:] == (0.0, 0.0)), len(cmds))
+        gap, cmds, seqs = cmds[:zero_at], cmds[zero_at:], seqs[zero_at:]
+        assert cmds and cmds[0][0] - gap[0][0] <= RESTART_GAP, (gap[:3], cmds[:2])
     steps = max_steps(cmds, seqs)
     first = cmds[0][1:]
     q_min = min(s[1] for s in states)
     source = 'state_publisher /fake_driver' if named else 'no state_publisher'
     print(f'\n[driver] driver {how} ({source}), restarted {t1 - t0:.1f} s later: '
-          f'publishers on the graph '
+          f'hold commands before the zero {len(gap)}'
+          + (f' ({(gap[-1][0] - gap[0][0]) * 1e3:.1f} ms)' if gap else '')
+          + '; publishers on the graph '
           f'{on_graph}; first command at the new driver {first[0]:.3f} / {first[1]:.3f} N m, '
           f'max step {steps[0]:.3f} / {steps[1]:.3f} N m (limit {MAX_STEP[0]:.3f} / '
           f'{MAX_STEP[1]:.3f}); normal {t_norm - t_first:.2f} s after its first state; lowest '
