@@ -127,6 +127,10 @@ MIN_EIGENVALUE_RATIO = 0.1
 #: Ticks between the adaptive law's consistency checks on a URDF arm (each costs n + 1
 #: regressor evaluations; bench/bench_adaptation.py): the offline loop and the node use it.
 ADAPTIVE_CHECK_EVERY = 10
+#: Half-space projections of an estimate whose ``M^`` is not positive definite enough, and the
+#: margin they aim at (a fraction of ``x^T (1 - r) M0 x`` along the worst direction ``x``).
+PROJECTION_STEPS = 4
+PROJECTION_MARGIN = 0.05
 #: Rejected steps in a row after which the law returns to the nominal model.
 MAX_REJECTED = 1000
 #: Interval of the excitation analysis (eigen-decomposition of the information matrix) [s].
@@ -154,6 +158,10 @@ class BaseRegressor:
         Columns never adapted (e.g. gravity of a horizontal 2R).
     save : callable, optional
         ``save(theta, path, law) -> list of Path``: writes the estimate as manip-identify does.
+    payload_change : callable, optional
+        ``payload_change(mass, radius) -> (lower, upper)``: the range of the change of each
+        base parameter that a point mass of at most ``mass`` [kg] within ``radius`` [m] of the
+        last link's frame origin makes (None: the law cannot size its box for a payload).
 
     """
 
@@ -164,6 +172,7 @@ class BaseRegressor:
     friction: np.ndarray
     fixed: np.ndarray
     save: Callable[..., list] | None = None
+    payload_change: Callable[[float, float], tuple] | None = None
 
     @property
     def size(self) -> int:
@@ -322,6 +331,16 @@ class AdaptiveLaw:
             self.active[self._friction] = False
         self._fixed = np.flatnonzero(~self.active)
         self.bound = float(params.bound_fraction)
+        # the box in scaled coordinates: +-bound_fraction, plus what a payload can change
+        self.lower = np.full(p, -self.bound)
+        self.upper = np.full(p, self.bound)
+        if params.payload_mass > 0.0:
+            if regressor.payload_change is None:
+                raise ParameterError('adaptation.payload_mass: this arm model gives no payload '
+                                     'change of its base parameters (a URDF arm only)')
+            lo, hi = regressor.payload_change(params.payload_mass, params.payload_radius)
+            self.lower += np.asarray(lo, float) / self.scale
+            self.upper += np.asarray(hi, float) / self.scale
         self._decay = math.exp(-self.period / params.forgetting_time)
         self._every = max(1, int(round(EXCITATION_INTERVAL / self.period)))
         # regressor rows: (q, 0, qdd_r), (q, qd + qd_r, 0), (q, qd - qd_r, 0)[, (q, qd_d, 0)]
@@ -495,7 +514,7 @@ class AdaptiveLaw:
         step = prm.max_rate * self.period
         np.clip(cand, -step, step, out=cand)
         cand += phi
-        np.clip(cand, -self.bound, self.bound, out=cand)
+        np.clip(cand, self.lower, self.upper, out=cand)
         if self.ticks % self.check_every:
             if not np.all(np.isfinite(cand)):      # never integrate a non-finite step
                 self._fallback('estimate not finite', self._qnow)
@@ -504,6 +523,9 @@ class AdaptiveLaw:
             phi[:] = cand                          # checked at the next check tick
             return True
         why = self._check(cand, self._qnow, self._yc)
+        if why is not None and why.startswith('mass matrix'):
+            self._project_inertia(cand, self._qnow, self._yc)
+            why = self._check(cand, self._qnow, self._yc)
         if why is not None:
             self._fallback(why, self._qnow)
             phi[:] = self._phi_cmd
@@ -526,10 +548,11 @@ class AdaptiveLaw:
         """
         if not np.all(np.isfinite(cand)):
             return 'estimate not finite'
-        if np.any(np.abs(cand) > self.bound * (1.0 + 1e-12)):
-            k = int(np.argmax(np.abs(cand)))
+        out = np.maximum(cand - self.upper, self.lower - cand)
+        if np.any(out > 1e-12 * np.maximum(self.upper, -self.lower)):
+            k = int(np.argmax(out))
             return (f'estimate of {self.names[k]} outside its bounds '
-                    f'(+-{self.bound:g} x {self.scale[k]:.3g})')
+                    f'[{self.lower[k]:g}, {self.upper[k]:g}] x {self.scale[k]:.3g}')
         n = self.n
         if yc is None:
             r = self._rows
@@ -550,6 +573,43 @@ class AdaptiveLaw:
                     f'{np.round(q, 4).tolist()} (lambda_min {lo:.3g} kg m^2; it must '
                     f'exceed {MIN_EIGENVALUE_RATIO:g} x M0 in every direction)')
         return None
+
+    def _project_inertia(self, cand: np.ndarray, q: np.ndarray,
+                         yc: np.ndarray | None = None) -> None:
+        """
+        Move ``cand`` (in place) into ``M^(q) - r M0(q) > 0`` by projections on half-spaces.
+
+        With ``x`` the eigenvector of the lowest eigenvalue ``w`` of ``A(phi) = (1 - r) M0 +
+        dM(phi)`` (symmetric part), ``x^T A x = x^T (1 - r) M0 x + a . phi`` is affine in
+        ``phi`` (``a_k = x^T dM_k x``, ``dM_k`` the change of ``M^`` per unit of ``phi_k``):
+        the half-space ``a . phi >= w_margin - (x^T A(cand) x - a . cand)`` contains the convex
+        set ``{phi: A(phi) >= margin}`` and, with it, the true parameters. The Euclidean
+        projection in ``phi`` (the ``Gamma^-1`` metric) onto a convex set containing the truth
+        never moves the estimate away from it; then the box clip, at most
+        :data:`PROJECTION_STEPS` times. The caller checks the result.
+        """
+        n = self.n
+        if yc is None:
+            r = self._rows
+            qq = self._q[r:]
+            qq[:] = q
+            yc = self.regressor.evaluate(qq, self._v[r:], self._a[r:])
+        d = (yc[:n] - yc[n]) * self.scale            # [j, i, k]: M^'s column j, row i per phi_k
+        d[:, :, self._fixed] = 0.0
+        m0 = (1.0 - MIN_EIGENVALUE_RATIO) * self.model.mass_matrix(q)
+        for _ in range(PROJECTION_STEPS):
+            dm = d @ cand                            # [j, i]
+            w, v = np.linalg.eigh(m0 + 0.5 * (dm + dm.T))
+            x = v[:, 0]
+            margin = PROJECTION_MARGIN * float(x @ m0 @ x)
+            if w[0] >= margin:
+                return
+            a = np.einsum('i,jik,j->k', x, d, x)
+            aa = float(a @ a)
+            if not aa > 0.0:
+                return
+            cand += ((margin - w[0]) / aa) * a
+            np.clip(cand, self.lower, self.upper, out=cand)
 
     def _fallback(self, why: str, q: np.ndarray) -> None:
         """Refuse a step: keep the last valid estimate, or the nominal model if it fails too."""

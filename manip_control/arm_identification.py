@@ -1464,4 +1464,48 @@ def adaptive_regressor(base: BaseParameters, fv: Any = 0.0, fc: Any = 0.0,
         return [path, side]
 
     return BaseRegressor(names, base.units, theta0, base.regressor_of, friction,
-                         np.zeros(len(names), dtype=bool), save)
+                         np.zeros(len(names), dtype=bool), save,
+                         lambda mass, radius: payload_change(base, mass, radius))
+
+
+def payload_change(base: BaseParameters, mass: float, radius: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Range of the change of each base parameter by a payload on the last link.
+
+    A point mass ``m`` [kg] at ``p`` (``|p| <= radius`` [m]) in the last link's frame adds
+    to that link's parameters (about the frame origin, as the regressor has them)::
+
+        dm = m in [0, mass]           d(m c) = m p, each in [-mass r, mass r]
+        dI = m (|p|^2 1 - p p^T):     diagonal in [0, mass r^2], off-diagonal in
+                                      [-mass r^2 / 2, mass r^2 / 2]
+
+    and the base parameters by ``B dpi`` (:attr:`BaseParameters.mapping`): interval
+    arithmetic over those ranges gives, per base parameter, the lowest and the highest
+    change (a box that contains every such payload; armature and friction unchanged).
+
+    Returns
+    -------
+    lower, upper : ndarray, shape (r,)
+        In each base parameter's unit (kg, kg m, kg m^2).
+
+    """
+    reg = base.regressor
+    last = reg.arm.joint_names[-1] + '.'
+    lo, hi = np.zeros(reg.size), np.zeros(reg.size)
+    mr, mr2 = mass * radius, mass * radius * radius
+    for i, name in enumerate(reg.names):
+        if not name.startswith(last):
+            continue
+        kind = name[len(last):]
+        if kind == 'm':
+            hi[i] = mass
+        elif kind in ('mx', 'my', 'mz'):
+            lo[i], hi[i] = -mr, mr
+        elif kind in ('Ixx', 'Iyy', 'Izz'):
+            hi[i] = mr2
+        elif kind in ('Ixy', 'Ixz', 'Iyz'):
+            lo[i], hi[i] = -0.5 * mr2, 0.5 * mr2
+    b = base.mapping
+    pos, neg = np.maximum(b, 0.0), np.minimum(b, 0.0)
+    return pos @ lo + neg @ hi, pos @ hi + neg @ lo

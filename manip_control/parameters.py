@@ -58,7 +58,8 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
   kg m^2; nominal.gear_ratio [1, 1000]; nominal.eta, nominal.eta_back [0.05, 1] (and the
   nominal arm and friction as above); adaptation.gamma [0, 1e6] 1/(N m rad),
   bound_fraction (0, 10], sigma [0, 1e6] N m rad/s, dead_zone [0, 100] rad/s, max_rate
-  (0, 1000] 1/s, forgetting_time (0, 1e5] s.
+  (0, 1000] 1/s, forgetting_time (0, 1e5] s, payload_mass [0, 1000] kg, payload_radius
+  (0, 10] m.
 * trajectory node: position limits [-100, 100] rad; velocity limits (0, 100] rad/s.
 
 Defaults
@@ -161,7 +162,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
     'adaptation': {'gamma': (0.0, 1e6, '1/(N m rad)'), 'bound_fraction': (0.0, 10.0, ''),
                    'sigma': (0.0, 1e6, 'N m rad/s'), 'dead_zone': (0.0, 100.0, 'rad/s'),
                    'max_rate': (0.0, 1000.0, '1/s'), 'forgetting_time': (0.0, 1e5, 's'),
-                   'excitation_threshold': (0.0, 1.0, '')},
+                   'excitation_threshold': (0.0, 1.0, ''), 'payload_mass': (0.0, 1e3, 'kg'),
+                   'payload_radius': (0.0, 10.0, 'm')},
     'trajectory': {'position_limit': (-100.0, 100.0, 'rad'),
                    'velocity_limit': (0.0, 100.0, 'rad/s')},
 }
@@ -767,6 +769,13 @@ class AdaptationParameters:
         fraction of the largest (optional, default 0.01).
     friction : bool
         Adapt the viscous and Coulomb friction too (optional, default false).
+    payload_mass : float
+        Largest payload [kg] the law must be able to learn: the box grows by what a point
+        mass of at most this much, within ``payload_radius`` of the last link's frame, changes
+        in each base parameter (a URDF arm only; optional, default 0: the box alone).
+    payload_radius : float
+        Largest distance [m] of that payload from the origin of the last link's frame
+        (optional, default 0.2).
 
     """
 
@@ -779,6 +788,8 @@ class AdaptationParameters:
     forgetting_time: float = _opt(5.0)
     excitation_threshold: float = _opt(1e-2)
     friction: bool = _opt(False)
+    payload_mass: float = _opt(0.0)
+    payload_radius: float = _opt(0.2)
 
     def __post_init__(self):
         _validate_adaptation(self, 'adaptation')
@@ -794,6 +805,8 @@ def _validate_adaptation(ad: AdaptationParameters, path: str) -> None:
     _nonnegative(f'{path}.dead_zone', ad.dead_zone)
     _positive(f'{path}.max_rate', ad.max_rate)
     _positive(f'{path}.forgetting_time', ad.forgetting_time)
+    _nonnegative(f'{path}.payload_mass', ad.payload_mass)
+    _positive(f'{path}.payload_radius', ad.payload_radius)
     if not 0.0 < _finite(f'{path}.excitation_threshold', ad.excitation_threshold) < 1.0:
         raise ParameterError(f'{path}.excitation_threshold: must be in (0, 1) (got '
                              f'{ad.excitation_threshold})')
