@@ -410,10 +410,12 @@ def lock_memory() -> str:
 
 #: Longest a node process's DDS teardown may take [s]: once after ``close()`` (the last
 #: command is out) and once more for the interpreter's exit. Past it the process ends with
-#: its exit code (:func:`arm_exit_deadline`). A teardown usually takes milliseconds; a
-#: controller that had printed its parameter error hung in the interpreter's exit for 60 s,
-#: until it was killed (1 of about 1000 started at once on a loaded host).
-EXIT_BOUND = 5.0
+#: its exit code (:func:`arm_exit_deadline`). A controller that had printed its parameter
+#: error once hung in the interpreter's exit until it was killed (1 of about 1000 started 25
+#: at a time on a loaded host). Measured, error line to exit of 25 such controllers started
+#: at once beside two busy loops (load 34-50): median 2.4 s, max 3.8 s (100 exits; 4.0 s and
+#: 7.9 s with the previous run_node, measured right after): the bound is far above that.
+EXIT_BOUND = 10.0
 
 
 class _Timespec(ctypes.Structure):
