@@ -33,9 +33,8 @@ import os
 import signal
 import sys
 
-import rclpy
-
 from manip_control.nodes import controller_node
+import rclpy
 
 BROKEN = {'on': False}
 
@@ -57,6 +56,7 @@ def _hang(*args, **kwargs):
 
 
 class _HangsWhenReleased:
+
     def __del__(self):
         _hang()
 
