@@ -501,6 +501,30 @@ def _bound_interpreter_exit() -> None:
     arm_exit_deadline(EXIT_BOUND, _EXIT_TIMER['code'])
 
 
+def bound_interpreter_exit(code: int) -> None:
+    """
+    Give the interpreter's exit :data:`EXIT_BOUND`, then end the process with ``code``.
+
+    Armed by an ``atexit`` handler (after the output is flushed), so a process that goes on
+    after this call is not ended: only its exit is bounded, where the DDS participant of a
+    context that was shut down is destroyed (a controller once hung there).
+    """
+    _EXIT_TIMER['code'] = code
+    if not _EXIT_TIMER['at_exit']:
+        _EXIT_TIMER['at_exit'] = True
+        atexit.register(_bound_interpreter_exit)
+
+
+def bounded_exit(main):
+    """Decorate a process's ``main()``: :func:`bound_interpreter_exit` with its return code."""
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        code = main(*args, **kwargs)
+        bound_interpreter_exit(code if isinstance(code, int) else 1)
+        return code
+    return wrapper
+
+
 def error_exit(message: str, code: int = 2) -> int:
     """Print ``error: message`` to stderr (one line, no traceback) and return ``code``."""
     print(f'error: {message}', file=sys.stderr, flush=True)
@@ -831,9 +855,7 @@ def run_node(factory, args=None) -> int:
                 pass
         rclpy.try_shutdown()
         disarm_exit_deadline()
-        if not _EXIT_TIMER['at_exit']:  # the participant itself goes in the interpreter's exit
-            _EXIT_TIMER['at_exit'] = True
-            atexit.register(_bound_interpreter_exit)
+        bound_interpreter_exit(code)    # the participant itself goes in the interpreter's exit
     return code
 
 
