@@ -964,6 +964,35 @@ def _first_output_time(p, timeout: float) -> float:
     pytest.fail(f'{p.name} wrote nothing within {timeout} s')
 
 
+FAILING_START = '''
+import sys
+from manip_control.nodes.common import run_node
+from manip_control.parameters import ParameterError
+from rclpy.node import Node
+from std_msgs.msg import String
+built = []
+class Failing(Node):
+    def __init__(self):
+        super().__init__('failing_start')
+        built.append(self)
+        self.create_publisher(String, 'failing_start_topic', 1)
+        raise ParameterError('parameter x (node failing_start): must be > 0 (got 0.0)')
+code = run_node(Failing, [sys.argv[0]])
+print('publishers left:', len(list(built[0].publishers)))
+sys.exit(code)
+'''
+
+
+def test_invalid_parameter_a_node_whose_constructor_raised_is_destroyed(procs):
+    """run_node destroys the half-built node (its entities), not the interpreter's exit."""
+    p = procs.start('failing', [sys.executable, '-c', FAILING_START])
+    rc = procs.wait(p, 60.0)
+    out, err = procs.output(p)
+    assert rc == 2, (out, err)
+    assert err.strip() == 'error: parameter x (node failing_start): must be > 0 (got 0.0)', err
+    assert out.strip() == 'publishers left: 0', out
+
+
 @pytest.mark.parametrize('where', ['teardown', 'exit'])
 def test_invalid_parameter_exits_2_even_when_the_dds_teardown_hangs(fi, tmp_path, where):
     """
