@@ -434,7 +434,8 @@ class _Sigevent(ctypes.Structure):
                 ('sigev_notify_attributes', ctypes.c_void_p), ('_pad', ctypes.c_byte * 32)]
 
 
-#: The armed exit timer (``timer_t``) or None; the exit code of :func:`run_node`.
+#: The armed exit timer (``timer_t``) or None; the code and whether the interpreter's exit
+#: is bounded (:func:`bound_interpreter_exit`).
 _EXIT_TIMER: dict = {'id': None, 'code': 0, 'at_exit': False}
 
 
@@ -837,25 +838,26 @@ def run_node(factory, args=None) -> int:
                 print(f'error: {exc}', file=sys.stderr)
                 code = 1
         # the last command is out: the DDS teardown that is left must not hold the exit
-        _EXIT_TIMER['code'] = code
         arm_exit_deadline(EXIT_BOUND, code)
-        if node is not None:
+        try:
+            if node is not None:
+                if executor is not None:
+                    try:
+                        executor.remove_node(node)
+                    except Exception:  # noqa: BLE001
+                        pass
+                node.destroy_node()
+            if built is not None:
+                _destroy_built(built)
             if executor is not None:
                 try:
-                    executor.remove_node(node)
+                    executor.shutdown()
                 except Exception:  # noqa: BLE001
                     pass
-            node.destroy_node()
-        if built is not None:
-            _destroy_built(built)
-        if executor is not None:
-            try:
-                executor.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
-        rclpy.try_shutdown()
-        disarm_exit_deadline()
-        bound_interpreter_exit(code)    # the participant itself goes in the interpreter's exit
+            rclpy.try_shutdown()
+        finally:
+            disarm_exit_deadline()
+            bound_interpreter_exit(code)    # the participant goes in the interpreter's exit
     return code
 
 
