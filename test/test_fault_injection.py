@@ -964,7 +964,7 @@ def _first_output_time(p, timeout: float) -> float:
     pytest.fail(f'{p.name} wrote nothing within {timeout} s')
 
 
-FAILING_START = '''
+FAILING_START = """
 import sys
 from manip_control.nodes.common import run_node
 from manip_control.parameters import ParameterError
@@ -980,7 +980,7 @@ class Failing(Node):
 code = run_node(Failing, [sys.argv[0]])
 print('publishers left:', len(list(built[0].publishers)))
 sys.exit(code)
-'''
+"""
 
 
 def test_invalid_parameter_a_node_whose_constructor_raised_is_destroyed(procs):
