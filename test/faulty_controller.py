@@ -25,7 +25,7 @@ process holding the last torque.
 ``FAULTY_HANG`` makes the process's DDS teardown hang (600 s, holding the interpreter lock,
 as a native call does): ``teardown`` in rclpy's context shutdown (after ``close()``), ``exit``
 in the interpreter's exit (an object released then, as the DDS participant is). The tests
-check that the process still exits with its code, within ``EXIT_BOUND``.
+check that a start error still exits 2, within ``EXIT_BOUND``.
 """
 
 import ctypes

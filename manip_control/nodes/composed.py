@@ -50,7 +50,6 @@ import sys
 import time
 
 from manip_control.nodes.common import _rcl_message
-from manip_control.nodes.common import bounded_exit
 from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import init_keeping_context_on_signals
@@ -326,7 +325,6 @@ def summary_line(out: SimOutcome, nodes, recorder_path=None) -> str:
     return text
 
 
-@bounded_exit
 def main(args=None) -> int:
     """``ros2 run manip_control composed --ros-args ...`` (sim.launch.py composed:=true)."""
     import rclpy

@@ -57,7 +57,6 @@ from manip_control.adaptation import true_two_link_parameters
 from manip_control.arm_model import ArmModelError
 from manip_control.arm_model import read_urdf_file
 from manip_control.nodes.cdr import decode_clock
-from manip_control.nodes.common import bounded_exit
 from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import defer_signals
 from manip_control.nodes.common import error_exit
@@ -986,7 +985,6 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
             signal.signal(signum, handler)
 
 
-@bounded_exit
 def main(argv=None) -> int:
     """Console script ``manip-sim`` (also ``ros2 run manip_control sim``)."""
     code, _ = run(argv)
