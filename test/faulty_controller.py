@@ -21,12 +21,20 @@ every call of the feedback law (``ControllerNode.compute``) raises ``RuntimeErro
 unexpected exception inside a control callback of the running process, as a bug would raise
 it. The fault-injection tests check that it ends in a ramp to zero torque, not in a dead
 process holding the last torque.
+
+``FAULTY_HANG`` makes the process's DDS teardown hang (600 s, holding the interpreter lock,
+as a native call does): ``teardown`` in rclpy's context shutdown (after ``close()``), ``exit``
+in the interpreter's exit (an object released then, as the DDS participant is). The tests
+check that a start error still exits 2, within ``EXIT_BOUND``.
 """
 
+import ctypes
+import os
 import signal
 import sys
 
 from manip_control.nodes import controller_node
+import rclpy
 
 BROKEN = {'on': False}
 
@@ -39,9 +47,31 @@ def _broken_compute(original):
     return compute
 
 
+#: How long an injected hang lasts [s]
+HANG = 600
+
+
+def _hang(*args, **kwargs):
+    ctypes.PyDLL(None).sleep(HANG)     # PyDLL: the interpreter lock stays held
+
+
+class _HangsWhenReleased:
+
+    def __del__(self):
+        _hang()
+
+
 def main() -> int:
-    """Run the controller; SIGUSR1 breaks its feedback law."""
+    """Run the controller; SIGUSR1 breaks its feedback law; FAULTY_HANG hangs its teardown."""
+    global _RELEASED_AT_EXIT
     signal.signal(signal.SIGUSR1, lambda signum, frame: BROKEN.update(on=True))
+    hang = os.environ.get('FAULTY_HANG', '')
+    if hang == 'teardown':
+        rclpy.try_shutdown = _hang
+    elif hang == 'exit':
+        _RELEASED_AT_EXIT = _HangsWhenReleased()
+    elif hang:
+        raise SystemExit(f'FAULTY_HANG: teardown or exit (got {hang!r})')
     node_class = controller_node.ControllerNode
     node_class.compute = _broken_compute(node_class.compute)
     return controller_node.main(sys.argv)

@@ -951,6 +951,77 @@ def test_invalid_parameter_files_exit_with_clear_error(fi, tmp_path):
           f'{time.monotonic() - t0:.1f} s)')
 
 
+FAULTY = str(Path(__file__).resolve().parent / 'faulty_controller.py')
+
+
+def _first_output_time(p, timeout: float) -> float:
+    """Return when ``p`` first wrote to stdout or stderr (time.monotonic; polled at 20 ms)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if p.out_path.stat().st_size or p.err_path.stat().st_size:
+            return time.monotonic()
+        time.sleep(0.02)
+    pytest.fail(f'{p.name} wrote nothing within {timeout} s')
+
+
+FAILING_START = """
+import sys
+from manip_control.nodes.common import run_node
+from manip_control.parameters import ParameterError
+from rclpy.node import Node
+from std_msgs.msg import String
+built = []
+class Failing(Node):
+    def __init__(self):
+        super().__init__('failing_start')
+        built.append(self)
+        self.create_publisher(String, 'failing_start_topic', 1)
+        raise ParameterError('parameter x (node failing_start): must be > 0 (got 0.0)')
+code = run_node(Failing, [sys.argv[0]])
+print('publishers left:', len(list(built[0].publishers)))
+sys.exit(code)
+"""
+
+
+def test_invalid_parameter_a_node_whose_constructor_raised_is_destroyed(procs):
+    """run_node destroys the half-built node (its entities), not the interpreter's exit."""
+    p = procs.start('failing', [sys.executable, '-c', FAILING_START])
+    rc = procs.wait(p, 60.0)
+    out, err = procs.output(p)
+    assert rc == 2, (out, err)
+    assert err.strip() == 'error: parameter x (node failing_start): must be > 0 (got 0.0)', err
+    assert out.strip() == 'publishers left: 0', out
+
+
+@pytest.mark.parametrize('where', ['teardown', 'exit'])
+def test_invalid_parameter_exits_2_even_when_the_dds_teardown_hangs(fi, tmp_path, where):
+    """
+    A start error exits 2 within EXIT_BOUND of its error line, whatever the DDS teardown does.
+
+    ``test/faulty_controller.py`` hangs the teardown holding the interpreter lock
+    (``FAULTY_HANG``): in the context's shutdown, or in the interpreter's exit, where a
+    controller of the test above once hung after its error line until it was killed.
+    """
+    from manip_control.nodes.common import EXIT_BOUND
+    procs, _ = fi
+    pf = tmp_path / 'params.yaml'
+    pf.write_text('controller:\n  ros__parameters:\n    diagnostics_rate: 0.0\n')
+    p = procs.start('bad', [sys.executable, FAULTY, '--ros-args', *REALTIME, '--params-file',
+                            str(pf)], env=dict(procs.env, FAULTY_HANG=where))
+    t_error = _first_output_time(p, 60.0)
+    rc = procs.wait(p, 60.0)
+    t_exit = time.monotonic() - t_error
+    out, err = procs.output(p)
+    lines = [ln for ln in (out + err).splitlines() if ln.strip()]
+    assert rc == 2, (rc, out, err)
+    assert lines == ['error: parameter diagnostics_rate (node controller): must be > 0 (got '
+                     '0.0)'], (out, err)
+    # 'exit': the context's shutdown (not hung) comes first; a loaded host adds seconds
+    assert t_exit < 2 * EXIT_BOUND + 5.0, t_exit
+    print(f'\n[fault] start error, DDS teardown hung in the {where}: exit code 2, one line, '
+          f'exit {t_exit:.1f} s after the error line (EXIT_BOUND {EXIT_BOUND:g} s)')
+
+
 # --------------------------------------------------------------------------------------------
 # a fake hardware driver (test/fake_driver.py): freeze, hanging start-up, restart, spikes,
 # deactivation ramp, clock offset, reference shaping

@@ -27,6 +27,7 @@ forces the single-threaded one.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import os
@@ -407,6 +408,114 @@ def lock_memory() -> str:
     return ''
 
 
+#: Longest the DDS teardown after a node's start error may take [s]: once in
+#: :func:`run_node` and once more for the interpreter's exit. Past it the process ends with
+#: its exit code (:func:`arm_exit_deadline`). A controller that had printed its parameter
+#: error once hung in the interpreter's exit until it was killed (1 of about 1000 started 25
+#: at a time on a loaded host). Error line to exit of 25 such controllers started at once
+#: beside two busy loops (load 34-50): median 2.4 s, max 3.8 s (100 exits; 4.0 s and 7.9 s
+#: with the previous run_node, measured right after; bench/bench_exit.py): far below it.
+EXIT_BOUND = 10.0
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [('tv_sec', ctypes.c_long), ('tv_nsec', ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [('it_interval', _Timespec), ('it_value', _Timespec)]
+
+
+class _Sigevent(ctypes.Structure):
+    """glibc's ``struct sigevent`` for ``SIGEV_THREAD`` (64 bytes on 64-bit Linux)."""
+
+    _fields_ = [('sigev_value', ctypes.c_void_p), ('sigev_signo', ctypes.c_int),
+                ('sigev_notify', ctypes.c_int), ('sigev_notify_function', ctypes.c_void_p),
+                ('sigev_notify_attributes', ctypes.c_void_p), ('_pad', ctypes.c_byte * 32)]
+
+
+#: The armed exit timer (``timer_t``) or None; the code and whether the interpreter's exit
+#: is bounded (:func:`bound_interpreter_exit`).
+_EXIT_TIMER: dict = {'id': None, 'code': 0, 'at_exit': False}
+
+
+def _libc_timers():
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, 'timer_create'):       # glibc before 2.34: in librt
+        libc = ctypes.CDLL('librt.so.1', use_errno=True)
+    libc.timer_create.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    libc.timer_settime.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                   ctypes.c_void_p]
+    libc.timer_delete.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def arm_exit_deadline(seconds: float, code: int) -> str:
+    """
+    End the process with ``_exit(code)`` in ``seconds`` unless disarmed first.
+
+    A POSIX timer (``CLOCK_MONOTONIC``) whose expiry starts a thread that calls libc's
+    ``_exit(code)`` (``SIGEV_THREAD``; the ``union sigval`` argument is passed in the first
+    integer register on the 64-bit Linux ABIs, where ``_exit`` reads its ``int``). No Python
+    runs in it, so it also ends a process whose main thread waits in native code while
+    holding the interpreter lock (a DDS participant's teardown), or hangs in the
+    interpreter's own exit, where no Python thread runs any more. One timer at a time:
+    arming again replaces it; :func:`disarm_exit_deadline` cancels it.
+
+    Returns '' when armed, else why not (not 64-bit Linux, or the OS refused the timer).
+    """
+    disarm_exit_deadline()
+    if not sys.platform.startswith('linux') or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return 'exit deadline: only on 64-bit Linux'
+    try:
+        libc = _libc_timers()
+        event = _Sigevent(sigev_value=int(code), sigev_notify=2,      # 2 = SIGEV_THREAD
+                          sigev_notify_function=ctypes.cast(libc._exit, ctypes.c_void_p).value)
+        timer = ctypes.c_void_p()
+        if libc.timer_create(1, ctypes.byref(event), ctypes.byref(timer)) != 0:  # MONOTONIC
+            return f'exit deadline: timer_create refused ({os.strerror(ctypes.get_errno())})'
+        whole = int(max(seconds, 1e-3))
+        spec = _Itimerspec(it_value=_Timespec(whole, int((max(seconds, 1e-3) - whole) * 1e9)))
+        if libc.timer_settime(timer, 0, ctypes.byref(spec), None) != 0:
+            libc.timer_delete(timer)
+            return f'exit deadline: timer_settime refused ({os.strerror(ctypes.get_errno())})'
+    except (OSError, AttributeError) as exc:
+        return f'exit deadline: not available ({exc})'
+    _EXIT_TIMER['id'] = timer
+    return ''
+
+
+def disarm_exit_deadline() -> None:
+    """Cancel the timer of :func:`arm_exit_deadline` (nothing when none is armed)."""
+    timer, _EXIT_TIMER['id'] = _EXIT_TIMER['id'], None
+    if timer is not None:
+        _libc_timers().timer_delete(timer)
+
+
+def _bound_interpreter_exit() -> None:
+    """``atexit``: flush the output, then the rest of the exit has :data:`EXIT_BOUND`."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    arm_exit_deadline(EXIT_BOUND, _EXIT_TIMER['code'])
+
+
+def bound_interpreter_exit(code: int) -> None:
+    """
+    Give the interpreter's exit :data:`EXIT_BOUND`, then end the process with ``code``.
+
+    Armed by an ``atexit`` handler (after the output is flushed), so a process that goes on
+    after this call is not ended: only its exit is bounded, where the DDS participant of a
+    context that was shut down is destroyed (a controller once hung there).
+    """
+    _EXIT_TIMER['code'] = code
+    if not _EXIT_TIMER['at_exit']:
+        _EXIT_TIMER['at_exit'] = True
+        atexit.register(_bound_interpreter_exit)
+
+
 def error_exit(message: str, code: int = 2) -> int:
     """Print ``error: message`` to stderr (one line, no traceback) and return ``code``."""
     print(f'error: {message}', file=sys.stderr, flush=True)
@@ -662,6 +771,15 @@ def run_node(factory, args=None) -> int:
     The ``--params-file`` files are read first (a bad one: one line naming the parameter).
     Ctrl-C / SIGTERM end it with 0 too. The node's ``drain(executor)`` (when present: take what
     already arrived) and then its ``close()`` run before the node is destroyed.
+
+    A node whose constructor raised is destroyed too (never closed: it never commanded). After
+    such a start error the teardown (the node, the context's shutdown) and, after
+    ``run_node`` returned, the interpreter's exit (where the DDS participant goes) each end
+    the process with ``code`` after :data:`EXIT_BOUND` if they have not finished by then
+    (:func:`arm_exit_deadline`): a start error exits 2, whatever the DDS state. The exit
+    after a run is not bounded so (not verified there yet: SIGTERM exits of a commanding
+    controller crashed in glibc's heap check with the timer, in tests that also set
+    ``PYTHONFAULTHANDLER``, which made them crash without it too).
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
@@ -675,23 +793,29 @@ def run_node(factory, args=None) -> int:
     except Exception as exc:  # noqa: BLE001 - e.g. a malformed --params-file
         return error_exit(_rcl_message(exc))
     node = None
+    built = None            # a node whose constructor raised: destroyed, never closed
     executor = None
-    code = 0
+    code = 1                # an exception that escapes run_node: the interpreter's exit code
     _PROCESS['own'] = True
     try:
         try:
             node = factory()
         except ParameterError as exc:
-            return error_exit(str(exc))
+            built = _node_under_construction(exc)
+            code = error_exit(str(exc))
         except Exception as exc:  # noqa: BLE001 - rcl errors while creating the node
-            return error_exit(_rcl_message(exc))
-        log_transport_note(node)
-        guard_services(node)
-        executor = make_executor()
-        executor.add_node(node)
-        spin_until(executor, getattr(node, 'done_future', None))
-        code = getattr(node, 'exit_code', 0)    # e.g. 2: the plant stopped on a bad state
-    except (KeyboardInterrupt, ExternalShutdownException):
+            built = _node_under_construction(exc)
+            code = error_exit(_rcl_message(exc))
+        if node is not None:
+            log_transport_note(node)
+            guard_services(node)
+            executor = make_executor()
+            executor.add_node(node)
+            spin_until(executor, getattr(node, 'done_future', None))
+            code = getattr(node, 'exit_code', 0)    # e.g. 2: the plant stopped on a bad state
+    except (KeyboardInterrupt, ExternalShutdownException) as exc:
+        if node is None and built is None:
+            built = _node_under_construction(exc)
         code = 0
     finally:
         defer_signals()                 # a signal now must not interrupt close()
@@ -706,19 +830,62 @@ def run_node(factory, args=None) -> int:
             except Exception as exc:  # noqa: BLE001 - report, but still shut down
                 print(f'error: {exc}', file=sys.stderr)
                 code = 1
+        # a start error (nothing was ever commanded): the DDS teardown must not hold the exit
+        if node is None:
+            arm_exit_deadline(EXIT_BOUND, code)
+        try:
+            if node is not None:
+                if executor is not None:
+                    try:
+                        executor.remove_node(node)
+                    except Exception:  # noqa: BLE001
+                        pass
+                node.destroy_node()
+            if built is not None:
+                _destroy_built(built)
             if executor is not None:
                 try:
-                    executor.remove_node(node)
+                    executor.shutdown()
                 except Exception:  # noqa: BLE001
                     pass
-            node.destroy_node()
-        if executor is not None:
-            try:
-                executor.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
-        rclpy.try_shutdown()
+            rclpy.try_shutdown()
+        finally:
+            disarm_exit_deadline()
+            if node is None:            # the participant goes in the interpreter's exit
+                bound_interpreter_exit(code)
     return code
+
+
+def _node_under_construction(exc: BaseException):
+    """
+    Return the rclpy node whose constructor raised ``exc`` (None when there is none).
+
+    That node exists (its DDS entities too) but never reached :func:`run_node`: left to the
+    garbage collector, its entities would be destroyed in no order at the interpreter's exit,
+    the case rclpy's ``destroy_node`` avoids by destroying them first.
+    """
+    from rclpy.node import Node
+    tb = exc.__traceback__
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get('self')
+        if isinstance(candidate, Node):
+            return candidate
+        tb = tb.tb_next
+    return None
+
+
+def _destroy_built(node) -> None:
+    """Destroy a node whose constructor raised; rclpy's own way when the subclass's cannot."""
+    from rclpy.node import Node
+    try:
+        node.destroy_node()         # e.g. the controller stops its control thread first
+        return
+    except Exception:  # noqa: BLE001 - attributes the constructor did not set yet
+        pass
+    try:
+        Node.destroy_node(node)
+    except Exception:  # noqa: BLE001 - rclpy's constructor itself failed half-way
+        pass
 
 
 def _rcl_message(exc: Exception) -> str:
