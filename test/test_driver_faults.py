@@ -438,7 +438,8 @@ def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
     assert steps[0] <= MAX_STEP[0] and steps[1] <= MAX_STEP[1], steps
     assert t_norm - t_first <= TAKE_UP, (t_norm, t_first)
     # the arm does not fall meanwhile: no zero-torque conflict while the dead predecessor
-    # is still on the graph (it fell to q1 = -2.9 rad in 2 of 3 runs when it was one)
-    assert q_min > -0.3, q_min
+    # is still on the graph (it fell to q1 = -2.9 rad in 2 of 3 runs when it was one; the
+    # zero of the take-up and the ramp after it let it sag, -0.51 rad at most seen)
+    assert q_min > -1.0, q_min
     if how == 'stop':
         assert on_graph >= 2, on_graph      # the stopped driver was still on the graph
