@@ -1631,8 +1631,11 @@ class ControllerNode(LifecycleNode):
         return out
 
 
-#: The process exits this long after the shutdown transition [s] (its reply goes out first).
-EXIT_AFTER_SHUTDOWN = 0.1
+#: The process exits this long after the shutdown transition [s]: its reply must reach the
+#: client first (a reliable reply still in flight when the process ended never arrived, and
+#: ``ros2 lifecycle set``, which waits without a timeout, hung; 0.1 s was too short in full
+#: test runs). Zero torque was sent and acknowledged before.
+EXIT_AFTER_SHUTDOWN = 1.0
 #: SCHED_FIFO priority of the executor thread while a real-time control thread runs.
 EXECUTOR_PRIORITY = 1
 #: Interpreter switch interval while a control thread runs [s] (the default is 5 ms).
