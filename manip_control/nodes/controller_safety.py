@@ -151,10 +151,6 @@ RESTART_SILENCE = 0.5
 #: Far longer than a starved driver's pause, so that a publisher that merely stalls never
 #: hands the input over to another one that sends.
 SILENT_PUBLISHER = 1.0
-#: States that resume after a silence of :data:`RESTART_SILENCE` may come from a restarted
-#: driver whose command reader matches later than its state publisher (up to 1.5 s under
-#: load): a new reader within this long [s] of the resumption is still taken up from zero.
-RESTART_WINDOW = 2.0
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
            'STANDARD_DIAGNOSTICS_TOPIC', 'HARDWARE_ID', 'safety_specs', 'safety_from_values',
@@ -251,8 +247,6 @@ class ControllerSafety:
         #: one while the states are stale is a restarted driver (:meth:`reader_check`)
         self.readers: Callable[[], int] | None = None
         self._readers_seen = 0
-        #: when states resumed after a silence of RESTART_SILENCE (steady time) [s]
-        self._silence_ended = -math.inf
         #: the joint states cannot be matched: the detail (see :meth:`_name_mismatch`)
         self._mismatch = ''
         self._mismatch_names: tuple | None = None
@@ -329,7 +323,6 @@ class ControllerSafety:
         self._last_used_q = None
         self.no_reference = True
         self._readers_seen = self.readers() if self.readers is not None else 0
-        self._silence_ended = -math.inf
         if self._stop is None:
             self.limiter.reset(None)     # set from the first state's measured effort
         else:
@@ -456,10 +449,6 @@ class ControllerSafety:
             self.supervisor.timeout_override = stamps.timeout
         self.last_stamp = stamp
         sup = self.supervisor
-        now = self.now()
-        gap = sup.state_age(now)
-        if RESTART_SILENCE < gap < math.inf and sup.should_command and not self._first_state:
-            self._silence_ended = now       # perhaps a restarted driver (reader_check)
         if self._inside(sample.position, sample.velocity):
             self._inside_q = tuple(sample.position)
         self._log(sup.update_state(self.now(), sample.position, sample.velocity, age))
@@ -734,8 +723,6 @@ class ControllerSafety:
         ``(tau, normal)`` with one torque per joint.
         """
         self.check()
-        if self.now() - self._silence_ended <= RESTART_WINDOW and self.reader_check():
-            return self.last_command, False     # a restarted driver: its zero was just sent
         if self.normal:
             tau = tuple(normal_fn())
             if len(tau) == len(self.joints) and all(math.isfinite(t) for t in tau):
@@ -859,24 +846,19 @@ class ControllerSafety:
         Look at the readers of the commands; True when a new one was taken up.
 
         A reader more than at the last look while no state was taken for
-        :data:`RESTART_SILENCE` (the driver commanded is silent, not merely late), or within
-        :data:`RESTART_WINDOW` of states that resumed after such a silence, is taken for a
-        restarted driver, which holds zero torque at start (:meth:`take_up`). Called right
-        before and after every command the watchdog sends while the states are stale, before
-        every control step within that window (the matched count is read synchronously) and
-        on every matched event of the command publishers.
+        :data:`RESTART_SILENCE` (the driver commanded is silent, not merely late) is taken
+        for a restarted driver, which holds zero torque at start (:meth:`take_up`). Called
+        before every command the watchdog sends while the states are stale (the matched
+        count is read synchronously, so the new reader's first command is the zero) and on
+        every matched event of the command publishers.
         """
         if self.readers is None:
             return False
         n = self.readers()
         new, self._readers_seen = n > self._readers_seen, n
         sup = self.supervisor
-        now = self.now()
-        # silent now, or resumed a moment ago: the driver's state publisher may match
-        # before its command reader
-        restarted = ((self.stale and sup.state_age(now) > RESTART_SILENCE)
-                     or now - self._silence_ended <= RESTART_WINDOW)
-        if new and restarted and sup.should_command and self.command_on_timeout:
+        if (new and self.stale and sup.should_command and self.command_on_timeout
+                and sup.state_age(self.now()) > RESTART_SILENCE):
             self.take_up()
             return True
         return False
