@@ -555,10 +555,7 @@ class AdaptiveLaw:
                     f'[{self.lower[k]:g}, {self.upper[k]:g}] x {self.scale[k]:.3g}')
         n = self.n
         if yc is None:
-            r = self._rows
-            qq = self._q[r:]
-            qq[:] = q
-            yc = self.regressor.evaluate(qq, self._v[r:], self._a[r:])
+            yc = self._mass_regressor(q)
         dtheta = self.scale * cand
         dm = (yc[:n] - yc[n]) @ dtheta          # row j: column j of dM
         m0 = self.model.mass_matrix(q)
@@ -573,6 +570,13 @@ class AdaptiveLaw:
                     f'{np.round(q, 4).tolist()} (lambda_min {lo:.3g} kg m^2; it must '
                     f'exceed {MIN_EIGENVALUE_RATIO:g} x M0 in every direction)')
         return None
+
+    def _mass_regressor(self, q: np.ndarray) -> np.ndarray:
+        """Return the regressor at ``q`` with the unit-velocity rows that give ``dM`` per phi."""
+        r = self._rows
+        qq = self._q[r:]
+        qq[:] = q
+        return self.regressor.evaluate(qq, self._v[r:], self._a[r:])
 
     def _project_inertia(self, cand: np.ndarray, q: np.ndarray,
                          yc: np.ndarray | None = None) -> None:
@@ -590,10 +594,7 @@ class AdaptiveLaw:
         """
         n = self.n
         if yc is None:
-            r = self._rows
-            qq = self._q[r:]
-            qq[:] = q
-            yc = self.regressor.evaluate(qq, self._v[r:], self._a[r:])
+            yc = self._mass_regressor(q)
         d = (yc[:n] - yc[n]) * self.scale            # [j, i, k]: M^'s column j, row i per phi_k
         d[:, :, self._fixed] = 0.0
         m0 = (1.0 - MIN_EIGENVALUE_RATIO) * self.model.mass_matrix(q)

@@ -224,16 +224,8 @@ def test_any_single_publisher_is_trusted_is_said(ros_context, mode, publisher, w
 # a new reader of the commands after the states stopped: a restarted driver
 
 
-def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
-    """
-    The take-up of a restarted driver, driven by hand (steady clock, reader count).
-
-    The states stop; the watchdog sends the gravity hold, ramped up through the rate limit.
-    A new reader of the commands 0.1 s after the last state (a late driver, a starved host):
-    nothing changes. A new reader 1 s after it (a restarted driver; its predecessor's readers
-    are still matched): the next command is exactly zero, zero for 0.1 s, then the hold ramps
-    up from zero within the rate limit.
-    """
+def _on_hand_clock(ros_context):
+    """Return an active real-time controller whose safety runs on a hand clock and count."""
     node = make_node(ControllerNode, ros_context, controller_specs(),
                      {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
     _recorded(node)
@@ -244,6 +236,20 @@ def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
     safety.now = lambda: clock[0]
     readers = [2]
     safety.readers = lambda: readers[0]
+    return node, safety, clock, readers
+
+
+def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
+    """
+    The take-up of a restarted driver, driven by hand (steady clock, reader count).
+
+    The states stop; the watchdog sends the gravity hold, ramped up through the rate limit.
+    A new reader of the commands 0.1 s after the last state (a late driver, a starved host):
+    nothing changes. A new reader 1 s after it (a restarted driver; its predecessor's readers
+    are still matched): the next command is exactly zero, zero for 0.1 s, then the hold ramps
+    up from zero within the rate limit.
+    """
+    node, safety, clock, readers = _on_hand_clock(ros_context)
     sent = []
     safety.publish = lambda tau, stamp, hold: sent.append(tuple(tau))
     safety.activate()                       # re-armed on the hand clock, 2 readers seen
@@ -291,16 +297,7 @@ def test_a_reader_that_matches_during_a_send_gets_zero_at_once(ros_context):
     then the hold ramps up from zero within the rate limit.
     """
     from manip_control.nodes.controller_safety import RESTART_SILENCE
-    node = make_node(ControllerNode, ros_context, controller_specs(),
-                     {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
-    _recorded(node)
-    node.trigger_configure()
-    node.trigger_activate()
-    safety = node.safety
-    clock = [1000.0]
-    safety.now = lambda: clock[0]
-    readers = [2]
-    safety.readers = lambda: readers[0]
+    node, safety, clock, readers = _on_hand_clock(ros_context)
     got = []
     matched = [False]
 
