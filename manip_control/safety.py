@@ -517,6 +517,8 @@ class SourceGuard:
         self.last_refused = -math.inf
         self.refused = 0
         self.locks = 0
+        #: silence of the input before the last lock [s] (inf: the first after a reset)
+        self.lock_silence = math.inf
         self._detail = ''
         #: a new sequence may be locked (set from the graph by the node, :func:`source_check`)
         self.may_lock = True
@@ -564,6 +566,7 @@ class SourceGuard:
         if last is None or now - self.last_time > self.relock_after:
             if not self.may_lock:
                 return self._refuse_unlocked(now)
+            self.lock_silence = now - self.last_time
             self.last_seq, self.last_time = seq, now
             self.locks += 1
             return None

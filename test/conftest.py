@@ -193,6 +193,22 @@ def ros_env() -> dict:
     return env
 
 
+def end_context(ctx) -> None:
+    """
+    Shut ``ctx`` down and release its DDS participant now.
+
+    ``try_shutdown`` alone leaves the participant alive until the garbage collector takes
+    the Context: a full run of the suite held 20 of them in this process, each answering
+    every discovery of the domain, and new processes' services were then matched too late
+    for their first requests (``ros2 lifecycle set`` hung, a storm got no reply).
+    """
+    import gc
+    import rclpy
+    rclpy.try_shutdown(context=ctx)
+    ctx.destroy()
+    gc.collect()        # nodes in reference cycles hold the participant until collected
+
+
 @pytest.fixture
 def ros_context():
     """Give a fresh initialised rclpy Context for one test, shut down afterwards."""
@@ -207,7 +223,7 @@ def ros_context():
                 node.destroy_node()
             except Exception:  # noqa: BLE001 - destroyed by the test already
                 pass
-        rclpy.try_shutdown(context=ctx)
+        end_context(ctx)
 
 
 class Processes:
@@ -500,6 +516,9 @@ class ThreadedProbe:
         self.thread.join(5)
         self.ex.shutdown(timeout_sec=5)
         self.node.destroy_node()
+        self.ctx.destroy()
+        import gc
+        gc.collect()        # see end_context
 
 
 @pytest.fixture

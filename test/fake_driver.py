@@ -81,6 +81,9 @@ def main(argv=None) -> int:
     ap.add_argument('--rogue', action='store_true',
                     help='a rogue source: publish a constant fake state at q0 (fresh stamps), '
                          'never apply a command')
+    ap.add_argument('--command-delay', type=float, default=0.0,
+                    help='subscribe to the commands this long [s] after the states start (a '
+                    'driver whose states come before its command reader matches)')
     ap.add_argument('--log', required=True)
     args = ap.parse_args(argv)
 
@@ -171,13 +174,17 @@ def main(argv=None) -> int:
             state['cmd'] = tuple(msg.data)
             state['brake'] = False
 
-    # a deep reader queue: every command is logged even when this process is starved
-    node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
-                             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
-    # the command applied is the newest that arrived, as ros2_control's realtime buffer gives
-    # it: a starved driver skips to it instead of applying a backlog of old commands late
-    node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_newest_cmd,
-                             QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
+    def subscribe():
+        # a deep reader queue: every command is logged even when this process is starved
+        node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_cmd,
+                                 QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+        # the command applied is the newest that arrived, as ros2_control's realtime buffer
+        # gives it: a starved driver skips to it instead of applying a backlog of old ones late
+        node.create_subscription(Float64MultiArray, '/effort_controller/commands',
+                                 on_newest_cmd,
+                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
+    if args.command_delay <= 0.0:
+        subscribe()
     names = list(joints) + [f'extra{k}' for k in range(args.extra_joints)]
 
     def tick():
@@ -242,6 +249,13 @@ def main(argv=None) -> int:
         thread.start()
     else:
         node.create_timer(1.0 / args.rate, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+    if args.command_delay > 0.0:
+        def late_subscribe():
+            late.cancel()
+            log.write(f'subscribed {time.monotonic():.6f}\n')
+            subscribe()
+        late = node.create_timer(args.command_delay, late_subscribe,
+                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     import gc

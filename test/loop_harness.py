@@ -27,7 +27,8 @@ work does not share the controller's process)::
     python test/loop_harness.py set_parameters 50000 /controller
     python test/loop_harness.py change_state 7 /controller     # active -> shutdown
 
-It prints ``sent <monotonic s>`` and ``reply <monotonic s> <what>``.
+It prints ``sent <monotonic s>`` (``lost <monotonic s>`` for a send that got no reply, see
+:data:`RESEND_AFTER`) and ``reply <monotonic s> <what>``.
 """
 
 from __future__ import annotations
@@ -204,6 +205,29 @@ class LoopRun:
         }
 
 
+#: A request without a reply after this long [s] is sent again (at most ATTEMPTS times in
+#: all): a client only knows its own side of the match, and a request sent before the
+#: server's reader matched this client's writer is dropped unseen (``ros2 lifecycle set``
+#: then waits forever). A reply lost after the request was handled shows as a refused or
+#: unanswered repeat, never as success.
+RESEND_AFTER = 10.0
+ATTEMPTS = 4
+
+
+def _call(cli_node, client, req):
+    """Send ``req`` until it is answered; print each send and loss; return the reply or None."""
+    import rclpy
+    for _ in range(ATTEMPTS):
+        print(f'sent {time.monotonic():.6f}', flush=True)
+        future = client.call_async(req)
+        rclpy.spin_until_future_complete(cli_node, future, timeout_sec=RESEND_AFTER)
+        if future.done() and future.result() is not None:
+            return future.result()
+        client.remove_pending_request(future)
+        print(f'lost {time.monotonic():.6f}', flush=True)
+    return None
+
+
 def change_state(transition: int, node: str) -> int:
     """Ask ``node`` for a lifecycle transition; print the send and reply times."""
     import rclpy
@@ -219,10 +243,7 @@ def change_state(transition: int, node: str) -> int:
     time.sleep(1.0)
     req = ChangeState.Request()
     req.transition.id = transition
-    print(f'sent {time.monotonic():.6f}', flush=True)
-    future = client.call_async(req)
-    rclpy.spin_until_future_complete(cli_node, future, timeout_sec=30.0)
-    res = future.result()
+    res = _call(cli_node, client, req)
     print(f'reply {time.monotonic():.6f} '
           f'{"no reply" if res is None else "success" if res.success else "refused"}',
           flush=True)
@@ -258,10 +279,7 @@ def request(kind: str, count: int, node: str) -> int:
         print('error: no service', flush=True)
         return 2
     time.sleep(1.0)     # discovery of this client's reply reader (see change_state)
-    print(f'sent {time.monotonic():.6f}', flush=True)
-    future = client.call_async(req)
-    rclpy.spin_until_future_complete(cli_node, future, timeout_sec=60.0)
-    res = future.result()
+    res = _call(cli_node, client, req)
     if res is None:
         what = 'no reply'
     elif kind == 'list_parameters':

@@ -50,9 +50,19 @@ def _client(procs, name, *args):
     assert procs.wait(p, 180.0) == 0, procs.output(p)
     out = procs.output(p)[0].splitlines()
     sent = [float(x.split()[1]) for x in out if x.startswith('sent ')]
+    lost = sum(x.startswith('lost ') for x in out)
     reply = [x.split(None, 2) for x in out if x.startswith('reply ')]
     assert sent and reply, out
-    return sent[0], float(reply[0][1]), reply[0][2] if len(reply[0]) > 2 else ''
+    text = reply[0][2] if len(reply[0]) > 2 else ''
+    if lost:
+        # a request the server never saw (see loop_harness.RESEND_AFTER): sent again
+        print(f'\n[loop] {name}: {lost} of {len(sent)} sends got no reply')
+        if lost == len(sent):
+            ctrl = [q for q in procs.items if q.name == 'controller']
+            tail = procs.output(ctrl[-1])[1][-3000:] if ctrl else ''
+            text += f' (controller stderr tail:\n{tail})'
+    # the send that was answered (the last one)
+    return sent[-1], float(reply[0][1]), text
 
 
 # -- bounded requests (no ROS graph needed) ---------------------------------------------------
@@ -267,6 +277,7 @@ def test_ros2_lifecycle_shutdown_ends_the_process(procs, tmp_path, ros2_ws):
     t0 = time.monotonic()
     hung = 0
     done = None
+    attempts = []       # (s after t0, outcome, controller running)
     for _ in range(5):
         try:
             done = ros2_ws.run([ros2_ws.ros2, 'lifecycle', 'set', '/controller', 'shutdown'],
@@ -276,14 +287,21 @@ def test_ros2_lifecycle_shutdown_ends_the_process(procs, tmp_path, ros2_ws):
             # the controller's service reader matched it (the tool saw the service listed),
             # and then nobody answers. The controller got nothing: it is still running
             hung += 1
-            assert ctrl.poll() is None, 'the controller exited but the tool got no reply'
+            attempts.append((round(time.monotonic() - t0, 2), 'hung', ctrl.poll() is None))
+            assert ctrl.poll() is None, f'the controller exited but the tool got no reply: ' \
+                f'{attempts}\n{procs.output(ctrl)[1][-3000:]}'
             continue
+        attempts.append((round(time.monotonic() - t0, 2),
+                         (done.stdout + done.stderr).strip()[-200:], ctrl.poll() is None))
         # a fresh CLI node may not have discovered the controller yet: it sent nothing
         if 'Node not found' not in done.stderr:
             break
+        time.sleep(1.0)
     t_cli = time.monotonic()
     assert done is not None, f'ros2 lifecycle set hung {hung} times'
-    assert 'Transitioning successful' in done.stdout, done.stdout + done.stderr
+    assert 'Transitioning successful' in done.stdout, \
+        f'attempts (s, outcome, controller running): {attempts}\n' \
+        f'controller stderr tail:\n{procs.output(ctrl)[1][-3000:]}'
     code = procs.wait(ctrl, 10.0)
     exited = time.monotonic()
     assert code == 0, procs.output(ctrl)

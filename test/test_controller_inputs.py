@@ -287,6 +287,77 @@ def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
                for a, b in zip(after, after[1:]) for j in (0, 1))
 
 
+@pytest.mark.parametrize('case', ['restarted', 'reader_seen_before', 'same_sequence'])
+def test_a_driver_whose_states_come_before_its_reader_is_taken_up(ros_context, case):
+    """
+    A restarted driver whose states arrive before its reader of the commands matched.
+
+    The states stop for 1 s (the gravity hold), then resume from a new publisher (a sequence
+    that continues none heard: a new process) and the controller commands on them; 0.3 s
+    later the new driver's reader matches. ``restarted``: a reader never seen, the next
+    command is exactly zero and the commands then ramp up from zero within the rate limit.
+    ``reader_seen_before`` (a driver that only re-created its state publisher; its reader
+    matched again) and ``same_sequence`` (a stalled driver that goes on): that driver still
+    applies the last command, so nothing is taken up and no step to zero comes.
+    """
+    from manip_control.nodes.controller_safety import RESTART_WINDOW
+    node, safety, clock, readers = _on_hand_clock(ros_context)
+    sent = []
+    node.publish_command = lambda stamp, out, ref, emergency=False: sent.append(
+        (clock[0], tuple(out.tau)))
+    ids = [frozenset({b'old'})]
+    safety.reader_ids = lambda: ids[0]
+    safety.activate()
+    period = safety.period
+    names = ['joint1', 'joint2']
+    seq = [100]
+
+    def state():
+        seq[0] += 1
+        node.on_joint_state(_state(names), {'publication_sequence_number': seq[0]})
+
+    def run(until, states=False):
+        while clock[0] < until:
+            clock[0] += period
+            if states:
+                state()
+            safety.watchdog_tick()
+
+    run(clock[0] + 0.5, states=True)            # normal, on the driver's states
+    t0 = clock[0]
+    run(t0 + 1.0)                               # silent: the hold
+    assert safety.stale and abs(sent[-1][1][0]) > 10.0, sent[-3:]
+    if case != 'same_sequence':
+        seq[0] = 0                              # a new publisher: its sequence starts at 1
+    run(t0 + 1.3, states=True)                  # its states, before its reader
+    assert not safety.stale
+    k = len(sent)
+    readers[0] += 1
+    ids[0] = ids[0] | {b'new' if case == 'restarted' else b'old'}
+    if case == 'reader_seen_before':
+        ids[0] = frozenset({b'old'})
+    run(t0 + 1.6, states=True)
+    after = [c for _, c in sent[k:]]
+    rate = safety.cmd.torque_rate_limit
+    steps = [abs(b[j] - a[j]) for a, b in zip(after, after[1:]) for j in (0, 1)]
+    if case == 'restarted':
+        assert after[0] == (0.0, 0.0) and abs(sent[k - 1][1][0]) > 10.0, (sent[k - 1], after[:2])
+        assert safety.counts['late_reader_take_ups'] == 1
+        assert max(steps) <= max(rate) * 2 * period + 1e-9
+        assert any(abs(c[0]) > 1.0 for c in after)     # from zero back to the hold
+    else:
+        assert safety.counts.get('late_reader_take_ups', 0) == 0
+        assert all(abs(c[0]) > 10.0 for c in after), after[:3]
+    assert safety.counts.get('state_source_restarts', 0) == (case != 'same_sequence')
+    # the window closes: a new reader long after is nobody's restart
+    run(t0 + 1.3 + RESTART_WINDOW + 0.1, states=True)
+    k = len(sent)
+    readers[0] += 1
+    ids[0] = ids[0] | {b'later'}
+    run(clock[0] + 0.1, states=True)
+    assert all(abs(c[0]) > 10.0 for _, c in sent[k:])
+
+
 def test_a_reader_that_matches_during_a_send_gets_zero_at_once(ros_context):
     """
     The DDS match of a restarted driver's reader completes while a hold command is sent.

@@ -362,8 +362,9 @@ TAKE_UP = 30.0
 RESTART_GAP = 0.005
 
 
-@pytest.mark.parametrize('how, named', [('kill', True), ('kill', False), ('stop', False)])
-def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
+@pytest.mark.parametrize('how, named, late_reader', [
+    ('kill', True, False), ('kill', False, False), ('stop', False, False), ('kill', True, True)])
+def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named, late_reader):
     """
     A driver killed (SIGKILL) or stopped (SIGSTOP) and a new one started after hold_timeout.
 
@@ -374,7 +375,8 @@ def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
     first state, also while the old participant is still on the graph (a stopped process
     stays there and sends nothing; a killed one until its DDS lease ends) and without
     ``state_publisher`` (the silent publisher is not a second source), and the arm does not
-    fall while the new one is taken up.
+    fall while the new one is taken up. ``late_reader``: the new driver subscribes to the
+    commands 1 s after its states start (the controller has commanded on its states by then).
     """
     from test_fault_injection import DRIVER_STATE_TIMEOUT
     procs, make_probe = fi
@@ -396,7 +398,8 @@ def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
     time.sleep(0.5)
     log2 = tmp_path / 'driver2.log'
     t1 = time.monotonic()
-    drv2 = driver(procs, 'driver2', log2, '--brake')
+    drv2 = driver(procs, 'driver2', log2, '--brake',
+                  *(('--command-delay', '1.0') if late_reader else ()))
     t_norm, _ = probe.wait_for(
         lambda: probe.first_diag_after(t1, lambda d: d['mode'] == 'normal'), 90.0,
         'normal with the restarted driver')
@@ -425,7 +428,8 @@ def test_restarted_driver_is_taken_up_from_zero(fi, tmp_path, how, named):
     steps = max_steps(cmds, seqs)
     first = cmds[0][1:]
     q_min = min(s[1] for s in states)
-    source = 'state_publisher /fake_driver' if named else 'no state_publisher'
+    source = ('state_publisher /fake_driver' if named else 'no state_publisher') + (
+        ', its command reader 1 s after its states' if late_reader else '')
     print(f'\n[driver] driver {how} ({source}), restarted {t1 - t0:.1f} s later: '
           f'hold commands before the zero {len(gap)}'
           + (f' ({(gap[-1][0] - gap[0][0]) * 1e3:.1f} ms)' if gap else '')

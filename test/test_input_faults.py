@@ -37,6 +37,7 @@ import threading
 import time
 
 from builtin_interfaces.msg import Duration
+from conftest import end_context
 from conftest import ThreadedProbe
 from diagnostic_msgs.msg import DiagnosticArray
 import pytest
@@ -355,7 +356,7 @@ def test_two_simulations_never_share_a_domain(procs):
         assert err and 'is already in use: /joint_states: 2 publishers' in err[-1], err
         node.destroy_node()
     finally:
-        rclpy.try_shutdown(context=ctx)
+        end_context(ctx)
     # two started at once: never both run to the end on the shared domain
     a = procs.start('sim3', sim + ['--duration', '6', '--quiet'])
     b = procs.start('sim4', sim + ['--duration', '6', '--quiet'])
@@ -391,7 +392,7 @@ def test_realtime_sim_waits_for_a_silent_publisher_to_leave(procs):
         left = time.monotonic()
         node.destroy_node()
     finally:
-        rclpy.try_shutdown(context=ctx)
+        end_context(ctx)
     assert procs.wait(p, 90.0) == 0, procs.output(p)
     out, err = procs.output(p)
     assert 'error' not in err and 'Traceback' not in err, err

@@ -429,6 +429,7 @@ class TestRunningSystem:
         ws = running_system['ws']
         import rclpy
         from std_msgs.msg import String
+        from conftest import end_context
         from conftest import Probe
         from manip_control.nodes.common import make_executor
         ctx = rclpy.Context()                   # a probe in the class's domain
@@ -453,7 +454,7 @@ class TestRunningSystem:
             executor.remove_node(probe.node)
             executor.shutdown(timeout_sec=5)
             probe.destroy()
-            rclpy.try_shutdown(context=ctx)
+            end_context(ctx)
 
 
 # --------------------------------------------------------------------------------------------

@@ -107,6 +107,7 @@ from manip_control.nodes.common import steady_clock
 from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
 from manip_control.nodes.controller_safety import RESTART_SETTLE
+from manip_control.nodes.controller_safety import RESTART_SILENCE
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
 from manip_control.nodes.controller_safety import SILENT_PUBLISHER
@@ -434,6 +435,7 @@ class ControllerNode(LifecycleNode):
         self.safety.on_resume = self._on_resume
         self.safety.more_values = self.adaptation_values
         self.safety.readers = self._command_readers
+        self.safety.reader_ids = self._command_reader_ids
         if self.lockstep:
             self.safety.trusted_states = 'lockstep: the plant'
         elif self.state_publisher:
@@ -529,6 +531,10 @@ class ControllerNode(LifecycleNode):
     def destroy_node(self):
         """Stop the control thread first (it uses the node's handles), then destroy."""
         self._stop_control_thread()
+        # the control thread's inputs are not in the node's lists: left alive, they would keep
+        # the node, and with it its DDS participant, alive after the context is shut down
+        for sub in list(self._detached):
+            self._destroy_detached(sub)
         return super().destroy_node()
 
     def close(self) -> None:
@@ -756,10 +762,13 @@ class ControllerNode(LifecycleNode):
             if why:
                 notes.append(f'executor thread: {why}')
         self._loop_notes = notes
-        # everything built so far lives as long as the node: out of the collector's scans
-        # (a full collection of this process took 100-330 ms, every thread stopped)
-        gc.collect()
-        gc.freeze()
+        if own:
+            # everything built so far lives as long as the process: out of the collector's
+            # scans (a full collection of this process took 100-330 ms, every thread stopped).
+            # Not in a process it does not own: a frozen cycle is never freed, and a node
+            # kept that way keeps its DDS participant alive in that process
+            gc.collect()
+            gc.freeze()
         self._loop_stop = False
         self._loop_gc = _rclpy.GuardCondition(self.context.handle)
         self._loop_thread = threading.Thread(target=self._control_loop, name='control',
@@ -779,6 +788,11 @@ class ControllerNode(LifecycleNode):
         if thread is not threading.current_thread():
             thread.join(2.0)
         self._loop_thread = None
+        if not thread.is_alive():
+            try:
+                self._loop_gc.destroy_when_not_in_use()     # it holds the context
+            except Exception:  # noqa: BLE001 - already destroyed
+                pass
 
     def _control_loop(self) -> None:
         """
@@ -1092,8 +1106,12 @@ class ControllerNode(LifecycleNode):
         """
         guard = self._sources[source]
         now = self.safety.now()
+        locks = guard.locks
         refusal = guard.check(sequence_number(info), now)
         if refusal is None:
+            if (guard.locks != locks and source == 'joint_states'
+                    and RESTART_SILENCE <= guard.lock_silence < math.inf):
+                self.safety.source_restarted()      # a new driver process's states
             return True
         self.safety.refuse(source, *refusal)
         conflict = guard.conflict(now)
@@ -1161,6 +1179,15 @@ class ControllerNode(LifecycleNode):
         """Return the readers matched with the command publishers now (DDS matched count)."""
         return sum(p.get_subscription_count() for p in (self._array_pub, self._cmd_pub)
                    if p is not None)
+
+    def _command_reader_ids(self) -> frozenset:
+        """Return the ids (GIDs) of the readers of the command topics on the graph now."""
+        ids = set()
+        for pub in (self._array_pub, self._cmd_pub):
+            if pub is not None:
+                ids.update(bytes(info.endpoint_gid)
+                           for info in self.get_subscriptions_info_by_topic(pub.topic_name))
+        return frozenset(ids)
 
     @guarded
     @locked

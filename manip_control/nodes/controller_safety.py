@@ -151,10 +151,19 @@ RESTART_SILENCE = 0.5
 #: Far longer than a starved driver's pause, so that a publisher that merely stalls never
 #: hands the input over to another one that sends.
 SILENT_PUBLISHER = 1.0
+#: After the joint states resumed from a new publisher (a new sequence) following
+#: :data:`RESTART_SILENCE`, a reader of the commands never seen before that matches within
+#: this long [s] is the restarted driver's: its states came before its command reader
+#: matched, so it got commands before any zero (:meth:`ControllerSafety.reader_check`).
+RESTART_WINDOW = 2.0
+#: A matched count that rose with no new reader on the graph yet is looked at again for this
+#: long [s] (the graph and the matched count are updated by different DDS callbacks).
+READER_ID_WAIT = 0.1
 
 __all__ = ['ControllerSafety', 'PREFIX', 'SAFETY_FIELDS', 'DIAGNOSTICS_TOPIC',
            'STANDARD_DIAGNOSTICS_TOPIC', 'HARDWARE_ID', 'safety_specs', 'safety_from_values',
-           'command_safety_from_values', 'RESTART_SETTLE', 'RESTART_SILENCE']
+           'command_safety_from_values', 'RESTART_SETTLE', 'RESTART_SILENCE',
+           'RESTART_WINDOW']
 
 
 class ControllerSafety:
@@ -247,6 +256,14 @@ class ControllerSafety:
         #: one while the states are stale is a restarted driver (:meth:`reader_check`)
         self.readers: Callable[[], int] | None = None
         self._readers_seen = 0
+        #: callable returning the ids of the readers of the commands on the graph (set by the
+        #: node): tells a restarted driver's reader from one that matched again
+        self.reader_ids: Callable[[], frozenset] | None = None
+        self._known_readers: frozenset = frozenset()
+        #: the states resumed from a new publisher: a new reader until then is a restarted
+        #: driver's (steady time) [s]
+        self.restart_window_until = -math.inf
+        self._reader_rise_until = -math.inf
         #: the joint states cannot be matched: the detail (see :meth:`_name_mismatch`)
         self._mismatch = ''
         self._mismatch_names: tuple | None = None
@@ -323,6 +340,8 @@ class ControllerSafety:
         self._last_used_q = None
         self.no_reference = True
         self._readers_seen = self.readers() if self.readers is not None else 0
+        self._known_readers = self.reader_ids() if self.reader_ids is not None else frozenset()
+        self.restart_window_until = self._reader_rise_until = -math.inf
         if self._stop is None:
             self.limiter.reset(None)     # set from the first state's measured effort
         else:
@@ -814,6 +833,8 @@ class ControllerSafety:
         if self.before_check is not None:
             self.before_check(now)
         self.check()
+        if now < self.restart_window_until and self.reader_check():
+            return                      # a restarted driver's late reader: zero sent
         if self._stop is not None:
             self._stop_tick()
             return
@@ -851,17 +872,61 @@ class ControllerSafety:
         before every command the watchdog sends while the states are stale (the matched
         count is read synchronously, so the new reader's first command is the zero) and on
         every matched event of the command publishers.
+
+        Within :data:`RESTART_WINDOW` after the states resumed from a new publisher
+        (:meth:`source_restarted`) a reader whose id was never seen is taken up too: the
+        restarted driver's states came first. One seen before (a stalled driver whose reader
+        matched again, or a driver that only re-created its state publisher) is not: that
+        driver still applies the last command, and zero would be a step.
         """
         if self.readers is None:
             return False
         n = self.readers()
         new, self._readers_seen = n > self._readers_seen, n
         sup = self.supervisor
-        if (new and self.stale and sup.should_command and self.command_on_timeout
-                and sup.state_age(self.now()) > RESTART_SILENCE):
+        if not (sup.should_command and self.command_on_timeout):
+            return False
+        now = self.now()
+        if new and self.stale and sup.state_age(now) > RESTART_SILENCE:
+            self._note_readers()
             self.take_up()
             return True
-        return False
+        if new:
+            self._reader_rise_until = now + READER_ID_WAIT
+        if now >= self._reader_rise_until:
+            return False
+        if now >= self.restart_window_until:
+            if new:
+                self._note_readers()
+            return False
+        # a new reader while the window is open: the graph may show its id a little later
+        if self.reader_ids is None:
+            return False
+        ids = self.reader_ids()
+        if not ids - self._known_readers:
+            return False
+        self._known_readers = self._known_readers | ids
+        self.restart_window_until = self._reader_rise_until = -math.inf
+        self._count('late_reader_take_ups')
+        self.take_up()
+        return True
+
+    def _note_readers(self) -> None:
+        """Remember the readers of the commands on the graph now (seen: not a restart)."""
+        if self.reader_ids is not None:
+            self._known_readers = self._known_readers | self.reader_ids()
+
+    def source_restarted(self) -> None:
+        """
+        Open the restart window: the joint states resumed from a new publisher.
+
+        A restarted driver (its states continue no sequence heard before): its reader of the
+        commands may match only now, after commands were sent on its states; a reader never
+        seen that matches within :data:`RESTART_WINDOW` is taken up from zero
+        (:meth:`reader_check`).
+        """
+        self.restart_window_until = self.now() + RESTART_WINDOW
+        self._count('state_source_restarts')
 
     def take_up(self) -> None:
         """
