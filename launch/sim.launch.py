@@ -22,9 +22,10 @@ The plant owns /clock and steps one control period only after the command of the
 arrived (deterministic, as fast as the loop allows). When the plant has simulated ``duration``
 and exits, the whole launch shuts down (every other node is stopped with SIGINT and finishes
 cleanly; the recorder closes its bag). With ``duration:=0`` it runs until Ctrl-C.
-``bag:=DIR`` adds the recorder, and the plant then waits until the recorder has matched every
-topic it records (and the plant's own recorded publishers have matched the recorder) before
-its first tick, so the bag holds every topic from tick 0. ``namespace:=NS`` puts every
+``bag:=DIR`` adds the recorder; the plant's first tick, the controller's first command and
+the trajectory's first reference then wait until the recorder has matched every topic it
+records and the node's own recorded publishers have matched the recorder, so the bag holds
+every topic from tick 0. ``namespace:=NS`` puts every
 node and topic under ``/NS`` (/clock stays global). ``headless:=false`` adds
 robot_state_publisher and RViz showing the arm. ``composed:=true`` runs the same nodes with the
 same parameters, remappings and namespace in one process on one executor (the ``composed``
@@ -93,6 +94,9 @@ def generate_launch_description():
                                  ".replace('//', '/') for t in ", repr(RECORDED), ']'])
     # the controller, + the recorder's subscription when recording
     wait_for_subscribers = PythonExpression(['2 if ', recording, ' else 1'])
+    # each node's first message waits until the recorder's subscription has matched it (one
+    # process: the recorder takes the topics from the publishers themselves)
+    wait_for_recorder = PythonExpression(['"recorder/ready" if ', recording, ' else ""'])
     plant = Node(
         package='manip_control', executable='plant', name='plant', namespace=namespace,
         output='screen',
@@ -101,8 +105,7 @@ def generate_launch_description():
             'duration': ParameterValue(duration, value_type=float),
             'wait_for_subscribers': ParameterValue(wait_for_subscribers, value_type=int),
             # and for the recorder to match every recorded topic (relative: any namespace)
-            'wait_for_recorder': PythonExpression(
-                ['"recorder/ready" if ', recording, ' else ""'])}],
+            'wait_for_recorder': wait_for_recorder}],
         arguments=ros_args, additional_env=stop_with_parent, sigterm_timeout=sigterm_timeout,
         condition=UnlessCondition(composed))
     # composed:=true: the same nodes in one process. The parameters every node gets above are
@@ -180,13 +183,15 @@ def generate_launch_description():
              parameters=[params_file, drives_file,
                          {'use_sim_time': True, 'mode': 'lockstep',
                           'robot_description': robot_description,
+                          'wait_for_recorder': wait_for_recorder,
                           'autostart': ParameterValue(autostart, value_type=bool)}],
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='trajectory', name='trajectory',
              namespace=namespace, output='screen',
              parameters=[params_file, {'use_sim_time': True, 'mode': 'lockstep',
-                                       'robot_description': robot_description}],
+                                       'robot_description': robot_description,
+                                       'wait_for_recorder': wait_for_recorder}],
              arguments=ros_args, additional_env=stop_with_parent,
              sigterm_timeout=sigterm_timeout, condition=UnlessCondition(composed)),
         Node(package='manip_control', executable='recorder', name='recorder',

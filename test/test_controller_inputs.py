@@ -231,6 +231,9 @@ def _on_hand_clock(ros_context):
     _recorded(node)
     node.trigger_configure()
     node.trigger_activate()
+    # the test is the only clock and the only caller: the control thread, which would run
+    # the watchdog concurrently on the same hand clock, is stopped
+    node._stop_control_thread()
     safety = node.safety
     clock = [1000.0]
     safety.now = lambda: clock[0]

@@ -253,7 +253,7 @@ def test_composed_node_gets_every_parameter_of_the_separate_nodes(launch_file):
     separate = {_const(_kw(e, 'name')): e for e in elements if e is not call}
     assert set(separate) == {'plant', 'controller', 'trajectory', 'recorder'}
     # one process waits for its recorder itself (composed's and manip-sim's readiness checks)
-    by_the_process = {'plant': {'wait_for_recorder'}}
+    by_the_process = {n: {'wait_for_recorder'} for n in ('plant', 'controller', 'trajectory')}
     for name, e in separate.items():
         missing = _inline_keys(e) - shared - own.get(name, set()) - by_the_process.get(name, set())
         assert not missing, f'composed: {name} does not get {missing}'

@@ -286,12 +286,13 @@ def test_state_timeout_reports_the_gap_before_the_declaring_check(ros_context, e
     t_state = safety.supervisor.last_state_time
     assert 999.9 < t_state <= 1000.0
     assert safety.timeout_check_gap is None
-    for dt in (0.005, 0.010, 0.015, 0.060):
-        clock[0] = t_state + dt
-        safety.check()
-    assert safety.supervisor.reason.value == 'state_timeout'
-    assert safety.timeout_check_gap == pytest.approx(0.045)
-    values = safety.diagnostics_values()
+    with rig.node._lock:        # the control thread's watchdog checks wait meanwhile
+        for dt in (0.005, 0.010, 0.015, 0.060):
+            clock[0] = t_state + dt
+            safety.check()
+        assert safety.supervisor.reason.value == 'state_timeout'
+        assert safety.timeout_check_gap == pytest.approx(0.045)
+        values = safety.diagnostics_values()
     assert values['state_timeout_check_gap_ms'] == '45.000'
     assert 'no valid joint state for 60.0 ms (timeout 20.0 ms)' in values['detail']
     safety.now = time.monotonic

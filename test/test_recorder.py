@@ -98,13 +98,19 @@ def test_sqlite3_on_request(ros_context, tmp_path):
 def test_standalone_recorder_with_separate_nodes(procs, tmp_path):
     params = str(ROOT / 'config' / 'sim_params.yaml')
     bag = tmp_path / 'standalone'
+    # the loop's topics (the default list has /controller/adaptation too, which nothing
+    # publishes without adaptation: the recorder would never report every topic matched)
+    topics = [*DATA_TOPICS, '/controller/diagnostics', '/plant/diagnostics']
     rec = procs.node('recorder', 'recorder_node', '-p', f'bag:={bag}', '-p',
-                     'use_sim_time:=true')
-    # the plant starts once the controller and the recorder subscribe to joint_states
+                     'use_sim_time:=true', '-p', f'topics:={json.dumps(topics)}')
+    # the plant starts once the controller and the recorder subscribe to joint_states; each
+    # node's first message waits until its publishers have matched the recorder (DDS matches
+    # the writer's side apart from the recorder's)
+    ready = ('-p', 'wait_for_recorder:=recorder/ready')
     plant = procs.node('plant', 'plant_node', '--params-file', params, '-p', 'duration:=2.0',
-                       '-p', 'wait_for_subscribers:=2')
-    procs.node('controller', 'controller_node', '--params-file', params)
-    procs.node('trajectory', 'trajectory_node', '--params-file', params)
+                       '-p', 'wait_for_subscribers:=2', *ready)
+    ctrl = procs.node('controller', 'controller_node', '--params-file', params, *ready)
+    traj = procs.node('trajectory', 'trajectory_node', '--params-file', params, *ready)
     assert procs.wait(plant, 90) == 0, procs.output(plant)
     deadline = time.monotonic() + 20
     while 'parameters of trajectory fetched' not in procs.output(rec)[1] and \
@@ -144,28 +150,95 @@ def test_standalone_recorder_with_separate_nodes(procs, tmp_path):
     last = {kv.key: kv.value for kv in diag[-1][1].status[0].values}
     resends = int(last['resends'])
     assert last['ticks'] == '2000' and last['command_timeouts'] == '0'
-    # The plant waited for the recorder's joint_states subscription: every state is there
-    # (tick 0 may have been re-sent at start-up).
+    # Every node waited for the recorder: every state is there (tick 0 may have been re-sent
+    # at start-up), and every tick of the other topics from tick 0 on. The controller may go
+    # on commanding a safe hold after the plant has gone (more messages with the last stamp).
     assert counts['/joint_states'] == 2000 + resends
-    # The other topics of separate processes are matched independently by DDS discovery, so
-    # a few first ticks may precede the match; from the first recorded tick on, nothing is
-    # missing (the strict count test is test_nothing_lost_at_1khz_for_60s). The controller
-    # may go on commanding a safe hold after the plant has gone (more messages with the last
-    # stamp).
     with BagReader(bag) as r:
         motor = r.read_series(['/motor_states'])['/motor_states'].stamp_ns.tolist()
     for topic, stamps in (('/motor_states', motor),
                           ('/joint_commands', data['/joint_commands'].stamp_ns.tolist()),
                           ('/reference', data['/reference'].stamp_ns.tolist())):
-        ticks = sorted(set(stamps))
-        first = ticks[0] // 1_000_000
-        assert first <= 100, (topic, first)
-        assert ticks == [k * 1_000_000 for k in range(first, 2000)], topic
-    assert counts['/motor_states'] == len(motor) == 2000 - motor[0] // 1_000_000
+        assert sorted(set(stamps)) == [k * 1_000_000 for k in range(2000)], topic
+    assert counts['/motor_states'] == len(motor) == 2000
+    assert counts['/effort_controller/commands'] >= 2000
+    for p in (ctrl, traj):      # none gave up waiting for the recorder
+        assert 'the recorder has not matched' not in procs.output(p)[1], procs.output(p)[1]
     # parameters fetched from the nodes' parameter services
     scenario = load_scenario(yaml.safe_load((bag / 'params.yaml').read_text()))
     assert scenario == replace(load_scenario('default'), name='recorded', duration=2.0)
     assert (bag / 'ros_params.yaml').is_file()
+
+
+def test_lockstep_output_waits_until_the_recorder_is_matched(ros_context, executor, spin):
+    """
+    A lockstep node publishes its first message only when the recorder will receive it.
+
+    The trajectory node (``wait_for_recorder``) on a hand-fed ``/clock``: no reference before
+    the recorder reports every topic matched; none while its publisher has not matched the
+    recorder's subscription (the writer's side of the match, stubbed unmatched); then the
+    reference, which the recorder receives.
+    """
+    from rclpy.node import Node
+    from std_msgs.msg import String
+    from trajectory_msgs.msg import JointTrajectory
+    from conftest import make_node
+    from manip_control.nodes import cdr
+    from manip_control.nodes.recorder_gate import READY_QOS
+    from manip_control.nodes.ros_params import trajectory_specs
+    from manip_control.nodes.trajectory_node import TrajectoryNode
+    traj = make_node(TrajectoryNode, ros_context, trajectory_specs(),
+                     {'wait_for_recorder': 'recorder/ready'})
+    rec = Node('recorder', context=ros_context)
+    try:
+        got = []
+        rec.create_subscription(JointTrajectory, '/reference', got.append, 10)
+        ready = rec.create_publisher(String, '~/ready', READY_QOS)
+        executor.add_node(traj)
+        executor.add_node(rec)
+        gate = traj._recorder_gate
+        tick = cdr.encode_clock(0)
+        traj._on_clock(tick)
+        assert traj.published == 0 and gate.missing() == ['the recorder readiness report']
+        ready.publish(String(data='matched 0/1: '))
+        ready.publish(String(data='matched 1/1: /reference'))
+        assert spin(executor, 10.0, lambda: gate.recorded == {'/reference'})
+        pub = traj._ref_pub
+        pub.get_subscription_count = lambda: 0      # the writer has not matched it yet
+        spin(executor, 0.5)
+        traj._on_clock(tick)
+        assert traj.published == 0 and gate.missing() == ['/reference']
+        del pub.get_subscription_count
+        assert spin(executor, 10.0, lambda: not gate.missing())
+        traj._on_clock(tick)
+        assert traj.published == 1
+        assert spin(executor, 10.0, lambda: len(got) == 1)
+    finally:
+        rec.destroy_node()
+
+
+def test_recorder_gate_gives_up_after_its_timeout_with_a_warning(ros_context):
+    from conftest import make_node
+    from manip_control.nodes.recorder_gate import parse_ready
+    from manip_control.nodes.recorder_gate import RecorderGate
+    from manip_control.nodes.ros_params import trajectory_specs
+    from manip_control.nodes.trajectory_node import TrajectoryNode
+    assert parse_ready('matched 2/2: /a /b') == {'/a', '/b'}
+    for text in ('matched 1/2: /a', 'matched 0/0: ', 'matched x/2: /a', 'ready', ''):
+        assert parse_ready(text) is None, text
+    node = make_node(TrajectoryNode, ros_context, trajectory_specs(), {})
+    gate = RecorderGate(node, 'nobody/ready', 5.0)
+    warnings = []
+    node.get_logger().warning = warnings.append
+    clock = [100.0]
+    assert not gate.ready(lambda: clock[0])
+    clock[0] = 105.0
+    assert not gate.ready(lambda: clock[0]) and not warnings
+    clock[0] = 105.1
+    assert gate.ready(lambda: clock[0]) and gate.opened
+    assert len(warnings) == 1 and 'the recorder readiness report' in warnings[0]
+    assert gate.ready(lambda: clock[0]) and len(warnings) == 1
+    gate.destroy()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,6 +111,7 @@ from manip_control.nodes.controller_safety import RESTART_SILENCE
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
 from manip_control.nodes.controller_safety import SILENT_PUBLISHER
+from manip_control.nodes.recorder_gate import RecorderGate
 from manip_control.nodes.ros_params import ADAPTATION_COMMANDS
 from manip_control.nodes.ros_params import arm_control_defaults
 from manip_control.nodes.ros_params import arm_from_description
@@ -122,6 +123,7 @@ from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import hard_limit_specs
 from manip_control.nodes.ros_params import nominal_urdf_arm
 from manip_control.nodes.ros_params import print_node_help
+from manip_control.nodes.ros_params import RECORDER_WAIT
 from manip_control.nodes.ros_params import RUNTIME_GAINS
 from manip_control.nodes.ros_params import wants_help
 from manip_control.nodes.sources import describe
@@ -146,8 +148,6 @@ from manip_control.safety import validate_parameter_updates
 from manip_control.supervision import trajectory_from_points
 from manip_control.supervision import TrajectoryError
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.event_handler import PublisherEventCallbacks
-from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.lifecycle import LifecycleNode
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -294,12 +294,12 @@ class ControllerNode(LifecycleNode):
         # with a named publisher nothing is locked before the graph showed only that node
         self._sources['joint_states'].may_lock = not self.state_publisher
         self._matched = {'joint_states': 0, 'reference': 0}
-        #: messages the DDS reader reported lost per input (best-effort states)
-        self.lost_messages = {'joint_states': 0, 'reference': 0}
+        self._last_match_poll = -math.inf
         self._failed = ''               # an unexpected error: ramp to zero, then silent
         self._emergency_timer = None
         self._last_tau: tuple | None = None
         self._graph_timer = None
+        self._recorder_gate: RecorderGate | None = None
         self._graph_report: dict[str, str] = {}
         self.command_params = command_safety_from_values(self.values, self.get_name())
         self.joints = list(cfg.joints)
@@ -399,14 +399,15 @@ class ControllerNode(LifecycleNode):
         self._pending = {}
         qos = data_qos()
         self._readers = {'array': 0, 'joint': 0}
+        # no matched / message-lost event callbacks on the inputs and the command publishers:
+        # rmw_fastrtps (Jazzy) deadlocks when the executor takes such an event while a DDS
+        # thread reports one on the same reader or writer (each holds the lock the other
+        # needs; seen here: the executor and every DDS thread of the controller stopped). The
+        # matched counts are polled instead (:meth:`_poll_matches`).
         self._array_pub = self.create_publisher(
-            Float64MultiArray, 'effort_controller/commands', data_qos(PUBLISH_DEPTH),
-            event_callbacks=PublisherEventCallbacks(
-                matched=lambda info: self._on_command_matched('array', info)))
+            Float64MultiArray, 'effort_controller/commands', data_qos(PUBLISH_DEPTH))
         self._cmd_pub = self.create_publisher(
-            JointState, 'joint_commands', data_qos(PUBLISH_DEPTH),
-            event_callbacks=PublisherEventCallbacks(
-                matched=lambda info: self._on_command_matched('joint', info)))
+            JointState, 'joint_commands', data_qos(PUBLISH_DEPTH))
         for hook in self.publisher_hooks:
             hook(self._array_pub)
             hook(self._cmd_pub)
@@ -415,13 +416,15 @@ class ControllerNode(LifecycleNode):
         state_qos = qos if self.lockstep else best_effort_qos(STATE_HISTORY_DEPTH)
         self._subs = [
             self.create_subscription(JointState, 'joint_states',
-                                     WithMessageInfo(self.on_joint_state), state_qos, raw=True,
-                                     event_callbacks=self._matched_events('joint_states')),
+                                     WithMessageInfo(self.on_joint_state), state_qos, raw=True),
             self.create_subscription(JointTrajectory, 'reference',
-                                     WithMessageInfo(self.on_reference), qos, raw=True,
-                                     event_callbacks=self._matched_events('reference'))]
+                                     WithMessageInfo(self.on_reference), qos, raw=True)]
         self._graph_timer = self.create_timer(GRAPH_CHECK_PERIOD, self.check_graph,
                                               clock=steady_clock())
+        if self.lockstep and values['wait_for_recorder']:
+            # the first command waits until the recorder's subscriptions are matched
+            self._recorder_gate = RecorderGate(self, values['wait_for_recorder'],
+                                               RECORDER_WAIT)
         if not self.lockstep:
             # real time: the control thread takes the inputs and ticks (both triggers)
             self._detach_inputs()
@@ -693,6 +696,9 @@ class ControllerNode(LifecycleNode):
                        self._adaptation_reset_timer):
             retire(self, entity)
         self._subs = []
+        if self._recorder_gate is not None:
+            self._recorder_gate.destroy()
+            self._recorder_gate = None
         self._timer = self._graph_timer = None
         self._adaptation_timer = self._adaptation_reset_timer = None
         for pub in (self._array_pub, self._cmd_pub, self._adaptation_pub):
@@ -705,7 +711,7 @@ class ControllerNode(LifecycleNode):
         """
         Take the input subscriptions away from the executor: the control thread waits on them.
 
-        Their matched-event handlers stay with the node (the executor runs them).
+        Their event handlers (rclpy's default: incompatible QoS) stay with the node.
         """
         for sub in self._subs:
             self._subscriptions.remove(sub)
@@ -1119,36 +1125,43 @@ class ControllerNode(LifecycleNode):
             self.safety.set_source_fault(conflict)
         return False
 
-    def _matched_events(self, source: str):
-        """Matched-event callbacks of an input: the graph check at once on a graph change."""
-        def on_matched(info):
-            self._on_matched(source, info)
-
-        def on_lost(info):
-            # taken here, the lost-message status no longer wakes the control thread's wait
-            self.lost_messages[source] = int(info.total_count)
-        return SubscriptionEventCallbacks(matched=on_matched, message_lost=on_lost)
-
-    @guarded
-    @locked
-    def _on_matched(self, source: str, info) -> None:
+    def _poll_matches(self, from_watchdog: bool = False) -> None:
         """
-        Judge the sources now: a publisher matched or left an input (DDS matched status).
+        Look at the matched counts of the inputs and of the command publishers; act on a change.
+
+        Called every :data:`MATCH_POLL_PERIOD` from the watchdog hook (real time) and by the
+        graph check: the counts are read from the endpoints (no DDS event is taken: see
+        :meth:`on_configure`).
+        ``from_watchdog``: the watchdog runs next anyway (no extra tick here).
+        """
+        subs = self._subs
+        if len(subs) == 2:
+            for source, sub in zip(('joint_states', 'reference'), subs):
+                n = sub.get_publisher_count()
+                if n != self._matched[source]:
+                    self._on_matched(source, n, from_watchdog)
+        for which, pub in (('array', self._array_pub), ('joint', self._cmd_pub)):
+            if pub is not None:
+                n = pub.get_subscription_count()
+                if n != self._readers[which]:
+                    self._on_command_matched(which, n)
+
+    def _on_matched(self, source: str, count: int, from_watchdog: bool) -> None:
+        """
+        Judge the sources now: a publisher matched or left an input (DDS matched count).
 
         Without ``state_publisher``, a second matched publisher ends normal commands here,
-        within the event's delivery, not at the next graph poll; the safety watchdog then
-        ramps to zero within one control period.
+        within a control period of the match, not at the next graph poll; the safety
+        watchdog then ramps to zero.
         """
-        self._matched[source] = int(info.current_count)
-        self.check_graph()
+        self._matched[source] = count
+        self.check_graph(poll=False)
         safety = self.safety
-        if safety is not None and safety.supervisor.source_fault \
-                and safety.supervisor.should_command and not self.lockstep:
+        if (not from_watchdog and safety is not None and safety.supervisor.source_fault
+                and safety.supervisor.should_command and not self.lockstep):
             safety.watchdog_tick()      # the first command of the ramp to zero now
 
-    @guarded
-    @locked
-    def _on_command_matched(self, which: str, info) -> None:
+    def _on_command_matched(self, which: str, count: int) -> None:
         """
         Note a reader of the commands that matched or left (a driver started or stopped).
 
@@ -1158,12 +1171,13 @@ class ControllerNode(LifecycleNode):
         :data:`RESTART_SETTLE` (the first samples to a new reader can be lost while it
         matches) and the hold then ramps up from zero: no torque step at the new driver.
         """
-        self._readers[which] = int(info.current_count)
+        left = count < self._readers[which]
+        self._readers[which] = count
         safety = self.safety
         if safety is None:
             return
         total = sum(self._readers.values())
-        if total == 0 and info.current_count_change < 0:
+        if total == 0 and left:
             safety.driver_absent = True
             self.get_logger().warning('no reader of the commands left (the driver is gone): '
                                       'the safe command goes to zero torque')
@@ -1191,18 +1205,21 @@ class ControllerNode(LifecycleNode):
 
     @guarded
     @locked
-    def check_graph(self) -> None:
+    def check_graph(self, poll: bool = True) -> None:
         """
         Graph check (steady timer): the publishers of the inputs and of the command topics.
 
         The counts go to the diagnostics (``sources.*``; a change is logged once). Another
         publisher of a command topic (a second controller) is a source conflict (safe mode)
         while it is there; a conflict from another input publisher's data ends once its
-        messages stopped for the guard's hold time.
+        messages stopped for the guard's hold time. ``poll``: look at the matched counts
+        first (:meth:`_poll_matches`; lockstep polls them only here).
         """
         safety = self.safety
         if safety is None:
             return
+        if poll:
+            self._poll_matches()
         report = {}
         # the resolved names (remapping, namespace) of this node's own topics
         inputs = dict(zip(('joint_states', 'reference'), (s.topic_name for s in self._subs)))
@@ -1281,13 +1298,17 @@ class ControllerNode(LifecycleNode):
         """
         Run the safety watchdog hook (every period).
 
-        Real time: a joint state waiting in the reader is taken first
+        Real time: the matched counts are looked at every :data:`MATCH_POLL_PERIOD`
+        (:meth:`_poll_matches`) and a joint state waiting in the reader is taken first
         (:meth:`_take_pending_state`). Lockstep: a state the controller has not answered
         does not age, and it is answered
         with the held reference once its reference is later than
         ``safety.reference_timeout``.
         """
         if not self.lockstep:
+            if now - self._last_match_poll >= MATCH_POLL_PERIOD:
+                self._last_match_poll = now
+                self._poll_matches(from_watchdog=True)
             self._take_pending_state()
             return
         st = self.state
@@ -1324,6 +1345,8 @@ class ControllerNode(LifecycleNode):
         safety = self.safety
         if safety is None:
             return None
+        if self._recorder_gate is not None and not self._recorder_gate.ready():
+            return None                     # lockstep: the plant sends the tick again
         safety.check()
         if not safety.should_command or (safety.stale and not self.lockstep):
             return None                     # the safety watchdog commands while stale
@@ -1678,6 +1701,10 @@ _MEMORY = {'locked': False}
 
 #: Period of the graph check of the input and command topics [s] (steady clock).
 GRAPH_CHECK_PERIOD = 0.1
+#: Real time: period of the look at the matched counts of the inputs and command publishers
+#: [s] (4 calls: 4.5 us in the control thread on this host with its 1e7-addition loop at
+#: 1.1 s); a new or lost publisher or reader is acted on within this much of its match.
+MATCH_POLL_PERIOD = 0.005
 
 #: Joint states the real-time reader keeps (taken all at each callback, see the module
 #: docstring): a 10 kHz flood from a second publisher then needs 5 ms of controller latency

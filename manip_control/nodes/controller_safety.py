@@ -870,8 +870,8 @@ class ControllerSafety:
         :data:`RESTART_SILENCE` (the driver commanded is silent, not merely late) is taken
         for a restarted driver, which holds zero torque at start (:meth:`take_up`). Called
         before every command the watchdog sends while the states are stale (the matched
-        count is read synchronously, so the new reader's first command is the zero) and on
-        every matched event of the command publishers.
+        count is read synchronously, so the new reader's first command is the zero) and when
+        the matched count of the command publishers rises (looked at every few ms).
 
         Within :data:`RESTART_WINDOW` after the states resumed from a new publisher
         (:meth:`source_restarted`) a reader whose id was never seen is taken up too: the

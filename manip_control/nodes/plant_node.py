@@ -69,6 +69,7 @@ from manip_control.nodes.common import guarded
 from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.recorder_gate import RecorderGate
 from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import arm_plant_defaults
 from manip_control.nodes.ros_params import declare_parameters
@@ -182,21 +183,14 @@ class PlantNode(Node):
             self._cmd_sub = self.create_subscription(Float64MultiArray,
                                                      'effort_controller/commands',
                                                      self._on_array_command, qos, raw=True)
-        self._recorder: tuple[int, list[str]] | None = None     # (matched, wanted topics)
         # readers of this process that take a topic from its publisher, not through DDS (a
         # recorder's tap): topic -> count, added to the publisher's subscription count
         self.in_process_readers: dict[str, int] = {}
         ready_topic = self.values.get('wait_for_recorder') or ''
-        self._ready_sub = None
+        self._recorder_gate = None
         if ready_topic and self.lockstep:
-            from rclpy.qos import DurabilityPolicy
-            from rclpy.qos import QoSProfile
-            from rclpy.qos import ReliabilityPolicy
-            from std_msgs.msg import String
-            self._ready_sub = self.create_subscription(
-                String, ready_topic, self._on_recorder_ready, QoSProfile(
-                    depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                    durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            self._recorder_gate = RecorderGate(self, ready_topic, self.config.startup_timeout,
+                                               self.in_process_readers)
         self._state_enc = cdr.JointStateEncoder(self.joints)
         self._state_raw = b''
         self._clock_raw = b''
@@ -358,33 +352,15 @@ class PlantNode(Node):
             return
         self._publish_tick(int(round(self.k * self.period * 1e9)))
 
-    @guarded
-    def _on_recorder_ready(self, msg) -> None:
-        """Take ``matched K/N: /t1 /t2 ...`` from the recorder (anything else is ignored)."""
-        head, _, rest = msg.data.partition(': ')
-        try:
-            k, n = (int(x) for x in head.removeprefix('matched ').split('/'))
-        except ValueError:
-            return
-        self._recorder = (n, rest.split()) if k == n else (n, [])
-
     def _recorder_ready(self) -> bool:
         """
         Tell whether the recorder (if waited for) records every topic from the next message.
 
-        The recorder reports all its subscriptions matched with their publishers, and each of
-        this node's publishers of a recorded topic has matched a subscription (both sides of
-        the match: a sample is sent only to readers its writer has matched).
+        Both sides of the match (:class:`~manip_control.nodes.recorder_gate.RecorderGate`):
+        the recorder reports every subscription matched, and each of this node's publishers
+        of a recorded topic has matched the recorder's.
         """
-        if self._ready_sub is None:
-            return True
-        if self._recorder is None or not self._recorder[1]:
-            return False
-        recorded = set(self._recorder[1])
-        for pub in (self._state_pub, self._motor_pub, self._diag_pub):
-            if pub.topic_name in recorded and self._readers(pub) < 1:
-                return False
-        return True
+        return self._recorder_gate is None or not self._recorder_gate.missing()
 
     def _readers(self, pub) -> int:
         """Readers of ``pub``: its DDS subscriptions and the in-process ones."""

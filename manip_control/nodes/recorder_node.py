@@ -35,10 +35,11 @@ Types of the default topics are known; other topics are subscribed when a publis
 
 Readiness: the node publishes on ``~/ready`` (``std_msgs/String``, reliable, transient local)
 the recorded topics whose subscription has matched every publisher in the graph, as
-``matched K/N: /t1 /t2 ...``, each time that changes, until all N are matched. A lockstep
-plant with ``wait_for_recorder: recorder/ready`` waits for ``matched N/N`` before its first
-tick, so that the bag holds every topic from tick 0 in every launch form (namespaces,
-remappings, one process).
+``matched K/N: /t1 /t2 ...``, each time that changes, until all N are matched. Lockstep nodes
+with ``wait_for_recorder: recorder/ready`` wait for ``matched N/N``, and for their own
+publishers to match the recorder (:mod:`manip_control.nodes.recorder_gate`), before their
+first message, so that the bag holds every topic from tick 0 in every launch form
+(namespaces, remappings, one process).
 
 Durability: the writer closes an MCAP chunk (commits a sqlite3 transaction) when it holds
 1 MiB or every ``flush_period`` (1 s of wall time, also from a timer when no message comes),

@@ -342,6 +342,12 @@ def _arm_specs(prefix: str, core_prefix: str, arm: ArmParameters, what: str) -> 
     return specs
 
 
+#: Lockstep: the longest the controller and the trajectory hold their first output for a
+#: recorder that has not matched them (then they go on, warned) [s]; below the plant's
+#: startup_timeout default, which it waits for the command of tick 0.
+RECORDER_WAIT = 5.0
+
+
 def _node_common(joints_doc: str) -> list[ParamSpec]:
     return [
         ParamSpec('joints', ['joint1', 'joint2'], joints_doc,
@@ -353,6 +359,14 @@ def _node_common(joints_doc: str) -> list[ParamSpec]:
         ParamSpec('control_rate', 1000.0, 'control rate [Hz] (period of the plant zero-order '
                   'hold, of the controller and of the reference samples)',
                   *_bounded('scenario', 'control_rate', '', (0.0, INF))),
+        ParamSpec('wait_for_recorder', '',
+                  'lockstep: readiness topic of a recorder in another process (e.g. '
+                  "'recorder/ready'); the node publishes its first message (plant: tick 0; "
+                  'controller: the first command; trajectory: the first reference) only when '
+                  'the recorder reports every recorded topic matched and each of its own '
+                  'publishers of a recorded topic has matched the recorder (plant: up to '
+                  f'startup_timeout; others: up to {RECORDER_WAIT:g} s, then warned); '
+                  "'' = do not wait", 'a topic name or empty'),
     ]
 
 
@@ -460,11 +474,6 @@ def plant_specs(plant_defaults: Mapping[str, Any] | None = None) -> list[ParamSp
         ParamSpec('wait_for_subscribers', 1,
                   'lockstep: number of joint_states subscribers to wait for before the first '
                   'tick (e.g. 2 for controller + recorder)', '>= 0', (0, 1000)),
-        ParamSpec('wait_for_recorder', '',
-                  "lockstep: readiness topic of a recorder (e.g. 'recorder/ready'); before the "
-                  'first tick the plant waits until the recorder reports every recorded topic '
-                  'matched and its own recorded publishers have matched a subscription; '
-                  "'' = do not wait", 'a topic name or empty'),
         ParamSpec('command_timeout', 0.05,
                   'realtime: drive watchdog [s]; no valid command for this long means zero '
                   'torque command (zero current)', '> 0', (0.0, INF)),
@@ -996,6 +1005,15 @@ def _common_checks(node: str, values: Mapping[str, Any], n: int = PLANAR_2R_JOIN
     if mode is not None and mode not in MODES:
         raise ParameterError(f'parameter mode (node {node}): must be one of '
                              f'{", ".join(MODES)} (got {mode!r})')
+    ready = values.get('wait_for_recorder')
+    if ready:
+        from rclpy.exceptions import InvalidTopicNameException
+        from rclpy.validate_topic_name import validate_topic_name
+        try:
+            validate_topic_name(ready)
+        except (InvalidTopicNameException, TypeError):
+            raise ParameterError(f'parameter wait_for_recorder (node {node}): must be a topic '
+                                 f'name or empty (got {ready!r})') from None
     rate = values.get('control_rate')
     if rate is not None:
         try:

@@ -48,10 +48,12 @@ from manip_control.nodes.common import guarded
 from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.recorder_gate import RecorderGate
 from manip_control.nodes.ros_params import arm_control_defaults
 from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import print_node_help
+from manip_control.nodes.ros_params import RECORDER_WAIT
 from manip_control.nodes.ros_params import trajectory_config
 from manip_control.nodes.ros_params import trajectory_specs
 from manip_control.nodes.ros_params import wants_help
@@ -197,8 +199,13 @@ class TrajectoryNode(Node):
         self._status_pub = self.create_publisher(String, '~/goal_status', 10)
         self.create_subscription(JointTrajectory, '~/goal', self._on_goal, 10)
         self._encoder = cdr.ReferenceEncoder(self.joints)   # raw CDR publish (nodes/cdr.py)
+        self._recorder_gate = None
         if self.lockstep:
             self.create_subscription(Clock, '/clock', self._on_clock, qos, raw=True)
+            if self.values['wait_for_recorder']:
+                # the first reference waits until the recorder's subscription is matched
+                self._recorder_gate = RecorderGate(self, self.values['wait_for_recorder'],
+                                                   RECORDER_WAIT)
         else:
             from rclpy.clock import Clock as RclClock
             from rclpy.clock import ClockType
@@ -242,6 +249,8 @@ class TrajectoryNode(Node):
         if reason:
             self.get_logger().warning(f'/clock ignored ({reason})', throttle_duration_sec=1.0)
             return
+        if self._recorder_gate is not None and not self._recorder_gate.ready():
+            return                      # the plant sends tick 0 again
         self.publish_sample(self.sample_time(t_ns), t_ns)
 
     @guarded
