@@ -408,3 +408,45 @@ def test_a_reader_that_matches_during_a_send_gets_zero_at_once(ros_context):
     assert all(abs(b[j] - a[j]) <= rate[j] * 2 * period + 1e-9
                for a, b in zip(after, after[1:]) for j in (0, 1))
     assert any(abs(c[0]) > 1.0 for c in after)     # the hold again, from zero
+
+
+@pytest.mark.parametrize('mode', ['realtime', 'lockstep'])
+def test_the_controller_takes_no_matched_or_lost_events(ros_context, mode):
+    """
+    No DDS matched or message-lost event handler on the inputs and the command publishers.
+
+    rmw_fastrtps (Jazzy) deadlocks when the executor takes such an event while a DDS thread
+    reports one on the same endpoint (seen: 2 of 89 controller starts under load froze, the
+    executor and every DDS thread of the process stopped). The controller polls the matched
+    counts instead: a reader of the commands is counted within the poll period.
+    """
+    from rclpy.event_handler import QoSPublisherEventType
+    from rclpy.event_handler import QoSSubscriptionEventType
+    from rclpy.node import Node
+    from std_msgs.msg import Float64MultiArray
+    from manip_control.nodes.controller_node import MATCH_POLL_PERIOD
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'mode': mode, 'autostart': False})
+    node.trigger_configure()
+    node.trigger_activate()
+    # (the two enums share values: each endpoint kind is checked against its own)
+    forbidden = [(node._subs, {QoSSubscriptionEventType.RCL_SUBSCRIPTION_MATCHED,
+                               QoSSubscriptionEventType.RCL_SUBSCRIPTION_MESSAGE_LOST}),
+                 ((node._array_pub, node._cmd_pub), {QoSPublisherEventType.RCL_PUBLISHER_MATCHED})]
+    assert len(node._subs) == 2
+    for endpoints, kinds in forbidden:
+        for endpoint in endpoints:
+            taken = {h.event_type for h in endpoint.event_handlers}
+            assert not taken & kinds, (endpoint.topic_name, taken)
+    driver = Node('driver', context=ros_context)
+    try:
+        driver.create_subscription(Float64MultiArray, '/effort_controller/commands',
+                                   lambda m: None, 10)
+        deadline = time.monotonic() + 10.0
+        while node._readers['array'] < 1 and time.monotonic() < deadline:
+            time.sleep(MATCH_POLL_PERIOD)
+            if mode == 'lockstep':      # polled by the graph check (the executor's timer)
+                node.check_graph()
+        assert node._readers['array'] == 1
+    finally:
+        driver.destroy_node()
