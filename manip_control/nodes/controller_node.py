@@ -1702,8 +1702,8 @@ _MEMORY = {'locked': False}
 #: Period of the graph check of the input and command topics [s] (steady clock).
 GRAPH_CHECK_PERIOD = 0.1
 #: Real time: period of the look at the matched counts of the inputs and command publishers
-#: [s] (4 calls: 4.5 us in the control thread on this host with its 1e7-addition loop at
-#: 1.1 s); a new or lost publisher or reader is acted on within this much of its match.
+#: [s] (four count queries in the control thread); a new or lost publisher or reader is acted
+#: on within this much of its match.
 MATCH_POLL_PERIOD = 0.005
 
 #: Joint states the real-time reader keeps (taken all at each callback, see the module
