@@ -358,7 +358,7 @@ def test_frozen_driver_is_still_caught_within_the_timeout_in_use(fi, tmp_path, r
 #: driver and controller starting on a loaded 2-core machine; measured figures with ``-s``)
 TAKE_UP = 30.0
 #: The longest a restarted driver may receive the hold before its zero [s]: the gap between
-#: a DDS match and its report (get_subscription_count / the matched event) on a loaded host
+#: a DDS match and its report (get_subscription_count) on a loaded host
 RESTART_GAP = 0.005
 
 

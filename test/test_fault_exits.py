@@ -341,7 +341,7 @@ def test_rogue_before_the_driver_no_state_publisher(fi, tmp_path):
     A rogue publishes a constant fake state before the driver starts (alone, it is the
     single publisher: trusted -- that is what ``state_publisher`` is for); then the driver:
     normal ends and the commands ramp to zero, nothing derived from either source; the rogue
-    leaves: normal with the driver; a second rogue: normal ends at its matched event.
+    leaves: normal with the driver; a second rogue: normal ends once its match is seen.
     """
     procs, make_probe = fi
     probe = make_probe(('diag',))
