@@ -24,6 +24,9 @@ Cost of the input checks per message (prints measured figures; not a timed test)
 2. A valid 2-joint JointState and a 256-name one with the configured joints last: decode
    and validation (the 1 kHz path, and the largest accepted message).
 3. A message of a second publisher: the per-message source check and refusal counting.
+4. The real-time controller's look at the matched counts of its two inputs and two command
+   publishers (rclpy count queries, every 5 ms in the control thread), on a configured and
+   active controller node.
 
 Figures are the median of repeated runs (minimum for the long ones) on this machine.
 """
@@ -109,6 +112,36 @@ def main() -> None:
     t = timed(second_source, 100000)
     print(f'message of a second publisher: source check + refusal count median '
           f'{statistics.median(t) * 1e6:.2f} us (before any decoding)')
+    match_poll()
+    # the host's speed of the moment, as the other benchmarks print it (module-level loop)
+    t = time.process_time()
+    exec(compile('s = 0\nfor i in range(10 ** 7):\n    s += i\n', '<additions>', 'exec'), {})
+    print(f'(a Python loop of 1e7 additions: {time.process_time() - t:.2f} s CPU)')
+
+
+def match_poll() -> None:
+    """Time the real-time controller's look at its matched counts (section 4)."""
+    import rclpy
+    from manip_control.nodes.controller_node import ControllerNode
+    from manip_control.nodes.controller_node import MATCH_POLL_PERIOD
+    from manip_control.nodes.ros_params import controller_specs
+    from manip_control.nodes.ros_params import parameter_overrides
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = ControllerNode(context=ctx, parameter_overrides=parameter_overrides(
+        controller_specs(), {'mode': 'realtime', 'autostart': False}))
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        with node._lock:
+            t = timed(lambda: node._poll_matches(from_watchdog=True), 20000)
+        med = statistics.median(t)
+        print(f'matched-count look of the real-time controller (4 endpoints): median '
+              f'{med * 1e6:.2f} us, every {MATCH_POLL_PERIOD * 1e3:g} ms: '
+              f'{med / MATCH_POLL_PERIOD * 100:.3f} % of the control thread')
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
 
 
 def _decode_all_names(raw: bytes) -> list:
