@@ -111,7 +111,7 @@ from dataclasses import fields
 from enum import Enum
 import math
 import re
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from manip_control.parameters import _build
 from manip_control.parameters import _choice
@@ -527,6 +527,12 @@ class SourceGuard:
         #: the node that must publish the input ('' any single one); with it, a refused
         #: message is only counted (the locked source is the named node's)
         self.expected = ''
+        #: the reader's matched publisher count now (set by the node; None: unknown). A
+        #: forward jump beyond ``max_gap`` while exactly one publisher is matched is samples
+        #: this reader lost (its process was not scheduled and its queue overflowed), not
+        #: another publisher: counted in :attr:`lost_jumps` and taken
+        self.matched_now: Callable[[], int] | None = None
+        self.lost_jumps = 0
         #: the sequences heard: [last seq, last arrival] (see :meth:`senders`)
         self._heard: list = []
         self._hit: list | None = None       # the sequence the last message continued
@@ -561,6 +567,12 @@ class SourceGuard:
             return None if self.may_lock else self._refuse_unlocked(now)
         last = self.last_seq
         if last is not None and last < seq <= last + self.max_gap:
+            self.last_seq, self.last_time = seq, now
+            return None
+        if (last is not None and seq > last and self.publishers <= 1
+                and self.matched_now is not None and self.matched_now() == 1):
+            # one writer: the numbers in between were lost in this reader (a stalled process)
+            self.lost_jumps += 1
             self.last_seq, self.last_time = seq, now
             return None
         if last is None or now - self.last_time > self.relock_after:

@@ -715,6 +715,31 @@ def test_source_guard_locks_refuses_and_relocks():
     assert g.check(9, 2.0) is None
 
 
+def test_source_guard_takes_a_numbering_jump_of_the_one_matched_writer():
+    """
+    A reader stalled for over a second at 1 kHz loses more than ``max_gap`` samples.
+
+    With exactly one writer matched (and on the graph) the jump is that loss, not another
+    publisher (measured before: a controller stopped 1.2 s and 2.0 s refused its only plant's
+    states as a second source, ramped to zero torque and stayed safe for 0.5 s); with two
+    matched, or without the count, it stays a second source.
+    """
+    matched = [1]
+    g = SourceGuard('joint_states', relock_after=0.5, hold=0.5)
+    g.matched_now = lambda: matched[0]
+    assert g.check(14566, 0.0) is None and g.check(14567, 0.001) is None
+    assert g.check(15684, 0.002) is None and g.lost_jumps == 1      # 1116 lost in the reader
+    assert g.check(15685, 0.003) is None and not g.conflict(0.003)
+    assert reason(g.check(15000, 0.004)) is R.SECOND_SOURCE         # a step back: never loss
+    matched[0] = 2                                                  # two writers matched
+    assert reason(g.check(17000, 0.005)) is R.SECOND_SOURCE
+    matched[0] = 1
+    g.publishers = 2                                                # two on the graph
+    assert reason(g.check(17000, 0.006)) is R.SECOND_SOURCE
+    h = SourceGuard('joint_states', relock_after=0.5, hold=0.5)     # no count: as before
+    assert h.check(1, 0.0) is None and reason(h.check(2000, 0.001)) is R.SECOND_SOURCE
+
+
 def _limits(**kw):
     sp = SafetyParameters()
     data = hard_limit_defaults((25.0, 16.0), (10.0, 8.0), (0.0, 0.0), (89.0, 25.0), sp)

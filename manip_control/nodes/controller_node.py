@@ -419,6 +419,9 @@ class ControllerNode(LifecycleNode):
                                      WithMessageInfo(self.on_joint_state), state_qos, raw=True),
             self.create_subscription(JointTrajectory, 'reference',
                                      WithMessageInfo(self.on_reference), qos, raw=True)]
+        for source, sub in zip(('joint_states', 'reference'), self._subs):
+            # a numbering jump with one writer matched is loss, not a second source
+            self._sources[source].matched_now = sub.get_publisher_count
         self._graph_timer = self.create_timer(GRAPH_CHECK_PERIOD, self.check_graph,
                                               clock=steady_clock())
         if self.lockstep and values['wait_for_recorder']:
@@ -696,6 +699,8 @@ class ControllerNode(LifecycleNode):
                        self._adaptation_reset_timer):
             retire(self, entity)
         self._subs = []
+        for guard in self._sources.values():
+            guard.matched_now = None
         if self._recorder_gate is not None:
             self._recorder_gate.destroy()
             self._recorder_gate = None
@@ -1231,6 +1236,8 @@ class ControllerNode(LifecycleNode):
             report[f'sources.{source}.publishers'] = str(guard.publishers)
             # what DDS delivers: a writer's samples reach the reader only once it matched
             report[f'sources.{source}.matched'] = str(self._matched[source])
+            if guard.lost_jumps:        # numbering jumps of the one writer (a stalled reader)
+                report[f'sources.{source}.lost_jumps'] = str(guard.lost_jumps)
             if guard.publishers > 1:
                 report[f'sources.{source}.names'] = ', '.join(guard.publisher_names)
             nodes = [f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in infos]
