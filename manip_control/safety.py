@@ -164,10 +164,17 @@ class RefusalReason(str, Enum):
 
 
 class Refusal(NamedTuple):
-    """A refused input: the reason and a human-readable detail naming the field."""
+    """
+    A refused input: the reason and a human-readable detail naming the field.
+
+    ``waiting``: refused only until discovery completes (the input's publisher is not on the
+    graph yet and nothing was taken from it): counted as any refusal, logged as news, not as
+    an error.
+    """
 
     reason: RefusalReason
     detail: str
+    waiting: bool = False
 
     def __str__(self) -> str:
         return f'{self.reason.value}: {self.detail}'
@@ -649,8 +656,10 @@ class SourceGuard:
         self.refused += 1
         names = ', '.join(self.publisher_names) or 'not on the graph yet'
         want = f'only {self.expected} may publish' if self.expected else 'no single publisher'
+        # a start: data can arrive before discovery lists its publisher (every launch)
+        waiting = self.last_seq is None and not self.publisher_names
         return Refusal(RefusalReason.SECOND_SOURCE,
-                       f'not taken: {want} ({self.publishers} publishers: {names})')
+                       f'not taken: {want} ({self.publishers} publishers: {names})', waiting)
 
     def conflict(self, now: float) -> str:
         """

@@ -97,6 +97,7 @@ def main(argv=None) -> int:
 
     from dataclasses import replace
 
+    from manip_control.nodes.common import release_context
     from manip_control.parameters import load_scenario
     from manip_control.plant import Plant
 
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
             thread.join(1.0)
         log.close()
         node.destroy_node()
-        rclpy.try_shutdown()
+        release_context()       # the participant goes now, not in the C library's exit
     return 0
 
 

@@ -204,3 +204,39 @@ def test_retired_timer_is_destroyed_and_kept_while_the_events_executor_spins(ros
     finally:
         ex.shutdown(timeout_sec=5)
         node.destroy_node()
+
+
+#: A node process that reports, after ``run_node`` returned, the DDS threads still running.
+AFTER_RUN_NODE = """
+import os, sys
+from manip_control.nodes.common import run_node
+from manip_control.nodes.controller_node import ControllerNode
+code = run_node(ControllerNode, sys.argv)
+tasks = os.listdir('/proc/self/task')
+names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in tasks]
+print('left:', ' '.join(sorted(n for n in names if n.startswith('dds.'))) or 'none', flush=True)
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not Path('/proc/self/task').is_dir(), reason='needs Linux /proc')
+def test_run_node_destroys_the_participant_before_the_interpreter_exits(procs):
+    """
+    A real-time controller's participant is gone when ``run_node`` returns.
+
+    The controller freezes what it built out of the collector; its participant then
+    outlived the interpreter, and Fast DDS destroyed it among the C library's exit handlers
+    with its threads running (heap corruption after the final zero torque).
+    """
+    params = str(ROOT / 'config' / 'hardware_params.yaml')
+    p = procs.start('controller', [PYTHON, '-c', AFTER_RUN_NODE, '--ros-args',
+                                   '--params-file', params, '-r', '__node:=controller'])
+    deadline = time.monotonic() + 60.0
+    while 'control thread: ' not in procs.output(p)[1]:
+        assert p.poll() is None and time.monotonic() < deadline, procs.output(p)
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)
+    assert procs.wait(p, 30) == 0, procs.output(p)
+    out, _ = procs.output(p)
+    assert 'left: none' in out, out
+    assert_clean_output(procs, p)

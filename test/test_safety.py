@@ -823,13 +823,18 @@ def test_source_check_named_publisher_and_single_source():
 def test_source_guard_with_a_named_publisher_refuses_without_conflict():
     g = SourceGuard('joint_states')
     g.expected, g.may_lock = '/jsb', False
-    r = g.check(5, 0.0)                                     # the rogue, alone
-    assert r is not None and r.reason is RefusalReason.SECOND_SOURCE
+    r = g.check(5, 0.0)                 # before discovery lists anyone: a start, not an error
+    assert r is not None and r.reason is RefusalReason.SECOND_SOURCE and r.waiting
     assert 'only /jsb may publish' in r.detail and g.conflict(0.0) == ''
+    g.publisher_names = ('/rogue',)                         # the rogue, alone on the graph
+    r = g.check(6, 0.01)
+    assert r is not None and not r.waiting
+    g.publisher_names = ('/jsb',)
     g.may_lock = True                                       # the graph shows only /jsb
     assert g.check(1, 0.1) is None and g.check(2, 0.11) is None
-    g.may_lock = False                                      # a rogue appears
-    assert g.check(5000, 0.12) is not None                  # refused, counted ...
+    g.may_lock, g.publisher_names = False, ()               # a rogue appears (not listed yet)
+    r = g.check(5000, 0.12)
+    assert r is not None and not r.waiting                  # refused, counted, an error ...
     assert g.conflict(0.12) == '' and g.check(3, 0.13) is None  # ... no conflict
     assert g.check(4, 2.0) is None                          # the lock goes on after silence
     g.last_time = -10.0

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import gc
 import os
 import sys
 import traceback
@@ -516,6 +517,29 @@ def bound_interpreter_exit(code: int) -> None:
         atexit.register(_bound_interpreter_exit)
 
 
+def release_context(context=None) -> None:
+    """
+    Shut ``context`` (rclpy's default when None) down and destroy its DDS participant now.
+
+    ``try_shutdown`` alone leaves the participant and rmw's graph-listener thread alive
+    while anything holds the context: a node in a reference cycle, or one the controller
+    froze out of the collector (``gc.freeze``). The participant then outlived the
+    interpreter and was destroyed by Fast DDS's static factory among the C library's exit
+    handlers, with its receive and listener threads still running: a controller died there
+    after its final zero torque (``malloc_consolidate(): unaligned fastbin chunk detected``,
+    exit -6 or -11; 1 Ctrl-C in 20 under load). Unfreezing and collecting the cycles and
+    destroying the context ends those threads here, in order.
+    """
+    import rclpy
+    from rclpy.utilities import get_default_context
+    ctx = context if context is not None else get_default_context(shutting_down=True)
+    rclpy.try_shutdown(context=ctx)
+    gc.unfreeze()           # the process is ending: frozen cycles may go now
+    gc.collect()
+    ctx.destroy()
+    gc.collect()
+
+
 def error_exit(message: str, code: int = 2) -> int:
     """Print ``error: message`` to stderr (one line, no traceback) and return ``code``."""
     print(f'error: {message}', file=sys.stderr, flush=True)
@@ -772,14 +796,14 @@ def run_node(factory, args=None) -> int:
     Ctrl-C / SIGTERM end it with 0 too. The node's ``drain(executor)`` (when present: take what
     already arrived) and then its ``close()`` run before the node is destroyed.
 
+    The context is then destroyed (:func:`release_context`): the DDS participant and its
+    threads end before ``run_node`` returns, never in the C library's exit handlers.
+
     A node whose constructor raised is destroyed too (never closed: it never commanded). After
-    such a start error the teardown (the node, the context's shutdown) and, after
-    ``run_node`` returned, the interpreter's exit (where the DDS participant goes) each end
-    the process with ``code`` after :data:`EXIT_BOUND` if they have not finished by then
-    (:func:`arm_exit_deadline`): a start error exits 2, whatever the DDS state. The exit
-    after a run is not bounded so (not verified there yet: SIGTERM exits of a commanding
-    controller crashed in glibc's heap check with the timer, in tests that also set
-    ``PYTHONFAULTHANDLER``, which made them crash without it too).
+    such a start error the teardown (the node, the context) and, after ``run_node``
+    returned, the interpreter's exit each end the process with ``code`` after
+    :data:`EXIT_BOUND` if they have not finished by then (:func:`arm_exit_deadline`): a
+    start error exits 2, whatever the DDS state.
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
@@ -831,7 +855,8 @@ def run_node(factory, args=None) -> int:
                 print(f'error: {exc}', file=sys.stderr)
                 code = 1
         # a start error (nothing was ever commanded): the DDS teardown must not hold the exit
-        if node is None:
+        started = node is not None
+        if not started:
             arm_exit_deadline(EXIT_BOUND, code)
         try:
             if node is not None:
@@ -848,10 +873,12 @@ def run_node(factory, args=None) -> int:
                     executor.shutdown()
                 except Exception:  # noqa: BLE001
                     pass
-            rclpy.try_shutdown()
+            # nothing here may hold the participant (bound methods hold their node)
+            node = built = executor = drain = close = None
+            release_context()
         finally:
             disarm_exit_deadline()
-            if node is None:            # the participant goes in the interpreter's exit
+            if not started:             # what is left goes in the interpreter's exit
                 bound_interpreter_exit(code)
     return code
 

@@ -55,6 +55,7 @@ from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import init_keeping_context_on_signals
 from manip_control.nodes.common import log_transport_note
 from manip_control.nodes.common import make_executor
+from manip_control.nodes.common import release_context
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.controller_node import ControllerNode
 from manip_control.nodes.plant_node import PlantNode
@@ -327,7 +328,6 @@ def summary_line(out: SimOutcome, nodes, recorder_path=None) -> str:
 
 def main(args=None) -> int:
     """``ros2 run manip_control composed --ros-args ...`` (sim.launch.py composed:=true)."""
-    import rclpy
     from rclpy.logging import get_logger
     argv = list(sys.argv if args is None else args)
     if wants_help(argv):
@@ -370,7 +370,7 @@ def main(args=None) -> int:
         defer_signals()                 # a signal now must not interrupt close()
         if runner is not None:
             runner.destroy()
-        rclpy.try_shutdown()
+        release_context()
     return code
 
 

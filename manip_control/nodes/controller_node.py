@@ -799,11 +799,12 @@ class ControllerNode(LifecycleNode):
         if thread is not threading.current_thread():
             thread.join(2.0)
         self._loop_thread = None
-        if not thread.is_alive():
-            try:
-                self._loop_gc.destroy_when_not_in_use()     # it holds the context
-            except Exception:  # noqa: BLE001 - already destroyed
-                pass
+        try:
+            # it holds the context (so its DDS participant); in use by a thread that did not
+            # end yet, it goes when that thread leaves its wait
+            self._loop_gc.destroy_when_not_in_use()
+        except Exception:  # noqa: BLE001 - already destroyed
+            pass
 
     def _control_loop(self) -> None:
         """
@@ -835,7 +836,6 @@ class ControllerNode(LifecycleNode):
                 f'{self.realtime_status} (a busy host can delay ticks)')
         else:
             self.get_logger().info(f'control thread: {self.realtime_status}')
-        state_sub, ref_sub = self._subs
         period = int(round(self.period * 1e9))
         timer = self.config.trigger == 'timer'
         gc = self._loop_gc
@@ -844,6 +844,14 @@ class ControllerNode(LifecycleNode):
         except Exception as exc:  # noqa: BLE001 - the context is gone
             self.get_logger().error(f'control thread: no wait set ({exc})')
             return
+        try:
+            self._run_control_loop(ws, gc, period, timer)
+        finally:
+            ws.destroy_when_not_in_use()        # it holds the context, as the guard does
+
+    def _run_control_loop(self, ws, gc, period: int, timer: bool) -> None:
+        """Loop of :meth:`_control_loop` on its wait set ``ws`` and stop guard ``gc``."""
+        state_sub, ref_sub = self._subs
         next_tick = next_watchdog = time.monotonic_ns() + period
         while not self._loop_stop:
             deadline = min(next_tick, next_watchdog) if timer else next_watchdog

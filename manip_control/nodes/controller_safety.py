@@ -421,16 +421,18 @@ class ControllerSafety:
     def _refused(self, source: str, refusal: Refusal) -> None:
         line = self.refusals.record(source, refusal, time.monotonic())
         if line:
-            self.node.get_logger().error(line)
+            log = self.node.get_logger()
+            (log.info if refusal.waiting else log.error)(line)
 
     def set_source_fault(self, detail: str) -> None:
         """Set (``detail``) or clear (``''``) the input-source conflict (safe mode)."""
         if detail != self.supervisor.source_fault:
             self._log(self.supervisor.set_source_fault(self.now(), detail))
 
-    def refuse(self, source: str, reason: RefusalReason, detail: str) -> None:
-        """Count (and log, throttled) a refused ``source`` message."""
-        self._refused(source, Refusal(reason, detail))
+    def refuse(self, source: str, reason: RefusalReason, detail: str,
+               waiting: bool = False) -> None:
+        """Count (and log, throttled) a refused ``source`` message (see ``Refusal``)."""
+        self._refused(source, Refusal(reason, detail, waiting))
 
     def accept_joint_state(self, stamp, names, position, velocity, effort=(),
                            wall_stamp: bool = False, seq: int | None = None):

@@ -65,6 +65,7 @@ from manip_control.nodes.common import EXECUTORS
 from manip_control.nodes.common import guard_services
 from manip_control.nodes.common import init_keeping_context_on_signals
 from manip_control.nodes.common import make_executor
+from manip_control.nodes.common import release_context
 from manip_control.nodes.common import retire
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import spin_until
@@ -500,7 +501,6 @@ class SimRunner:
 
     def destroy(self) -> None:
         """Destroy the nodes and executor (and the context when created here)."""
-        import rclpy
         for n in self.nodes:                  # e.g. the recorder finishes its bag
             close = getattr(n, 'close', None)
             if close is not None:
@@ -521,7 +521,7 @@ class SimRunner:
             ex.shutdown()
             self.executor = None
         if self._owns_context:
-            rclpy.try_shutdown()
+            release_context()
             self._owns_context = False
 
 
@@ -922,7 +922,6 @@ def set_realtime_priority(priority: int) -> None:
 
 def run(argv=None) -> tuple[int, SimOutcome | None]:
     """manip-sim without sys.exit: ``(exit code, outcome)``."""
-    import rclpy
     from rclpy.utilities import remove_ros_args
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -985,7 +984,7 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
         defer_signals()
         if runner is not None:
             runner.destroy()
-        rclpy.try_shutdown()
+        release_context()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
