@@ -167,6 +167,31 @@ def test_unmatched_joint_states_are_named_once(ros_context, names):
     assert d['reason'] != 'joint_names' and not d.get('joint_names_mismatch'), d
 
 
+def test_a_refusal_while_discovery_lags_is_news_and_a_rogue_an_error(ros_context):
+    """
+    States before discovery lists their publisher: INFO; a refusal of a listed rogue: ERROR.
+
+    Both through the node's real rclpy logger first (it refuses one call site that logs at
+    two severities: the controller then stopped on its first rogue), then recorded.
+    """
+    from manip_control.safety import RefusalReason
+    node = make_node(ControllerNode, ros_context, controller_specs(),
+                     {'mode': 'realtime', 'trigger': 'state', 'autostart': False})
+    node.trigger_configure()
+    for waiting, source in ((True, 'joint_states'), (False, 'reference'),
+                            (True, 'reference'), (False, 'joint_states')):
+        node.safety.refusals.reset()                        # every one is logged
+        node.safety.refuse(source, RefusalReason.SECOND_SOURCE, 'not taken', waiting)
+    log = _recorded(node)
+    node.safety.refusals.reset()
+    node.safety.refuse('joint_states', RefusalReason.SECOND_SOURCE, 'not taken', True)
+    node.safety.refusals.reset()
+    node.safety.refuse('joint_states', RefusalReason.SECOND_SOURCE, 'not taken', False)
+    assert [k for k, _ in log.lines] == ['info', 'error'], log.lines
+    assert all('ignoring joint_states message: second_source: not taken' in t
+               for _, t in log.lines), log.lines
+
+
 def test_a_long_mismatch_is_named_in_one_bounded_line(ros_context):
     """200 configured joints none of which the driver names: one line, the lists shortened."""
     links = ''.join(f'<link name="l{k}"><inertial><mass value="1"/><inertia ixx="0.01" '

@@ -420,9 +420,11 @@ class ControllerSafety:
     # -- inputs --------------------------------------------------------------------------------
     def _refused(self, source: str, refusal: Refusal) -> None:
         line = self.refusals.record(source, refusal, time.monotonic())
-        if line:
-            log = self.node.get_logger()
-            (log.info if refusal.waiting else log.error)(line)
+        # two call sites: rclpy refuses one call site that logs at two severities
+        if line and refusal.waiting:
+            self.node.get_logger().info(line)
+        elif line:
+            self.node.get_logger().error(line)
 
     def set_source_fault(self, detail: str) -> None:
         """Set (``detail``) or clear (``''``) the input-source conflict (safe mode)."""
