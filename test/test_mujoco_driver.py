@@ -151,6 +151,8 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
           f'{peak.max():.2e} rad over {samples} samples; command ratio '
           f'{100 * s["command_ratio"]:.2f} % of {s["ticks_after_first_command"]} ticks '
           f'(to the stop {s["ticks_at_stop"]}), late restarts {s["late_restarts"]}; '
+          f'max |qd| {s["max_abs_velocity"]:.2f} rad/s until the stop, '
+          f'{s["max_abs_velocity_after_stop"]:.2f} after it; '
           f'safe entries {({k: v for k, v in diag.items() if k.startswith("safe_entries")})}'
           f', hold timeouts {diag.get("hold_timeouts")}')
     assert samples >= 1000, samples

@@ -46,7 +46,9 @@ provided: the package's lockstep protocol is the plant node's.
 At exit (Ctrl-C, SIGTERM) the loop keeps running while commands still arrive (at most
 ``drain_time``), so the controller's last, zero, command is applied; then one summary line is
 logged (and written as JSON to ``summary_file``): ticks, ticks with a fresh command, refused
-commands, the last command.
+commands, the last command, the largest joint speed until the stop (``max_abs_velocity``) and
+after it (``max_abs_velocity_after_stop``: the arm under the last command, zero torque
+included, until the driver ends: a simulated arm without brakes falls then).
 
     ros2 run manip_control mujoco_driver --ros-args -p robot_description:="$(xacro arm.urdf)"
 """
@@ -271,6 +273,7 @@ class MujocoDriverNode(Node):
                       'payload_added_at_tick': None}
         self.last_refusal = ''
         self._at_stop = None
+        self._max_speed_at_stop: float | None = None
         self._running = True
 
         from rclpy.qos import QoSProfile
@@ -404,6 +407,7 @@ class MujocoDriverNode(Node):
         self._at_stop = (self.stats['ticks_after_first_command'],
                          self.stats['ticks_with_command'])
         self.stats['ticks_at_stop'] = self.stats['ticks']
+        self._max_speed_at_stop = self.stats['max_abs_velocity']
         end = time.monotonic() + self.values['drain_time']
         last, quiet_since = self.stats['commands'], time.monotonic()
         while time.monotonic() < end and time.monotonic() - quiet_since < 0.5:
@@ -421,6 +425,9 @@ class MujocoDriverNode(Node):
         after, fresh = self._at_stop or (s['ticks_after_first_command'],
                                          s['ticks_with_command'])
         s['command_ratio'] = fresh / after if after else 0.0
+        if self._max_speed_at_stop is not None:
+            s['max_abs_velocity'] = self._max_speed_at_stop
+            s['max_abs_velocity_after_stop'] = self.stats['max_abs_velocity']
         s['final_position'] = self.arm.q.tolist()
         return s
 
@@ -435,7 +442,9 @@ class MujocoDriverNode(Node):
             f'stop had a fresh one, '
             f'{s["commands"]} commands, {s["refused"]} refused, {s["states_lost"]} states '
             f'dropped, {s["late_restarts"]} late restarts, max |qd| '
-            f'{s["max_abs_velocity"]:.3g} rad/s, last command '
+            f'{s["max_abs_velocity"]:.3g} rad/s until the stop'
+            + (f' ({s["max_abs_velocity_after_stop"]:.3g} after it)'
+               if 'max_abs_velocity_after_stop' in s else '') + ', last command '
             f'[{", ".join(f"{x:.4g}" for x in s["last_command"])}]')
         path = self.values['summary_file']
         if path:
