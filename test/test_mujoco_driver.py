@@ -92,16 +92,17 @@ def _params(ros2_ws, tmp_path: Path, urdf: str, summary: Path) -> Path:
     return path
 
 
-def _tracking(probe: ThreadedProbe, joints):
-    """RMS and max of ``q - q_d`` from LATE on, matched by stamp; samples used."""
+def _tracking(probe: ThreadedProbe, stop_ns: int):
+    """RMS and max of ``q - q_d`` from LATE on to the Ctrl-C, matched by stamp; samples."""
     def stamp(m):
         return m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
 
     q = {stamp(m): np.array(m.position) for _, m in probe.get('states')}
     cmds = [m for _, m in probe.get('cmds')]
     t0 = stamp(cmds[0])
+    # to the Ctrl-C: after it the controller ramps to zero torque and stops tracking
     err = np.array([q[stamp(m)] - np.array(m.position) for m in cmds
-                    if stamp(m) in q and stamp(m) - t0 >= LATE * 1e9])
+                    if stamp(m) in q and stamp(m) - t0 >= LATE * 1e9 and stamp(m) < stop_ns])
     return np.sqrt(np.mean(err ** 2, axis=0)), np.abs(err).max(axis=0), len(err)
 
 
@@ -131,11 +132,12 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
         p = ros2_procs.start('mujoco_launch', _launch(ros2_ws, *args))
         probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
         time.sleep(RUN)
+        stop_ns = time.time_ns()                # the driver stamps its states on this clock
         os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
         rc = ros2_procs.wait(p, 60)
         out, err = ros2_procs.output(p)
         text = out + '\n' + err
-        rms, peak, samples = _tracking(probe, None)
+        rms, peak, samples = _tracking(probe, stop_ns)
         diag = _diag_values(probe)
     finally:
         probe.close()
