@@ -240,3 +240,38 @@ def test_run_node_destroys_the_participant_before_the_interpreter_exits(procs):
     out, _ = procs.output(p)
     assert 'left: none' in out, out
     assert_clean_output(procs, p)
+
+
+#: ``run_node`` on a controller whose constructor is stopped: by Ctrl-C (``interrupt``, a
+#: KeyboardInterrupt raised inside the constructor) or by a bad parameter (``argv``).
+STOPPED_IN_CONSTRUCTOR = """
+import os, sys
+import manip_control.nodes.controller_node as controller_node
+from manip_control.nodes.common import run_node
+if sys.argv[1] == 'interrupt':
+    def interrupted(self, values):
+        raise KeyboardInterrupt
+    controller_node.ControllerNode._check_arm_limits = interrupted
+code = run_node(controller_node.ControllerNode, sys.argv[1:])
+tasks = os.listdir('/proc/self/task')
+names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in tasks]
+print('left:', ' '.join(sorted(n for n in names if n.startswith('dds.'))) or 'none', flush=True)
+print('code:', code, flush=True)
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not Path('/proc/self/task').is_dir(), reason='needs Linux /proc')
+@pytest.mark.parametrize('how, code', [('interrupt', 0), ('bad_parameter', 2)])
+def test_a_node_stopped_while_built_leaves_no_participant_behind(procs, how, code):
+    """
+    The node under construction and its participant are gone when ``run_node`` returns.
+
+    Finding that node in the traceback read the locals of ``run_node``'s own frame, which
+    kept the exception, its traceback and so the node alive until the interpreter's exit.
+    """
+    args = ['--ros-args', '-p', 'control_rate:=0.0'] if how == 'bad_parameter' else []
+    p = procs.start('controller', [PYTHON, '-c', STOPPED_IN_CONSTRUCTOR, how, *args])
+    assert procs.wait(p, 60) == code, procs.output(p)
+    out, _ = procs.output(p)
+    assert 'left: none' in out and f'code: {code}' in out, procs.output(p)

@@ -893,6 +893,10 @@ def _node_under_construction(exc: BaseException):
     """
     from rclpy.node import Node
     tb = exc.__traceback__
+    # not the first frame, the caller's own (run_node, still running): reading its locals
+    # leaves a snapshot on it that holds ``exc``, its traceback and so the node and its
+    # DDS participant until the process exits
+    tb = tb.tb_next if tb is not None else None
     while tb is not None:
         candidate = tb.tb_frame.f_locals.get('self')
         if isinstance(candidate, Node):
