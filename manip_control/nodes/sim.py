@@ -482,10 +482,15 @@ class SimRunner:
     def _outcome(self, wall, published, recorded, interrupted) -> SimOutcome:
         sc = self.scenario
         n = len(self.plant.joints)
-        ch = np.array(self.controller.history, dtype=float).reshape(-1, 1 + 6 * n)
+        # one snapshot of both: a real-time control thread may still tick (one row more in
+        # the later one: "shapes (191,) (192,)" in a 0.2 s run)
+        with self.controller._lock:
+            history = list(self.controller.history)
+            latencies = list(self.controller.latencies)
+        ch = np.array(history, dtype=float).reshape(-1, 1 + 6 * n)
         lat = fresh = None
-        if self.controller.latencies:
-            arr = np.array(self.controller.latencies, dtype=np.int64).reshape(-1, 2)
+        if latencies:
+            arr = np.array(latencies, dtype=np.int64).reshape(-1, 2)
             lat, fresh = arr[:, 0], arr[:, 1].astype(bool)
         result = None
         if self.lockstep and self.plant.history:
