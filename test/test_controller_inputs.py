@@ -257,8 +257,13 @@ def _on_hand_clock(ros_context):
     node.trigger_configure()
     node.trigger_activate()
     # the test is the only clock and the only caller: the control thread, which would run
-    # the watchdog concurrently on the same hand clock, is stopped
+    # the watchdog concurrently on the same hand clock, is stopped, and waited for past the
+    # node's own 2 s (a thread starved in a tick on a loaded host finishes it later)
+    thread = node._loop_thread
     node._stop_control_thread()
+    if thread is not None:
+        thread.join(60.0)
+        assert not thread.is_alive(), 'the control thread did not stop'
     safety = node.safety
     clock = [1000.0]
     safety.now = lambda: clock[0]
