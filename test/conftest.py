@@ -202,11 +202,8 @@ def end_context(ctx) -> None:
     every discovery of the domain, and new processes' services were then matched too late
     for their first requests (``ros2 lifecycle set`` hung, a storm got no reply).
     """
-    import gc
-    import rclpy
-    rclpy.try_shutdown(context=ctx)
-    ctx.destroy()
-    gc.collect()        # nodes in reference cycles hold the participant until collected
+    from manip_control.nodes.common import release_context
+    release_context(ctx)    # nodes in reference cycles hold the participant until collected
 
 
 @pytest.fixture

@@ -1412,6 +1412,11 @@ class ControllerNode(LifecycleNode):
         self._last_used_state = st.stamp_ns
         return out
 
+    def history_snapshot(self) -> tuple[list, list]:
+        """Return copies of ``history`` and ``latencies`` taken together (between ticks)."""
+        with self._lock:
+            return list(self.history or ()), list(self.latencies or ())
+
     def compute(self, st: StateSample, ref: ReferenceSample) -> ControlOutput:
         """Call the core: the torque command after limits for a state and reference."""
         out = self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d)

@@ -484,9 +484,7 @@ class SimRunner:
         n = len(self.plant.joints)
         # one snapshot of both: a real-time control thread may still tick (one row more in
         # the later one: "shapes (191,) (192,)" in a 0.2 s run)
-        with self.controller._lock:
-            history = list(self.controller.history)
-            latencies = list(self.controller.latencies)
+        history, latencies = self.controller.history_snapshot()
         ch = np.array(history, dtype=float).reshape(-1, 1 + 6 * n)
         lat = fresh = None
         if latencies:
