@@ -67,11 +67,7 @@ DEFERRED = {
 #: to what breaking the circles needed. Move these to the top of the module once that work has
 #: landed, and empty this list (an entry that no longer matches an import fails the test).
 PENDING = {
-    ('manip_control/nodes/common.py', '_stop_with_parent'): {'signal', 'ctypes'},
-    ('manip_control/nodes/common.py', 'init_keeping_context_on_signals'): {'signal'},
     ('manip_control/nodes/common.py', 'loopback_udp_profile'): {'tempfile'},
-    ('manip_control/nodes/common.py', 'lock_memory'): {'ctypes'},
-    ('manip_control/nodes/common.py', 'name_thread'): {'ctypes'},
     ('manip_control/nodes/ros_params.py', '_arm_plant_config'): {
         'manip_control.parameters._int', 'manip_control.parameters._positive',
         'manip_control.parameters._sensors_from_dict',
