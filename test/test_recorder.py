@@ -219,11 +219,16 @@ def test_lockstep_output_waits_until_the_recorder_is_matched(ros_context, execut
 
 def test_recorder_gate_gives_up_after_its_timeout_with_a_warning(ros_context):
     from conftest import make_node
+    from manip_control.nodes.recorder_gate import format_ready
     from manip_control.nodes.recorder_gate import parse_ready
     from manip_control.nodes.recorder_gate import RecorderGate
     from manip_control.nodes.ros_params import trajectory_specs
     from manip_control.nodes.trajectory_node import TrajectoryNode
     assert parse_ready('matched 2/2: /a /b') == {'/a', '/b'}
+    # what the recorder writes is what the gate reads
+    assert format_ready(['/a', '/b'], 2) == 'matched 2/2: /a /b'
+    assert parse_ready(format_ready(['/a', '/b'], 2)) == {'/a', '/b'}
+    assert parse_ready(format_ready(['/a'], 2)) is None
     for text in ('matched 1/2: /a', 'matched 0/0: ', 'matched x/2: /a', 'ready', ''):
         assert parse_ready(text) is None, text
     node = make_node(TrajectoryNode, ros_context, trajectory_specs(), {})

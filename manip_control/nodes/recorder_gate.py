@@ -42,11 +42,16 @@ READY_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
+def format_ready(matched: list[str], wanted: int) -> str:
+    """Return the recorder's readiness report: ``matched K/N: /t1 /t2 ...`` (K matched)."""
+    return f'matched {len(matched)}/{wanted}: ' + ' '.join(matched)
+
+
 def parse_ready(text: str) -> set[str] | None:
     """
     Return the recorded topics of a readiness report once all are matched, else None.
 
-    ``text``: ``matched K/N: /t1 /t2 ...``; anything else (or K < N) gives None.
+    ``text``: as :func:`format_ready` writes it; anything else (or K < N) gives None.
     """
     head, _, rest = text.partition(': ')
     try:

@@ -71,6 +71,7 @@ from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import spin_once
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.recorder_gate import format_ready
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import DEFAULT_RECORD_TOPICS
 from manip_control.nodes.ros_params import NODE_NAMES
@@ -332,7 +333,7 @@ class RecorderNode(Node):
     def _announce(self) -> None:
         """Publish the matched topics on ``~/ready`` when they change; stop when all are."""
         matched = self.matched_topics()
-        text = f'matched {len(matched)}/{len(self._wanted)}: ' + ' '.join(matched)
+        text = format_ready(matched, len(self._wanted))
         if text != self._ready_text:
             self._ready_text = text
             self._ready_pub.publish(self._ready_msg(data=text))
