@@ -317,17 +317,28 @@ def guard_services(node) -> int:
     return n
 
 
-def set_thread_realtime(priority: int) -> str:
-    """
-    Run the calling thread with ``SCHED_FIFO`` at ``priority`` (1-99; 0: leave it).
+#: SCHED_FIFO priority of the executor thread of a process whose loop runs in a real-time
+#: thread: it shares the interpreter lock with that loop, and descheduled by a normal process
+#: while holding it, it would hold the loop too; at the lowest real-time priority it is not,
+#: and the loop's thread still preempts it.
+EXECUTOR_PRIORITY = 1
+#: Interpreter switch interval while a real-time loop runs [s] (the default is 5 ms): a
+#: thread waiting for the interpreter lock gets it this soon.
+SWITCH_INTERVAL = 2e-4
 
-    Returns '' when done (or nothing asked), else why the OS refused it (the thread keeps its
-    normal scheduling). Linux applies ``sched_setscheduler(0, ...)`` to the calling thread.
+
+def set_thread_realtime(priority: int, thread_id: int = 0) -> str:
+    """
+    Run a thread with ``SCHED_FIFO`` at ``priority`` (1-99; 0: leave it).
+
+    ``thread_id``: the thread's native id; 0, the calling thread (Linux applies
+    ``sched_setscheduler`` to a thread). Returns '' when done (or nothing asked), else why
+    the OS refused it (the thread keeps its normal scheduling).
     """
     if priority <= 0:
         return ''
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+        os.sched_setscheduler(int(thread_id), os.SCHED_FIFO, os.sched_param(int(priority)))
     except (OSError, AttributeError, ValueError) as exc:
         return f'SCHED_FIFO priority {priority} refused ({exc})'
     return ''

@@ -93,6 +93,7 @@ from manip_control.control import ControlOutput
 from manip_control.nodes import cdr
 from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import EXECUTOR_PRIORITY
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import lock_memory
 from manip_control.nodes.common import name_thread
@@ -104,6 +105,7 @@ from manip_control.nodes.common import set_thread_realtime
 from manip_control.nodes.common import set_threads_realtime
 from manip_control.nodes.common import single_threaded_blas
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.common import SWITCH_INTERVAL
 from manip_control.nodes.controller_safety import command_safety_from_values
 from manip_control.nodes.controller_safety import ControllerSafety
 from manip_control.nodes.controller_safety import RESTART_SETTLE
@@ -1706,10 +1708,6 @@ class ControllerNode(LifecycleNode):
 #: ``ros2 lifecycle set``, which waits without a timeout, hung; 0.1 s was too short in full
 #: test runs). Zero torque was sent and acknowledged before.
 EXIT_AFTER_SHUTDOWN = 1.0
-#: SCHED_FIFO priority of the executor thread while a real-time control thread runs.
-EXECUTOR_PRIORITY = 1
-#: Interpreter switch interval while a control thread runs [s] (the default is 5 ms).
-SWITCH_INTERVAL = 2e-4
 #: The executor's watchdog timer runs when the control thread has not for this many periods.
 WATCHDOG_BACKUP_PERIODS = 3
 #: Most references handled at one wake-up of the control thread (the reader keeps 100).
