@@ -52,6 +52,8 @@ from manip_control.nodes.common import prefer_udp_transport
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The fixture URDFs of real arms (read there, never copied).
+URDF_DIR = ROOT.parent / 'shared' / 'fixtures' / 'urdf'
 PYTHON = sys.executable
 #: The shared fixtures (URDFs, robot bags, ros2 tools), read in place (DEVELOPERS.md).
 SHARED_FIXTURES = ROOT.parent / 'shared' / 'fixtures'

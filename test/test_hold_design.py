@@ -254,6 +254,40 @@ def test_hold_from_moving_states_with_5ms_delay(name):
     assert peak_old > 1.0, peak_old
 
 
+@pytest.mark.parametrize('name', ['panda.urdf', 'xarm7.urdf'])
+def test_hold_through_the_nodes_rate_limit_stays_within_the_velocity_limits(name):
+    """
+    The hold of the previous test through the node's torque-rate limit, as the node runs it.
+
+    Given the nominal mass matrix the limiter takes the bounded step closest in joint
+    acceleration, so braking every joint at its rate does not push a light one beyond its
+    velocity limit. The step scaled as a whole (the limiter without the mass matrix) took
+    the xarm7 to 1.31x its velocity limit from these starts.
+    """
+    arm, sim = arm_of(name)
+    lim = effort(arm)
+
+    def peaks(with_mass):
+        out = []
+        for q0, qd0 in moving_states(arm):
+            limiter = rate_limiter(arm)
+            if with_mass:
+                limit = limiter.limit
+                limiter.limit = lambda u, dt, _limit=limit: _limit(
+                    u, dt, lambda: arm.mass_matrix(sim.q))
+            v = run_delayed(sim, q0, qd0, mass_hold(arm, q0, lim), 5, 1500, arm.gravity(q0),
+                            limiter)
+            assert limiter.limited > 0               # the limit acted
+            out.append(np.max(np.abs(v) / arm.limits.velocity))
+            assert np.abs(v[-1]).max() < 0.05       # and the arm is still after 1.5 s
+        return max(out)
+    peak = peaks(True)
+    print(f'\n[hold] {name}: peak |qd| / limit through the rate limit {peak:.2f}')
+    assert peak <= 1.0, peak
+    if name == 'xarm7.urdf':
+        assert peaks(False) > 1.0
+
+
 def resume_run(name, law, kp, kd, delay=5, ticks=1500):
     """
     Resume from the hold: the normal law on a re-planned reference, ``delay`` ticks late.

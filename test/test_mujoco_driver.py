@@ -25,12 +25,12 @@ and a fresh command for >= 95 % of the driver's ticks from the first command to 
 (counted by the driver): the arm is tracked, never lost (a lost arm is off by tenths of a
 radian). The goals are tighter (1e-3 rad, 99 %) and not met on every run: the command share
 is 97.8-99.6 % (65-95 % on a slow host while the driver's command-taking threads ran at
-normal scheduling), and the last joint of the xArm 7 cannot meet them with this law at all: its URDF gives
-it 1 N m of dry friction and 2 N m s/rad of damping on an apparent inertia of 1.4e-4 kg m^2, so
-the computed torque's stiffness there (``M kp`` = 0.06 N m/rad) is nothing against the
-friction; what keeps that joint near its reference is the friction feed-forward, and it wanders
-by several 1e-2 rad (1.2e-2 to 5.8e-2 rad RMS measured at load 10). That joint is judged at
-0.15 rad, still far from lost. No
+normal scheduling), and the last joint of the xArm 7 does not meet them with this law: its URDF
+gives it 1 N m of dry friction and 2 N m s/rad of damping on an apparent inertia of 1.4e-4
+kg m^2; what keeps it near its reference is the friction feed-forward, and it wanders by
+1e-2 rad RMS (1.2e-2 to 5.8e-2 rad measured at load 10). Not a matter of stiffness: kp 1600,
+4000 and 10000 on that joint (400 elsewhere) gave 1.1e-2, 7.8e-3 and 6.4e-3 rad. That joint
+is judged at 0.15 rad, still far from lost. No
 velocity- or position-limit safe-mode entry and no hold timeout (the controller's
 diagnostics); every process finishes cleanly and the last command the driver holds is zero.
 12 s runs keep the three arms near 1 min.

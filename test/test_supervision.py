@@ -24,6 +24,7 @@ import math
 from manip_control.parameters import ParameterError
 from manip_control.supervision import blend_duration
 from manip_control.supervision import clamp_acceleration
+from manip_control.supervision import closest_bounded_step
 from manip_control.supervision import command_safety_from_dict
 from manip_control.supervision import CommandSafetyParameters
 from manip_control.supervision import quintic_blend
@@ -202,6 +203,63 @@ def test_torque_rate_limiter_keeps_the_direction_of_the_step():
         assert cos == pytest.approx(1.0, abs=1e-12)
         assert limited == (not np.allclose(step, asked))
         last = np.array(out)
+
+
+def _panda_mass_matrices(count, seed):
+    from conftest import URDF_DIR
+    from manip_control.arm_model import UrdfArm
+    arm = UrdfArm.from_file(URDF_DIR / 'panda.urdf')
+    rng = np.random.default_rng(seed)
+    lo, hi = arm.limits.lower, arm.limits.upper
+    return [arm.mass_matrix(lo + (hi - lo) * rng.random(arm.n)) for _ in range(count)]
+
+
+def test_closest_bounded_step_agrees_with_scipy_bounded_least_squares():
+    """The step closest in acceleration, ``min |M^-1 (x - d)|`` in the box, as scipy's BVLS."""
+    from scipy.optimize import lsq_linear
+    rng = np.random.default_rng(5)
+    for mass in _panda_mass_matrices(60, 5):
+        step = rng.normal(0.0, 1.0, 7) * rng.choice([0.1, 1.0, 10.0], 7)
+        bound = rng.uniform(0.05, 2.0, 7)
+        x = closest_bounded_step(mass, step, bound)
+        a = np.linalg.inv(mass)
+        ref = lsq_linear(a, a @ step, bounds=(-bound, bound), method='bvls', tol=1e-14).x
+        assert np.all(np.abs(x) <= bound)
+
+        def cost(v):
+            return float(np.sum((a @ (v - step)) ** 2))
+        assert cost(x) == pytest.approx(cost(ref), rel=1e-9, abs=1e-12)
+        # every iterate is bounded and no worse than the uniformly scaled step
+        scaled = step / max(1.0, float(np.max(np.abs(step) / bound)))
+        for iterations in (1, 2, 3):
+            xi = closest_bounded_step(mass, step, bound, iterations)
+            assert np.all(np.abs(xi) <= bound)
+            assert cost(xi) <= cost(scaled) * (1 + 1e-12) + 1e-15
+    inside = np.array([0.1, -0.2])
+    assert np.array_equal(closest_bounded_step(np.eye(2), inside, np.ones(2)), inside)
+
+
+def test_torque_rate_limiter_with_the_mass_matrix_brakes_in_acceleration():
+    """Given ``M``, a limited step is the bounded one closest in acceleration, never beyond."""
+    rate = np.array([87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0]) / 0.04
+    rng = np.random.default_rng(8)
+    for mass in _panda_mass_matrices(20, 8):
+        lim = TorqueRateLimiter(tuple(rate))
+        lim.reset((0.0,) * 7)
+        target = rng.normal(0.0, 20.0, 7)
+        out, limited = lim.limit(tuple(target), 1e-3, lambda: mass)
+        assert limited and np.all(np.abs(out) <= rate * 1e-3 * (1 + 1e-12))
+        scaled_lim = TorqueRateLimiter(tuple(rate))
+        scaled_lim.reset((0.0,) * 7)
+        scaled, _ = scaled_lim.limit(tuple(target), 1e-3)
+        a = np.linalg.inv(mass)
+        assert (np.linalg.norm(a @ (np.array(out) - target))
+                <= np.linalg.norm(a @ (np.array(scaled) - target)) * (1 + 1e-12))
+    # a mass matrix that cannot be had: the scaled step
+    lim = TorqueRateLimiter((2000.0, 1000.0))
+    lim.reset((0.0, 0.0))
+    out, _ = lim.limit((89.0, -25.0), 0.001, lambda: None)
+    assert out == pytest.approx((2.0, -25.0 * 2.0 / 89.0))
 
 
 def test_stop_ramp_to_the_hold_then_to_zero():
