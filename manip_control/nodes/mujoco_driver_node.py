@@ -72,7 +72,6 @@ from manip_control.nodes.common import owns_process
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import set_thread_realtime
 from manip_control.nodes.common import set_threads_realtime
-from manip_control.nodes.common import SWITCH_INTERVAL
 from manip_control.nodes.ros_params import declare_parameters
 from manip_control.nodes.ros_params import ParamSpec
 from manip_control.nodes.ros_params import print_node_help
@@ -332,7 +331,9 @@ class MujocoDriverNode(Node):
         host starved them and a command reached the physics thread a tick late (measured on
         a slow, otherwise idle 2-core host with the controller and a probe: 65-95 % of the
         ticks had a fresh command). As the controller does: Fast DDS's threads at one below,
-        the executor at 1 (still preempted by the physics thread), a 0.2 ms switch interval.
+        the executor at 1 (still preempted by the physics thread). Not the controller's 0.2 ms
+        switch interval: with it the adaptive 2R's error after a payload pick-up grew 2-3x
+        (the extra switches took the CPU that the normal-priority trajectory node needed).
         """
         prio = self.values['realtime_priority']
         if prio <= 0:
@@ -342,7 +343,6 @@ class MujocoDriverNode(Node):
             why = set_threads_realtime('dds.', prio - 1)[1]
             if not why:
                 why = set_thread_realtime(EXECUTOR_PRIORITY, threading.main_thread().native_id)
-            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         if why:
             self.get_logger().warning(f'realtime_priority {prio}: not permitted here ({why}); '
                                       'the physics runs with normal scheduling')
