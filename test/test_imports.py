@@ -36,6 +36,11 @@ PACKAGE = 'manip_control'
 DEFERRED = {
     'manip_control.kernel': 'the compiled engine: it imports numba (about a second); loaded '
                             'when a compiled step or loop first runs',
+    'manip_control.arm_plant': 'the n-joint plant: it imports numba (about a second); loaded '
+                               'when a node simulates a URDF arm',
+    'manip_control.arm_scenario': 'URDF-arm defaults: through the plant and the adaptive law '
+                                  'it imports numba (about a second), which the 2R nodes and '
+                                  'every --help would pay',
     'manip_control.lesson': 'the summary at the end of a manip-sim run only: it loads the '
                             'robustness bounds, scipy and numba (seconds to import)',
     'numba': 'the compiled law of an n-joint controller only (about a second to import): the '
@@ -59,49 +64,6 @@ DEFERRED = {
     'sensor_msgs': 'ROS 2 messages, needed only once a node starts',
     'std_msgs': 'ROS 2 messages, needed only once a node starts',
     'trajectory_msgs': 'ROS 2 messages, needed only once a node starts',
-}
-
-
-#: Imports inside functions left in place for now: (file, function) -> the names they import.
-#: The controller's threading changes these two files in parallel, so their diff here is kept
-#: to what breaking the circles needed. Move these to the top of the module once that work has
-#: landed, and empty this list (an entry that no longer matches an import fails the test).
-PENDING = {
-    ('manip_control/nodes/common.py', 'loopback_udp_profile'): {'tempfile'},
-    ('manip_control/nodes/ros_params.py', '_arm_plant_config'): {
-        'manip_control.parameters._int', 'manip_control.parameters._positive',
-        'manip_control.parameters._sensors_from_dict',
-        'manip_control.parameters._validate_friction', 'manip_control.parameters._validate_motor',
-        'manip_control.parameters._vector', 'manip_control.parameters.build_joint_list'},
-    ('manip_control/nodes/ros_params.py', '_closest'): {'difflib'},
-    ('manip_control/nodes/ros_params.py', 'arm_control_defaults'): {
-        'manip_control.arm_model.ArmModelError', 'manip_control.arm_scenario.control_defaults'},
-    ('manip_control/nodes/ros_params.py', 'arm_from_description'): {
-        'manip_control.arm_model.ArmModelError', 'manip_control.arm_model.UrdfArm'},
-    ('manip_control/nodes/ros_params.py', 'arm_plant_defaults'): {
-        'manip_control.arm_scenario.plant_defaults'},
-    ('manip_control/nodes/ros_params.py', 'drives_following_plant'): {
-        'manip_control.arm_model.ArmModelError', 'manip_control.arm_model.UrdfArm',
-        'manip_control.arm_scenario.plant_defaults'},
-    ('manip_control/nodes/ros_params.py', 'drives_params_file'): {
-        'hashlib', 'tempfile', 'manip_control.arm_model.ArmModelError',
-        'manip_control.arm_model.read_urdf_file'},
-    ('manip_control/nodes/ros_params.py', 'hard_limit_specs'): {
-        'manip_control.safety.HARD_LIMIT_DOC', 'manip_control.safety.HARD_LIMIT_PREFIX'},
-    ('manip_control/nodes/ros_params.py', 'held_urdf_plant'): {
-        'manip_control.arm_model.ArmModelError', 'manip_control.arm_plant.HeldArmPlant',
-        'manip_control.arm_scenario.urdf_plant'},
-    ('manip_control/nodes/ros_params.py', 'load_params_file'): {'sys'},
-    ('manip_control/nodes/ros_params.py', 'node_help'): {'textwrap'},
-    ('manip_control/nodes/ros_params.py', 'nominal_urdf_arm'): {
-        'manip_control.arm_model.ArmModelError', 'manip_control.arm_model.UrdfArm'},
-    ('manip_control/nodes/ros_params.py', 'print_node_help'): {'sys'},
-    ('manip_control/nodes/ros_params.py', 'ros_arguments'): {'sys'},
-    ('manip_control/nodes/ros_params.py', 'trajectory_config'): {
-        'manip_control.trajectories.trajectory_from_config',
-        'manip_control.trajectories.TrajectoryError',
-        'manip_control.trajectories.validate_limits'},
-    ('manip_control/nodes/ros_params.py', 'wants_help'): {'sys'},
 }
 
 
@@ -243,24 +205,19 @@ def test_no_import_circles():
 
 def test_imports_inside_functions_only_defer_heavy_optional_modules():
     modules = _modules()
-    found, pending = [], set()
+    found = []
     for module, line, names, function in _imports(modules):
         if function is None:
             continue
         path = modules[module].relative_to(ROOT).as_posix()
         left = [name for name in names if not _deferred(name)]
-        if left and set(left) <= PENDING.get((path, function), set()):
-            pending.update((path, function, name) for name in left)
-        elif left:
+        if left:
             found.append(f'{path}:{line} ({function}): import of {left[0]}')
     found.sort()
     assert not found, (
         f'{len(found)} imports inside functions of modules that are neither heavy nor optional '
         '(import them at the top of the module; test_imports.DEFERRED lists the exceptions):\n'
         + '\n'.join(found))
-    stale = sorted(f'{path} ({function}): {name}' for (path, function), names in PENDING.items()
-                   for name in names if (path, function, name) not in pending)
-    assert not stale, 'PENDING lists imports that are gone: remove them:\n' + '\n'.join(stale)
 
 
 def test_the_controller_and_trajectory_nodes_load_no_compiler():

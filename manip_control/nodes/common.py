@@ -34,6 +34,7 @@ import gc
 import os
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 
@@ -734,7 +735,6 @@ def loopback_udp_profile() -> str | None:
 
     One file per user in the temporary directory, replaced atomically when its text differs.
     """
-    import tempfile
     path = os.path.join(tempfile.gettempdir(), f'manip_control_loopback_udp_{os.getuid()}.xml')
     try:
         with open(path, encoding='utf-8') as f:

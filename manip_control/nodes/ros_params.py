@@ -48,12 +48,27 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from dataclasses import fields
+import difflib
+import hashlib
 import math
 from pathlib import Path
 import re
+import sys
+import tempfile
+import textwrap
 from typing import Any, Mapping, Sequence
 
+from manip_control.arm_model import ArmModelError
+from manip_control.arm_model import read_urdf_file
+from manip_control.arm_model import UrdfArm
+from manip_control.parameters import _int
+from manip_control.parameters import _positive
+from manip_control.parameters import _sensors_from_dict
+from manip_control.parameters import _validate_friction
+from manip_control.parameters import _validate_motor
+from manip_control.parameters import _vector
 from manip_control.parameters import ArmParameters
+from manip_control.parameters import build_joint_list
 from manip_control.parameters import check_duration
 from manip_control.parameters import check_plausible
 from manip_control.parameters import controller_from_dict
@@ -73,12 +88,17 @@ from manip_control.parameters import scenario_from_dict
 from manip_control.parameters import SensorParameters
 from manip_control.parameters import yaml_load
 from manip_control.safety import hard_limit_defaults
+from manip_control.safety import HARD_LIMIT_DOC
+from manip_control.safety import HARD_LIMIT_PREFIX
 from manip_control.safety import RUNTIME_SAFETY
 from manip_control.safety import safety_from_dict
 from manip_control.safety import SafetyParameters
 from manip_control.supervision import COMMAND_SAFETY_FIELDS
 from manip_control.supervision import command_safety_from_dict
 from manip_control.supervision import CommandSafetyParameters
+from manip_control.trajectories import trajectory_from_config
+from manip_control.trajectories import TrajectoryError
+from manip_control.trajectories import validate_limits
 import yaml
 
 #: joints of the arm without a robot_description: the planar 2R (the closed-form default)
@@ -528,8 +548,6 @@ def arm_from_description(node, planar_2r: str = ''):
                              f'text (got {type(text).__name__})')
     joints = overrides.get('joints')
     joints = list(joints.value) if joints is not None and joints.value else None
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import UrdfArm
     try:
         return UrdfArm.from_string(text, joints), text
     except ArmModelError as exc:
@@ -543,7 +561,6 @@ def arm_control_defaults(node, arm, urdf: str) -> dict:
     With the ``nominal.drives`` start value of the node (``ideal`` when not given) and its
     ``law`` (read-only; the gains' units and sizes depend on it).
     """
-    from manip_control.arm_model import ArmModelError
     from manip_control.arm_scenario import control_defaults
     overrides = getattr(node, '_parameter_overrides', None) or {}
     given = overrides.get('nominal.drives')
@@ -560,8 +577,6 @@ def arm_control_defaults(node, arm, urdf: str) -> dict:
 
 def nominal_urdf_arm(urdf: str, joints, rotor_inertia, node: str):
     """Return the controller's nominal URDF arm with the nominal rotors as armature."""
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import UrdfArm
     try:
         return UrdfArm.from_string(urdf, list(joints), armature=[float(v) for v in
                                                                  rotor_inertia])
@@ -582,7 +597,6 @@ def held_urdf_plant(urdf: str, joints, cfg: ArmPlantConfig, period: float, node:
     :func:`manip_control.arm_scenario.urdf_plant` held at the initial state
     (:class:`manip_control.arm_plant.HeldArmPlant`).
     """
-    from manip_control.arm_model import ArmModelError
     from manip_control.arm_plant import HeldArmPlant
     from manip_control.arm_scenario import urdf_plant
     try:
@@ -621,8 +635,6 @@ def drives_following_plant(plant: Mapping[str, Any], source: str) -> str:
         The description cannot be loaded (one line, naming ``source`` and what is wrong).
 
     """
-    from manip_control.arm_model import ArmModelError
-    from manip_control.arm_model import UrdfArm
     from manip_control.arm_scenario import plant_defaults
     actuator = plant.get('actuator')
     joints = plant.get('joints') or None
@@ -649,12 +661,8 @@ def drives_params_file(params_file: str, urdf: str) -> str:
     refuse it in one line), a file that sets only ``mode: lockstep``, which the launch gives
     the controller anyway. Written in the temporary directory, one file per content.
     """
-    import hashlib
-    import tempfile
     values = {'mode': 'lockstep'}
     if urdf:
-        from manip_control.arm_model import ArmModelError
-        from manip_control.arm_model import read_urdf_file
         try:
             sections = load_params_file(params_file, on_warning=lambda _text: None)
             if 'nominal.drives' not in sections.get('controller', {}):
@@ -767,8 +775,6 @@ def hard_limit_specs(defaults: Mapping[str, Any]) -> list[ParamSpec]:
     ``defaults`` maps each name (without the prefix) to its default, computed from the start
     configuration by :func:`manip_control.safety.hard_limit_defaults`.
     """
-    from manip_control.safety import HARD_LIMIT_DOC
-    from manip_control.safety import HARD_LIMIT_PREFIX
     return [ParamSpec(HARD_LIMIT_PREFIX + name, defaults[name],
                       f'{desc}; read-only: runtime changes cannot cross it', cons, None, True)
             for name, (desc, cons) in HARD_LIMIT_DOC.items()]
@@ -1045,13 +1051,6 @@ class ArmPlantConfig:
 
 def _arm_plant_config(tree: Mapping[str, Any], n: int, path: str) -> ArmPlantConfig:
     """Validate the core tree of a URDF plant (the core's checks, per-joint lists of n)."""
-    from manip_control.parameters import _int
-    from manip_control.parameters import _positive
-    from manip_control.parameters import _sensors_from_dict
-    from manip_control.parameters import _validate_friction
-    from manip_control.parameters import _validate_motor
-    from manip_control.parameters import _vector
-    from manip_control.parameters import build_joint_list
     actuator = tree.get('actuator', 'motor')
     if actuator not in ('motor', 'ideal'):
         raise ParameterError(f"{path}.actuator: must be 'motor' or 'ideal' (got {actuator!r})")
@@ -1211,9 +1210,6 @@ def trajectory_config(values: Mapping[str, Any], node: str = 'trajectory',
 
     ``arm_defaults``: as :func:`trajectory_specs`, for an arm from a ``robot_description``.
     """
-    from manip_control.trajectories import trajectory_from_config
-    from manip_control.trajectories import TrajectoryError
-    from manip_control.trajectories import validate_limits
     values = with_defaults(trajectory_specs(arm_defaults), values)
     n = PLANAR_2R_JOINTS if arm_defaults is None else len(arm_defaults['joints'])
     _common_checks(node, values, n)
@@ -1675,7 +1671,6 @@ def load_params_file(path: str | Path, on_warning=None) -> dict[str, dict[str, A
     package's nodes are returned under their key without the leading slash (the caller
     decides whether that is an error).
     """
-    import sys
     sections = read_params_file(path)
     warn = on_warning or (lambda text: print(f'warning: {text}', file=sys.stderr))
     out: dict[str, dict] = {}
@@ -1726,7 +1721,6 @@ def wants_help(argv: Sequence[str] | None = None) -> bool:
     ``argv`` is a full command line (program name first, as for ``rclpy.init``); default
     ``sys.argv``.
     """
-    import sys
     argv = list(sys.argv if argv is None else argv)[1:]
     inside = False
     for arg in argv:
@@ -1752,7 +1746,6 @@ def node_help(executable: str, doc: str, specs: Sequence[ParamSpec], width: int 
     Lists every parameter with its ROS type, default, whether it may change at runtime, its
     description and its allowed values (the same texts as ``ros2 param describe``).
     """
-    import textwrap
     summary = ' '.join((doc or '').strip().split('\n\n')[0].split())
     summary = re.sub(r':\w+:`~?([^`]+)`', r'\1', summary).replace('``', '')
     types = {'bool': 'bool', 'int': 'integer', 'float': 'double', 'str': 'string',
@@ -1789,7 +1782,6 @@ def node_help(executable: str, doc: str, specs: Sequence[ParamSpec], width: int 
 
 def print_node_help(executable: str, doc: str, specs: Sequence[ParamSpec]) -> int:
     """Print :func:`node_help` to stdout and return exit code 0."""
-    import sys
     sys.stdout.write(node_help(executable, doc, specs))
     sys.stdout.flush()
     return 0
@@ -1901,7 +1893,6 @@ def ros_arguments(argv: Sequence[str] | None = None) -> list[tuple[str, str]]:
     Flags are normalised to their long form (``--params-file``, ``--param``, ``--remap``);
     a block ends at ``--`` or at the next ``--ros-args``.
     """
-    import sys
     argv = list(sys.argv if argv is None else argv)
     long = {'-p': '--param', '-r': '--remap', '-e': '--enclave'}
     out, inside, k = [], False, 0
@@ -1954,7 +1945,6 @@ def _command_line_overrides() -> list[str]:
 
 
 def _closest(name: str, known: Mapping) -> str | None:
-    import difflib
     match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     return match[0] if match else None
 
