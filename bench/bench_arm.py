@@ -37,9 +37,10 @@ adds the plant of git revision REV to each line, side by side in the same run:
   1 ms), stepped from Python with the same torques in ``qfrc_applied``. Target: ours >= 0.5x
   MuJoCo's rate with the default options. The two trajectories are compared (max |q|
   difference over the first second).
-* ``computed-torque tick``: ``inverse_dynamics(q, qd, qdd_d - Kd e_dot - Kp e)`` and the
-  torque clamp for 7 joints, 20,000 ticks timed one by one; p50 / p99 / max in us
-  (target p99 <= 100 us).
+* ``computed-torque tick``: :meth:`manip_control.control.Controller.update` for 7 joints
+  (``inverse_dynamics(q, qd, qdd_d - Kd e_dot - Kp e)``, the friction feed-forward, the drive
+  inversion and the torque clamp, into a preallocated output), 20,000 ticks timed one by
+  one; p50 / p99 / max in us (target p99 <= 100 us).
 
     .venv/bin/python bench/bench_arm.py [--duration 5] [--urdf ../shared/fixtures/urdf/...]
         [--rounds 5] [--before REV]
@@ -58,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from manip_control.arm_model import UrdfArm  # noqa: E402
 from manip_control.arm_plant import ArmPlant  # noqa: E402
 from manip_control.arm_plant import run_arm_closed_loop  # noqa: E402
+from manip_control.control import Controller  # noqa: E402
+from manip_control.control import controller_parameters  # noqa: E402
 from manip_control.mujoco_arm import mujoco_urdf  # noqa: E402
 from manip_control.parameters import FrictionParameters  # noqa: E402
 from manip_control.parameters import MotorParameters  # noqa: E402
@@ -136,8 +139,10 @@ def bench_closed_loop(urdf: Path, duration: float, rounds: int, before: str | No
 
     def runner(label, plant):
         def fn():
-            run = run_arm_closed_loop(plant, arm, traj, np.full(arm.n, wn * wn),
-                                      np.full(arm.n, 2 * wn), duration)
+            law = Controller(controller_parameters(arm, np.full(arm.n, wn * wn),
+                                                   np.full(arm.n, 2 * wn), plant.torque_limit),
+                             1e-3, arm)
+            run = run_arm_closed_loop(plant, law, traj, duration)
             late[label] = np.abs(run.error[run.t >= duration / 2]).max()
         return fn
 
@@ -229,25 +234,26 @@ def additions() -> float:
 
 def bench_tick(urdf: Path, ticks: int = 20000) -> None:
     arm = UrdfArm.from_file(urdf, armature=0.04)
-    ctrl = arm.workspace()
     n = arm.n
-    kp, kd = np.full(n, 400.0), np.full(n, 40.0)
-    lim = arm.limits.effort
+    motors = motors_for(arm)
+    law = Controller(controller_parameters(
+        arm, np.full(n, 400.0), np.full(n, 40.0), arm.limits.effort,
+        friction=[FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)] * n, motors=motors), 1e-3, arm)
+    update, buf = law.update, law.output()
     traj = Sinusoid(0.2, 1.5, offset=Q0[:n], phase=np.arange(n) * 0.5)
     rng = np.random.default_rng(0)
     samples = [traj.sample(k * 1e-3) for k in range(ticks)]
     states = [(s[0] + rng.normal(0, 1e-3, n), s[1] + rng.normal(0, 1e-2, n)) for s in samples]
-    inverse = ctrl.inverse_dynamics
     for label, clock in (('wall', time.perf_counter_ns), ('thread CPU', time.thread_time_ns)):
         out = np.empty(ticks)
         for k in range(ticks):
             (r, rv, ra), (q, qd) = samples[k], states[k]
             t0 = clock()
-            tau = inverse(q, qd, ra - kd * (qd - rv) - kp * (q - r))
-            tau = np.minimum(np.maximum(tau, -lim), lim)
+            update(q, qd, r, rv, ra, buf)
             out[k] = clock() - t0
         us = out / 1e3
-        print(f'computed-torque tick ({n} joints, RNEA + clamp, {ticks} ticks, {label} '
+        print(f'computed-torque tick ({n} joints, Controller.update: RNEA, friction, drive '
+              f'inversion, clamp; {ticks} ticks, {label} '
               f'clock): p50 {np.percentile(us, 50):.1f} us, p99 {np.percentile(us, 99):.1f} '
               f'us, max {us.max():.1f} us (target p99 <= 100 us)')
 
@@ -270,11 +276,13 @@ def bench_breakdown(urdf: Path, rounds: int = 40, calls: int = 300) -> None:
     rk4 = ArmPlant(arm, fr, motors_for(arm), substeps=4, method='rk4')
     traj = Sinusoid(0.2, 1.5, offset=Q0[:n], phase=np.arange(n) * 0.5)
     ctrl = arm.workspace()
-    kp, kd, lim = np.full(n, 400.0), np.full(n, 40.0), plant.torque_limit
+    law = Controller(controller_parameters(arm, np.full(n, 400.0), np.full(n, 40.0),
+                                           plant.torque_limit, friction=fr,
+                                           motors=motors_for(arm)), 1e-3, arm)
+    buf = law.output()
     x = plant.initial_state(Q0[:n])
     q, qd, u = x[:n], x[n:2 * n], arm.gravity(Q0[:n])
     r, rv, ra = traj.sample(0.1)
-    v = np.empty(n)
     ts = np.arange(100) * 1e-3
     p, st, mo = plant._params, plant._stribeck, plant._is_motor
     for node in range(3):
@@ -288,9 +296,8 @@ def bench_breakdown(urdf: Path, rounds: int = 40, calls: int = 300) -> None:
 
     parts = [('reference (sample_many, per tick)', lambda: traj.sample_many(ts), 100),
              ('inverse_dynamics (RNEA)', lambda: ctrl.inverse_dynamics(q, qd, ra), 1),
-             ('servo acceleration + clamp (compiled helpers)', lambda: (
-                 arm_plant._servo_acceleration(q, qd, r, rv, ra, kp, kd, v),
-                 arm_plant._clamp(v, lim)), 1),
+             ('Controller.update (RNEA + the compiled law around it)',
+              lambda: law.update(q, qd, r, rv, ra, buf), 1),
              ('multirate: one rigid-body evaluation (CRBA + NLE)',
               lambda: plant._evaluate(x, 1), 1),
              ('  of which pin.crba', lambda: pin.crba(model, data, q), 1),

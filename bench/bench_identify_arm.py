@@ -62,6 +62,8 @@ from manip_control import arm_identification as ai
 from manip_control.arm_model import UrdfArm
 from manip_control.arm_plant import ArmPlant
 from manip_control.arm_plant import run_arm_closed_loop
+from manip_control.control import Controller
+from manip_control.control import controller_parameters
 from manip_control.identification import read_joint_states
 from manip_control.parameters import FrictionParameters
 import numpy as np
@@ -106,10 +108,15 @@ def excitation(base, seed: int):
                                     candidates=10, samples=400, seed=seed)
 
 
+def computed_torque(plant, model) -> Controller:
+    """Return computed torque (``wn = WN``, critical damping) on ``model``, no feed-forward."""
+    return Controller(controller_parameters(model, WN ** 2 * np.ones(7), 2 * WN * np.ones(7),
+                                            plant.torque_limit), 1e-3, model)
+
+
 def tracking(plant, model, traj, duration: float):
     """Return (RMS per joint, max per joint) of the tracking error [rad]."""
-    run = run_arm_closed_loop(plant, model, traj, WN ** 2 * np.ones(7), 2 * WN * np.ones(7),
-                              duration)
+    run = run_arm_closed_loop(plant, computed_torque(plant, model), traj, duration)
     e = run.error
     return np.sqrt(np.mean(e ** 2, axis=0)), np.max(np.abs(e), axis=0)
 
@@ -135,8 +142,7 @@ def study(duration: float = 20.0, out: Path | None = None, seed: int = 7,
     say(f'excitation: condition number {exc.condition_number:.3g} over one period, '
         f'peak nominal torque {np.array2string(exc.peak_torque, precision=1)} N m')
     t0 = time.perf_counter()
-    run = run_arm_closed_loop(plant, nominal, exc.trajectory, WN ** 2 * np.ones(7),
-                              2 * WN * np.ones(7), duration)
+    run = run_arm_closed_loop(plant, computed_torque(plant, nominal), exc.trajectory, duration)
     say(f'recorded {duration:g} s in {time.perf_counter() - t0:.1f} s wall; saturated '
         f'ticks: {int(np.sum(np.abs(run.tau) >= plant.torque_limit - 1e-9))}')
     bag = out / 'excitation_bag'

@@ -133,7 +133,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 import math
-from typing import Callable
 from typing import Sequence
 
 from manip_control.actuators import current_reference
@@ -322,9 +321,6 @@ class ArmPlant:
         _combine_after(self._zero, *self._k, np.zeros(n), 0.0, self._xs.copy(), True, self._xs,
                        np.zeros(n), n, self._params, self._stribeck, self._is_motor)
         self._k[:] = 0.0
-        z = np.zeros(n)
-        _servo_acceleration(z, z, z, z, z, z, z, z)     # the helpers of run_arm_closed_loop
-        _clamp(z, self.torque_limit)
         if method == 'multirate':
             self._mats[:] = np.eye(n)
             _multirate_pass(self._zero, np.zeros(n), n, self._params, self._stribeck,
@@ -1062,22 +1058,6 @@ def _mesh_sign_patterns(nk: np.ndarray, loss: np.ndarray):
         yield np.where(flips, -base, base)
 
 
-def _servo_acceleration_py(q, qd, r, rv, ra, kp, kd, out):
-    """``out = qdd_d - Kd (qd - qd_d) - Kp (q - q_d)`` [rad/s^2], joint by joint."""
-    for j in range(q.shape[0]):
-        out[j] = ra[j] - kd[j] * (qd[j] - rv[j]) - kp[j] * (q[j] - r[j])
-
-
-def _clamp_py(tau, limit):
-    """``tau = clamp(tau, +-limit)`` in place [N·m]."""
-    for j in range(tau.shape[0]):
-        tau[j] = min(max(tau[j], -limit[j]), limit[j])
-
-
-_servo_acceleration = _jit(_servo_acceleration_py)
-_clamp = _jit(_clamp_py)
-
-
 #: Ticks of reference sampled at once by :func:`run_arm_closed_loop`.
 _REFERENCE_BLOCK = 1000
 
@@ -1202,58 +1182,50 @@ class ArmRun:
         return self.q - self.q_d
 
 
-def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
-                        duration: float, control_rate: float = 1000.0,
-                        x0: np.ndarray | None = None,
-                        feedforward: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
-                        = None, payload: PayloadParameters | None = None,
-                        payload_offset=None, law=None) -> ArmRun:
+def run_arm_closed_loop(plant: ArmPlant, controller, trajectory, duration: float,
+                        control_rate: float = 1000.0, x0: np.ndarray | None = None,
+                        payload: PayloadParameters | None = None,
+                        payload_offset=None) -> ArmRun:
     """
-    Run computed torque on an n-joint plant, offline (ideal sensors, zero-order hold).
+    Run a controller on an n-joint plant, offline (ideal sensors, zero-order hold).
 
     At tick ``k``: ``x_k`` sampled; ``(q_d, qd_d, qdd_d) = trajectory.sample(t_k)``;
-    ``tau = clamp(inverse_dynamics^(q, qd, qdd_d - Kd (qd - qd_d) - Kp (q - q_d)),
-    +-torque_limit)``; the plant integrates over ``[t_k, t_k + T]`` with ``tau`` held.
+    ``tau = controller.update(q, qd, q_d, qd_d, qdd_d)`` (the law, its friction feed-forward,
+    drive inversion and torque limit); the plant integrates over ``[t_k, t_k + T]`` with
+    ``tau`` held.
 
     Parameters
     ----------
     plant : ArmPlant
         The simulated arm.
-    nominal : ArmModel
-        The controller's model (may differ from the plant's); its own workspace is used.
+    controller : Controller or AdaptiveController
+        The feedback law on the controller's own model (:class:`manip_control.control.
+        Controller`, built with :func:`manip_control.control.controller_parameters`; or
+        :class:`manip_control.adaptation.AdaptiveController`): anything with ``n``,
+        ``output()`` and ``update(q, qd, q_d, qd_d, qdd_d, out)``. Its state (integral,
+        estimates) carries over from the run.
     trajectory : Trajectory
         Reference with ``n`` joints (:mod:`manip_control.trajectories`).
-    kp, kd : sequence of n float
-        Gains [1/s^2], [1/s].
     duration : float
         Simulated time [s]; ``round(duration * control_rate)`` ticks.
     control_rate : float
-        Control rate [Hz].
+        Control rate [Hz]; the controller's own period should be ``1 / control_rate``.
     x0 : ndarray, optional
         Initial state (default: at rest on the reference's start, drives holding it).
-    feedforward : callable, optional
-        ``feedforward(tau, qd_d) -> command`` applied to the law's torque before the clamp,
-        e.g. the nominal drive's inversion and friction feed-forward
-        (:class:`manip_control.arm_scenario.DriveCompensation`).
     payload : PayloadParameters, optional
         A point mass the plant's last link picks up at the first tick ``t_k >= at_time``
-        (:meth:`ArmPlant.with_payload`; ``nominal`` does not get it): from that tick on the
-        loaded plant integrates (default: none). ``plant`` itself is not changed.
+        (:meth:`ArmPlant.with_payload`; the controller's model does not get it): from that
+        tick on the loaded plant integrates (default: none). ``plant`` itself is not changed.
     payload_offset : sequence of 3 float, optional
         The payload's position in the last link's frame [m] (default: its origin).
-    law : AdaptiveLaw, optional
-        Adaptive computed torque (:class:`manip_control.adaptation.AdaptiveLaw` on
-        ``nominal``): its ``torque(q, qd, q_d, qd_d, qdd_d)`` replaces the law above; its
-        ``adapt`` step follows the clamp (held on a tick whose command saturated).
 
     """
     n = plant.n
-    if nominal.n != n or trajectory.n_joints != n:
-        raise ArmShapeError(f'nominal model has {nominal.n} joints and the trajectory '
+    if not callable(getattr(controller, 'update', None)):
+        raise TypeError(f'controller: expected a Controller (got {type(controller).__name__})')
+    if controller.n != n or trajectory.n_joints != n:
+        raise ArmShapeError(f'the controller has {controller.n} joints and the trajectory '
                             f'{trajectory.n_joints}; the plant has {n}')
-    ctrl = nominal.workspace()
-    kp = ctrl._vec('kp', kp)
-    kd = ctrl._vec('kd', kd)
     if not (control_rate > 0.0 and math.isfinite(control_rate)):
         raise ArmModelError(f'control_rate: must be > 0 Hz (got {control_rate})')
     period = 1.0 / control_rate
@@ -1267,42 +1239,26 @@ def run_arm_closed_loop(plant: ArmPlant, nominal: ArmModel, trajectory, kp, kd,
     if x.shape != (4 * n,) or not np.all(np.isfinite(x)):
         raise ArmShapeError(f'x0: expected {4 * n} finite values [q, qd, i, x_i], got shape '
                             f'{x.shape}')
-    lim = plant.torque_limit
     ts = np.arange(ticks) * period
     states = np.empty((ticks, 3 * n))           # [q, qd, i] at each tick: one row copy a tick
     refs, taus = np.empty((ticks, n)), np.empty((ticks, n))
-    inverse = ctrl.inverse_dynamics
+    update, out = controller.update, controller.output()
+    tau = out.tau
     step = plant.step
     pick_up, loaded = -1, None
     if payload is not None and payload.mass > 0.0:
         loaded = plant.with_payload(payload.mass, payload_offset)
         pick_up = payload_tick(payload.at_time, period)
-    v = np.empty(n)
     for k0 in range(0, ticks, _REFERENCE_BLOCK):
         # the reference ahead of the ticks, a block at a time (sample_many == sample per row)
         k1 = min(ticks, k0 + _REFERENCE_BLOCK)
         r_q, r_v, r_a = (np.ascontiguousarray(a, dtype=float)
                          for a in trajectory.sample_many(ts[k0:k1]))
         refs[k0:k1] = r_q
-        # the compiled helpers get these argument types in the ticks: compiled (or loaded
-        # from numba's cache) here if new, never inside a tick
-        _servo_acceleration(x[:n], x[n:2 * n], r_q[0], r_v[0], r_a[0], kp, kd, v)
-        _clamp(v, lim)
         for k in range(k0, k1):
             states[k] = x[:3 * n]
-            q, qd = x[:n], x[n:2 * n]
-            if law is None:
-                _servo_acceleration(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0], kp, kd, v)
-                tau = inverse(q, qd, v)
-            else:
-                tau = law.torque(q, qd, r_q[k - k0], r_v[k - k0], r_a[k - k0]).copy()
-            if feedforward is not None:
-                tau = np.ascontiguousarray(feedforward(tau, r_v[k - k0]), dtype=float)
-                if tau.shape != (n,):
-                    raise ArmShapeError(f'feedforward returned shape {tau.shape}, not ({n},)')
-            _clamp(tau, lim)
-            if law is not None:
-                law.adapt(hold=bool(np.any(np.abs(tau) >= lim)))
+            j = k - k0
+            update(x[:n], x[n:2 * n], r_q[j], r_v[j], r_a[j], out)
             taus[k] = tau
             if k == pick_up:
                 step = loaded.step

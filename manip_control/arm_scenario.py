@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Sequence
 
 from manip_control.adaptation import ADAPTIVE_CHECK_EVERY
+from manip_control.adaptation import AdaptiveController
 from manip_control.adaptation import AdaptiveLaw
 from manip_control.arm_identification import adaptive_regressor
 from manip_control.arm_identification import ArmIdentificationError
@@ -52,6 +53,8 @@ from manip_control.arm_model import UrdfArm
 from manip_control.arm_plant import ArmPlant
 from manip_control.arm_plant import ArmRun
 from manip_control.arm_plant import run_arm_closed_loop
+from manip_control.control import Controller
+from manip_control.control import controller_parameters
 from manip_control.hold_design import pd_gravity_gains
 from manip_control.model_analysis import urdf_friction
 from manip_control.parameters import AdaptationParameters
@@ -321,59 +324,6 @@ def _sinusoid_config(ref: Sinusoid) -> dict:
             'phase': [float(v) for v in ref.phase]}
 
 
-class DriveCompensation:
-    r"""
-    Feed-forward of a nominal drive and friction model for the n-joint computed-torque loop.
-
-    The plant's geared drive delivers ``N k_t i (1 - kappa)`` for the current ``i``, with the
-    gear loss ``kappa(sigma) = (wa sigma + wb s) s``, ``sigma = sign i``, ``s = tanh(qd / eps)``,
-    ``wa = (k_f + k_b) / 2``, ``wb = (k_f - k_b) / 2``, ``k_f = 1 - eta``,
-    ``k_b = 1 / eta_back - 1`` (:mod:`manip_control.arm_plant`). For the law's torque ``tau``
-    the command is
-
-    .. math::
-
-        u = \frac{\tau + b\,\dot q_d + \tau_c \tanh(\dot q_d / \epsilon)}
-                 {\max(1 - \kappa(\operatorname{sign} \tau^*), 0.05)}
-
-    (``tau*`` the numerator): the gear passes ``eta`` when motoring and ``1 / eta_back`` when
-    back-driven. Friction and ``s`` are taken at the reference velocity ``qd_d``, as the 2R
-    controller does: continuous in time, not switched by velocity noise, and no negative
-    damping from an over-estimated Coulomb level.
-
-    Parameters
-    ----------
-    motors : sequence of n MotorParameters, optional
-        The nominal drives (``None``: ideal actuators, no inversion).
-    friction : sequence of n FrictionParameters
-        The nominal joint friction.
-
-    """
-
-    def __init__(self, motors: Sequence[MotorParameters] | None,
-                 friction: Sequence[FrictionParameters]) -> None:
-        self.b = np.array([f.b for f in friction], dtype=float)
-        self.tau_c = np.array([f.tau_c for f in friction], dtype=float)
-        self.inv_eps = 1.0 / np.array([f.eps for f in friction], dtype=float)
-        if motors is None:
-            self.wa = self.wb = None
-        else:
-            if len(motors) != len(friction):
-                raise ArmModelError(f'{len(motors)} motors for {len(friction)} joints')
-            kf = np.array([1.0 - m.eta for m in motors])
-            kb = np.array([1.0 / m.eta_back - 1.0 for m in motors])
-            self.wa, self.wb = 0.5 * (kf + kb), 0.5 * (kf - kb)
-
-    def __call__(self, tau: np.ndarray, qd_ref: np.ndarray) -> np.ndarray:
-        """Return the command [N·m] for the law's torque ``tau`` at reference speed ``qd_ref``."""
-        s = np.tanh(qd_ref * self.inv_eps)
-        out = tau + self.b * qd_ref + self.tau_c * s
-        if self.wa is None:
-            return out
-        kappa = (self.wa * np.sign(out) + self.wb * s) * s
-        return out / np.maximum(1.0 - kappa, 0.05)
-
-
 @dataclass
 class UrdfRun:
     """An offline URDF run and what it was made of."""
@@ -388,8 +338,8 @@ class UrdfRun:
     run: ArmRun
     kp: np.ndarray
     kd: np.ndarray
-    compensation: DriveCompensation | None
-    """The drive and friction feed-forward (None: the rigid-body law alone)."""
+    controller: Controller | AdaptiveController
+    """The feedback law (its drive inversion and friction feed-forward when compensating)."""
     law: AdaptiveLaw | None = None
     """The adaptive law, when the run adapted (its estimates after the run)."""
     true_base: np.ndarray | None = None
@@ -428,9 +378,9 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     control_rate : float
         Control rate [Hz].
     compensate : bool
-        Invert the nominal drives' gear loss and feed the nominal friction forward
-        (:class:`DriveCompensation`; the nominal drives are the plant's); False: the
-        rigid-body law alone.
+        Invert the nominal drives' gear loss and feed the nominal friction forward (the
+        controller's drive inversion, :mod:`manip_control.control`; the nominal drives are the
+        plant's); False: the rigid-body law alone.
     nominal_urdf : str, optional
         The controller's model from another description of the same joints (e.g. the URDF
         that ``manip-identify --urdf`` wrote): its rigid body and ``<dynamics>`` friction,
@@ -485,7 +435,11 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = (excitation_reference(arm).trajectory if excitation
                   else reference_within_limits(arm.limits))
-    ff = DriveCompensation(motors, nominal_friction) if compensate else None
+    params = controller_parameters(nominal, kp, kd, plant.torque_limit,
+                                   friction=nominal_friction if compensate else None,
+                                   motors=motors if compensate else None,
+                                   adaptation=adaptation)
+    period = 1.0 / control_rate
     law = truth = None
     if adaptation is not None and adaptation.enabled:
         fv = [f.b for f in nominal_friction]
@@ -495,14 +449,16 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
         source = (other if nominal_urdf is not None else text) if np.all(scale == 1.0) \
             else None
         reg = adaptive_regressor(base, fv, fc, source, str(nominal_urdf or path))
-        law = AdaptiveLaw(nominal, reg, kp, kd, 1.0 / control_rate, adaptation,
-                          check_every=ADAPTIVE_CHECK_EVERY)
+        controller = AdaptiveController(params, period, nominal, reg,
+                                        check_every=ADAPTIVE_CHECK_EVERY)
+        law = controller.law
         truth = base.of(base.regressor.parameters(arm, [f.b for f in friction],
                                                   [f.tau_c for f in friction]))
-    run = run_arm_closed_loop(plant, nominal, trajectory, kp, kd, duration, control_rate,
-                              feedforward=ff, payload=payload, payload_offset=payload_offset,
-                              law=law)
-    return UrdfRun(arm, text, nominal, plant, run, kp, kd, ff, law, truth)
+    else:
+        controller = Controller(params, period, nominal)
+    run = run_arm_closed_loop(plant, controller, trajectory, duration, control_rate,
+                              payload=payload, payload_offset=payload_offset)
+    return UrdfRun(arm, text, nominal, plant, run, kp, kd, controller, law, truth)
 
 
 #: The excitation of :func:`excitation_reference`: period [s], harmonics, position margin

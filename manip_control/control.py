@@ -71,6 +71,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import sys
 from typing import NamedTuple, Sequence
 
 from manip_control.arm_model import ArmModel
@@ -78,7 +79,10 @@ from manip_control.arm_model import TwoLinkArm
 from manip_control.parameters import _nonnegative
 from manip_control.parameters import _positive
 from manip_control.parameters import _vector
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import ControllerParameters
+from manip_control.parameters import FrictionParameters
+from manip_control.parameters import MotorParameters
 from manip_control.parameters import NominalModel
 from manip_control.parameters import ParameterError
 import numpy as np
@@ -132,6 +136,80 @@ def pd_gravity(q, qd, q_d, model: ArmModel, kp, kd) -> np.ndarray:
 def nominal_arm(nominal: NominalModel) -> ArmModel:
     """Return the closed-form 2R nominal model of ``nominal`` (arm, rotors, coupling)."""
     return TwoLinkArm.from_nominal(nominal)
+
+
+def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
+                          friction: Sequence[FrictionParameters] | None = None,
+                          motors: Sequence[MotorParameters] | None = None,
+                          law: str = 'computed_torque',
+                          adaptation: AdaptationParameters | None = None
+                          ) -> ControllerParameters:
+    """
+    Return the parameters of a :class:`Controller` on ``model`` from per-joint arrays.
+
+    The nominal model's rotors are ``model``'s own (:meth:`~manip_control.arm_model.
+    ArmModel.rotor_matrix`: the armature on the diagonal, a rotor riding on the previous link
+    below it), so the drive inversion takes the same rotor torque the model's mass matrix
+    holds.
+
+    Parameters
+    ----------
+    model : ArmModel
+        The controller's rigid body, with its armature.
+    kp, kd : sequence of n float
+        Gains [1/s^2], [1/s] (computed torque) or [N·m/rad], [N·m·s/rad] (PD + gravity).
+    torque_limit : sequence of n float
+        Command limit per joint [N·m] (``inf``: none).
+    friction : sequence of n FrictionParameters, optional
+        The nominal joint friction, fed forward at the reference velocity (default: none,
+        nothing fed forward).
+    motors : sequence of n MotorParameters, optional
+        The nominal drives: their gear ratios and efficiencies are inverted (default: ideal
+        actuators, nothing inverted).
+    law : {'computed_torque', 'pd_gravity'}
+        The feedback law.
+    adaptation : AdaptationParameters, optional
+        For :class:`manip_control.adaptation.AdaptiveController` (default: off).
+
+    Raises
+    ------
+    ParameterError
+        A per-joint list without ``model.n`` entries, a bad value, or rotors the inversion
+        cannot take (a rotor coupled to a link other than the previous one).
+
+    """
+    n = model.n
+    fcomp = friction is not None
+    friction = tuple(friction) if fcomp else (FrictionParameters(),) * n
+    rotor = np.asarray(model.rotor_matrix(), dtype=float)
+    jr = tuple(float(v) for v in np.diag(rotor))
+    coupled = bool(np.any(np.tril(rotor, -1)))
+    if motors is not None:
+        motors = tuple(motors)
+        if len(motors) != n:
+            raise ParameterError(f'motors: must have {n} entries, one per joint of the model '
+                                 f'(got {len(motors)})')
+        drives = {'gear_ratio': tuple(float(m.N) for m in motors),
+                  'eta': tuple(float(m.eta) for m in motors),
+                  'eta_back': tuple(float(m.eta_back) for m in motors)}
+    else:
+        drives = {'gear_ratio': tuple(max(1.0, jr[k] / rotor[k, k - 1]) if k and rotor[k, k - 1]
+                                      else 1.0 for k in range(n)),
+                  'eta': (1.0,) * n, 'eta_back': (1.0,) * n}
+    nominal = NominalModel(friction=friction, rotor_inertia=jr, rotor_coupling=coupled,
+                           **drives)
+    if not np.allclose(rotor_matrix(nominal), rotor, rtol=1e-12, atol=0.0):
+        raise ParameterError(f'model: its rotor matrix {rotor.tolist()} is not the armature '
+                             'and previous-link coupling the drive inversion takes')
+    # a joint without a limit (ideal actuators, no URDF effort): the largest float, as the
+    # parameters take finite limits only
+    limit = np.minimum(np.ravel(np.asarray(torque_limit, dtype=float)), sys.float_info.max)
+    return ControllerParameters(
+        law=law, nominal=nominal, kp=tuple(float(v) for v in np.ravel(kp)),
+        kd=tuple(float(v) for v in np.ravel(kd)), ki=(0.0,) * n, integral_limit=(0.5,) * n,
+        torque_limit=tuple(float(v) for v in limit),
+        friction_compensation=fcomp,
+        adaptation=AdaptationParameters() if adaptation is None else adaptation)
 
 
 def _read_only(attr: str, doc: str) -> property:

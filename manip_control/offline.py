@@ -176,7 +176,7 @@ def run_urdf(args) -> int:
                                    payload_offset=args.payload_offset,
                                    adaptation=AdaptationParameters(enabled=True)
                                    if args.adapt else None)
-    except (ArmModelError, UrdfError, OSError) as exc:
+    except (ArmModelError, UrdfError, ParameterError, OSError) as exc:
         print(f'error: {" ".join(str(exc).split())}', file=sys.stderr)
         return 2
     wall = time.perf_counter() - t0

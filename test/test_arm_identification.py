@@ -316,8 +316,9 @@ def panda_bag(tmp_path_factory):
     base = ai.base_parameters(reg)
     exc = bench.excitation(base, 7)
     from manip_control.arm_plant import run_arm_closed_loop
-    run = run_arm_closed_loop(bench.plant_of(truth, fv, fc), nominal, exc.trajectory,
-                              100.0 * np.ones(7), 20.0 * np.ones(7), 12.0)
+    plant = bench.plant_of(truth, fv, fc)
+    run = run_arm_closed_loop(plant, bench.computed_torque(plant, nominal), exc.trajectory,
+                              12.0)
     bag = tmp_path_factory.mktemp('panda') / 'bag'
     ai.write_arm_bag(bag, run.t[1:], nominal.joint_names, run.q[1:], run.qd[1:],
                      run.tau[:-1], description=PANDA.read_text())
@@ -364,9 +365,9 @@ def long_panda_bag(tmp_path_factory):
     reg = ai.ArmRegressor(nominal.arm, eps=bench.EPS)
     base = ai.base_parameters(reg)
     from manip_control.arm_plant import run_arm_closed_loop
-    run = run_arm_closed_loop(bench.plant_of(truth, fv, fc), nominal,
-                              bench.excitation(base, 7).trajectory, 100.0 * np.ones(7),
-                              20.0 * np.ones(7), 60.0)
+    plant = bench.plant_of(truth, fv, fc)
+    run = run_arm_closed_loop(plant, bench.computed_torque(plant, nominal),
+                              bench.excitation(base, 7).trajectory, 60.0)
     bag = tmp_path_factory.mktemp('panda_long') / 'bag'
     ai.write_arm_bag(bag, run.t[1:], nominal.joint_names, run.q[1:], run.qd[1:],
                      run.tau[:-1])
@@ -524,11 +525,11 @@ def test_closed_loop_identified_model_tracks_five_times_better(tmp_path):
     # the identified model (read back from the written files) tracks 5x better on the truth
     identified = ai.load_identified_model(tmp_path / 'panda_identified.yaml')
     check = bench.excitation(base, 8)
-    gains = (bench.WN ** 2 * np.ones(7), 2.0 * bench.WN * np.ones(7))
     err = {}
     for name, model in (('nominal', nominal), ('identified', identified)):
-        run = run_arm_closed_loop(bench.plant_of(truth, fv, fc), model, check.trajectory,
-                                  *gains, check.period)
+        plant = bench.plant_of(truth, fv, fc)
+        run = run_arm_closed_loop(plant, bench.computed_torque(plant, model), check.trajectory,
+                                  check.period)
         err[name] = run.error
     rms = {k: np.linalg.norm(np.sqrt(np.mean(e ** 2, axis=0))) for k, e in err.items()}
     assert rms['nominal'] >= 5.0 * rms['identified']

@@ -32,9 +32,12 @@ from manip_control.arm_model import UrdfArm
 from manip_control.arm_plant import arm_plant_dynamics
 from manip_control.arm_plant import ArmPlant
 from manip_control.arm_plant import run_arm_closed_loop
+from manip_control.control import Controller
+from manip_control.control import controller_parameters
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import MotorParameters
+from manip_control.parameters import ParameterError
 from manip_control.plant import plant_dynamics
 from manip_control.plant import rotor_matrix
 from manip_control.trajectories import Sinusoid
@@ -46,6 +49,11 @@ from scipy.integrate import solve_ivp
 pytest.importorskip('pinocchio')
 
 PANDA = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'urdf' / 'panda.urdf'
+
+
+def _computed_torque(plant: ArmPlant, model, kp, kd, period: float = 1e-3) -> Controller:
+    """Return computed torque on ``model`` with the plant's torque limit, nothing fed forward."""
+    return Controller(controller_parameters(model, kp, kd, plant.torque_limit), period, model)
 
 
 def _panda(**kwargs) -> UrdfArm:
@@ -260,8 +268,8 @@ def test_2r_closed_loop_same_through_closed_form_and_urdf():
                                           armature=nm.rotor_inertia,
                                           gear_ratio=nm.gear_ratio, rotor_coupling=True)
         plant = ArmPlant(true, p.friction, p.motors)
-        runs.append(run_arm_closed_loop(plant, nominal, traj, sc.controller.kp,
-                                        sc.controller.kd, 3.0))
+        ctl = _computed_torque(plant, nominal, sc.controller.kp, sc.controller.kd)
+        runs.append(run_arm_closed_loop(plant, ctl, traj, 3.0))
     assert np.abs(runs[0].q - runs[1].q).max() <= 1e-9
     assert np.abs(runs[0].error).max() > 1e-3        # the mass mismatch shows
 
@@ -376,7 +384,8 @@ def test_panda_with_motors_tracks_and_converges_with_a_perfect_model():
     q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])
     traj = Sinusoid(0.2, 1.5, offset=q0, phase=np.arange(7) * 0.5)
     wn = 20.0
-    run = run_arm_closed_loop(plant, arm, traj, np.full(7, wn * wn), np.full(7, 2 * wn), 1.0)
+    ctl = _computed_torque(plant, arm, np.full(7, wn * wn), np.full(7, 2 * wn))
+    run = run_arm_closed_loop(plant, ctl, traj, 1.0)
     assert np.all(np.isfinite(run.q))
     late = np.abs(run.error[run.t >= 0.5]).max()
     assert late <= 1e-3, late
@@ -405,10 +414,11 @@ def test_plant_refusals_are_one_line():
     with pytest.raises(ArmModelError, match=r"^method: must be 'multirate' or 'rk4' \(got 'rk5'"):
         ArmPlant(arm, method='rk5')
     plant = ArmPlant(arm)
-    with pytest.raises(ArmShapeError, match=r'^kp: expected 7 values'):
-        run_arm_closed_loop(plant, arm, Sinusoid(0.1, 1.0, n_joints=7), [1.0], [1.0], 0.1)
+    with pytest.raises(ParameterError, match=r'^controller.kp: must have 7 elements \(got 1\)'):
+        _computed_torque(plant, arm, [1.0], [1.0])
     with pytest.raises(ArmShapeError, match='trajectory 2; the plant has 7'):
-        run_arm_closed_loop(plant, arm, Sinusoid([0.1, 0.1], 1.0), [1.0] * 7, [1.0] * 7, 0.1)
+        run_arm_closed_loop(plant, _computed_torque(plant, arm, [1.0] * 7, [1.0] * 7),
+                            Sinusoid([0.1, 0.1], 1.0), 0.1)
 
 
 def test_fused_step_is_rk4_on_rhs():

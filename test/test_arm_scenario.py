@@ -30,13 +30,14 @@ from manip_control.arm_model import TwoLinkArm
 from manip_control.arm_model import UrdfArm
 from manip_control.arm_plant import ArmPlant
 from manip_control.arm_plant import run_arm_closed_loop
-from manip_control.arm_scenario import DriveCompensation
 from manip_control.arm_scenario import gains_from_bandwidth
 from manip_control.arm_scenario import motors_sized_for
 from manip_control.arm_scenario import reference_within_limits
 from manip_control.arm_scenario import run_urdf_closed_loop
 from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.bag_io import BagReader
+from manip_control.control import Controller
+from manip_control.control import controller_parameters
 from manip_control.friction import friction_torque_scalar
 from manip_control.parameters import FrictionParameters
 from manip_control.parameters import load_scenario
@@ -101,24 +102,36 @@ def test_gains_give_the_requested_error_dynamics():
         gains_from_bandwidth(3, omega_n=0.0)
 
 
-def test_drive_compensation_inverts_the_gear_loss():
-    """The command through the drive's torque law gives the law's torque plus friction."""
-    motors = motors_sized_for([87.0, 12.0]) + [
-        dataclasses.replace(motors_sized_for([40.0])[0], eta=0.7, eta_back=0.6)]
-    friction = [FrictionParameters(b=0.2, tau_c=0.5, eps=0.02)] * 3
-    comp = DriveCompensation(motors, friction)
+@needs_fixtures
+def test_the_law_inverts_the_drives_on_the_mesh_torque():
+    """
+    Through each drive's torque law, the command gives the law's torque plus the friction.
+
+    The Panda with sized drives (one with eta 0.7 / eta_back 0.6), their rotors as armature:
+    the rotor torque ``D a`` of the law's acceleration is taken off before the gear loss, as
+    the plant charges it (on the mesh torque), in every sign of power flow.
+    """
+    bare = UrdfArm.from_file(PANDA)
+    motors = motors_sized_for(bare.limits.effort)
+    motors[6] = dataclasses.replace(motors[6], eta=0.7, eta_back=0.6)
+    arm = UrdfArm.from_file(PANDA, armature=[m.Jm * m.N * m.N for m in motors])
+    friction = [FrictionParameters(b=0.2, tau_c=0.5, eps=0.02)] * 7
+    kp, kd = gains_from_bandwidth(7)
+    law = Controller(controller_parameters(arm, kp, kd, [1e6] * 7, friction=friction,
+                                           motors=motors), 1e-3, arm)
+    rng = np.random.default_rng(3)
+    rotor = arm.rotor_matrix()
     for qd_ref in (-1.0, -0.01, 0.0, 0.004, 0.3):
-        for tau in (-20.0, -0.5, 0.5, 20.0):
-            qd = np.full(3, qd_ref)
-            u = comp(np.full(3, tau), qd)
-            for j, m in enumerate(motors):
-                i = u[j] / (m.N * m.k_t)          # the drive's current reference
-                delivered = joint_torque(i, qd_ref, m, friction[j].eps)
-                f = friction_torque_scalar(qd_ref, friction[j])
-                assert delivered == pytest.approx(tau + f, rel=1e-12, abs=1e-12)
-    ideal = DriveCompensation(None, friction)
-    assert np.allclose(ideal(np.zeros(3), np.full(3, 1.0)),
-                       [0.2 + 0.5 * math.tanh(50.0)] * 3, rtol=1e-15)
+        q = rng.uniform(-1.0, 1.0, 7)
+        q_d, qd, qdd_d = q + rng.normal(0.0, 0.05, 7), np.full(7, qd_ref), rng.normal(0, 3, 7)
+        u = np.array(law.update(q, qd, q_d, qd, qdd_d).tau)
+        a = qdd_d - kp * (q - q_d)              # e_dot = 0: qd is the reference's
+        wanted = arm.inverse_dynamics(q, qd, a)
+        for j, m in enumerate(motors):
+            delivered = joint_torque(u[j] / (m.N * m.k_t), qd_ref, m, friction[j].eps,
+                                     rotor[j] @ a)
+            f = friction_torque_scalar(qd_ref, friction[j])
+            assert delivered == pytest.approx(wanted[j] + f, rel=1e-9, abs=1e-9)
 
 
 @needs_fixtures
@@ -222,11 +235,9 @@ def test_step_and_loop_refuse_wrong_shapes():
             plant.rhs(bad_x, bad_u)
     traj = reference_within_limits(arm.limits)
     kp, kd = gains_from_bandwidth(2)
+    law = Controller(controller_parameters(arm, kp, kd, plant.torque_limit), 1e-3, arm)
     with pytest.raises(ArmShapeError, match='x0: expected 8 finite values'):
-        run_arm_closed_loop(plant, arm, traj, kp, kd, 0.1, x0=x[:6])
-    with pytest.raises(ArmShapeError, match=r'feedforward returned shape \(3,\)'):
-        run_arm_closed_loop(plant, arm, traj, kp, kd, 0.1,
-                            feedforward=lambda tau, v: np.ones(3))
+        run_arm_closed_loop(plant, law, traj, 0.1, x0=x[:6])
 
 
 @needs_fixtures
