@@ -42,8 +42,9 @@ relative error per joint's body, applied to its mass and rotational inertia toge
 (``UrdfArm.with_inertial_scale``), runs the offline n-joint loop
 (:func:`manip_control.arm_scenario.run_urdf_closed_loop`: ideal actuators by default, so that
 the model error alone moves the arm off its reference) with gains from the bandwidth
-``wn`` (set A) and ``S wn`` (set B), and records the late-window (second half) error. The
-estimate and the bound are the 2R's (n/a there).
+``wn`` (set A) and ``S wn`` (set B), and records the late-window (second half) error, the
+runs spread over worker processes as the 2R's are. The estimate and the bound are the 2R's
+(n/a there).
 
 ``manip-robustness`` shows a progress bar on stderr (when it is a terminal; ``--quiet``
 hides it), prints a table (per gain set and mismatch level: runs, median and max
@@ -54,11 +55,14 @@ late-window error, max estimate, bound, and the ratios) and writes ``robustness.
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ProcessPoolExecutor
 import csv
 import dataclasses
 from dataclasses import dataclass
 import functools
 import math
+import multiprocessing
+import os
 from pathlib import Path
 import sys
 import time
@@ -788,10 +792,21 @@ def urdf_gain_sets(n: int, omega_n: float, scale: float) -> dict[str, tuple]:
             for name, w in (('A', omega_n), ('B', scale * omega_n))}
 
 
+def _urdf_run_figures(args: tuple) -> tuple[tuple[float, ...], bool]:
+    """One run of :func:`run_urdf_study` (a worker's task): late max error, saturated."""
+    path, duration, actuator, scale, omega_n = args
+    run = run_urdf_closed_loop(path, duration=duration, actuator=actuator,
+                               nominal_scale=scale, omega_n=omega_n)
+    late = summarize_urdf_run(run)['late_max_error_rad']
+    limit = np.asarray(run.plant.torque_limit, dtype=float)
+    saturated = bool(np.any(np.abs(run.run.tau) >= limit * (1.0 - 1e-12)))
+    return tuple(float(e) for e in late), saturated
+
+
 def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
                    runs: int = DEFAULT_RUNS, seed: int = 0,
                    gain_scale: float = DEFAULT_GAIN_SCALE, *, duration: float = 5.0,
-                   actuator: str = 'ideal', omega_n: float = 20.0,
+                   actuator: str = 'ideal', omega_n: float = 20.0, jobs: int | None = None,
                    progress: Callable[[int, int], None] | None = None
                    ) -> tuple[list[RunResult], dict[str, tuple]]:
     """
@@ -815,6 +830,9 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
         Ideal torque sources (the model error alone) or the sized DC-motor drives.
     omega_n : float
         Bandwidth of gain set A [rad/s] (``Kp = wn^2``, ``Kd = 2 wn``).
+    jobs : int, optional
+        Worker processes (default: the number of CPUs, at most 8; 1: in this process). The
+        results do not depend on it: each run is a function of its draw alone.
 
     Returns
     -------
@@ -836,18 +854,29 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
     gains = urdf_gain_sets(n, omega_n, gain_scale)
     bandwidth = {'A': omega_n, 'B': gain_scale * omega_n}
     specs = make_specs(levels, runs, seed, gains, size=n)
+    if jobs is not None and jobs < 1:
+        raise ParameterError(f'jobs: must be >= 1 (got {jobs})')
+    jobs = max(1, min(int(jobs or min(8, os.cpu_count() or 1)), len(specs)))
     nan = (math.nan,) * n
+    work = [(str(path), duration, actuator, tuple(1.0 + d for d in spec.delta),
+             bandwidth[spec.gain_set]) for spec in specs]
     results = []
-    for i, spec in enumerate(specs):
-        run = run_urdf_closed_loop(path, duration=duration, actuator=actuator,
-                                   nominal_scale=tuple(1.0 + d for d in spec.delta),
-                                   omega_n=bandwidth[spec.gain_set])
-        late = summarize_urdf_run(run)['late_max_error_rad']
-        limit = np.asarray(run.plant.torque_limit, dtype=float)
-        saturated = bool(np.any(np.abs(run.run.tau) >= limit * (1.0 - 1e-12)))
-        results.append(RunResult(spec, tuple(float(e) for e in late), nan, nan, saturated))
-        if progress is not None:
-            progress(i + 1, len(specs))
+
+    def collect(figures) -> None:
+        for late, saturated in figures:
+            results.append(RunResult(specs[len(results)], late, nan, nan, saturated))
+            if progress is not None:
+                progress(len(results), len(specs))
+
+    if jobs == 1:
+        collect(map(_urdf_run_figures, work))
+    else:
+        # spawned workers (each loads Pinocchio and the compiled plant once); small chunks
+        # keep the progress moving and the cores busy to the end
+        ctx = multiprocessing.get_context('spawn')
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            collect(pool.map(_urdf_run_figures, work,
+                             chunksize=max(1, len(work) // (8 * jobs))))
     return results, gains
 
 
@@ -1098,8 +1127,8 @@ def _write_outputs(out_dir: str, results: Sequence[RunResult], gains: dict[str, 
 
 def _main_urdf(args) -> None:
     """Run the study on a URDF arm (``--urdf``): header, table, CSV and plot."""
-    if args.jobs is not None:
-        raise ParameterError('--jobs: the --urdf study runs in this process (no workers)')
+    if args.jobs is not None and args.jobs < 1:
+        raise ParameterError(f'--jobs: must be >= 1 (got {args.jobs})')
     try:
         arm = UrdfArm.from_string(read_urdf_file(args.urdf), None, source=str(args.urdf))
         _check_study(args.levels, args.runs, args.gain_scale)
@@ -1113,7 +1142,7 @@ def _main_urdf(args) -> None:
             results, gains = run_urdf_study(
                 args.urdf, args.levels, args.runs, args.seed, args.gain_scale,
                 duration=args.duration, actuator=args.actuator, omega_n=args.omega_n,
-                progress=bar)
+                jobs=args.jobs, progress=bar)
         finally:
             bar.close()
     except ArmModelError as exc:

@@ -234,7 +234,16 @@ PANDA = ROOT_FIXTURES / 'urdf' / 'panda.urdf'
 
 @pytest.fixture(scope='module')
 def urdf_study():
-    return run_urdf_study(str(PANDA), levels=(1e-6, 0.1), runs=2, seed=4, duration=2.0)
+    return run_urdf_study(str(PANDA), levels=(1e-6, 0.1), runs=2, seed=4, duration=2.0, jobs=2)
+
+
+def test_urdf_study_in_workers_equals_the_study_in_this_process(urdf_study):
+    """Each run is a function of its draw: two worker processes give the serial results."""
+    serial, _ = run_urdf_study(str(PANDA), levels=(1e-6, 0.1), runs=1, seed=4, duration=2.0,
+                               jobs=1)
+    parallel = [r for r in urdf_study[0] if r.spec.index == 0]
+    assert [r.spec for r in serial] == [r.spec for r in parallel]
+    assert [r.error for r in serial] == [r.error for r in parallel]
 
 
 def test_urdf_study_draws_one_error_per_body_shared_by_gain_sets(urdf_study):
@@ -278,7 +287,7 @@ def test_cli_urdf_writes_png_csv_and_table(tmp_path, capsys):
 
 
 @pytest.mark.parametrize('argv, message', [
-    (['--jobs', '2'], '--jobs'),
+    (['--jobs', '0'], '--jobs'),
     (['--levels', '0'], 'levels'),
     (['--duration', '-1'], 'duration'),
 ])
