@@ -572,8 +572,10 @@ def error_exit(message: str, code: int = 2) -> int:
 
 #: Stop state shared with the signal handler: a stop was requested; spin_until is spinning;
 #: the process is closing (signals are only flagged from then on); ``wake`` ends the running
-#: spin_until at once (set while it spins, called by the signal watcher thread).
-_STOP = {'requested': False, 'spinning': False, 'deferred': False, 'wake': None}
+#: spin_until at once (set while it spins, called by the signal watcher thread); the watcher
+#: thread is installed (once per process).
+_STOP = {'requested': False, 'spinning': False, 'deferred': False, 'wake': None,
+         'watching': False}
 
 
 def _watch_stop_signals() -> None:
@@ -588,7 +590,7 @@ def _watch_stop_signals() -> None:
     handler. Installed once per process, and only if nobody else (an asyncio loop) uses the
     wakeup fd.
     """
-    if _STOP.get('watching'):
+    if _STOP['watching']:
         return
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)

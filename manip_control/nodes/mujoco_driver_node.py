@@ -339,13 +339,20 @@ class MujocoDriverNode(Node):
         if prio <= 0:
             return
         why = set_thread_realtime(prio)
-        if not why and prio > 1 and owns_process():
-            why = set_threads_realtime('dds.', prio - 1)[1]
-            if not why:
-                why = set_thread_realtime(EXECUTOR_PRIORITY, threading.main_thread().native_id)
         if why:
             self.get_logger().warning(f'realtime_priority {prio}: not permitted here ({why}); '
                                       'the physics runs with normal scheduling')
+            return
+        if prio > 1 and owns_process():
+            part = "Fast DDS's threads"
+            why = set_threads_realtime('dds.', prio - 1)[1]
+            if not why:
+                part = 'the executor that takes the commands'
+                why = set_thread_realtime(EXECUTOR_PRIORITY, threading.main_thread().native_id)
+            if why:
+                self.get_logger().warning(
+                    f'realtime_priority {prio}: the physics thread runs at it, but {part} '
+                    f'could not be raised ({why}) and keep normal scheduling')
 
     def _loop(self) -> None:
         self._set_priority()
