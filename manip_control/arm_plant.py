@@ -123,9 +123,10 @@ Integration, two methods over one control period ``[t_k, t_k + T]``:
 
 :func:`run_arm_closed_loop` is the offline closed loop with the semantics of
 :func:`manip_control.simulation.run_closed_loop` (sample the state at ``t_k``, reference,
-command after the limit, integrate over the period) for ideal sensors and the
-computed-torque law ``tau = M^(q) (qdd_d - Kd e_dot - Kp e) + b^(q, qd)`` evaluated in one
-RNEA call as ``inverse_dynamics^(q, qd, v)``.
+command after the limit, integrate over the period) for ideal sensors, with the nodes'
+:class:`manip_control.control.Controller` as the law (computed torque ``tau = M^(q) (qdd_d -
+Kd e_dot - Kp e) + b^(q, qd)`` in one RNEA call, then friction feed-forward, drive inversion
+and limit).
 """
 
 from __future__ import annotations
