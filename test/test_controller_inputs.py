@@ -24,6 +24,7 @@ What the controller node says about inputs that cannot work (in-process nodes).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 import time
 
@@ -347,6 +348,9 @@ def test_a_driver_whose_states_come_before_its_reader_is_taken_up(ros_context, c
 
     def state():
         seq[0] += 1
+        # every state ticks, as on a host slow enough that a period of wall time passes
+        # between states (the tick's own pacing is by the wall clock, not this test's)
+        node._last_tick_time = -math.inf
         node.on_joint_state(_state(names), {'publication_sequence_number': seq[0]})
 
     def run(until, states=False):

@@ -1355,7 +1355,10 @@ class ControllerNode(LifecycleNode):
         The reference is replaced by the held one (last position, zero velocity) once it is
         older than ``safety.reference_timeout`` and kept inside the safety envelope; in safe
         mode the safe command replaces the feedback law. Nothing is published while the
-        states are stale or before the first state (the safety layer commands then).
+        states are stale or before the first state (the safety layer commands then). While
+        the restart window is open the readers of the commands are looked at first
+        (:meth:`~manip_control.nodes.controller_safety.ControllerSafety.reader_check`): a
+        restarted driver's new reader gets the take-up's zero instead of the law.
         """
         if self._pending:
             self._apply_pending()
@@ -1367,6 +1370,10 @@ class ControllerNode(LifecycleNode):
         safety.check()
         if not safety.should_command or (safety.stale and not self.lockstep):
             return None                     # the safety watchdog commands while stale
+        if safety.now() < safety.restart_window_until and safety.reader_check():
+            # states from a restarted driver, whose reader of the commands matched just now:
+            # it gets zero first (sent by the take-up), not this tick's law (a torque step)
+            return None
         st, ref = self.state, self.reference
         t = st.stamp_ns * 1e-9 if self.lockstep else time.monotonic()
         if self.trajectory is not None:
