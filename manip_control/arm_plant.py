@@ -1210,7 +1210,8 @@ def run_arm_closed_loop(plant: ArmPlant, controller, trajectory, duration: float
     duration : float
         Simulated time [s]; ``round(duration * control_rate)`` ticks.
     control_rate : float
-        Control rate [Hz]; the controller's own period should be ``1 / control_rate``.
+        Control rate [Hz]; the controller's own period (its integral and estimates step
+        with it) must be ``1 / control_rate``.
     x0 : ndarray, optional
         Initial state (default: at rest on the reference's start, drives holding it).
     payload : PayloadParameters, optional
@@ -1230,6 +1231,9 @@ def run_arm_closed_loop(plant: ArmPlant, controller, trajectory, duration: float
     if not (control_rate > 0.0 and math.isfinite(control_rate)):
         raise ArmModelError(f'control_rate: must be > 0 Hz (got {control_rate})')
     period = 1.0 / control_rate
+    if not math.isclose(controller.period, period, rel_tol=1e-9):
+        raise ArmModelError(f'control_rate: {control_rate:g} Hz, but the controller steps '
+                            f'with a period of {controller.period:g} s')
     ticks = int(round(duration * control_rate)) if math.isfinite(duration) else 0
     if ticks < 2:
         raise ArmModelError(f'duration: {duration} s at {control_rate:g} Hz is {ticks} '

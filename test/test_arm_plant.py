@@ -419,6 +419,10 @@ def test_plant_refusals_are_one_line():
     with pytest.raises(ArmShapeError, match='trajectory 2; the plant has 7'):
         run_arm_closed_loop(plant, _computed_torque(plant, arm, [1.0] * 7, [1.0] * 7),
                             Sinusoid([0.1, 0.1], 1.0), 0.1)
+    with pytest.raises(ArmModelError, match=r'^control_rate: 500 Hz, but the controller steps '
+                       r'with a period of 0.001 s'):
+        run_arm_closed_loop(plant, _computed_torque(plant, arm, [1.0] * 7, [1.0] * 7),
+                            Sinusoid([0.1] * 7, 1.0), 0.1, control_rate=500.0)
 
 
 def test_fused_step_is_rk4_on_rhs():

@@ -24,7 +24,6 @@ What the controller node says about inputs that cannot work (in-process nodes).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 import time
 
@@ -80,10 +79,10 @@ def _recorded(node) -> _Logger:
     return log
 
 
-def _state(names, n_values=None):
+def _state(names, n_values=None, stamp_ns=None):
     m = JointState()
-    t = time.time()
-    m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
+    t = time.time_ns() if stamp_ns is None else stamp_ns
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(t, 1_000_000_000)
     k = len(names) if n_values is None else n_values
     m.name, m.position, m.velocity = list(names), [0.1] * k, [0.0] * k
     return serialize_message(m)
@@ -321,6 +320,38 @@ def test_a_new_reader_after_the_states_stopped_gets_zero_first(ros_context):
                for a, b in zip(after, after[1:]) for j in (0, 1))
 
 
+@pytest.mark.parametrize('rate, ticks', [(1000.0, 200), (4000.0, 50)])
+def test_the_state_trigger_paces_ticks_by_the_drivers_stamps(ros_context, rate, ticks):
+    """
+    ``trigger: state`` ticks at most once per control period of the driver's stamps.
+
+    States of a driver at ``rate``, stamped ``1 / rate`` apart, arrive in bursts of two
+    (1 kHz) or four (4 kHz), each burst when the wall clock reaches its newest stamp (a host
+    that delivers late, then at once): a 1 kHz driver gets a tick on each state, one command
+    per driver tick (pacing by arrival skipped the second state of every burst); a 4 kHz
+    driver is sampled: every fourth state, the others counted (200 states once the state
+    period is measured).
+    """
+    node, safety, clock, _ = _on_hand_clock(ros_context)
+    names = ['joint1', 'joint2']
+    step = int(round(1e9 / rate))
+    burst = 2 if rate == 1000.0 else 4
+    t0 = time.time_ns()
+    for k in range(240):
+        if k == 40:         # the state period is measured by now
+            before, sampled = node.ticks, node.sampled_states
+        stamp = t0 + k * step
+        if k % burst == 0:
+            newest = stamp + (burst - 1) * step
+            time.sleep(max(newest - time.time_ns(), 0) * 1e-9)
+        clock[0] += step * 1e-9
+        node.on_joint_state(_state(names, stamp_ns=stamp),
+                            {'publication_sequence_number': k + 1})
+    assert node.ticks - before == ticks
+    assert node.sampled_states - sampled == 200 - ticks
+    assert safety.diagnostics_values()['sampled_states'] == str(node.sampled_states)
+
+
 @pytest.mark.parametrize('case', ['restarted', 'reader_seen_before', 'same_sequence'])
 def test_a_driver_whose_states_come_before_its_reader_is_taken_up(ros_context, case):
     """
@@ -348,9 +379,8 @@ def test_a_driver_whose_states_come_before_its_reader_is_taken_up(ros_context, c
 
     def state():
         seq[0] += 1
-        # every state ticks, as on a host slow enough that a period of wall time passes
-        # between states (the tick's own pacing is by the wall clock, not this test's)
-        node._last_tick_time = -math.inf
+        # every state ticks: a period of the driver's clock passes between its states
+        time.sleep(period)
         node.on_joint_state(_state(names), {'publication_sequence_number': seq[0]})
 
     def run(until, states=False):

@@ -34,8 +34,9 @@ When a tick runs
     realtime, ``trigger: timer``: a free-running wall timer at ``control_rate`` with the
     latest state and reference; ``trigger: state``: once per fresh joint state with the
     latest reference (before the first reference: a hold of the first measured position),
-    at most about once per control period (a state sooner than one period minus half a
-    measured state period after the last tick is stored, not ticked). The real-time state
+    at most about once per control period of the driver's stamps (a state stamped less than
+    one period minus half a measured state period after the last ticked one is stored, not
+    ticked; delivery jitter does not skip states). The real-time state
     reader keeps the last :data:`STATE_HISTORY_DEPTH` states; each callback takes all of
     them, checks the source of each in order, and validates and uses only the newest of the
     locked source: a late controller never ticks on old states (nor judges the driver's
@@ -330,7 +331,8 @@ class ControllerNode(LifecycleNode):
         self._idle_q: list | None = None    # no reference yet: hold the first measured q
         self._last_stamp: int | None = None
         self._last_used_state: int | None = None
-        self._last_tick_time = -1.0
+        self._last_tick_stamp: int | None = None    # of the state ticked on (trigger: state)
+        self.sampled_states = 0             # fresh states not ticked on (driver > control rate)
         self.ticks = 0
         self.published_commands = 0
         self.refused_states = 0
@@ -441,7 +443,7 @@ class ControllerNode(LifecycleNode):
             self._publish_safe, float(values['diagnostics_rate']), command_params=cp,
             realtime=not self.lockstep)
         self.safety.on_resume = self._on_resume
-        self.safety.more_values = self.adaptation_values
+        self.safety.more_values = self._node_values
         self.safety.readers = self._command_readers
         self.safety.reader_ids = self._command_reader_ids
         if self.lockstep:
@@ -969,13 +971,18 @@ class ControllerNode(LifecycleNode):
                     self.refused_states += 1
             fresh = newest is not None and self._on_joint_state(safety, *newest, checked=True)
             if fresh and self.config.trigger == 'state':
-                # one tick per fresh state, at most about one per control period: a driver
-                # faster than control_rate is sampled (its newest state), not queued
-                now = time.monotonic()
+                # one tick per fresh state, at most about one per control period of the
+                # driver's stamps: a driver faster than control_rate is sampled (its newest
+                # state), not queued. By stamp, not arrival: a state delivered late must not
+                # make the next one look early (both ticks are needed, one per driver tick)
+                stamp, last = self.state.stamp_ns, self._last_tick_stamp
                 period = safety.stamps.rate.period
-                if period is None or now - self._last_tick_time >= self.period - 0.5 * period:
-                    self._last_tick_time = now
+                if (period is None or last is None or stamp < last
+                        or (stamp - last) * 1e-9 >= self.period - 0.5 * period):
+                    self._last_tick_stamp = stamp
                     self.tick()
+                else:
+                    self.sampled_states += 1
         finally:
             safety.flush()
 
@@ -1370,10 +1377,8 @@ class ControllerNode(LifecycleNode):
         safety.check()
         if not safety.should_command or (safety.stale and not self.lockstep):
             return None                     # the safety watchdog commands while stale
-        if safety.now() < safety.restart_window_until and safety.reader_check():
-            # states from a restarted driver, whose reader of the commands matched just now:
-            # it gets zero first (sent by the take-up), not this tick's law (a torque step)
-            return None
+        if safety.restarted_reader_taken_up(safety.now()):
+            return None                     # states from a restarted driver: zero went first
         st, ref = self.state, self.reference
         t = st.stamp_ns * 1e-9 if self.lockstep else time.monotonic()
         if self.trajectory is not None:
@@ -1479,6 +1484,11 @@ class ControllerNode(LifecycleNode):
             f'({int(law.active.sum())} adapted); estimates on '
             f'{self.resolve_topic_name("~/adaptation")}')
         return ctl
+
+    def _node_values(self) -> dict[str, str]:
+        """Diagnostics key/values of the node: its input pacing and the adaptation."""
+        return {'sampled_states': str(self.sampled_states),
+                'spurious_wakeups': str(self.spurious_wakeups), **self.adaptation_values()}
 
     def adaptation_values(self) -> dict[str, str]:
         """Return the law's state as diagnostics key/values (empty without adaptation)."""

@@ -869,7 +869,7 @@ class ControllerSafety:
         if self.before_check is not None:
             self.before_check(now)
         self.check()
-        if now < self.restart_window_until and self.reader_check():
+        if self.restarted_reader_taken_up(now):
             return                      # a restarted driver's late reader: zero sent
         if self._stop is not None:
             self._stop_tick()
@@ -897,6 +897,15 @@ class ControllerSafety:
             self.publish(tau, self.last_stamp, self.hold_target())
             if self.reader_check():
                 self._count('reader_matched_during_send')
+
+    def restarted_reader_taken_up(self, now: float) -> bool:
+        """
+        Within the restart window, look at the command readers (:meth:`reader_check`).
+
+        True when a restarted driver's reader was taken up just now: it got zero first, so
+        neither this watchdog nor this tick may send it a law command (a torque step).
+        """
+        return now < self.restart_window_until and self.reader_check()
 
     def reader_check(self) -> bool:
         """
