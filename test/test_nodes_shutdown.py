@@ -333,3 +333,53 @@ def test_ctrl_c_ends_the_spin_at_once(procs, executor_kind):
     # the old wait for the slice's end: uniform over 0-100 ms, so five under 30 ms by chance
     # in 0.2 % of runs; the wake-up itself takes under a millisecond on a quiet host
     assert max(delays) < 0.03, delays
+
+
+#: ``run_node`` on a node whose ``close()`` never returns (``python``: a Python wait;
+#: ``native``: a C call that holds the interpreter lock, as a DDS teardown can), with the
+#: stop bound shortened to 2 s.
+HUNG_CLOSE = """
+import ctypes, sys, time
+from rclpy.node import Node
+from manip_control.nodes import common
+common.STOP_BOUND = 2.0
+
+
+class HungClose(Node):
+    def __init__(self):
+        super().__init__('hung_close')
+        self.create_timer(0.2, lambda: print('spinning', flush=True))
+
+    def close(self):
+        print('closing', flush=True)
+        if sys.argv[1] == 'native':
+            ctypes.PyDLL(None).sleep(3600)
+        time.sleep(3600)
+
+
+sys.exit(common.run_node(HungClose, sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize('where', ['python', 'native'])
+def test_a_stop_that_hangs_ends_with_every_stack_on_stderr(procs, where):
+    """
+    A node that does not finish closing within ``STOP_BOUND`` after Ctrl-C exits 1 by itself.
+
+    Before ``ros2 launch`` escalates (SIGTERM at 15 s, SIGKILL at 35 s): every thread's
+    stack goes to stderr, naming where the stop hung (a plant once hung there in CI, with no
+    word of where).
+    """
+    p = procs.start('hung', [PYTHON, '-c', HUNG_CLOSE, where])
+    deadline = time.monotonic() + 60.0
+    while 'spinning' not in procs.output(p)[0]:
+        assert p.poll() is None and time.monotonic() < deadline, procs.output(p)
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    os.killpg(p.pid, signal.SIGINT)
+    code = procs.wait(p, 30)
+    took = time.monotonic() - t0
+    out, err = procs.output(p)
+    assert code == 1 and 'closing' in out, (code, out, err)
+    assert 2.0 <= took < 10.0, took
+    assert 'Timeout (0:00:02)!' in err and 'in close' in err, err

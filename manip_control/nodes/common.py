@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import faulthandler
 import functools
 import gc
 import os
@@ -575,7 +576,44 @@ def error_exit(message: str, code: int = 2) -> int:
 #: spin_until at once (set while it spins, called by the signal watcher thread); the watcher
 #: thread is installed (once per process).
 _STOP = {'requested': False, 'spinning': False, 'deferred': False, 'wake': None,
-         'watching': False}
+         'watching': False, 'bounded': False}
+
+#: A node process closes within this long after Ctrl-C / SIGTERM [s] (its own waits are
+#: bounded: the plant's acknowledgements 2.5 s, the controller's ramp to zero); past it the
+#: stack of every thread goes to stderr and the process exits 1, before ``ros2 launch``
+#: escalates to SIGTERM (15 s) and SIGKILL: a stop that hangs is reported, and where.
+STOP_BOUND = 12.0
+
+
+def _bound_the_stop() -> None:
+    """
+    Arm :data:`STOP_BOUND` once, at the first stop signal of a one-node process.
+
+    faulthandler's watchdog is a C thread: it dumps and exits even while the main thread
+    waits in native code (a DDS teardown) holding the interpreter lock.
+    """
+    if _STOP['bounded'] or not _PROCESS['own']:
+        return
+    _STOP['bounded'] = True
+    _arm_stop_dump(STOP_BOUND)
+
+
+def extend_stop_bound(seconds: float) -> None:
+    """
+    Let a stop under way take ``seconds`` more than :data:`STOP_BOUND` from now.
+
+    For a wait whose length the user sets: the controller's exit ramp, which must reach zero
+    torque before the process may end.
+    """
+    if _STOP['bounded']:
+        _arm_stop_dump(seconds + STOP_BOUND)
+
+
+def _arm_stop_dump(seconds: float) -> None:
+    try:    # arming again replaces the timer
+        faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+    except (RuntimeError, ValueError, AttributeError):     # no usable stderr
+        pass
 
 
 def _watch_stop_signals() -> None:
@@ -616,8 +654,11 @@ def _watch_stop_signals() -> None:
                 return
             if not data:
                 return
+            if not stops.intersection(data):
+                continue
+            _bound_the_stop()
             wake = _STOP['wake']
-            if wake is not None and stops.intersection(data):
+            if wake is not None:
                 wake()
 
     threading.Thread(target=watch, name='stop_signals', daemon=True).start()
@@ -668,6 +709,7 @@ def _on_stop_signal(signum, frame):
     if _STOP['requested']:
         return
     _STOP['requested'] = True
+    _bound_the_stop()
     if not (_STOP['spinning'] or _STOP['deferred']):
         raise KeyboardInterrupt
 

@@ -95,6 +95,7 @@ from manip_control.nodes import cdr
 from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import EXECUTOR_PRIORITY
+from manip_control.nodes.common import extend_stop_bound
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import lock_memory
 from manip_control.nodes.common import name_thread
@@ -640,6 +641,7 @@ class ControllerNode(LifecycleNode):
         # worth, so zero comes within stop_time / period steps however late this process
         # runs (a deadline on the clock ended a starved ramp with a step to zero)
         steps = int(math.ceil(self.command_params.stop_time / self.period)) + 2
+        extend_stop_bound(2.0 * steps * self.period)    # at most two periods a step
         last = time.monotonic()
         tau = self._last_tau
         try:

@@ -68,6 +68,7 @@ from manip_control.mujoco_arm import MujocoDivergedError
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos
 from manip_control.nodes.common import EXECUTOR_PRIORITY
+from manip_control.nodes.common import extend_stop_bound
 from manip_control.nodes.common import owns_process
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import set_thread_realtime
@@ -434,6 +435,7 @@ class MujocoDriverNode(Node):
                          self.stats['ticks_with_command'])
         self.stats['ticks_at_stop'] = self.stats['ticks']
         self._max_speed_at_stop = self.stats['max_abs_velocity']
+        extend_stop_bound(self.values['drain_time'])
         end = time.monotonic() + self.values['drain_time']
         last, quiet_since = self.stats['commands'], time.monotonic()
         while time.monotonic() < end and time.monotonic() - quiet_since < 0.5:

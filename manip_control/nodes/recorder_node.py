@@ -66,6 +66,7 @@ from manip_control.bag_io import qos_from_profile
 from manip_control.bag_io import RecordingError
 from manip_control.nodes.cdr import decode_clock
 from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import extend_stop_bound
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
@@ -423,6 +424,7 @@ class RecorderNode(Node):
         stopped about 1000 ticks behind on a loaded host lost them); 5 s stays within
         launch's ``sigterm_timeout`` (15 s).
         """
+        extend_stop_bound(limit)
         end = time.monotonic() + limit
         last, last_change = sum(self.counts().values()), time.monotonic()
         while time.monotonic() < end and time.monotonic() - last_change < quiet:
