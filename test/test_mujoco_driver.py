@@ -24,8 +24,9 @@ after the start transient, more than one period of the reference) <= 1e-2 rad on
 and a fresh command for >= 90 % of the driver's ticks from the first command to the stop
 (counted by the driver): the arm is tracked, never lost (a lost arm is off by tenths of a
 radian). The goals are tighter (1e-3 rad, 99 %) and not met on every run: the command share
-is 95-99.6 % (65-95 % on a slow host while the driver's command-taking threads ran at
-normal scheduling), and the last joint of the xArm 7 does not meet them with this law: its URDF
+is 97.7-99.8 % (65-95 % on a slow host while the driver's command-taking threads ran at
+normal scheduling; 89.2 % once in CI while the controller paced its ticks by arrival), and
+the last joint of the xArm 7 does not meet them with this law: its URDF
 gives it 1 N m of dry friction and 2 N m s/rad of damping on an apparent inertia of 1.4e-4
 kg m^2; what keeps it near its reference is the friction feed-forward, and it wanders by
 1e-2 rad RMS (1.2e-2 to 5.8e-2 rad measured at load 10). Not a matter of stiffness: kp 1600,
@@ -157,7 +158,8 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
           f'max |qd| {s["max_abs_velocity"]:.2f} rad/s until the stop, '
           f'{s["max_abs_velocity_after_stop"]:.2f} after it; '
           f'safe entries {({k: v for k, v in diag.items() if k.startswith("safe_entries")})}'
-          f', hold timeouts {diag.get("hold_timeouts")}')
+          f', hold timeouts {diag.get("hold_timeouts")}, states not ticked on '
+          f'{diag.get("sampled_states")} of {diag.get("fresh_states")}')
     assert samples >= 1000, samples
     assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
     assert s['refused'] == 0, s

@@ -333,7 +333,8 @@ class ControllerNode(LifecycleNode):
         self._last_stamp: int | None = None
         self._last_used_state: int | None = None
         self._last_tick_stamp: int | None = None    # of the state ticked on (trigger: state)
-        self.sampled_states = 0             # fresh states not ticked on (driver > control rate)
+        self.fresh_states = 0               # trigger: state: fresh states taken while active
+        self.sampled_states = 0             # ... of them not ticked on (driver > control rate)
         self.ticks = 0
         self.published_commands = 0
         self.refused_states = 0
@@ -973,6 +974,7 @@ class ControllerNode(LifecycleNode):
                     self.refused_states += 1
             fresh = newest is not None and self._on_joint_state(safety, *newest, checked=True)
             if fresh and self.config.trigger == 'state':
+                self.fresh_states += 1
                 # one tick per fresh state, at most about one per control period of the
                 # driver's stamps: a driver faster than control_rate is sampled (its newest
                 # state), not queued. By stamp, not arrival: a state delivered late must not
@@ -1489,7 +1491,8 @@ class ControllerNode(LifecycleNode):
 
     def _node_values(self) -> dict[str, str]:
         """Diagnostics key/values of the node: its input pacing and the adaptation."""
-        return {'sampled_states': str(self.sampled_states),
+        return {'fresh_states': str(self.fresh_states),
+                'sampled_states': str(self.sampled_states),
                 'spurious_wakeups': str(self.spurious_wakeups), **self.adaptation_values()}
 
     def adaptation_values(self) -> dict[str, str]:
