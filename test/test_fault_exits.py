@@ -53,6 +53,7 @@ from test_fault_injection import DRIVER  # noqa: E402
 from test_fault_injection import DRIVER_RATE  # noqa: E402
 from test_fault_injection import HARDWARE  # noqa: E402
 from test_fault_injection import HOLD_ZERO  # noqa: E402
+from test_fault_injection import lifecycle_client  # noqa: E402
 from test_fault_injection import MAX_STEP  # noqa: E402
 from test_fault_injection import no_traceback  # noqa: E402
 from test_fault_injection import read_log  # noqa: E402
@@ -279,6 +280,7 @@ def test_every_way_out_ends_with_zero_torque(fi, tmp_path, way):
     from lifecycle_msgs.msg import Transition
     procs, make_probe = fi
     probe = make_probe(('diag',))
+    lifecycle_client(probe)
     log, drv, ctrl, traj = start_loop(procs, tmp_path)
     wait_normal(probe, 60.0)
     time.sleep(1.0)

@@ -794,9 +794,26 @@ def test_malformed_inputs_refused_and_counted(fi):
 # lifecycle and configuration
 
 
+def lifecycle_client(probe):
+    """
+    Return the probe's one client of ``/controller/change_state`` (created on first use).
+
+    Create it well before the first call: a reply to a client whose reader the server has
+    not discovered yet is lost (the server waits only briefly for the match), and
+    ``wait_for_service`` sees only the other direction. A client per call met that race on
+    every call (a configure got no reply once in a full run).
+    """
+    from lifecycle_msgs.srv import ChangeState
+    cli = getattr(probe, 'lifecycle_client', None)
+    if cli is None:
+        cli = probe.lifecycle_client = probe.node.create_client(ChangeState,
+                                                                '/controller/change_state')
+    return cli
+
+
 def _change_state(probe, transition_id: int) -> bool:
     from lifecycle_msgs.srv import ChangeState
-    cli = probe.node.create_client(ChangeState, '/controller/change_state')
+    cli = lifecycle_client(probe)
     assert cli.wait_for_service(10.0)
     req = ChangeState.Request()
     req.transition.id = transition_id
@@ -809,6 +826,7 @@ def test_lifecycle_by_hand(fi):
     from lifecycle_msgs.msg import Transition
     procs, make_probe = fi
     probe = make_probe(('diag', 'cmds'))
+    lifecycle_client(probe)             # discovered by the controller while it starts
     ctrl = controller(procs, 'controller', '-p', 'autostart:=false')
     time.sleep(2.0)
     assert not probe.get('diag') and not probe.get('cmds'), 'unconfigured but publishing'
@@ -1325,6 +1343,7 @@ def deactivate_in_normal_mode(probe, procs, drv, read):
     deactivation on and before it (``read()`` gives ``(cmds, states)`` of its log).
     """
     from lifecycle_msgs.msg import Transition
+    lifecycle_client(probe)
     wait_normal(probe)
     time.sleep(1.0)
     t0 = time.monotonic()
