@@ -514,3 +514,42 @@ def test_the_controller_takes_no_matched_or_lost_events(ros_context, mode):
         assert node._readers['array'] == 1
     finally:
         driver.destroy_node()
+
+
+@pytest.mark.parametrize('state_after_stall', [True, False])
+def test_a_stall_of_the_controller_is_not_judged_as_the_drivers(ros_context, state_after_stall):
+    """
+    The first watchdog run after this process was not scheduled for 47 ms does not judge.
+
+    A host that stops the control thread (RT throttling, seen in CI: 47 ms) stops the DDS
+    threads that deliver the states too; the driver's states of the stall arrive a moment
+    after the thread runs again. The late run counts ``watchdog_late`` and declares nothing;
+    a state before the next run keeps the controller normal; without one the next run,
+    one period later, declares the state timeout.
+    """
+    node, safety, clock, _ = _on_hand_clock(ros_context)
+    names = ['joint1', 'joint2']
+    period = safety.period
+    seq = [0]
+
+    def state():
+        seq[0] += 1
+        node.on_joint_state(_state(names), {'publication_sequence_number': seq[0]})
+
+    for _ in range(100):                    # normal, a state each period
+        clock[0] += period
+        state()
+        safety.watchdog_tick()
+    assert not safety.stale and safety.supervisor.mode.value == 'normal'
+    clock[0] += 0.047                       # the stall
+    safety.watchdog_tick()
+    assert safety.counts.get('watchdog_late') == 1
+    assert not safety.stale and safety.supervisor.mode.value == 'normal'
+    clock[0] += period
+    if state_after_stall:
+        state()
+    safety.watchdog_tick()
+    assert safety.stale != state_after_stall
+    entries = {k: v for k, v in safety.diagnostics_values().items()
+               if k.startswith('safe_entries.')}
+    assert entries == ({} if state_after_stall else {'safe_entries.state_timeout': '1'})

@@ -862,13 +862,18 @@ class ControllerSafety:
         """
         now = self.now()
         last, self._last_watchdog = self._last_watchdog, now
-        if last is not None and now - last > self.state_timeout and self.realtime:
-            # this process was not scheduled for longer than the state timeout: a state
-            # timeout now is the host's overload, not the driver's (counted, diagnostics)
+        late = last is not None and now - last > self.state_timeout and self.realtime
+        if late:
+            # this process was not scheduled for longer than the state timeout (counted,
+            # diagnostics): the states the driver sent meanwhile may not be delivered yet (a
+            # host that stops this thread stops the DDS threads just below it too), so the
+            # state watchdog judges at the next run, one period later, not on the host's
+            # stall (no command is sent on the old state meanwhile: a tick checks itself)
             self._count('watchdog_late')
         if self.before_check is not None:
             self.before_check(now)
-        self.check()
+        if not late:
+            self.check()
         if self.restarted_reader_taken_up(now):
             return                      # a restarted driver's late reader: zero sent
         if self._stop is not None:
