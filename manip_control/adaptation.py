@@ -124,8 +124,9 @@ import yaml
 SCALE_FLOOR = {'kg': 1e-2, 'kg m': 1e-3, 'kg m^2': 1e-4, 'N m s/rad': 1e-2, 'N m': 1e-2}
 #: ``lambda_min(M^(q))`` must be at least this fraction of ``lambda_min(M0(q))``.
 MIN_EIGENVALUE_RATIO = 0.1
-#: Ticks between the adaptive law's consistency checks on a URDF arm (each costs n + 1
-#: regressor evaluations; bench/bench_adaptation.py): the offline loop and the node use it.
+#: Ticks between the adaptive law's consistency checks (each costs n + 1 regressor
+#: evaluations; bench/bench_adaptation.py): the controller node on every arm and the offline
+#: loop of a URDF arm use it.
 ADAPTIVE_CHECK_EVERY = 10
 #: Half-space projections of an estimate whose ``M^`` is not positive definite enough, and the
 #: margin they aim at (a fraction of ``x^T (1 - r) M0 x`` along the worst direction ``x``).
@@ -162,6 +163,10 @@ class BaseRegressor:
         ``payload_change(mass, radius) -> (lower, upper)``: the range of the change of each
         base parameter that a point mass of at most ``mass`` [kg] within ``radius`` [m] of the
         last link's frame origin makes (None: the law cannot size its box for a payload).
+    two_velocity : callable, optional
+        ``two_velocity(q, qd, qd_r, qdd_r, qd_f, out)``: ``Y_SL`` (module docstring) with its
+        friction columns at ``qd_f`` (None: zero) into ``out`` of shape (n, p), in closed
+        form: the law's fast path (None: three :attr:`evaluate` rows per tick).
 
     """
 
@@ -173,6 +178,7 @@ class BaseRegressor:
     fixed: np.ndarray
     save: Callable[..., list] | None = None
     payload_change: Callable[[float, float], tuple] | None = None
+    two_velocity: Callable[..., None] | None = None
 
     @property
     def size(self) -> int:
@@ -208,6 +214,18 @@ def two_link_base_regressor(nominal: NominalModel,
     def evaluate(q, qd, qdd):
         return two_link_regressor(q, qd, qdd, eps)
 
+    def two_velocity(q, qd, qd_r, qdd_r, qd_f, out):
+        # the rows of regressor(), with C(q, qd) qd_r polarised: no array but ``out``
+        (q1, q2), (v1, v2), (w1, w2), (a1, a2) = q, qd, qd_r, qdd_r
+        c2, s2, c12 = math.cos(q2), math.sin(q2), math.cos(q1 + q2)
+        f1 = f2 = f3 = f4 = 0.0
+        if qd_f is not None:
+            f1, f3 = float(qd_f[0]), float(qd_f[1])
+            f2, f4 = math.tanh(f1 / eps[0]), math.tanh(f3 / eps[1])
+        out[0] = (a1, 2.0 * c2 * a1 + c2 * a2 - s2 * (v1 * w2 + v2 * w1 + v2 * w2), a2, 0.0,
+                  math.cos(q1), c12, f1, f2, 0.0, 0.0)
+        out[1] = (0.0, c2 * a1 + s2 * v1 * w1, a1 + a2, a2, 0.0, c12, 0.0, 0.0, f3, f4)
+
     def save(theta, path, law=None):
         nm = two_link_nominal(theta, nominal)
         if controller is None:
@@ -221,7 +239,8 @@ def two_link_base_regressor(nominal: NominalModel,
                         encoding='utf-8')
         return [path]
 
-    return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save)
+    return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save,
+                         two_velocity=two_velocity)
 
 
 def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalModel:
@@ -351,6 +370,8 @@ class AdaptiveLaw:
         self._a = np.zeros((rows + n + 1, n))
         self._a[rows:rows + n] = np.eye(n)
         self._yc = None                   # the check rows evaluated with this tick's torque
+        # the closed-form two-velocity regressor where the model has one (the 2R)
+        self._two_velocity = regressor.two_velocity
         self._chol = np.zeros((n, n))
         self._ys = np.zeros((n, p))
         self._s = np.zeros(n)
@@ -454,24 +475,27 @@ class AdaptiveLaw:
         np.subtract(qd_d, lam * e, out=qd_r)
         np.subtract(qdd_d, lam * ed, out=qdd_r)
         np.subtract(qd, qd_r, out=s)
-        qq, vv, aa, r = self._q, self._v, self._a, self._rows
-        check = (self.ticks + 1) % self.check_every == 0 and not (self.frozen)
-        end = qq.shape[0] if check else r
-        qq[:end] = qn
+        qq, vv, aa, r, ys = self._q, self._v, self._a, self._rows, self._ys
         np.add(qd, qd_r, out=vv[1])
         np.subtract(qd, qd_r, out=vv[2])
-        aa[0] = qdd_r
-        if r == 4:
-            vv[3] = qd_d
-        y = self.regressor.evaluate(qq[:end], vv[:end], aa[:end])
-        self._yc = y[r:] if check else None
-        ys = self._ys
-        np.subtract(y[1], y[2], out=ys)
-        ys *= 0.25
-        ys += y[0]
-        ys[:, self._friction] = 0.0
-        if r == 4:
-            ys[:, self._friction] = y[3][:, self._friction]
+        if self._two_velocity is not None:
+            self._yc = None                      # the check evaluates its own rows
+            self._two_velocity(qn, qd, qd_r, qdd_r, qd_d if r == 4 else None, ys)
+        else:
+            check = (self.ticks + 1) % self.check_every == 0 and not (self.frozen)
+            end = qq.shape[0] if check else r
+            qq[:end] = qn
+            aa[0] = qdd_r
+            if r == 4:
+                vv[3] = qd_d
+            y = self.regressor.evaluate(qq[:end], vv[:end], aa[:end])
+            self._yc = y[r:] if check else None
+            np.subtract(y[1], y[2], out=ys)
+            ys *= 0.25
+            ys += y[0]
+            ys[:, self._friction] = 0.0
+            if r == 4:
+                ys[:, self._friction] = y[3][:, self._friction]
         idyn = self.model.inverse_dynamics
         tau = self.tau
         tau[:] = idyn(qn, vv[0], qdd_r)

@@ -27,6 +27,7 @@ import math
 
 from conftest import SHARED_FIXTURES
 from manip_control.adaptation import AdaptedModel
+from manip_control.adaptation import ADAPTIVE_CHECK_EVERY
 from manip_control.adaptation import AdaptiveController
 from manip_control.adaptation import AdaptiveLaw
 from manip_control.adaptation import true_two_link_parameters
@@ -66,7 +67,8 @@ def test_the_node_runs_the_adaptive_law_and_its_runtime_commands(
     node = rig.node
     assert node.adaptation is not None
     assert isinstance(node.safety.model, AdaptedModel)
-    core = AdaptiveController(_adaptive_params(gamma=5.0), SCENARIO.period)
+    core = AdaptiveController(_adaptive_params(gamma=5.0), SCENARIO.period,
+                              check_every=ADAPTIVE_CHECK_EVERY)       # as the node builds it
     law = core.law
     w = 2.0 * math.pi * 0.5
 

@@ -240,17 +240,16 @@ def test_help_lists_the_parameters():
         assert name in done.stdout
 
 
-def _window_rms(probe: ThreadedProbe, start: float, end: float):
-    """Per-joint RMS of ``q - q_d`` for reference time in [start, end) s, matched by stamp."""
+def _window_errors(probe: ThreadedProbe, start: float, end: float) -> np.ndarray:
+    """``q - q_d`` [rad] for reference time in [start, end) s, matched by stamp: (N, n)."""
     def stamp(m):
         return m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
 
     q = {stamp(m): np.array(m.position) for _, m in probe.get('states')}
     cmds = [m for _, m in probe.get('cmds')]
     t0 = stamp(cmds[0])
-    err = np.array([q[stamp(m)] - np.array(m.position) for m in cmds if stamp(m) in q
-                    and start * 1e9 <= stamp(m) - t0 < end * 1e9])
-    return np.sqrt(np.mean(err ** 2, axis=0)), len(err)
+    return np.array([q[stamp(m)] - np.array(m.position) for m in cmds if stamp(m) in q
+                     and start * 1e9 <= stamp(m) - t0 < end * 1e9])
 
 
 #: the adaptive run: wall seconds after the first command; the payload's pick-up time [s of
@@ -262,7 +261,7 @@ ADAPT_LEARNT, ADAPT_RECOVERED = (5.0, 9.0), (19.0, 25.0)
 
 def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seconds: float,
              urdf: str = ''):
-    """Launch an arm against the MuJoCo driver; return the probe's data and the texts."""
+    """Launch an arm against the MuJoCo driver; return the windows' errors and the texts."""
     from diagnostic_msgs.msg import DiagnosticArray
     from sensor_msgs.msg import JointState
     params = _params(ros2_ws, tmp_path, urdf, tmp_path / 'driver.json')
@@ -282,7 +281,7 @@ def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seco
         os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
         rc = ros2_procs.wait(p, 60)
         out, err = ros2_procs.output(p)
-        windows = [_window_rms(probe, *w) for w in (ADAPT_LEARNT, ADAPT_RECOVERED)]
+        windows = [_window_errors(probe, *w) for w in (ADAPT_LEARNT, ADAPT_RECOVERED)]
         diag = _diag_values(probe)
     finally:
         probe.close()
@@ -308,20 +307,31 @@ def test_adaptive_controller_on_a_heavier_mujoco_arm_picking_up_a_payload(
     the adaptive controller on the wrong model tracks within 2x of it once it has learnt
     (ADAPT_LEARNT) and again after the pick-up (ADAPT_RECOVERED), enters no safe mode,
     refuses no step, and ends cleanly with zero torque.
+
+    Judged per joint on the 90th percentile of ``|q - q_d|`` in each window (the RMS is
+    printed beside it): the host's scheduling stalls of a real-time run on two shared cores
+    disturb part of a window (in CI a window lost 19 % of its commands and its RMS was ten
+    times the baseline's, 2.1e-3 against 2.1e-4 rad), while a law that has not learnt the
+    20 % is off in all of its samples (computed torque on the same wrong model, measured:
+    p90 0.093 / 0.18 rad against the baseline's 3.3e-4 / 1.2e-3 rad).
     """
     base_dir, adapt_dir = tmp_path / 'baseline', tmp_path / 'adaptive'
     base_dir.mkdir()
     adapt_dir.mkdir()
-    ((base_learnt, n0), (base_late, n1)), base_diag, _ = _arm_run(
+    (base_learnt, base_late), base_diag, _ = _arm_run(
         ros2_ws, ros2_procs, base_dir, {}, {}, ADAPT_RUN)
-    windows, diag, text = _arm_run(
+    (learnt, late), diag, text = _arm_run(
         ros2_ws, ros2_procs, adapt_dir, {'adaptation.enabled': True},
         {'mass_scale': [1.2], 'payload.mass': 1.0, 'payload.at_time': ADAPT_PAYLOAD_AT},
         ADAPT_RUN)
-    (learnt, n2), (late, n3) = windows
 
-    def fmt(x):
-        return ' '.join(f'{v:.1e}' for v in x)
+    def p90(err):
+        return np.percentile(np.abs(err), 90, axis=0)
+
+    def fmt(err):
+        rms = np.sqrt(np.mean(err ** 2, axis=0))
+        return (f"p90 [{' '.join(f'{v:.1e}' for v in p90(err))}] "
+                f"RMS [{' '.join(f'{v:.1e}' for v in rms)}]")
     s = json.loads((adapt_dir / 'driver.json').read_text())
 
     def events(d):
@@ -330,19 +340,20 @@ def test_adaptive_controller_on_a_heavier_mujoco_arm_picking_up_a_payload(
                 or (k.startswith(('reference', 'refused', 'resume', 'torque_rate', 'safe_'))
                     and v not in ('', '0', 'false', 'False'))}
     print(f'\n[mujoco] events: baseline {events(base_diag)}; adaptive {events(diag)}')
-    print(f'\n[mujoco] adaptive 2R x1.2: RMS e per joint [rad], perfect model / adaptive: '
-          f'{ADAPT_LEARNT} s: [{fmt(base_learnt)}] / [{fmt(learnt)}]; after the 1 kg payload, '
-          f'{ADAPT_RECOVERED} s: [{fmt(base_late)}] / [{fmt(late)}]; samples {n0} {n1} {n2} '
-          f'{n3}; command ratio {100 * s["command_ratio"]:.2f} %; safe entries '
+    print(f'\n[mujoco] adaptive 2R x1.2: |e| per joint [rad], perfect model / adaptive: '
+          f'{ADAPT_LEARNT} s: {fmt(base_learnt)} / {fmt(learnt)}; after the 1 kg payload, '
+          f'{ADAPT_RECOVERED} s: {fmt(base_late)} / {fmt(late)}; samples {len(base_learnt)} '
+          f'{len(base_late)} {len(learnt)} {len(late)}; command ratio '
+          f'{100 * s["command_ratio"]:.2f} %; safe entries '
           f'{({k: v for k, v in diag.items() if k.startswith("safe_entries")})} '
           f'{({k: v for k, v in diag.items() if k.startswith(TIMING_DIAGNOSTICS)})}; fallbacks '
           f'{diag.get("adaptation.fallbacks")}; excited {diag.get("adaptation.excited")!r}')
-    assert min(n0, n1, n2, n3) >= 1000, ((n0, n1, n2, n3), text[-6000:])
+    assert min(map(len, (base_learnt, base_late, learnt, late))) >= 1000, text[-6000:]
     assert 'payload: 1 kg added' in text and 'adaptation: 10 base parameters' in text, \
         text[-3000:]
     assert diag.get('adaptation') == 'adapting', diag
     assert int(diag.get('adaptation.fallbacks', -1)) == 0, diag
     assert not any(int(v) for k, v in diag.items() if k.startswith('safe_entries.')), diag
     assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
-    assert np.all(learnt <= 2.0 * base_learnt), (learnt, base_learnt)
-    assert np.all(late <= 2.0 * base_late), (late, base_late)
+    assert np.all(p90(learnt) <= 2.0 * p90(base_learnt)), (p90(learnt), p90(base_learnt))
+    assert np.all(p90(late) <= 2.0 * p90(base_late)), (p90(late), p90(base_late))

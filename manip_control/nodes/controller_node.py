@@ -1456,7 +1456,7 @@ class ControllerNode(LifecycleNode):
         if not co.adaptation.enabled:
             return Controller(co, cfg.period, self.arm)
         if self.arm is None:
-            ctl = AdaptiveController(co, cfg.period)
+            ctl = AdaptiveController(co, cfg.period, check_every=ADAPTIVE_CHECK_EVERY)
         elif not self.lockstep:
             # measured: against the MuJoCo Panda on a 2-core host, a 2 kg payload made the
             # adaptive law lose the arm (velocity and position limits) in real time
