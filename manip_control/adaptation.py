@@ -81,9 +81,11 @@ API (ROS-free; the nodes hold one per controller)::
     law.fallback_reason, law.fallbacks                 # None or why the last step was refused
     law.save(path)                                     # same files as manip-identify writes
 
-Cost: everything is built once (buffers, scales, bounds); per tick only the identification
-regressor's own output (one call with ``3 + n + 1`` rows, numpy) and small temporaries are
-allocated, nothing is compiled (bench/bench_adaptation.py, docs/benchmarks.md).
+Cost: everything is built once (buffers, scales, bounds) and compiled when the law is built
+(numba: the adaptation step, :func:`_adaptation_step`); per tick the 2R fills its rows in
+closed form, a URDF arm's regressor returns its own output (one call with ``3 + n + 1``
+rows, numpy), and small temporaries are allocated (bench/bench_adaptation.py,
+docs/benchmarks.md).
 
 :class:`AdaptiveController` wraps the law with the controller's friction feed-forward, gear
 inversion and torque limit behind :meth:`control.Controller.update`'s interface (the offline
@@ -99,10 +101,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from manip_control.arm_model import ArmModel
+from manip_control.control import compiled_finish
 from manip_control.control import ControlBuffer
 from manip_control.control import ControlOutput
+from manip_control.control import finish_constants
 from manip_control.control import gear_inversion_constants
-from manip_control.control import GEAR_INVERSION_FLOOR
+from manip_control.control import LIMIT_ROW
 from manip_control.control import nominal_arm
 from manip_control.identification_data import BASE_NAMES
 from manip_control.identification_data import base_parameters
@@ -287,6 +291,68 @@ def _comment(law: 'AdaptiveLaw | None') -> str:
             f'{law.ticks * law.period:.6g} s; excited: {", ".join(exc) or "none"}')
 
 
+def _adaptation_step(ys, s, phi, fixed, info, decay, period, gamma, sigma, dead_zone, step,
+                     lower, upper, cand):
+    """
+    Take steps 1-2 and the information matrix of step 4 (module docstring) into ``cand``.
+
+    ``ys`` (n, p): this tick's ``Ys``, its ``fixed`` columns zeroed here; ``s`` (n,); ``phi``
+    (p,) the estimate; ``step`` the rate bound ``max_rate T``. A NaN stays NaN through the
+    clips (as ``np.clip`` keeps it). Returns whether every ``cand`` is finite. Compiled with
+    numba where it is installed (:func:`_compiled_step`): one call per tick, nothing allocated.
+    """
+    n, p = ys.shape
+    for k in fixed:
+        for r in range(n):
+            ys[r, k] = 0.0
+    for i in range(p):
+        for j in range(i, p):
+            acc = 0.0
+            for r in range(n):
+                acc += ys[r, i] * ys[r, j]
+            v = decay * info[i, j] + period * acc
+            info[i, j] = v
+            info[j, i] = v
+    quiet = dead_zone > 0.0
+    for r in range(n):
+        if not abs(s[r]) < dead_zone:
+            quiet = False
+    gain = -period * gamma
+    for k in range(p):
+        g = 0.0
+        if not quiet:
+            for r in range(n):
+                g += s[r] * ys[r, k]
+        cand[k] = (g + sigma * phi[k]) * gain
+    for k in fixed:
+        cand[k] = 0.0
+    finite = True
+    for k in range(p):
+        c = cand[k]
+        if c == c:
+            c = min(max(c, -step), step) + phi[k]
+            if c == c:
+                c = min(max(c, lower[k]), upper[k])
+        cand[k] = c
+        if not math.isfinite(c):
+            finite = False
+    return finite
+
+
+_COMPILED_STEP: list = []
+
+
+def _compiled_step():
+    """Return :func:`_adaptation_step` compiled with numba, or itself where numba is absent."""
+    if not _COMPILED_STEP:
+        try:  # numba is a runtime dependency; without it the same function runs in Python
+            import numba
+            _COMPILED_STEP.append(numba.njit(cache=True)(_adaptation_step))
+        except ImportError:  # pragma: no cover - exercised only where numba is absent
+            _COMPILED_STEP.append(_adaptation_step)
+    return _COMPILED_STEP[0]
+
+
 class AdaptiveLaw:
     """
     The adaptive law of the module docstring, built once, stepped at the control period.
@@ -382,7 +448,7 @@ class AdaptiveLaw:
         self._phi = np.zeros(p)           # the integrated estimate (scaled coordinates)
         self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
         self._cand = np.zeros(p)
-        self._info_step = np.zeros((p, p))
+        self._step = _compiled_step()
         self.check_every = max(1, int(check_every))
         #: analyse the excitation in :meth:`adapt` every 0.1 s (an eigen-decomposition of the
         #: p x p information matrix: 4-38 ms for the Panda's 48 adapted parameters on a loaded
@@ -393,6 +459,9 @@ class AdaptiveLaw:
         self.excited = np.zeros(p, dtype=bool)
         self.excited_fraction = np.zeros(p)
         self.frozen = False
+        # compile (or load from numba's cache) now, never on the first tick
+        self._step(np.zeros((n, p)), np.zeros(n), np.zeros(p), self._fixed, np.zeros((p, p)),
+                   1.0, 1.0, 0.0, 0.0, 0.0, 1.0, self.lower, self.upper, np.zeros(p))
         self.reset()
 
     # -- state ---------------------------------------------------------------------------------
@@ -518,29 +587,14 @@ class AdaptiveLaw:
         self.ticks += 1
         if self.frozen or hold:
             return False
-        prm, ys, s, phi = self.params, self._ys, self._s, self._phi
-        ys[:, self._fixed] = 0.0
-        info = self.information
-        info *= self._decay
-        np.dot(ys.T, ys, out=self._info_step)
-        self._info_step *= self.period
-        info += self._info_step
+        prm, phi, cand = self.params, self._phi, self._cand
+        finite = self._step(self._ys, self._s, phi, self._fixed, self.information, self._decay,
+                            self.period, prm.gamma, prm.sigma, prm.dead_zone,
+                            prm.max_rate * self.period, self.lower, self.upper, cand)
         if self.excitation_in_loop and self.ticks % self._every == 0:
             self._excitation()
-        cand = self._cand
-        if prm.dead_zone > 0.0 and float(np.max(np.abs(s))) < prm.dead_zone:
-            cand[:] = 0.0
-        else:
-            np.dot(s, ys, out=cand)
-        cand += prm.sigma * phi
-        cand *= -self.period * prm.gamma
-        cand[self._fixed] = 0.0
-        step = prm.max_rate * self.period
-        np.clip(cand, -step, step, out=cand)
-        cand += phi
-        np.clip(cand, self.lower, self.upper, out=cand)
         if self.ticks % self.check_every:
-            if not np.all(np.isfinite(cand)):      # never integrate a non-finite step
+            if not finite:                         # never integrate a non-finite step
                 self._fallback('estimate not finite', self._qnow)
                 phi[:] = self._phi_cmd
                 return False
@@ -757,10 +811,18 @@ class AdaptiveController:
         if len(nm.friction) != n:
             raise ParameterError(f'controller.nominal.friction: must have {n} entries, one '
                                  f'per joint of the model (got {len(nm.friction)})')
-        self._friction = tuple(nm.friction)
         self._gear = gear_inversion_constants(nm)
-        self.torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
         self.friction_compensation = bool(params.friction_compensation)
+        # the controller's finish (friction feed-forward, gear inversion, limit) on arrays,
+        # compiled; no integral (ki zero)
+        self._finish = compiled_finish()
+        self._rows, self._rotor, self._stribeck = finish_constants(nm.friction, self._gear,
+                                                                   [0.0] * n)
+        self._x = np.zeros((5, n))          # the finish reads qd_d (row 3)
+        self._e = np.zeros(n)
+        self._z = np.zeros(n)
+        self._buffer = self.output()        # for callers without out=
+        self.set_torque_limit(params.torque_limit)
 
     def output(self) -> ControlBuffer:
         """Return a new preallocated output for ``update(..., out=...)``."""
@@ -773,6 +835,7 @@ class AdaptiveController:
     def set_torque_limit(self, limit) -> None:
         """Replace the torque limit per joint [N·m] (each > 0), from the next tick."""
         self.torque_limit = _vector('torque_limit', limit, self.n, check=_positive)
+        self._rows[LIMIT_ROW] = self.torque_limit
 
     def update(self, q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
                qd_d: Sequence[float], qdd_d: Sequence[float],
@@ -780,39 +843,15 @@ class AdaptiveController:
         """One tick (see :meth:`manip_control.control.Controller.update`)."""
         law = self.law
         tau = law.torque(q, qd, q_d, qd_d, qdd_d)
-        acc = law.qdd_r
-        gear = self._gear
-        taus, sats = [], []
-        for k in range(self.n):
-            t = float(tau[k])
-            v = float(qd_d[k])
-            if self.friction_compensation:
-                fr = self._friction[k]
-                level = fr.tau_c
-                if fr.tau_s:
-                    level += fr.tau_s * math.exp(-(v / fr.v_s) ** 2)
-                t += fr.b * v + level * math.tanh(v / fr.eps)
-            if gear is not None:
-                row = gear.rotor[k]
-                ro = 0.0
-                for j in range(k + 1):
-                    if row[j]:
-                        ro += row[j] * float(acc[j])
-                sg = math.tanh(v * gear.inv_eps[k])
-                y = t - ro
-                kappa = 1.0 - (gear.wa[k] * (1.0 if y >= 0.0 else -1.0) + gear.wb[k] * sg) * sg
-                t = y / max(kappa, GEAR_INVERSION_FLOOR) + ro
-            lim = self.torque_limit[k]
-            hit = t > lim or t < -lim
-            if hit:
-                t = lim if t > 0.0 else -lim
-            taus.append(t)
-            sats.append(hit)
-        law.adapt(hold=any(sats))
+        x = self._x
+        x[3] = qd_d
+        buf = self._buffer if out is None else out
+        self._finish(tau, x, self._e, law.qdd_r, self._z, self._rows, self._rotor,
+                     self.period, True, self.friction_compensation, self._stribeck,
+                     self._gear is not None, buf.tau, buf.saturated)
+        law.adapt(hold=bool(buf.saturated.any()))
         if out is None:
-            return ControlOutput(tuple(taus), tuple(sats))
-        out.tau[:] = taus
-        out.saturated[:] = sats
+            return ControlOutput(tuple(buf.tau.tolist()), tuple(buf.saturated.tolist()))
         return out
 
 

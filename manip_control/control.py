@@ -403,20 +403,8 @@ class Controller:
         self._a = np.zeros(n)
         self._z = np.zeros(n)
         self._buffer = self.output()        # for callers without out=
-        rows = self._rows = np.zeros((_ROWS, n))
-        rows[_R_ZLIM] = self._integral_limit
-        fr = self._friction
-        rows[_R_B] = [f.b for f in fr]
-        rows[_R_TC] = [f.tau_c for f in fr]
-        rows[_R_EPS] = [f.eps for f in fr]
-        rows[_R_TS] = [f.tau_s for f in fr]
-        rows[_R_VS] = [f.v_s for f in fr]
-        self._stribeck = any(f.tau_s for f in fr)
-        gear = self._gear
-        self._rotor = np.zeros((n, n))
-        if gear is not None:
-            rows[_R_WA], rows[_R_WB], rows[_R_IEPS] = gear.wa, gear.wb, gear.inv_eps
-            self._rotor[:] = gear.rotor
+        self._rows, self._rotor, self._stribeck = finish_constants(
+            self._friction, self._gear, self._integral_limit)
 
     def _update_arrays(self, q, qd, q_d, qd_d, qdd_d, out=None):
         x = self._x
@@ -533,6 +521,8 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
 (_R_KP, _R_KD, _R_KI, _R_LIMIT, _R_ZLIM, _R_B, _R_TC, _R_EPS, _R_TS, _R_VS, _R_WA, _R_WB,
  _R_IEPS) = range(13)
 _ROWS = 13
+#: The row of the torque limit in :func:`finish_constants`' rows.
+LIMIT_ROW = _R_LIMIT
 
 
 def _servo_py(x, rows, z, ct, e, a):
@@ -585,6 +575,41 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
         # the command negative), then clamp the integral.
         if ki[k] != 0.0 and not (hit and (t < 0.0) == (e[k] > 0.0)):
             z[k] = min(max(z[k] + e[k] * period, -zl[k]), zl[k])
+
+
+def finish_constants(friction: Sequence, gear: GearInversion | None,
+                     integral_limit: Sequence[float]) -> tuple:
+    """
+    Return ``(rows, rotor, stribeck)``: the constants of the compiled finish of the law.
+
+    ``rows`` (13, n): gains, limits (the caller fills ``kp, kd, ki`` and the torque limit),
+    the nominal friction and the gear inversion's constants per joint; ``rotor`` (n, n): the
+    nominal rotor matrix ``D^``; ``stribeck``: whether any joint has a Stribeck term.
+    """
+    n = len(friction)
+    rows = np.zeros((_ROWS, n))
+    rows[_R_ZLIM] = integral_limit
+    rows[_R_B] = [f.b for f in friction]
+    rows[_R_TC] = [f.tau_c for f in friction]
+    rows[_R_EPS] = [f.eps for f in friction]
+    rows[_R_TS] = [f.tau_s for f in friction]
+    rows[_R_VS] = [f.v_s for f in friction]
+    rotor = np.zeros((n, n))
+    if gear is not None:
+        rows[_R_WA], rows[_R_WB], rows[_R_IEPS] = gear.wa, gear.wb, gear.inv_eps
+        rotor[:] = gear.rotor
+    return rows, rotor, any(f.tau_s for f in friction)
+
+
+def compiled_finish():
+    """
+    Return the finish of the law on arrays (:func:`_finish_py`), compiled with numba.
+
+    ``finish(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, out, sat)``:
+    ``x`` (5, n) the tick's ``q, qd, q_d, qd_d, qdd_d``, ``a`` the law's acceleration,
+    ``rows``, ``rotor``, ``stribeck`` of :func:`finish_constants`.
+    """
+    return _compiled()[1]
 
 
 _COMPILED: list = []

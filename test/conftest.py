@@ -477,6 +477,24 @@ class ThreadedProbe:
         """Return what a timed-out wait adds to its message (nothing here)."""
         return ''
 
+    def caught_up(self, keys, quiet: float = 0.5, timeout: float = 30.0) -> None:
+        """
+        Wait until no message of ``keys`` came for ``quiet`` s (at most ``timeout`` s).
+
+        After its publishers ended: a probe starved by real-time processes may still hold part
+        of a 1 kHz topic in its reader queues.
+        """
+        end = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while time.monotonic() < end:
+            with self.lock:
+                now = tuple(len(self.data[k]) for k in keys)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+            time.sleep(0.05)
+
     def wait_for(self, pred, timeout, what):
         """Return the first true ``pred()`` within ``timeout`` s, else fail naming ``what``."""
         end = time.monotonic() + timeout

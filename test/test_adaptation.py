@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from manip_control.adaptation import _compiled_step
 from manip_control.adaptation import AdaptiveLaw
 from manip_control.adaptation import true_two_link_parameters
 from manip_control.adaptation import two_link_base_regressor
@@ -262,6 +263,44 @@ def test_the_two_link_rows_of_the_tick_are_m_a_plus_c_w_plus_g():
         np.testing.assert_allclose(out, generic, rtol=0, atol=1e-12)
         reg.two_velocity(q, v, w, a, None, out)
         assert not out[:, reg.friction].any()
+
+
+@pytest.mark.parametrize('n, p', [(2, 10), (7, 62)])
+def test_the_compiled_step_is_the_documented_update(n, p):
+    """
+    The compiled adaptation step against the module docstring's steps 1-2 and ``R`` in numpy.
+
+    ``R <- d R + T Ys^T Ys``; ``dphi = -T gamma (Ys^T s + sigma phi)`` (zero gradient in the
+    dead zone), fixed columns zero, then the rate clip and the box; a NaN is reported.
+    """
+    step = _compiled_step()
+    rng = np.random.default_rng(3)
+    for case in range(40):
+        ys, s = rng.normal(size=(n, p)), rng.normal(scale=0.05, size=n)
+        phi = rng.uniform(-0.5, 0.5, p)
+        fixed = np.flatnonzero(rng.random(p) < 0.2)
+        a = rng.normal(size=(p, p))
+        info = a @ a.T
+        decay, period, gamma, sigma = 0.999, 1e-3, rng.uniform(1, 50), rng.uniform(0, 0.1)
+        dead_zone = [0.0, 0.02, 1.0][case % 3]
+        rate, lower, upper = 0.5e-3, -np.full(p, 0.4), np.full(p, 0.6)
+        ys_ref, info_ref = ys.copy(), info.copy()
+        ys_ref[:, fixed] = 0.0
+        info_ref = decay * info_ref + period * ys_ref.T @ ys_ref
+        grad = np.zeros(p) if dead_zone > 0 and np.max(np.abs(s)) < dead_zone else s @ ys_ref
+        want = -period * gamma * (grad + sigma * phi)
+        want[fixed] = 0.0
+        want = np.clip(np.clip(want, -rate, rate) + phi, lower, upper)
+        cand = np.zeros(p)
+        assert step(ys, s, phi, fixed, info, decay, period, gamma, sigma, dead_zone, rate,
+                    lower, upper, cand)
+        np.testing.assert_allclose(cand, want, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(info, info_ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(ys, ys_ref)
+    s[0] = np.nan
+    assert not step(ys, s, phi, fixed, info, decay, period, gamma, sigma, 0.0, rate, lower,
+                    upper, cand)
+    assert np.isnan(cand[np.setdiff1d(np.arange(p), fixed)]).all()
 
 
 def test_non_finite_step_falls_back_to_the_last_valid_estimate(law, monkeypatch):

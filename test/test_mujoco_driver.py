@@ -140,6 +140,7 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
         rc = ros2_procs.wait(p, 60)
         out, err = ros2_procs.output(p)
         text = out + '\n' + err
+        probe.caught_up(('states', 'cmds'))
         rms, peak, samples = _tracking(probe, stop_ns)
         diag = _diag_values(probe)
     finally:
@@ -281,11 +282,17 @@ def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seco
         os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
         rc = ros2_procs.wait(p, 60)
         out, err = ros2_procs.output(p)
+        probe.caught_up(('states', 'cmds'))
         windows = [_window_errors(probe, *w) for w in (ADAPT_LEARNT, ADAPT_RECOVERED)]
         diag = _diag_values(probe)
+        cmds = [m.header.stamp for _, m in probe.get('cmds')]
+        # what the probe got, for a window short of samples
+        states = probe.get('states')
+        seen = (f'[probe] {len(states)} states, {len(cmds)} commands, command stamps '
+                f'{cmds[0].sec}-{cmds[-1].sec} s')
     finally:
         probe.close()
-    text = out + '\n' + err
+    text = out + '\n' + err + '\n' + seen
     assert rc == 0, text[-5000:]
     for bad in FORBIDDEN:
         assert bad not in text, text[-5000:]
