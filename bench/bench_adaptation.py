@@ -24,7 +24,8 @@ count), for
   consistency check every tick), and ``2R
   AdaptiveController.update`` (the law, friction feed-forward, gear inversion and limit: what
   the offline loop calls; and with the check every 10 ticks, as the node runs it, with the
-  closed-form rows and with the rows of three regressor evaluations), beside the
+  2R's torque in one compiled call and on the generic path: the rows of three regressor
+  evaluations and the model's inverse dynamics in numpy), beside the
   computed-torque ``Controller.update`` of the same scenario;
 * ``Panda AdaptiveLaw.update``: ``../shared/fixtures/urdf/panda.urdf`` (7 joints, armature
   0.04 kg m^2, its QR base parameters), the check every tick (``check_every 1``) and every
@@ -113,14 +114,15 @@ def main() -> None:
     every = ADAPTIVE_CHECK_EVERY
     node = AdaptiveController(ctrl, sc.period, check_every=every)
     generic = AdaptiveController(ctrl, sc.period, regressor=replace(
-        two_link_base_regressor(ctrl.nominal, ctrl), two_velocity=None), check_every=every)
+        two_link_base_regressor(ctrl.nominal, ctrl), two_velocity=None, torque_kernel=None),
+        check_every=every)
     ac = AdaptiveController(ctrl, sc.period)
     ct = Controller(ctrl, sc.period)
     rows = [('2R Controller.update (computed torque)', ct.update, x2),
             ('2R AdaptiveLaw.update', law.update, x2),
             ('2R AdaptiveController.update', ac.update, x2),
             (f'2R AdaptiveController.update (check_every {every}, the node)', node.update, x2),
-            ('  the same, rows from three regressor calls', generic.update, x2)]
+            ('  the same, generic path (no compiled torque)', generic.update, x2)]
     if PANDA.exists():
         from manip_control.arm_identification import adaptive_regressor
         from manip_control.arm_identification import ArmRegressor

@@ -82,10 +82,14 @@ API (ROS-free; the nodes hold one per controller)::
     law.save(path)                                     # same files as manip-identify writes
 
 Cost: everything is built once (buffers, scales, bounds) and compiled when the law is built
-(numba: the adaptation step, :func:`_adaptation_step`); per tick the 2R fills its rows in
-closed form, a URDF arm's regressor returns its own output (one call with ``3 + n + 1``
-rows, numpy), and small temporaries are allocated (bench/bench_adaptation.py,
-docs/benchmarks.md).
+(numba: the adaptation step, :func:`_adaptation_step`, for every arm). The 2R's regressor
+offers its torque and its consistency check as compiled kernels (``BaseRegressor.
+torque_kernel``: :func:`_two_link_torque`, :func:`_two_link_check`, on the closed-form rows
+:func:`_two_link_rows`): ``tau0 = Y_SL theta0 + D qdd_r``, with ``D`` the nominal model's
+terms no base parameter carries (its rotor coupling), derived from the model's inverse
+dynamics and checked against it when the law is built. A URDF arm's tick evaluates its
+regressor (one call with ``3 + n + 1`` rows) and its inverse dynamics in numpy, and
+allocates small temporaries (bench/bench_adaptation.py, docs/benchmarks.md).
 
 :class:`AdaptiveController` wraps the law with the controller's friction feed-forward, gear
 inversion and torque limit behind :meth:`control.Controller.update`'s interface (the offline
@@ -170,7 +174,13 @@ class BaseRegressor:
     two_velocity : callable, optional
         ``two_velocity(q, qd, qd_r, qdd_r, qd_f, out)``: ``Y_SL`` (module docstring) with its
         friction columns at ``qd_f`` (None: zero) into ``out`` of shape (n, p), in closed
-        form: the law's fast path (None: three :attr:`evaluate` rows per tick).
+        form (None: three :attr:`evaluate` rows).
+    torque_kernel : tuple, optional
+        ``(torque, check, constants)``: the law's whole torque in one compiled call,
+        ``torque(x, lam, kdm, scale, theta, rest, constants, friction, phi, ys, s, qd_r,
+        qdd_r, tau)`` (:func:`_two_link_torque`), and its consistency check
+        (:func:`_two_link_check`): the law's fast path (None: the rows of :attr:`evaluate`
+        and the model's inverse dynamics and mass matrix per tick).
 
     """
 
@@ -183,6 +193,7 @@ class BaseRegressor:
     save: Callable[..., list] | None = None
     payload_change: Callable[[float, float], tuple] | None = None
     two_velocity: Callable[..., None] | None = None
+    torque_kernel: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -218,17 +229,13 @@ def two_link_base_regressor(nominal: NominalModel,
     def evaluate(q, qd, qdd):
         return two_link_regressor(q, qd, qdd, eps)
 
+    kernels = _compiled()
+    constants = np.array(eps, dtype=float)
+
     def two_velocity(q, qd, qd_r, qdd_r, qd_f, out):
-        # the rows of regressor(), with C(q, qd) qd_r polarised: no array but ``out``
-        (q1, q2), (v1, v2), (w1, w2), (a1, a2) = q, qd, qd_r, qdd_r
-        c2, s2, c12 = math.cos(q2), math.sin(q2), math.cos(q1 + q2)
-        f1 = f2 = f3 = f4 = 0.0
-        if qd_f is not None:
-            f1, f3 = float(qd_f[0]), float(qd_f[1])
-            f2, f4 = math.tanh(f1 / eps[0]), math.tanh(f3 / eps[1])
-        out[0] = (a1, 2.0 * c2 * a1 + c2 * a2 - s2 * (v1 * w2 + v2 * w1 + v2 * w2), a2, 0.0,
-                  math.cos(q1), c12, f1, f2, 0.0, 0.0)
-        out[1] = (0.0, c2 * a1 + s2 * v1 * w1, a1 + a2, a2, 0.0, c12, 0.0, 0.0, f3, f4)
+        vec = [np.asarray(v, dtype=float) for v in (q, qd, qd_r, qdd_r)]
+        f = vec[1] if qd_f is None else np.asarray(qd_f, dtype=float)
+        kernels.rows(*vec, f, constants, qd_f is not None, out)
 
     def save(theta, path, law=None):
         nm = two_link_nominal(theta, nominal)
@@ -244,7 +251,9 @@ def two_link_base_regressor(nominal: NominalModel,
         return [path]
 
     return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save,
-                         two_velocity=two_velocity)
+                         two_velocity=two_velocity,
+                         torque_kernel=(kernels.two_link_torque, kernels.two_link_check,
+                                        constants))
 
 
 def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalModel:
@@ -339,18 +348,153 @@ def _adaptation_step(ys, s, phi, fixed, info, decay, period, gamma, sigma, dead_
     return finite
 
 
-_COMPILED_STEP: list = []
+def _two_link_rows(q, qd, w, a, f, eps, friction, out):
+    """
+    Write the 2R's ``Y_SL(q, qd, w, a)`` (:data:`BASE_NAMES` columns) into ``out`` (2, 10).
+
+    The rows of :func:`~manip_control.identification_data.regressor` with ``C(q, qd) w``
+    polarised (module docstring); the friction columns at the velocity ``f`` when
+    ``friction``, else zero; ``eps`` the Coulomb terms' smoothing velocities [rad/s].
+    Compiled with numba (:func:`_compiled`).
+    """
+    c2, s2, c12 = math.cos(q[1]), math.sin(q[1]), math.cos(q[0] + q[1])
+    v1, v2, w1, w2, a1, a2 = qd[0], qd[1], w[0], w[1], a[0], a[1]
+    f1 = f2 = f3 = f4 = 0.0
+    if friction:
+        f1, f3 = f[0], f[1]
+        f2, f4 = math.tanh(f1 / eps[0]), math.tanh(f3 / eps[1])
+    out[0, 0] = a1
+    out[0, 1] = 2.0 * c2 * a1 + c2 * a2 - s2 * (v1 * w2 + v2 * w1 + v2 * w2)
+    out[0, 2] = a2
+    out[0, 3] = 0.0
+    out[0, 4] = math.cos(q[0])
+    out[0, 5] = c12
+    out[0, 6] = f1
+    out[0, 7] = f2
+    out[0, 8] = 0.0
+    out[0, 9] = 0.0
+    out[1, 0] = 0.0
+    out[1, 1] = c2 * a1 + s2 * v1 * w1
+    out[1, 2] = a1 + a2
+    out[1, 3] = a2
+    out[1, 4] = 0.0
+    out[1, 5] = c12
+    out[1, 6] = 0.0
+    out[1, 7] = 0.0
+    out[1, 8] = f3
+    out[1, 9] = f4
+
+
+def _two_link_torque(x, lam, kdm, scale, theta, rest, eps, friction, phi, ys, s, qd_r,
+                     qdd_r, tau):
+    """
+    Compute the 2R's torque of the law: ``tau = Y_SL (theta + scale phi) + D qdd_r - K_D s``.
+
+    ``x`` (5, 2): the tick's ``q, qd, q_d, qd_d, qdd_d``; ``theta`` the nominal base
+    parameters with the friction entries zero (``tau0`` has no friction: the controller's
+    finish adds its feed-forward); ``rest`` (2, 2) the part of the nominal inverse dynamics
+    that no base parameter carries (the rotor coupling: ``tau0 = Y_SL theta + D qdd_r``).
+    Writes ``Ys = Y_SL diag(scale)`` into ``ys`` and ``s``, ``qd_r``, ``qdd_r``, ``tau``.
+    """
+    for k in range(2):
+        qd_r[k] = x[3, k] - lam[k] * (x[0, k] - x[2, k])
+        qdd_r[k] = x[4, k] - lam[k] * (x[1, k] - x[3, k])
+        s[k] = x[1, k] - qd_r[k]
+    _rows_in_kernel(x[0], x[1], qd_r, qdd_r, x[3], eps, friction, ys)
+    for r in range(2):
+        t = rest[r, 0] * qdd_r[0] + rest[r, 1] * qdd_r[1] - kdm[r] * s[r]
+        for c in range(ys.shape[1]):
+            y = ys[r, c]
+            ys[r, c] = y * scale[c]
+            t += y * theta[c] + ys[r, c] * phi[c]
+        tau[r] = t
+
+
+def _two_link_check(q, cand, scale, theta, rest, eps, lower, upper, ratio, zero, unit, y,
+                    y0, m):
+    """
+    Return whether the 2R estimate ``theta + scale cand`` passes the consistency check at ``q``.
+
+    The check of :meth:`AdaptiveLaw._check` without its messages: finite, inside the box
+    ``[lower, upper]``, and ``(1 - ratio) M0(q) + dM(q)`` positive definite (Cholesky), with
+    the columns of ``M0`` and ``dM`` from the rows ``Y_SL(q, 0, 0, e_j) - Y_SL(q, 0, 0, 0)``
+    (``M0`` plus ``rest``). ``zero`` (2,), ``unit`` (2, 2) the identity, ``y``, ``y0`` (2, p)
+    and ``m`` (2, 2) are scratch.
+    """
+    p = cand.shape[0]
+    n = m.shape[0]
+    for k in range(p):
+        c = cand[k]
+        if not math.isfinite(c):
+            return False
+        tol = 1e-12 * max(upper[k], -lower[k])
+        if c - upper[k] > tol or lower[k] - c > tol:
+            return False
+    _rows_in_kernel(q, zero, zero, zero, zero, eps, False, y0)
+    for j in range(n):
+        _rows_in_kernel(q, zero, zero, unit[j], zero, eps, False, y)
+        for r in range(n):
+            m0 = rest[r, j]
+            dm = 0.0
+            for c in range(p):
+                d = y[r, c] - y0[r, c]
+                m0 += d * theta[c]
+                dm += d * scale[c] * cand[c]
+            m[r, j] = (1.0 - ratio) * m0 + dm
+    for i in range(n):                  # Cholesky of the symmetric part, in place
+        for j in range(i + 1):
+            acc = 0.5 * (m[i, j] + m[j, i]) if i != j else m[i, i]
+            for k in range(j):
+                acc -= m[i, k] * m[j, k]
+            if i == j:
+                if not acc > 0.0:
+                    return False
+                m[i, i] = math.sqrt(acc)
+            else:
+                m[i, j] = acc / m[j, j]
+    return True
+
+
+# the rows as the compiled torque calls them: rebound to the compiled rows by _compiled()
+_rows_in_kernel = _two_link_rows
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    step: Callable
+    rows: Callable
+    two_link_torque: Callable
+    two_link_check: Callable
+
+
+_COMPILED: list = []
+
+
+def _compiled() -> _Kernels:
+    """
+    Return the law's kernels compiled with numba (or the Python ones where numba is absent).
+
+    :func:`_adaptation_step` and the 2R's :func:`_two_link_rows`, :func:`_two_link_torque`,
+    :func:`_two_link_check`, compiled
+    once per process (numba's cache on disk) when the first law or 2R regressor is built.
+    """
+    global _rows_in_kernel
+    if not _COMPILED:
+        try:  # numba is a runtime dependency; without it the same functions run in Python
+            import numba
+            jit = numba.njit(cache=True)
+            rows = _rows_in_kernel = jit(_two_link_rows)
+            _COMPILED.append(_Kernels(jit(_adaptation_step), rows, jit(_two_link_torque),
+                                      jit(_two_link_check)))
+        except ImportError:  # pragma: no cover - exercised only where numba is absent
+            _COMPILED.append(_Kernels(_adaptation_step, _two_link_rows, _two_link_torque,
+                                      _two_link_check))
+    return _COMPILED[0]
 
 
 def _compiled_step():
     """Return :func:`_adaptation_step` compiled with numba, or itself where numba is absent."""
-    if not _COMPILED_STEP:
-        try:  # numba is a runtime dependency; without it the same function runs in Python
-            import numba
-            _COMPILED_STEP.append(numba.njit(cache=True)(_adaptation_step))
-        except ImportError:  # pragma: no cover - exercised only where numba is absent
-            _COMPILED_STEP.append(_adaptation_step)
-    return _COMPILED_STEP[0]
+    return _compiled().step
 
 
 class AdaptiveLaw:
@@ -436,12 +580,12 @@ class AdaptiveLaw:
         self._a = np.zeros((rows + n + 1, n))
         self._a[rows:rows + n] = np.eye(n)
         self._yc = None                   # the check rows evaluated with this tick's torque
-        # the closed-form two-velocity regressor where the model has one (the 2R)
-        self._two_velocity = regressor.two_velocity
         self._chol = np.zeros((n, n))
         self._ys = np.zeros((n, p))
         self._s = np.zeros(n)
-        self._qnow = np.zeros(n)
+        #: the last tick's ``q, qd, q_d, qd_d, qdd_d`` (5, n)
+        self.x = np.zeros((5, n))
+        self._qnow = self.x[0]
         self.qd_r = np.zeros(n)
         self.qdd_r = np.zeros(n)
         self.tau = np.zeros(n)
@@ -449,6 +593,16 @@ class AdaptiveLaw:
         self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
         self._cand = np.zeros(p)
         self._step = _compiled_step()
+        # the whole torque in one compiled call where the regressor offers it (the 2R)
+        self._kernel = self._check_kernel = None
+        if regressor.torque_kernel is not None:
+            theta = self.nominal.copy()
+            theta[self._friction] = 0.0          # tau0 has no friction (the finish adds it)
+            kernel, check, constants = regressor.torque_kernel
+            rest = self._rest_inertia(theta)
+            self._kernel = (kernel, theta, rest, constants)
+            self._check_kernel = (check, theta, rest, constants, np.zeros(n), np.eye(n),
+                                  np.zeros((n, p)), np.zeros((n, p)), np.zeros((n, n)))
         self.check_every = max(1, int(check_every))
         #: analyse the excitation in :meth:`adapt` every 0.1 s (an eigen-decomposition of the
         #: p x p information matrix: 4-38 ms for the Panda's 48 adapted parameters on a loaded
@@ -462,6 +616,9 @@ class AdaptiveLaw:
         # compile (or load from numba's cache) now, never on the first tick
         self._step(np.zeros((n, p)), np.zeros(n), np.zeros(p), self._fixed, np.zeros((p, p)),
                    1.0, 1.0, 0.0, 0.0, 0.0, 1.0, self.lower, self.upper, np.zeros(p))
+        if self._kernel is not None:
+            self.torque(self.x[0], self.x[1], self.x[2], self.x[3], self.x[4])
+            self._check(self._cand, self._qnow)
         self.reset()
 
     # -- state ---------------------------------------------------------------------------------
@@ -535,36 +692,41 @@ class AdaptiveLaw:
 
     def torque(self, q, qd, q_d, qd_d, qdd_d) -> np.ndarray:
         """``tau = tau0 + Y_SL (theta^ - theta0) - K_D s`` [N·m] into :attr:`tau`."""
-        qn, lam = self._qnow, self.lam
-        qn[:] = q
-        qd = np.asarray(qd, dtype=float)
-        e = qn - q_d
-        ed = qd - qd_d
-        qd_r, qdd_r, s = self.qd_r, self.qdd_r, self._s
-        np.subtract(qd_d, lam * e, out=qd_r)
-        np.subtract(qdd_d, lam * ed, out=qdd_r)
+        x, lam = self.x, self.lam
+        x[0] = q
+        x[1] = qd
+        x[2] = q_d
+        x[3] = qd_d
+        x[4] = qdd_d
+        qd_r, qdd_r, s, r, ys = self.qd_r, self.qdd_r, self._s, self._rows, self._ys
+        self._have_step = True
+        if self._kernel is not None:
+            kernel, theta, rest, constants = self._kernel
+            kernel(x, lam, self.kdm, self.scale, theta, rest, constants, r == 4,
+                   self._phi_cmd, ys, s, qd_r, qdd_r, self.tau)
+            self._yc = None                      # the check evaluates its own rows
+            return self.tau
+        qn, qd = x[0], x[1]
+        np.subtract(x[3], lam * (qn - x[2]), out=qd_r)
+        np.subtract(x[4], lam * (qd - x[3]), out=qdd_r)
         np.subtract(qd, qd_r, out=s)
-        qq, vv, aa, r, ys = self._q, self._v, self._a, self._rows, self._ys
+        qq, vv, aa = self._q, self._v, self._a
         np.add(qd, qd_r, out=vv[1])
         np.subtract(qd, qd_r, out=vv[2])
-        if self._two_velocity is not None:
-            self._yc = None                      # the check evaluates its own rows
-            self._two_velocity(qn, qd, qd_r, qdd_r, qd_d if r == 4 else None, ys)
-        else:
-            check = (self.ticks + 1) % self.check_every == 0 and not (self.frozen)
-            end = qq.shape[0] if check else r
-            qq[:end] = qn
-            aa[0] = qdd_r
-            if r == 4:
-                vv[3] = qd_d
-            y = self.regressor.evaluate(qq[:end], vv[:end], aa[:end])
-            self._yc = y[r:] if check else None
-            np.subtract(y[1], y[2], out=ys)
-            ys *= 0.25
-            ys += y[0]
-            ys[:, self._friction] = 0.0
-            if r == 4:
-                ys[:, self._friction] = y[3][:, self._friction]
+        check = (self.ticks + 1) % self.check_every == 0 and not (self.frozen)
+        end = qq.shape[0] if check else r
+        qq[:end] = qn
+        aa[0] = qdd_r
+        if r == 4:
+            vv[3] = x[3]
+        y = self.regressor.evaluate(qq[:end], vv[:end], aa[:end])
+        self._yc = y[r:] if check else None
+        np.subtract(y[1], y[2], out=ys)
+        ys *= 0.25
+        ys += y[0]
+        ys[:, self._friction] = 0.0
+        if r == 4:
+            ys[:, self._friction] = y[3][:, self._friction]
         idyn = self.model.inverse_dynamics
         tau = self.tau
         tau[:] = idyn(qn, vv[0], qdd_r)
@@ -572,8 +734,48 @@ class AdaptiveLaw:
         ys *= self.scale                     # Ys: scaled columns, [N·m] per unit of phi
         tau += ys @ self._phi_cmd
         tau -= self.kdm * s
-        self._have_step = True
         return tau
+
+    def _rest_inertia(self, theta: np.ndarray) -> np.ndarray:
+        """
+        Return ``D`` with ``tau0 = Y_SL theta + D qdd_r``: the model's terms no base parameter has.
+
+        ``D = tau0(q, 0, 0, e_j) - Y_SL(q, 0, 0, e_j) theta`` per column (the 2R: its rotor
+        coupling), then checked at random points of the joint range against the model's
+        inverse dynamics polarised (module docstring).
+
+        Raises
+        ------
+        ParameterError
+            The regressor's rows and the model's inverse dynamics differ by more than
+            ``D qdd_r`` (the compiled torque would not be the law's).
+
+        """
+        n, model, rows = self.n, self.model, self.regressor.two_velocity
+        if rows is None:
+            raise ParameterError('regressor: a compiled torque needs the closed-form rows '
+                                 '(two_velocity)')
+        y = np.zeros((n, self.nominal.size))
+        zero = np.zeros(n)
+        q0 = np.clip(zero, model.limits.lower, model.limits.upper)
+        rest = np.zeros((n, n))
+        for j, a in enumerate(np.eye(n)):
+            rows(q0, zero, zero, a, None, y)
+            rest[:, j] = model.inverse_dynamics(q0, zero, a) - y @ theta
+        rng = np.random.default_rng(0)
+        lo = np.maximum(model.limits.lower, -np.pi)
+        hi = np.minimum(model.limits.upper, np.pi)
+        for _ in range(8):
+            q = rng.uniform(lo, hi)
+            v, w, a = rng.normal(size=(3, n))
+            rows(q, v, w, a, None, y)
+            want = (model.inverse_dynamics(q, zero, a) + 0.25 * (
+                model.inverse_dynamics(q, v + w, zero) - model.inverse_dynamics(q, v - w, zero)))
+            off = float(np.max(np.abs(y @ theta + rest @ a - want)))
+            if not off <= 1e-9 * (1.0 + float(np.max(np.abs(want)))):
+                raise ParameterError("regressor: its rows differ from the model's inverse "
+                                     f'dynamics by {off:.3g} N m at q = {q.tolist()}')
+        return rest
 
     def adapt(self, hold: bool = False) -> bool:
         """
@@ -624,6 +826,10 @@ class AdaptiveLaw:
         nominal one in every direction. ``yc``: the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)``
         when the torque of this tick evaluated them.
         """
+        kc = self._check_kernel
+        if kc is not None and kc[0](q, cand, self.scale, kc[1], kc[2], kc[3], self.lower,
+                                    self.upper, MIN_EIGENVALUE_RATIO, *kc[4:]):
+            return None                   # the 2R, compiled; the messages below on a failure
         if not np.all(np.isfinite(cand)):
             return 'estimate not finite'
         out = np.maximum(cand - self.upper, self.lower - cand)
@@ -818,7 +1024,6 @@ class AdaptiveController:
         self._finish = compiled_finish()
         self._rows, self._rotor, self._stribeck = finish_constants(nm.friction, self._gear,
                                                                    [0.0] * n)
-        self._x = np.zeros((5, n))          # the finish reads qd_d (row 3)
         self._e = np.zeros(n)
         self._z = np.zeros(n)
         self._buffer = self.output()        # for callers without out=
@@ -843,10 +1048,8 @@ class AdaptiveController:
         """One tick (see :meth:`manip_control.control.Controller.update`)."""
         law = self.law
         tau = law.torque(q, qd, q_d, qd_d, qdd_d)
-        x = self._x
-        x[3] = qd_d
         buf = self._buffer if out is None else out
-        self._finish(tau, x, self._e, law.qdd_r, self._z, self._rows, self._rotor,
+        self._finish(tau, law.x, self._e, law.qdd_r, self._z, self._rows, self._rotor,
                      self.period, True, self.friction_compensation, self._stribeck,
                      self._gear is not None, buf.tau, buf.saturated)
         law.adapt(hold=bool(buf.saturated.any()))

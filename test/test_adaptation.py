@@ -265,6 +265,81 @@ def test_the_two_link_rows_of_the_tick_are_m_a_plus_c_w_plus_g():
         assert not out[:, reg.friction].any()
 
 
+@pytest.mark.parametrize('friction', [False, True])
+def test_the_compiled_two_link_torque_is_the_law_of_the_generic_path(friction):
+    """
+    The 2R's one-call torque equals the law built without it over an adapting run.
+
+    The generic path: the rows of three identification-regressor evaluations and ``tau0``
+    from the model's inverse dynamics (the rotor coupling included), both in numpy; the
+    estimate of each law feeds its own next torque.
+    """
+    sc = load_scenario('default')
+    co = sc.controller
+    params = AdaptationParameters(friction=friction, gamma=20.0)
+    reg = two_link_base_regressor(co.nominal)
+    fast = AdaptiveLaw(nominal_arm(co.nominal), reg, co.kp, co.kd, sc.period, params)
+    slow = AdaptiveLaw(nominal_arm(co.nominal), dataclasses.replace(
+        reg, torque_kernel=None, two_velocity=None), co.kp, co.kd, sc.period, params)
+    assert fast._kernel is not None and slow._kernel is None
+    assert np.abs(fast._kernel[2]).max() > 0.0          # the default nominal's rotor coupling
+    rng = np.random.default_rng(3)
+    for k in range(3000):
+        t = k * sc.period
+        r = [0.8 * np.sin(t), -0.5 + 0.6 * np.cos(1.3 * t)]
+        rv = [0.8 * np.cos(t), -0.78 * np.sin(1.3 * t)]
+        ra = [-0.8 * np.sin(t), -1.01 * np.cos(1.3 * t)]
+        q = np.add(r, rng.normal(0.0, 0.02, 2))
+        qd = np.add(rv, rng.normal(0.0, 0.1, 2))
+        np.testing.assert_allclose(fast.update(q, qd, r, rv, ra), slow.update(q, qd, r, rv, ra),
+                                   rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(fast.estimates, slow.estimates, rtol=1e-11, atol=1e-13)
+    assert not np.allclose(fast.estimates, fast.nominal)           # it adapted
+
+
+def test_the_compiled_two_link_check_decides_as_the_generic_one():
+    """
+    The 2R's compiled consistency check accepts exactly what the generic check accepts.
+
+    Random candidates around the box's edge and the positive-definiteness edge (``b``
+    against ``sqrt(a d)``), non-finite ones; the generic check: the regressor's mass rows in
+    numpy and the model's mass matrix.
+    """
+    sc = load_scenario('default')
+    co = sc.controller
+    params = AdaptationParameters(bound_fraction=5.0)
+    reg = two_link_base_regressor(co.nominal)
+    fast = AdaptiveLaw(nominal_arm(co.nominal), reg, co.kp, co.kd, sc.period, params)
+    slow = AdaptiveLaw(nominal_arm(co.nominal), dataclasses.replace(
+        reg, torque_kernel=None, two_velocity=None), co.kp, co.kd, sc.period, params)
+    assert fast._check_kernel is not None and slow._check_kernel is None
+    rng = np.random.default_rng(11)
+    verdicts = {}
+    for k in range(4000):
+        q = rng.uniform(-np.pi, np.pi, 2)
+        cand = rng.uniform(-5.2, 5.2, reg.size) * rng.uniform(0.0, 1.0)
+        if k % 97 == 0:
+            cand[k % reg.size] = np.nan
+        want = slow._check(cand, q)
+        got = fast._check(cand, q)
+        assert (got is None) == (want is None), (q, cand, want)
+        verdicts[want.split(' ')[0] if want else 'ok'] = verdicts.get(
+            want.split(' ')[0] if want else 'ok', 0) + 1
+    # every verdict was met
+    assert min(verdicts.get(v, 0) for v in ('ok', 'estimate', 'mass')) >= 30, verdicts
+
+
+def test_a_compiled_torque_whose_rows_miss_the_model_is_refused():
+    """Rows of one arm and the inverse dynamics of another: refused when the law is built."""
+    sc = load_scenario('default')
+    co = sc.controller
+    heavier = dataclasses.replace(co.nominal, arm=dataclasses.replace(
+        co.nominal.arm, m2=1.3 * co.nominal.arm.m2))
+    with pytest.raises(ParameterError, match="rows differ from the model's inverse dynamics"):
+        AdaptiveLaw(nominal_arm(heavier), two_link_base_regressor(co.nominal), co.kp, co.kd,
+                    sc.period)
+
+
 @pytest.mark.parametrize('n, p', [(2, 10), (7, 62)])
 def test_the_compiled_step_is_the_documented_update(n, p):
     """
@@ -308,12 +383,12 @@ def test_non_finite_step_falls_back_to_the_last_valid_estimate(law, monkeypatch)
         _tick(law, k)
     valid = law.estimates
     assert law.fallback_reason is None and not np.allclose(valid, law.nominal)
-    good = law._two_velocity                   # the 2R's closed-form rows of the tick
+    kernel, *constants = law._kernel           # the 2R's compiled torque of the tick
 
     def poisoned(*args):
-        good(*args)
-        args[-1][:, 1] = np.nan
-    monkeypatch.setattr(law, '_two_velocity', poisoned)
+        kernel(*args)
+        args[9][:, 1] = np.nan                 # its rows Ys
+    monkeypatch.setattr(law, '_kernel', (poisoned, *constants))
     _tick(law, 20)
     assert 'not finite' in law.fallback_reason and 'kept the last valid' in law.fallback_reason
     assert law.fallbacks == 1
