@@ -103,8 +103,11 @@ _HANG = {}
 
 
 def pytest_configure(config):
-    """Arm the hang detection: the real stderr (before capture), a heartbeat, the watchdog."""
+    """Arm the hang detection and the stop of the tests' processes on SIGTERM."""
     import tempfile
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # the hang detection: the real stderr (before capture), a heartbeat, the watchdog
     _HANG['fd'] = os.dup(2)
     # the heartbeat file is made when the first test starts (collection is not judged)
     _HANG['dir'] = tempfile.mkdtemp(prefix='manip_control_hang_')
@@ -225,6 +228,25 @@ def ros_context():
         end_context(ctx)
 
 
+#: the process managers of the running tests (stopped by :func:`_stop_on_sigterm`)
+_LIVE_PROCESSES: list = []
+
+
+def _stop_on_sigterm(signum, frame):
+    """
+    Stop the running tests' processes, then end as SIGTERM would have ended the session.
+
+    A runner's time limit (``timeout``, a CI job's) ends pytest with SIGTERM, which runs no
+    fixture teardown: the processes a test started, each in its own session, would outlive
+    the run and publish on its ROS domain (measured: a launched controller, driver and
+    trajectory kept running after ``timeout 40 pytest ...``).
+    """
+    for manager in list(_LIVE_PROCESSES):
+        manager.stop_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 class Processes:
     """Processes of one test, each in its own process group; :meth:`stop_all` always runs."""
 
@@ -232,6 +254,7 @@ class Processes:
         self.env = env
         self.log_dir = log_dir
         self.items: list[subprocess.Popen] = []
+        _LIVE_PROCESSES.append(self)
 
     def start(self, name: str, args: list[str], **kwargs) -> subprocess.Popen:
         """Start ``args`` (a list) with stdout/stderr to ``<log_dir>/<name>.out|err``."""
@@ -298,7 +321,10 @@ class Processes:
             pass
 
     def stop_all(self) -> None:
-        for p in reversed(self.items):
+        if self in _LIVE_PROCESSES:
+            _LIVE_PROCESSES.remove(self)
+        while self.items:
+            p = self.items.pop()
             try:
                 self.stop(p)
             finally:
