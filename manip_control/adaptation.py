@@ -308,7 +308,7 @@ def _adaptation_step(ys, s, phi, fixed, info, decay, period, gamma, sigma, dead_
     ``ys`` (n, p): this tick's ``Ys``, its ``fixed`` columns zeroed here; ``s`` (n,); ``phi``
     (p,) the estimate; ``step`` the rate bound ``max_rate T``. A NaN stays NaN through the
     clips (as ``np.clip`` keeps it). Returns whether every ``cand`` is finite. Compiled with
-    numba where it is installed (:func:`_compiled_step`): one call per tick, nothing allocated.
+    numba where it is installed (:func:`_compiled`): one call per tick, nothing allocated.
     """
     n, p = ys.shape
     for k in fixed:
@@ -475,8 +475,8 @@ def _compiled() -> _Kernels:
     Return the law's kernels compiled with numba (or the Python ones where numba is absent).
 
     :func:`_adaptation_step` and the 2R's :func:`_two_link_rows`, :func:`_two_link_torque`,
-    :func:`_two_link_check`, compiled
-    once per process (numba's cache on disk) when the first law or 2R regressor is built.
+    :func:`_two_link_check`, compiled once per process (numba's cache on disk) when the first
+    law or 2R regressor is built.
     """
     global _rows_in_kernel
     if not _COMPILED:
@@ -490,11 +490,6 @@ def _compiled() -> _Kernels:
             _COMPILED.append(_Kernels(_adaptation_step, _two_link_rows, _two_link_torque,
                                       _two_link_check))
     return _COMPILED[0]
-
-
-def _compiled_step():
-    """Return :func:`_adaptation_step` compiled with numba, or itself where numba is absent."""
-    return _compiled().step
 
 
 class AdaptiveLaw:
@@ -592,7 +587,7 @@ class AdaptiveLaw:
         self._phi = np.zeros(p)           # the integrated estimate (scaled coordinates)
         self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
         self._cand = np.zeros(p)
-        self._step = _compiled_step()
+        self._step = _compiled().step
         # the whole torque in one compiled call where the regressor offers it (the 2R)
         self._kernel = self._check_kernel = None
         if regressor.torque_kernel is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from manip_control.adaptation import _compiled_step
+from manip_control.adaptation import _compiled
 from manip_control.adaptation import AdaptiveLaw
 from manip_control.adaptation import true_two_link_parameters
 from manip_control.adaptation import two_link_base_regressor
@@ -348,7 +348,7 @@ def test_the_compiled_step_is_the_documented_update(n, p):
     ``R <- d R + T Ys^T Ys``; ``dphi = -T gamma (Ys^T s + sigma phi)`` (zero gradient in the
     dead zone), fixed columns zero, then the rate clip and the box; a NaN is reported.
     """
-    step = _compiled_step()
+    step = _compiled().step
     rng = np.random.default_rng(3)
     for case in range(40):
         ys, s = rng.normal(size=(n, p)), rng.normal(scale=0.05, size=n)
