@@ -400,6 +400,90 @@ def run_all(commands: dict, env: dict, timeout: float) -> dict:
     return out
 
 
+def cpu_times() -> list[int]:
+    """Return the host's CPU time counters (the first line of /proc/stat) [clock ticks]."""
+    with open('/proc/stat', encoding='ascii') as fh:
+        return [int(x) for x in fh.readline().split()[1:]]
+
+
+class StolenTime:
+    """
+    The share of the host's CPU time that its hypervisor ran elsewhere, over a stretch.
+
+    ``steal`` in /proc/stat: time this virtual machine's CPUs wanted to run and did not. No
+    process of the machine causes it, and while it lasts every thread waits, one at real-time
+    priority included: this host has phases with several percent of it, in which a thread
+    at real-time priority alone wakes up to 5 ms late (measured here). Tests of real-time
+    figures (a share of 1 kHz ticks) measure it over their run and judge the figures only
+    when it stayed below what a 1 kHz loop survives.
+    """
+
+    def __init__(self):
+        self.start = cpu_times()
+
+    def share(self) -> float:
+        """Return steal / all CPU time since this object was made (0 when nothing passed)."""
+        delta = [b - a for a, b in zip(self.start, cpu_times())]
+        total = sum(delta[:8])          # user .. steal (guest time is inside user)
+        return delta[7] / total if total > 0 else 0.0
+
+
+#: The most steal a run's real-time figures are judged at. Measured with the 2R against
+#: MuJoCo: at most 0.3 % of steal, 97-99 % of the driver's ticks had a fresh command; at
+#: 5.3 %, 85 % (the driver's own real-time thread was 5 ms late 29 times).
+MAX_STEAL = 0.01
+#: How long to wait for a phase of this host without steal before a real-time run [s].
+QUIET_WAIT = 90.0
+#: Busy work that probes the hypervisor: steal accrues only while a CPU wants to run.
+_BUSY_SECOND = 'import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.0:\n    pass'
+
+
+def wait_for_no_steal(limit: float = QUIET_WAIT) -> float:
+    """
+    Wait (at most ``limit`` s) until both CPUs busy for a second see at most MAX_STEAL.
+
+    Return the steal share of the last probe. An idle host shows no steal whatever its
+    hypervisor does, hence the busy second (a process per CPU), then a pause of 2 s.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        stolen = StolenTime()
+        busy = [subprocess.Popen([sys.executable, '-c', _BUSY_SECOND])
+                for _ in range(os.cpu_count() or 1)]
+        for b in busy:
+            b.wait()
+        share = stolen.share()
+        if share <= MAX_STEAL or time.monotonic() > deadline:
+            return share
+        time.sleep(2.0)
+
+
+def judge_real_time(run, attempts: int, what: str):
+    """
+    Return ``run()``'s result from a run on a host that its hypervisor did not starve.
+
+    ``run()`` asserts what must hold on any host (clean exit, zero torque at the end, no
+    refusal) and returns ``(result, steal)``, the steal share measured over its real-time
+    stretch. A run with more than MAX_STEAL is not judged on its real-time figures: after a
+    wait for a phase without steal, the run is made again, ``attempts`` times in all; when
+    every one was starved the test is skipped, saying what was measured.
+    """
+    starved = []
+    for _ in range(attempts):
+        wait_for_no_steal()
+        result, steal = run()
+        if steal <= MAX_STEAL:
+            if starved:
+                print(f'\n[real time] {what}: judged on a run with {100 * steal:.2f} % steal; '
+                      'the runs before had '
+                      f'{", ".join(f"{100 * x:.1f} %" for x in starved)}')
+            return result
+        starved.append(steal)
+    pytest.skip(f'{what}: real-time figures not judged: the hypervisor of this host took '
+                f'{", ".join(f"{100 * x:.1f} %" for x in starved)} of its CPU time in '
+                f'{attempts} runs (at most {100 * MAX_STEAL:g} % is judged)')
+
+
 def spin_for(executor, seconds: float, until=None) -> bool:
     """Spin ``executor`` for up to ``seconds``; stop early when ``until()`` is true."""
     deadline = time.monotonic() + seconds

@@ -53,7 +53,7 @@ import subprocess
 import sys
 import time
 
-from conftest import DOMAIN_ID, ThreadedProbe
+from conftest import DOMAIN_ID, judge_real_time, StolenTime, ThreadedProbe
 import numpy as np
 import pytest
 import yaml
@@ -120,54 +120,79 @@ def _diag_values(probe: ThreadedProbe) -> dict:
 ARMS = {'2r': '', 'panda': 'panda.urdf', 'xarm7': 'xarm7.urdf'}
 
 
+#: tracking runs made before the real-time figures are left unjudged (each one starved)
+TRACKING_ATTEMPTS = 3
+
+
 @pytest.mark.parametrize('arm', list(ARMS))
 def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
+    """
+    Computed torque against the MuJoCo arm, launched as for hardware, ended by Ctrl-C.
+
+    On every run: a clean exit of every process, zero torque last, nothing refused, no limit
+    reached. On a run that this host's hypervisor did not starve (see ``judge_real_time``):
+    the late tracking error within 1e-2 rad and a fresh command at 90 % of the driver's ticks.
+    """
     from diagnostic_msgs.msg import DiagnosticArray
     from sensor_msgs.msg import JointState
     urdf = str(URDF_DIR / ARMS[arm]) if ARMS[arm] else ''
-    summary = tmp_path / 'driver.json'
-    params = _params(ros2_ws, tmp_path, urdf, summary)
-    probe = ThreadedProbe(DOMAIN_ID, 'mujoco_probe', {
-        'states': (JointState, '/joint_states'), 'cmds': (JointState, '/joint_commands'),
-        'diag': (DiagnosticArray, '/controller/diagnostics', 100)}, executor='events')
-    try:
-        args = ['mujoco:=true', f'params_file:={params}'] + ([f'urdf:={urdf}'] if urdf else [])
-        p = ros2_procs.start('mujoco_launch', _launch(ros2_ws, *args))
-        probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
-        time.sleep(RUN)
-        stop_ns = time.time_ns()                # the driver stamps its states on this clock
-        os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
-        rc = ros2_procs.wait(p, 60)
-        out, err = ros2_procs.output(p)
-        text = out + '\n' + err
-        probe.caught_up(('states', 'cmds'))
-        rms, peak, samples = _tracking(probe, stop_ns)
-        diag = _diag_values(probe)
-    finally:
-        probe.close()
-    assert rc == 0, text[-5000:]
-    for bad in FORBIDDEN:
-        assert bad not in text, text[-5000:]
-    for name in ('controller', 'trajectory', 'mujoco_driver'):
-        assert re.search(rf'\[INFO\] \[{name}-\d+\]: process has finished cleanly', text), \
-            f'{name} did not finish cleanly:\n{text[-5000:]}'
-    s = json.loads(summary.read_text())
-    rms_text = ' '.join(f'{x:.1e}' for x in rms)
-    print(f'\n[mujoco] {arm}: late RMS [{rms_text}] rad, max '
-          f'{peak.max():.2e} rad over {samples} samples; command ratio '
-          f'{100 * s["command_ratio"]:.2f} % of {s["ticks_after_first_command"]} ticks '
-          f'(to the stop {s["ticks_at_stop"]}), late restarts {s["late_restarts"]}; '
-          f'max |qd| {s["max_abs_velocity"]:.2f} rad/s until the stop, '
-          f'{s["max_abs_velocity_after_stop"]:.2f} after it; '
-          f'safe entries {({k: v for k, v in diag.items() if k.startswith("safe_entries")})}'
-          f', hold timeouts {diag.get("hold_timeouts")}, states not ticked on '
-          f'{diag.get("sampled_states")} of {diag.get("fresh_states")}')
+    attempt = [0]
+
+    def run():
+        attempt[0] += 1
+        run_dir = tmp_path / f'run{attempt[0]}'
+        run_dir.mkdir()
+        summary = run_dir / 'driver.json'
+        params = _params(ros2_ws, run_dir, urdf, summary)
+        probe = ThreadedProbe(DOMAIN_ID, 'mujoco_probe', {
+            'states': (JointState, '/joint_states'), 'cmds': (JointState, '/joint_commands'),
+            'diag': (DiagnosticArray, '/controller/diagnostics', 100)}, executor='events')
+        try:
+            args = ['mujoco:=true', f'params_file:={params}'] + ([f'urdf:={urdf}'] if urdf
+                                                                 else [])
+            p = ros2_procs.start('mujoco_launch', _launch(ros2_ws, *args))
+            probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
+            stolen = StolenTime()
+            time.sleep(RUN)
+            steal = stolen.share()
+            stop_ns = time.time_ns()            # the driver stamps its states on this clock
+            os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
+            rc = ros2_procs.wait(p, 60)
+            out, err = ros2_procs.output(p)
+            text = out + '\n' + err
+            probe.caught_up(('states', 'cmds'))
+            rms, peak, samples = _tracking(probe, stop_ns)
+            diag = _diag_values(probe)
+        finally:
+            probe.close()
+        assert rc == 0, text[-5000:]
+        for bad in FORBIDDEN:
+            assert bad not in text, text[-5000:]
+        for name in ('controller', 'trajectory', 'mujoco_driver'):
+            assert re.search(rf'\[INFO\] \[{name}-\d+\]: process has finished cleanly', text), \
+                f'{name} did not finish cleanly:\n{text[-5000:]}'
+        s = json.loads(summary.read_text())
+        rms_text = ' '.join(f'{x:.1e}' for x in rms)
+        print(f'\n[mujoco] {arm}: steal {100 * steal:.2f} %, late RMS [{rms_text}] rad, max '
+              f'{peak.max():.2e} rad over {samples} samples; command ratio '
+              f'{100 * s["command_ratio"]:.2f} % of {s["ticks_after_first_command"]} ticks '
+              f'(to the stop {s["ticks_at_stop"]}), {100 * s["paced_command_ratio"]:.2f} % of '
+              f'the {s["paced_ticks"]} paced ones, late restarts {s["late_restarts"]}; '
+              f'max |qd| {s["max_abs_velocity"]:.2f} rad/s until the stop, '
+              f'{s["max_abs_velocity_after_stop"]:.2f} after it; safe entries '
+              f'{({k: v for k, v in diag.items() if k.startswith("safe_entries")})}'
+              f', hold timeouts {diag.get("hold_timeouts")}, states not ticked on '
+              f'{diag.get("sampled_states")} of {diag.get("fresh_states")}; command answered '
+              f'after [0.1 ms bins] {s["answer_histogram_0.1ms"]}')
+        assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
+        assert s['refused'] == 0, s
+        for reason in ('velocity_limit', 'position_limit'):
+            assert int(diag.get(f'safe_entries.{reason}', 0)) == 0, diag
+        assert int(diag.get('hold_timeouts', 0)) == 0, diag
+        return (s, rms, samples), steal
+
+    s, rms, samples = judge_real_time(run, TRACKING_ATTEMPTS, f'the MuJoCo {arm}')
     assert samples >= 1000, samples
-    assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
-    assert s['refused'] == 0, s
-    for reason in ('velocity_limit', 'position_limit'):
-        assert int(diag.get(f'safe_entries.{reason}', 0)) == 0, diag
-    assert int(diag.get('hold_timeouts', 0)) == 0, diag
     bound = np.full(len(rms), 1e-2)
     if arm == 'xarm7':
         bound[6] = 0.15         # friction-bound wrist (module docstring)
@@ -262,7 +287,7 @@ ADAPT_LEARNT, ADAPT_RECOVERED = (5.0, 9.0), (19.0, 25.0)
 
 def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seconds: float,
              urdf: str = ''):
-    """Launch an arm against the MuJoCo driver; return the windows' errors and the texts."""
+    """Launch an arm against the MuJoCo driver: the windows' errors, texts, steal share."""
     from diagnostic_msgs.msg import DiagnosticArray
     from sensor_msgs.msg import JointState
     params = _params(ros2_ws, tmp_path, urdf, tmp_path / 'driver.json')
@@ -278,7 +303,9 @@ def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seco
             ros2_ws, 'mujoco:=true', f'params_file:={params}',
             *([f'urdf:={urdf}'] if urdf else [])))
         probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
+        stolen = StolenTime()
         time.sleep(seconds)
+        steal = stolen.share()
         os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
         rc = ros2_procs.wait(p, 60)
         out, err = ros2_procs.output(p)
@@ -296,7 +323,7 @@ def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seco
     assert rc == 0, text[-5000:]
     for bad in FORBIDDEN:
         assert bad not in text, text[-5000:]
-    return windows, diag, text
+    return windows, diag, text, steal
 
 
 #: diagnostics that tell a state timeout's cause (the host's scheduling or the driver's states)
@@ -320,17 +347,11 @@ def test_adaptive_controller_on_a_heavier_mujoco_arm_picking_up_a_payload(
     disturb part of a window (in CI a window lost 19 % of its commands and its RMS was ten
     times the baseline's, 2.1e-3 against 2.1e-4 rad), while a law that has not learnt the
     20 % is off in all of its samples (computed torque on the same wrong model, measured:
-    p90 0.093 / 0.18 rad against the baseline's 3.3e-4 / 1.2e-3 rad).
+    p90 0.093 / 0.18 rad against the baseline's 3.3e-4 / 1.2e-3 rad). The errors and the safe
+    modes are judged on a pair of runs that this host's hypervisor did not starve (see
+    ``judge_real_time``); the clean exit, the zero torque last and the learning on every one.
     """
-    base_dir, adapt_dir = tmp_path / 'baseline', tmp_path / 'adaptive'
-    base_dir.mkdir()
-    adapt_dir.mkdir()
-    (base_learnt, base_late), base_diag, _ = _arm_run(
-        ros2_ws, ros2_procs, base_dir, {}, {}, ADAPT_RUN)
-    (learnt, late), diag, text = _arm_run(
-        ros2_ws, ros2_procs, adapt_dir, {'adaptation.enabled': True},
-        {'mass_scale': [1.2], 'payload.mass': 1.0, 'payload.at_time': ADAPT_PAYLOAD_AT},
-        ADAPT_RUN)
+    attempt = [0]
 
     def p90(err):
         return np.percentile(np.abs(err), 90, axis=0)
@@ -339,28 +360,47 @@ def test_adaptive_controller_on_a_heavier_mujoco_arm_picking_up_a_payload(
         rms = np.sqrt(np.mean(err ** 2, axis=0))
         return (f"p90 [{' '.join(f'{v:.1e}' for v in p90(err))}] "
                 f"RMS [{' '.join(f'{v:.1e}' for v in rms)}]")
-    s = json.loads((adapt_dir / 'driver.json').read_text())
 
     def events(d):
         # what the safety layer did (non-zero counts), for a run that tracked worse than usual
         return {k: v for k, v in d.items() if k.startswith(TIMING_DIAGNOSTICS)
                 or (k.startswith(('reference', 'refused', 'resume', 'torque_rate', 'safe_'))
                     and v not in ('', '0', 'false', 'False'))}
-    print(f'\n[mujoco] events: baseline {events(base_diag)}; adaptive {events(diag)}')
-    print(f'\n[mujoco] adaptive 2R x1.2: |e| per joint [rad], perfect model / adaptive: '
-          f'{ADAPT_LEARNT} s: {fmt(base_learnt)} / {fmt(learnt)}; after the 1 kg payload, '
-          f'{ADAPT_RECOVERED} s: {fmt(base_late)} / {fmt(late)}; samples {len(base_learnt)} '
-          f'{len(base_late)} {len(learnt)} {len(late)}; command ratio '
-          f'{100 * s["command_ratio"]:.2f} %; safe entries '
-          f'{({k: v for k, v in diag.items() if k.startswith("safe_entries")})} '
-          f'{({k: v for k, v in diag.items() if k.startswith(TIMING_DIAGNOSTICS)})}; fallbacks '
-          f'{diag.get("adaptation.fallbacks")}; excited {diag.get("adaptation.excited")!r}')
+
+    def run():
+        attempt[0] += 1
+        base_dir = tmp_path / f'baseline{attempt[0]}'
+        adapt_dir = tmp_path / f'adaptive{attempt[0]}'
+        base_dir.mkdir()
+        adapt_dir.mkdir()
+        (base_learnt, base_late), base_diag, _, base_steal = _arm_run(
+            ros2_ws, ros2_procs, base_dir, {}, {}, ADAPT_RUN)
+        (learnt, late), diag, text, steal = _arm_run(
+            ros2_ws, ros2_procs, adapt_dir, {'adaptation.enabled': True},
+            {'mass_scale': [1.2], 'payload.mass': 1.0, 'payload.at_time': ADAPT_PAYLOAD_AT},
+            ADAPT_RUN)
+        s = json.loads((adapt_dir / 'driver.json').read_text())
+        print(f'\n[mujoco] events: baseline {events(base_diag)}; adaptive {events(diag)}')
+        print(f'\n[mujoco] adaptive 2R x1.2 (steal {100 * base_steal:.2f} / '
+              f'{100 * steal:.2f} %): |e| per joint [rad], perfect model / adaptive: '
+              f'{ADAPT_LEARNT} s: {fmt(base_learnt)} / {fmt(learnt)}; after the 1 kg payload, '
+              f'{ADAPT_RECOVERED} s: {fmt(base_late)} / {fmt(late)}; samples '
+              f'{len(base_learnt)} {len(base_late)} {len(learnt)} {len(late)}; command ratio '
+              f'{100 * s["command_ratio"]:.2f} %; safe entries '
+              f'{({k: v for k, v in diag.items() if k.startswith("safe_entries")})} '
+              f'{({k: v for k, v in diag.items() if k.startswith(TIMING_DIAGNOSTICS)})}; '
+              f'fallbacks {diag.get("adaptation.fallbacks")}; excited '
+              f'{diag.get("adaptation.excited")!r}')
+        assert 'payload: 1 kg added' in text and 'adaptation: 10 base parameters' in text, \
+            text[-3000:]
+        assert diag.get('adaptation') == 'adapting', diag
+        assert int(diag.get('adaptation.fallbacks', -1)) == 0, diag
+        assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
+        return (base_learnt, base_late, learnt, late, diag, text), max(base_steal, steal)
+
+    base_learnt, base_late, learnt, late, diag, text = judge_real_time(
+        run, 2, 'the adaptive MuJoCo 2R')
     assert min(map(len, (base_learnt, base_late, learnt, late))) >= 1000, text[-6000:]
-    assert 'payload: 1 kg added' in text and 'adaptation: 10 base parameters' in text, \
-        text[-3000:]
-    assert diag.get('adaptation') == 'adapting', diag
-    assert int(diag.get('adaptation.fallbacks', -1)) == 0, diag
     assert not any(int(v) for k, v in diag.items() if k.startswith('safe_entries.')), diag
-    assert s['last_command'] == [0.0] * len(s['joints']), s['last_command']
     assert np.all(p90(learnt) <= 2.0 * p90(base_learnt)), (p90(learnt), p90(base_learnt))
     assert np.all(p90(late) <= 2.0 * p90(base_late)), (p90(late), p90(base_late))

@@ -45,10 +45,14 @@ provided: the package's lockstep protocol is the plant node's.
 
 At exit (Ctrl-C, SIGTERM) the loop keeps running while commands still arrive (at most
 ``drain_time``), so the controller's last, zero, command is applied; then one summary line is
-logged (and written as JSON to ``summary_file``): ticks, ticks with a fresh command, refused
-commands, the last command, the largest joint speed until the stop (``max_abs_velocity``) and
-after it (``max_abs_velocity_after_stop``: the arm under the last command, zero torque
-included, until the driver ends: a simulated arm without brakes falls then).
+logged (and written as JSON to ``summary_file``): ticks, ticks with a fresh command (of all
+ticks after the first command: ``command_ratio``; of the paced ones, at least half a period
+after the previous state, as a catch-up tick after a stall leaves no controller time to
+answer: ``paced_command_ratio``), the time from a state to the next command (a histogram in
+0.1 ms bins, the last one open), refused commands, the last command, the largest joint speed
+until the stop (``max_abs_velocity``) and after it (``max_abs_velocity_after_stop``: the arm
+under the last command, zero torque included, until the driver ends: a simulated arm
+without brakes falls then).
 
     ros2 run manip_control mujoco_driver --ros-args -p robot_description:="$(xacro arm.urdf)"
 """
@@ -91,6 +95,9 @@ INF = math.inf
 RELIABILITIES = ('reliable', 'best_effort')
 #: a tick later than this many periods restarts the schedule (no burst of catch-up ticks)
 LATE_RESTART = 5
+#: the counts of the command ratios, taken at the stop (the controller stops too)
+STOP_COUNTS = ('ticks_after_first_command', 'ticks_with_command', 'paced_ticks',
+               'paced_ticks_with_command')
 _PER_JOINT = '; one value = every joint, else one per joint'
 
 
@@ -269,8 +276,12 @@ class MujocoDriverNode(Node):
         # the newest command, replaced whole by the subscription (one reference: atomic)
         self._cmd = (self._zero, 0, 0.0)       # (tau, sequence number, monotonic arrival)
         self._applied_seq = 0
+        self._published_at = -INF        # monotonic time of the last state published [s]
+        # wall time from a state to the next command [0.1 ms bins, the last one open]
+        self.answer_histogram = [0] * 51
         self._rng = random.Random(v['seed'])
         self.stats = {'ticks': 0, 'ticks_after_first_command': 0, 'ticks_with_command': 0,
+                      'paced_ticks': 0, 'paced_ticks_with_command': 0,
                       'ticks_at_stop': None, 'commands': 0, 'refused': 0, 'states_lost': 0,
                       'late_restarts': 0, 'max_late_s': 0.0, 'pauses': 0,
                       'watchdog_zeroed_ticks': 0, 'max_abs_velocity': 0.0,
@@ -320,7 +331,10 @@ class MujocoDriverNode(Node):
                                       throttle_duration_sec=1.0)
             return
         self.stats['commands'] += 1
-        self._cmd = (values, self.stats['commands'], time.monotonic())
+        now = time.monotonic()
+        self._cmd = (values, self.stats['commands'], now)
+        age = now - self._published_at        # inf before the first state
+        self.answer_histogram[int(age * 1e4) if age < 5e-3 else 50] += 1
 
     # -- the physics loop ---------------------------------------------------------------------
     def _set_priority(self) -> None:
@@ -391,8 +405,13 @@ class MujocoDriverNode(Node):
         tau, seq, arrived = self._cmd
         if seq:
             stats['ticks_after_first_command'] += 1
+            # a tick at least half a period after the last state gave the controller time
+            # to answer; a catch-up tick after a stall of the host did not
+            paced = time.monotonic() - self._published_at >= 0.5 * self.period
+            stats['paced_ticks'] += paced
             if seq != self._applied_seq:
                 stats['ticks_with_command'] += 1
+                stats['paced_ticks_with_command'] += paced
                 self._applied_seq = seq
         timeout = self.values['command_timeout']
         if timeout > 0.0 and seq and time.monotonic() - arrived > timeout:
@@ -425,14 +444,15 @@ class MujocoDriverNode(Node):
         if p > 0.0 and self._rng.random() < p:
             stats['states_lost'] += 1
             return
+        # before the publication: an answer may come before this thread runs again
+        self._published_at = time.monotonic()
         self._pub.publish(self._encoder.encode(time.time_ns(), q, qd, applied))
 
     # -- exit ---------------------------------------------------------------------------------
     def drain(self, executor) -> None:
         """Keep stepping while commands still arrive (the controller's last zero command)."""
         # the command ratio counts the ticks until the stop (the controller stops too)
-        self._at_stop = (self.stats['ticks_after_first_command'],
-                         self.stats['ticks_with_command'])
+        self._at_stop = {k: self.stats[k] for k in STOP_COUNTS}
         self.stats['ticks_at_stop'] = self.stats['ticks']
         self._max_speed_at_stop = self.stats['max_abs_velocity']
         extend_stop_bound(self.values['drain_time'])
@@ -450,9 +470,11 @@ class MujocoDriverNode(Node):
         s['simulated_time_s'] = self.arm.time
         s['last_command'] = list(self._cmd[0])
         s['last_refusal'] = self.last_refusal
-        after, fresh = self._at_stop or (s['ticks_after_first_command'],
-                                         s['ticks_with_command'])
+        at_stop = self._at_stop or {k: s[k] for k in STOP_COUNTS}
+        after, fresh, paced, paced_fresh = (at_stop[k] for k in STOP_COUNTS)
         s['command_ratio'] = fresh / after if after else 0.0
+        s['paced_command_ratio'] = paced_fresh / paced if paced else 0.0
+        s['answer_histogram_0.1ms'] = list(self.answer_histogram)
         if self._max_speed_at_stop is not None:
             s['max_abs_velocity'] = self._max_speed_at_stop
             s['max_abs_velocity_after_stop'] = self.stats['max_abs_velocity']
@@ -467,7 +489,8 @@ class MujocoDriverNode(Node):
         self.get_logger().info(
             f'summary: {s["ticks"]} ticks ({s["simulated_time_s"]:.3f} s simulated), '
             f'{100.0 * s["command_ratio"]:.2f} % of the ticks from the first command to the '
-            f'stop had a fresh one, '
+            f'stop had a fresh one ({100.0 * s["paced_command_ratio"]:.2f} % of the paced '
+            f'ones), '
             f'{s["commands"]} commands, {s["refused"]} refused, {s["states_lost"]} states '
             f'dropped, {s["late_restarts"]} late restarts, max |qd| '
             f'{s["max_abs_velocity"]:.3g} rad/s until the stop'
