@@ -458,6 +458,38 @@ def wait_for_no_steal(limit: float = QUIET_WAIT) -> float:
         time.sleep(2.0)
 
 
+class HostStalls:
+    """
+    The host's own stalls, logged by one ``host_stall_probe.py`` per CPU (started here).
+
+    Each probe wakes every millisecond at SCHED_FIFO 80, above every thread of the package:
+    a late wake-up is the host's (its hypervisor, its kernel), never the code under test's.
+    :meth:`within` tells whether a stretch of ``time.monotonic()`` had one, so a test of a
+    millisecond bound judges only stretches without.
+    """
+
+    def __init__(self, procs, log_dir: Path):
+        self.logs = [log_dir / f'host_stalls{cpu}.txt' for cpu in range(os.cpu_count() or 1)]
+        for cpu, log in enumerate(self.logs):
+            procs.start(f'host_stall_probe{cpu}', [
+                sys.executable, str(Path(__file__).with_name('host_stall_probe.py')),
+                '--cpu', str(cpu), '--log', str(log)])
+        deadline = time.monotonic() + 30.0
+        while not all(log.exists() and log.read_text() for log in self.logs):
+            assert time.monotonic() < deadline, 'the host stall probes did not start'
+            time.sleep(0.05)
+
+    def within(self, t0: float, t1: float) -> list[tuple[float, float]]:
+        """Return the stalls ``(start, length)`` [s] that overlap ``[t0, t1]`` (monotonic)."""
+        out = []
+        for log in self.logs:
+            for line in log.read_text().splitlines()[1:]:
+                due, late = map(float, line.split())
+                if due < t1 and due + late > t0:
+                    out.append((due, late))
+        return sorted(out)
+
+
 def judge_real_time(run, attempts: int, what: str):
     """
     Return ``run()``'s result from a run on a host that its hypervisor did not starve.

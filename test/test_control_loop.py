@@ -33,7 +33,8 @@ import pytest
 
 rclpy = pytest.importorskip('rclpy')
 
-from loop_harness import LoopRun  # noqa: E402, I100
+from conftest import HostStalls  # noqa: E402, I100
+from loop_harness import LoopRun  # noqa: E402
 from loop_harness import PANDA  # noqa: E402
 
 HARNESS = str(Path(__file__).resolve().parent / 'loop_harness.py')
@@ -132,8 +133,22 @@ def _scheduling(pid: int) -> dict:
 MAX_HUGE_STORM_GAP = 0.2
 
 
+#: Sends of one storm while the host itself stalls during it (see ``HostStalls``).
+STORM_ATTEMPTS = 3
+
+
 @needs_panda
 def test_request_storms_do_not_stall_the_control_loop(procs, tmp_path):
+    """
+    Parameter request storms on the controller under two busy loops: its loop goes on.
+
+    The command gaps around each storm stay within the bounds, judged on a storm during which
+    the host itself did not stall (``HostStalls``: a probe per CPU above every thread of the
+    package; a stall of this host's hypervisor reaches 5 ms, measured here); a storm that met
+    one is sent again, at most STORM_ATTEMPTS times. The replies and the refusal of the
+    oversized request are checked on every one.
+    """
+    host = HostStalls(procs, tmp_path)
     run = LoopRun(procs.start, tmp_path, PANDA, busy=2, driver_priority=60).run()
     run.wait_commands(3000)
     time.sleep(1.0)
@@ -145,26 +160,39 @@ def test_request_storms_do_not_stall_the_control_loop(procs, tmp_path):
                                ('set_parameters', 1000, MAX_STORM_GAP),
                                ('list_parameters', 100000, MAX_HUGE_STORM_GAP),
                                ('set_parameters', 50000, MAX_HUGE_STORM_GAP)):
-        sent, replied, text = _client(procs, f'{kind}{count}', kind, count, '/controller')
-        events.append((f'{kind} x{count}', sent, replied, text, bound))
-        time.sleep(1.0)
+        stalled = []
+        for _ in range(STORM_ATTEMPTS):
+            sent, replied, text = _client(procs, f'{kind}{count}', kind, count, '/controller')
+            time.sleep(1.0)
+            stalls = host.within(sent - 0.01, replied + 0.05)
+            if not stalls:
+                break
+            stalled.append(max(length for _, length in stalls))
+        events.append((f'{kind} x{count}', sent, replied, text, bound, stalled,
+                       len(stalled) == STORM_ATTEMPTS))
     cmds, states = run.read()
     assert ctrl.poll() is None
     report = []
-    for name, sent, replied, text, bound in events:
+    for name, sent, replied, text, bound, stalled, unjudged in events:
         f = run.errors(cmds, states, sent, replied + 0.05)
-        report.append((f['gap_max'], bound,
+        host_text = (f'; the host stalled during {len(stalled)} send(s) before (longest '
+                     f'{1e3 * max(stalled):.1f} ms)' if stalled else '')
+        report.append((f['gap_max'], bound, unjudged,
                        f'{name}: reply after {1e3 * (replied - sent):.0f} ms ({text}); '
                        f'command gap p50 {f["gap_p50"] * 1e3:.2f} ms, p99 '
-                       f'{f["gap_p99"] * 1e3:.2f} ms, max {f["gap_max"] * 1e3:.2f} ms'))
-    print('\n[loop] load %.1f\n' % os.getloadavg()[0] + '\n'.join(r[2] for r in report))
+                       f'{f["gap_p99"] * 1e3:.2f} ms, max {f["gap_max"] * 1e3:.2f} ms'
+                       + host_text + (' (not judged)' if unjudged else '')))
+    print('\n[loop] load %.1f\n' % os.getloadavg()[0] + '\n'.join(r[3] for r in report))
     assert 'refused' in events[3][3] and 'at most' in events[3][3], events[3]
     assert events[1][3].startswith('1000 results'), events[1]   # each unknown name answered
-    for gap, bound, line in report:
-        assert gap <= bound, line
     out, err = procs.output(ctrl)
     assert 'list_parameters: 100000 prefixes in one request' in out + err
     assert 'Traceback' not in out + err
+    for gap, bound, unjudged, line in report:
+        assert unjudged or gap <= bound, line
+    if all(r[2] for r in report):
+        pytest.skip('no storm judged: the host stalled during every send\n'
+                    + '\n'.join(r[3] for r in report))
 
 
 @needs_panda
