@@ -120,6 +120,43 @@ def _diag_values(probe: ThreadedProbe) -> dict:
 ARMS = {'2r': '', 'panda': 'panda.urdf', 'xarm7': 'xarm7.urdf'}
 
 
+def _launch_and_stop(ros2_ws, ros2_procs, params: Path, urdf: str, seconds: float, collect):
+    """
+    ``hardware.launch.py mujoco:=true`` for ``seconds`` after the first command, then Ctrl-C.
+
+    Return ``(collect(probe, stop_ns), text, steal)``: what ``collect`` took from the probe
+    of /joint_states, /joint_commands and /controller/diagnostics (``stop_ns``: the Ctrl-C
+    on the driver's clock), the launch's output, the steal share of the run (``StolenTime``).
+    Asserts a clean exit without a traceback, FATAL or dead process.
+    """
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import JointState
+    probe = ThreadedProbe(DOMAIN_ID, 'mujoco_probe', {
+        'states': (JointState, '/joint_states'), 'cmds': (JointState, '/joint_commands'),
+        'diag': (DiagnosticArray, '/controller/diagnostics', 100)}, executor='events')
+    try:
+        p = ros2_procs.start('mujoco_launch', _launch(
+            ros2_ws, 'mujoco:=true', f'params_file:={params}',
+            *([f'urdf:={urdf}'] if urdf else [])))
+        probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
+        stolen = StolenTime()
+        time.sleep(seconds)
+        steal = stolen.share()
+        stop_ns = time.time_ns()                # the driver stamps its states on this clock
+        os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
+        rc = ros2_procs.wait(p, 60)
+        out, err = ros2_procs.output(p)
+        probe.caught_up(('states', 'cmds'))
+        got = collect(probe, stop_ns)
+    finally:
+        probe.close()
+    text = out + '\n' + err
+    assert rc == 0, text[-5000:]
+    for bad in FORBIDDEN:
+        assert bad not in text, text[-5000:]
+    return got, text, steal
+
+
 #: tracking runs made before the real-time figures are left unjudged (each one starved)
 TRACKING_ATTEMPTS = 3
 
@@ -133,8 +170,6 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
     reached. On a run that this host's hypervisor did not starve (see ``judge_real_time``):
     the late tracking error within 1e-2 rad and a fresh command at 90 % of the driver's ticks.
     """
-    from diagnostic_msgs.msg import DiagnosticArray
-    from sensor_msgs.msg import JointState
     urdf = str(URDF_DIR / ARMS[arm]) if ARMS[arm] else ''
     attempt = [0]
 
@@ -144,30 +179,9 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
         run_dir.mkdir()
         summary = run_dir / 'driver.json'
         params = _params(ros2_ws, run_dir, urdf, summary)
-        probe = ThreadedProbe(DOMAIN_ID, 'mujoco_probe', {
-            'states': (JointState, '/joint_states'), 'cmds': (JointState, '/joint_commands'),
-            'diag': (DiagnosticArray, '/controller/diagnostics', 100)}, executor='events')
-        try:
-            args = ['mujoco:=true', f'params_file:={params}'] + ([f'urdf:={urdf}'] if urdf
-                                                                 else [])
-            p = ros2_procs.start('mujoco_launch', _launch(ros2_ws, *args))
-            probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
-            stolen = StolenTime()
-            time.sleep(RUN)
-            steal = stolen.share()
-            stop_ns = time.time_ns()            # the driver stamps its states on this clock
-            os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
-            rc = ros2_procs.wait(p, 60)
-            out, err = ros2_procs.output(p)
-            text = out + '\n' + err
-            probe.caught_up(('states', 'cmds'))
-            rms, peak, samples = _tracking(probe, stop_ns)
-            diag = _diag_values(probe)
-        finally:
-            probe.close()
-        assert rc == 0, text[-5000:]
-        for bad in FORBIDDEN:
-            assert bad not in text, text[-5000:]
+        (rms, peak, samples, diag), text, steal = _launch_and_stop(
+            ros2_ws, ros2_procs, params, urdf, RUN,
+            lambda probe, stop_ns: (*_tracking(probe, stop_ns), _diag_values(probe)))
         for name in ('controller', 'trajectory', 'mujoco_driver'):
             assert re.search(rf'\[INFO\] \[{name}-\d+\]: process has finished cleanly', text), \
                 f'{name} did not finish cleanly:\n{text[-5000:]}'
@@ -288,42 +302,22 @@ ADAPT_LEARNT, ADAPT_RECOVERED = (5.0, 9.0), (19.0, 25.0)
 def _arm_run(ros2_ws, ros2_procs, tmp_path, controller: dict, driver: dict, seconds: float,
              urdf: str = ''):
     """Launch an arm against the MuJoCo driver: the windows' errors, texts, steal share."""
-    from diagnostic_msgs.msg import DiagnosticArray
-    from sensor_msgs.msg import JointState
     params = _params(ros2_ws, tmp_path, urdf, tmp_path / 'driver.json')
     data = yaml.safe_load(params.read_text())
     data['/**/controller']['ros__parameters'].update(controller)
     data['/**/joint_state_broadcaster']['ros__parameters'].update(driver)
     params.write_text(yaml.safe_dump(data))
-    probe = ThreadedProbe(DOMAIN_ID, 'mujoco_probe', {
-        'states': (JointState, '/joint_states'), 'cmds': (JointState, '/joint_commands'),
-        'diag': (DiagnosticArray, '/controller/diagnostics', 100)}, executor='events')
-    try:
-        p = ros2_procs.start('mujoco_launch', _launch(
-            ros2_ws, 'mujoco:=true', f'params_file:={params}',
-            *([f'urdf:={urdf}'] if urdf else [])))
-        probe.wait_for(lambda: probe.get('cmds'), 120, 'the first /joint_commands')
-        stolen = StolenTime()
-        time.sleep(seconds)
-        steal = stolen.share()
-        os.killpg(p.pid, signal.SIGINT)                      # Ctrl-C
-        rc = ros2_procs.wait(p, 60)
-        out, err = ros2_procs.output(p)
-        probe.caught_up(('states', 'cmds'))
+
+    def collect(probe, stop_ns):
         windows = [_window_errors(probe, *w) for w in (ADAPT_LEARNT, ADAPT_RECOVERED)]
-        diag = _diag_values(probe)
         cmds = [m.header.stamp for _, m in probe.get('cmds')]
         # what the probe got, for a window short of samples
-        states = probe.get('states')
-        seen = (f'[probe] {len(states)} states, {len(cmds)} commands, command stamps '
-                f'{cmds[0].sec}-{cmds[-1].sec} s')
-    finally:
-        probe.close()
-    text = out + '\n' + err + '\n' + seen
-    assert rc == 0, text[-5000:]
-    for bad in FORBIDDEN:
-        assert bad not in text, text[-5000:]
-    return windows, diag, text, steal
+        seen = (f'[probe] {len(probe.get("states"))} states, {len(cmds)} commands, command '
+                f'stamps {cmds[0].sec}-{cmds[-1].sec} s')
+        return windows, _diag_values(probe), seen
+    (windows, diag, seen), text, steal = _launch_and_stop(ros2_ws, ros2_procs, params, urdf,
+                                                          seconds, collect)
+    return windows, diag, text + '\n' + seen, steal
 
 
 #: diagnostics that tell a state timeout's cause (the host's scheduling or the driver's states)
