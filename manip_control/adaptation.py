@@ -55,9 +55,10 @@ N m s/rad, 1e-2 N m), ``Gamma = gamma diag(scale^2)``:
 2. Rate bound ``|dphi_k| <= max_rate T``; projection ``|phi_k| <= bound_fraction`` (a box:
    with a diagonal ``Gamma`` the projection in the ``Gamma^-1`` metric is the clip, which
    never increases the Lyapunov function).
-3. Consistency check of the candidate at the current ``q``: finite, inside the box, and
-   ``M^(q) = M0(q) + dM(q)`` (``dM``'s columns ``[Y(q, 0, e_j) - Y(q, 0, 0)] (theta^ -
-   theta0)``) with ``M^ - 0.1 M0`` positive definite (Cholesky). A failed
+3. Consistency check of the candidate at the current ``q`` (with a check every
+   ``check_every`` ticks on the fast path: at the ``q`` of the window's first tick): finite,
+   inside the box, and ``M^(q) = M0(q) + dM(q)`` (``dM``'s columns ``[Y(q, 0, e_j) - Y(q, 0,
+   0)] (theta^ - theta0)``) with ``M^ - 0.1 M0`` positive definite (Cholesky). A failed
    check keeps the last valid estimate (or the nominal model, when that one fails at this
    ``q`` too, or after :data:`MAX_REJECTED` rejections in a row) and says why in
    :attr:`AdaptiveLaw.fallback_reason`.
@@ -87,9 +88,13 @@ offers its torque and its consistency check as compiled kernels (``BaseRegressor
 torque_kernel``: :func:`_two_link_torque`, :func:`_two_link_check`, on the closed-form rows
 :func:`_two_link_rows`): ``tau0 = Y_SL theta0 + D qdd_r``, with ``D`` the nominal model's
 terms no base parameter carries (its rotor coupling), derived from the model's inverse
-dynamics and checked against it when the law is built. A URDF arm's tick evaluates its
-regressor (one call with ``3 + n + 1`` rows) and its inverse dynamics in numpy, and
-allocates small temporaries (bench/bench_adaptation.py, docs/benchmarks.md).
+dynamics and checked against it when the law is built. A URDF arm's regressor offers its
+rows into buffers (:class:`manip_control.arm_identification.PinocchioRows`: three Pinocchio
+regressor calls per tick, ``n + 1`` per check, spread over the ticks between checks), and
+the law computes ``tau0 = Y_SL theta0 + D qdd_r`` from them (``D`` checked as the 2R's),
+the torque and the check compiled (bench/bench_adaptation.py, docs/benchmarks.md). A
+regressor with neither takes the generic path: its rows and the model's inverse dynamics
+in numpy.
 
 :class:`AdaptiveController` wraps the law with the controller's friction feed-forward, gear
 inversion and torque limit behind :meth:`control.Controller.update`'s interface (the offline
@@ -173,14 +178,20 @@ class BaseRegressor:
         last link's frame origin makes (None: the law cannot size its box for a payload).
     two_velocity : callable, optional
         ``two_velocity(q, qd, qd_r, qdd_r, qd_f, out)``: ``Y_SL`` (module docstring) with its
-        friction columns at ``qd_f`` (None: zero) into ``out`` of shape (n, p), in closed
-        form (None: three :attr:`evaluate` rows).
+        friction columns at ``qd_f`` (None: zero) into ``out`` of shape (n, p), nothing
+        allocated by this package (None: three :attr:`evaluate` rows).
+    mass_rows : callable, optional
+        ``mass_rows(q, out, row=None)``: ``Y_SL(q, 0, 0, e_j)`` for each joint ``j`` and
+        ``Y_SL(q, 0, 0, 0)`` into ``out`` of shape (n + 1, n, p), the rows of the consistency
+        check (with ``row``, only ``out[row]``: a law checking every few ticks spreads them). With
+        :attr:`two_velocity` it makes the law's fast path: ``tau0 = Y_SL theta0 + D qdd_r``
+        (no inverse dynamics per tick) and the check compiled (:func:`_mass_check`).
     torque_kernel : tuple, optional
         ``(torque, check, constants)``: the law's whole torque in one compiled call,
         ``torque(x, lam, kdm, scale, theta, rest, constants, friction, phi, ys, s, qd_r,
         qdd_r, tau)`` (:func:`_two_link_torque`), and its consistency check
-        (:func:`_two_link_check`): the law's fast path (None: the rows of :attr:`evaluate`
-        and the model's inverse dynamics and mass matrix per tick).
+        (:func:`_two_link_check`): the 2R's fastest path (None: the fast path above, or the
+        rows of :attr:`evaluate` and the model's inverse dynamics and mass matrix per tick).
 
     """
 
@@ -193,6 +204,7 @@ class BaseRegressor:
     save: Callable[..., list] | None = None
     payload_change: Callable[[float, float], tuple] | None = None
     two_velocity: Callable[..., None] | None = None
+    mass_rows: Callable[[np.ndarray, np.ndarray], None] | None = None
     torque_kernel: tuple | None = None
 
     @property
@@ -385,41 +397,50 @@ def _two_link_rows(q, qd, w, a, f, eps, friction, out):
     out[1, 9] = f4
 
 
-def _two_link_torque(x, lam, kdm, scale, theta, rest, eps, friction, phi, ys, s, qd_r,
-                     qdd_r, tau):
+def _reference(x, lam, s, qd_r, qdd_r):
     """
-    Compute the 2R's torque of the law: ``tau = Y_SL (theta + scale phi) + D qdd_r - K_D s``.
+    Write the tick's reference velocity and acceleration and the sliding variable.
 
-    ``x`` (5, 2): the tick's ``q, qd, q_d, qd_d, qdd_d``; ``theta`` the nominal base
-    parameters with the friction entries zero (``tau0`` has no friction: the controller's
-    finish adds its feed-forward); ``rest`` (2, 2) the part of the nominal inverse dynamics
-    that no base parameter carries (the rotor coupling: ``tau0 = Y_SL theta + D qdd_r``).
-    Writes ``Ys = Y_SL diag(scale)`` into ``ys`` and ``s``, ``qd_r``, ``qdd_r``, ``tau``.
+    ``x`` (5, n): ``q, qd, q_d, qd_d, qdd_d``; ``qd_r = qd_d - lam (q - q_d)``, ``qdd_r = qdd_d -
+    lam (qd - qd_d)``, ``s = qd - qd_r`` (module docstring). Compiled (:func:`_compiled`).
     """
-    for k in range(2):
+    for k in range(x.shape[1]):
         qd_r[k] = x[3, k] - lam[k] * (x[0, k] - x[2, k])
         qdd_r[k] = x[4, k] - lam[k] * (x[1, k] - x[3, k])
         s[k] = x[1, k] - qd_r[k]
-    _rows_in_kernel(x[0], x[1], qd_r, qdd_r, x[3], eps, friction, ys)
-    for r in range(2):
-        t = rest[r, 0] * qdd_r[0] + rest[r, 1] * qdd_r[1] - kdm[r] * s[r]
-        for c in range(ys.shape[1]):
+
+
+def _law_torque(ys, scale, theta, rest, phi, kdm, s, qdd_r, tau):
+    """
+    Write ``tau = Y_SL (theta + scale phi) + D qdd_r - K_D s`` and scale ``ys`` in place.
+
+    ``ys`` (n, p) holds ``Y_SL`` on entry and ``Ys = Y_SL diag(scale)`` on return; ``theta``
+    the nominal base parameters with the friction entries zero (``tau0`` has no friction: the
+    controller's finish adds its feed-forward); ``rest`` (n, n) the part ``D`` of the nominal
+    inverse dynamics that no base parameter carries (``tau0 = Y_SL theta + D qdd_r``).
+    Compiled (:func:`_compiled`).
+    """
+    n, p = ys.shape
+    for r in range(n):
+        t = -kdm[r] * s[r]
+        for j in range(n):
+            t += rest[r, j] * qdd_r[j]
+        for c in range(p):
             y = ys[r, c]
             ys[r, c] = y * scale[c]
             t += y * theta[c] + ys[r, c] * phi[c]
         tau[r] = t
 
 
-def _two_link_check(q, cand, scale, theta, rest, eps, lower, upper, ratio, zero, unit, y,
-                    y0, m):
+def _mass_check(rows, cand, scale, theta, rest, lower, upper, ratio, m):
     """
-    Return whether the 2R estimate ``theta + scale cand`` passes the consistency check at ``q``.
+    Return whether the estimate ``theta + scale cand`` passes the consistency check.
 
     The check of :meth:`AdaptiveLaw._check` without its messages: finite, inside the box
-    ``[lower, upper]``, and ``(1 - ratio) M0(q) + dM(q)`` positive definite (Cholesky), with
-    the columns of ``M0`` and ``dM`` from the rows ``Y_SL(q, 0, 0, e_j) - Y_SL(q, 0, 0, 0)``
-    (``M0`` plus ``rest``). ``zero`` (2,), ``unit`` (2, 2) the identity, ``y``, ``y0`` (2, p)
-    and ``m`` (2, 2) are scratch.
+    ``[lower, upper]``, and ``(1 - ratio) M0(q) + dM(q)`` positive definite (Cholesky of the
+    symmetric part), the columns of ``M0`` and ``dM`` from ``rows`` (n + 1, n, p): ``Y_SL(q,
+    0, 0, e_j)`` for each joint ``j`` and ``Y_SL(q, 0, 0, 0)`` (``M0`` plus ``rest``).
+    ``m`` (n, n) is scratch. Compiled (:func:`_compiled`).
     """
     p = cand.shape[0]
     n = m.shape[0]
@@ -430,14 +451,12 @@ def _two_link_check(q, cand, scale, theta, rest, eps, lower, upper, ratio, zero,
         tol = 1e-12 * max(upper[k], -lower[k])
         if c - upper[k] > tol or lower[k] - c > tol:
             return False
-    _rows_in_kernel(q, zero, zero, zero, zero, eps, False, y0)
     for j in range(n):
-        _rows_in_kernel(q, zero, zero, unit[j], zero, eps, False, y)
         for r in range(n):
             m0 = rest[r, j]
             dm = 0.0
             for c in range(p):
-                d = y[r, c] - y0[r, c]
+                d = rows[j, r, c] - rows[n, r, c]
                 m0 += d * theta[c]
                 dm += d * scale[c] * cand[c]
             m[r, j] = (1.0 - ratio) * m0 + dm
@@ -455,16 +474,86 @@ def _two_link_check(q, cand, scale, theta, rest, eps, lower, upper, ratio, zero,
     return True
 
 
-# the rows as the compiled torque calls them: rebound to the compiled rows by _compiled()
+def _two_link_torque(x, lam, kdm, scale, theta, rest, eps, friction, phi, ys, s, qd_r,
+                     qdd_r, tau):
+    """
+    Compute the 2R's torque of the law in one compiled call.
+
+    :func:`_reference`, the closed-form rows :func:`_two_link_rows` (friction columns at
+    ``qd_d`` when ``friction``), :func:`_law_torque`.
+    """
+    _reference_in_kernel(x, lam, s, qd_r, qdd_r)
+    _rows_in_kernel(x[0], x[1], qd_r, qdd_r, x[3], eps, friction, ys)
+    _law_torque_in_kernel(ys, scale, theta, rest, phi, kdm, s, qdd_r, tau)
+
+
+def _two_link_check(q, cand, scale, theta, rest, eps, lower, upper, ratio, zero, unit, rows,
+                    m):
+    """
+    Return whether the 2R estimate ``theta + scale cand`` passes the consistency check at ``q``.
+
+    The closed-form rows ``Y_SL(q, 0, 0, e_j)``, ``Y_SL(q, 0, 0, 0)`` into ``rows`` (3, 2, p),
+    then :func:`_mass_check`; ``zero`` (2,), ``unit`` (2, 2) the identity, ``m`` (2, 2) scratch.
+    """
+    n = m.shape[0]
+    for j in range(n):
+        _rows_in_kernel(q, zero, zero, unit[j], zero, eps, False, rows[j])
+    _rows_in_kernel(q, zero, zero, zero, zero, eps, False, rows[n])
+    return _mass_check_in_kernel(rows, cand, scale, theta, rest, lower, upper, ratio, m)
+
+
+def _gather_columns(y, weight, pos, src, out, first):
+    """
+    ``out[:, pos[k]] (+)= weight * y[:, src[k]]``: base columns of a full regressor's rows.
+
+    Overwrites with ``first``, else adds. Compiled (:func:`_compiled`): a URDF arm's rows
+    (:class:`manip_control.arm_identification.PinocchioRows`) without a temporary.
+    """
+    n = out.shape[0]
+    for k in range(pos.shape[0]):
+        c, d = pos[k], src[k]
+        for r in range(n):
+            v = weight * y[r, d]
+            out[r, c] = v if first else out[r, c] + v
+
+
+def _joint_columns(out, pos, kind, joint, a, f, eps, friction):
+    """
+    Write the per-joint columns of a base regressor's rows into ``out`` (n, p).
+
+    Column ``pos[k]`` of joint ``joint[k]``: armature (``kind`` 0, ``a_j``), viscous (1,
+    ``f_j``) or Coulomb friction (2, ``tanh(f_j / eps_j)``), the friction ones zero unless
+    ``friction``; every other row zero. Compiled (:func:`_compiled`).
+    """
+    n = out.shape[0]
+    for k in range(pos.shape[0]):
+        c, j = pos[k], joint[k]
+        for r in range(n):
+            out[r, c] = 0.0
+        if kind[k] == 0:
+            out[j, c] = a[j]
+        elif friction:
+            out[j, c] = f[j] if kind[k] == 1 else math.tanh(f[j] / eps[j])
+
+
+# the kernels as the compiled ones call them: rebound to the compiled ones by _compiled()
 _rows_in_kernel = _two_link_rows
+_reference_in_kernel = _reference
+_law_torque_in_kernel = _law_torque
+_mass_check_in_kernel = _mass_check
 
 
 @dataclass(frozen=True)
 class _Kernels:
     step: Callable
     rows: Callable
+    reference: Callable
+    law_torque: Callable
+    mass_check: Callable
     two_link_torque: Callable
     two_link_check: Callable
+    gather_columns: Callable
+    joint_columns: Callable
 
 
 _COMPILED: list = []
@@ -474,21 +563,27 @@ def _compiled() -> _Kernels:
     """
     Return the law's kernels compiled with numba (or the Python ones where numba is absent).
 
-    :func:`_adaptation_step` and the 2R's :func:`_two_link_rows`, :func:`_two_link_torque`,
-    :func:`_two_link_check`, compiled once per process (numba's cache on disk) when the first
-    law or 2R regressor is built.
+    The adaptation step, the reference, the torque and the consistency check of every arm,
+    the 2R's closed-form rows and its one-call torque and check, and the column gathers of a
+    URDF arm's rows; compiled once per process (numba's cache on disk) when the first law or
+    base regressor is built.
     """
-    global _rows_in_kernel
+    global _rows_in_kernel, _reference_in_kernel, _law_torque_in_kernel, _mass_check_in_kernel
     if not _COMPILED:
+        py = (_adaptation_step, _two_link_rows, _reference, _law_torque, _mass_check,
+              _two_link_torque, _two_link_check, _gather_columns, _joint_columns)
         try:  # numba is a runtime dependency; without it the same functions run in Python
             import numba
-            jit = numba.njit(cache=True)
-            rows = _rows_in_kernel = jit(_two_link_rows)
-            _COMPILED.append(_Kernels(jit(_adaptation_step), rows, jit(_two_link_torque),
-                                      jit(_two_link_check)))
         except ImportError:  # pragma: no cover - exercised only where numba is absent
-            _COMPILED.append(_Kernels(_adaptation_step, _two_link_rows, _two_link_torque,
-                                      _two_link_check))
+            _COMPILED.append(_Kernels(*py))
+            return _COMPILED[0]
+        jit = numba.njit(cache=True)
+        # the callees first: a compiled kernel binds the globals it calls when compiled
+        step, rows, ref, torque, check = (jit(f) for f in py[:5])
+        _rows_in_kernel, _reference_in_kernel = rows, ref
+        _law_torque_in_kernel, _mass_check_in_kernel = torque, check
+        _COMPILED.append(_Kernels(step, rows, ref, torque, check,
+                                  *(jit(f) for f in py[5:])))
     return _COMPILED[0]
 
 
@@ -514,7 +609,10 @@ class AdaptiveLaw:
         Ticks between consistency checks (default 1). Above 1 the torque keeps the last
         checked estimate while the law integrates, and the integrated estimate is checked
         and taken (or refused) every ``check_every`` ticks: the check costs ``n + 1``
-        regressor evaluations (a 7-joint arm: bench/bench_adaptation.py).
+        regressor evaluations (a 7-joint arm: bench/bench_adaptation.py). On the fast path
+        (a regressor with ``mass_rows``) they are spread, one per tick, over the window, all
+        at the configuration of its first tick: the check of a window's estimate is at a
+        ``q`` at most ``check_every - 1`` ticks old, and no tick pays for the whole check.
 
     Raises
     ------
@@ -587,18 +685,31 @@ class AdaptiveLaw:
         self._phi = np.zeros(p)           # the integrated estimate (scaled coordinates)
         self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
         self._cand = np.zeros(p)
-        self._step = _compiled().step
-        # the whole torque in one compiled call where the regressor offers it (the 2R)
-        self._kernel = self._check_kernel = None
-        if regressor.torque_kernel is not None:
+        self._kernels = kernels = _compiled()
+        self._step = kernels.step
+        # the fast path where the regressor offers its rows into buffers: tau0 = Y_SL theta0 +
+        # D qdd_r, compiled around the rows; the 2R's whole torque in one compiled call
+        self._kernel = self._check_kernel = self._fast = None
+        self._yrows = np.zeros((n + 1, n, p))
+        # the fast path's check rows of the current window, one row per tick, at _q_window
+        self._window_rows = np.zeros((n + 1, n, p))
+        self._q_window = np.zeros(n)
+        self._rows_done = 0
+        if regressor.torque_kernel is not None or (regressor.two_velocity is not None
+                                                   and regressor.mass_rows is not None):
             theta = self.nominal.copy()
             theta[self._friction] = 0.0          # tau0 has no friction (the finish adds it)
-            kernel, check, constants = regressor.torque_kernel
             rest = self._rest_inertia(theta)
+            self._fast = (theta, rest, np.zeros((n, n)))
+        if regressor.torque_kernel is not None:
+            kernel, check, constants = regressor.torque_kernel
             self._kernel = (kernel, theta, rest, constants)
             self._check_kernel = (check, theta, rest, constants, np.zeros(n), np.eye(n),
-                                  np.zeros((n, p)), np.zeros((n, p)), np.zeros((n, n)))
+                                  self._yrows, np.zeros((n, n)))
         self.check_every = max(1, int(check_every))
+        # the fast path's check rows are spread over the ticks of a window (_window_row)
+        self._spread = (self._fast is not None and self._check_kernel is None
+                        and self.check_every > 1)
         #: analyse the excitation in :meth:`adapt` every 0.1 s (an eigen-decomposition of the
         #: p x p information matrix: 4-38 ms for the Panda's 48 adapted parameters on a loaded
         #: 2-core host); a real-time loop sets it false and analyses a copy elsewhere
@@ -611,7 +722,7 @@ class AdaptiveLaw:
         # compile (or load from numba's cache) now, never on the first tick
         self._step(np.zeros((n, p)), np.zeros(n), np.zeros(p), self._fixed, np.zeros((p, p)),
                    1.0, 1.0, 0.0, 0.0, 0.0, 1.0, self.lower, self.upper, np.zeros(p))
-        if self._kernel is not None:
+        if self._fast is not None:
             self.torque(self.x[0], self.x[1], self.x[2], self.x[3], self.x[4])
             self._check(self._cand, self._qnow)
         self.reset()
@@ -629,6 +740,7 @@ class AdaptiveLaw:
         self.fallbacks = 0
         self._rejected = 0
         self.ticks = 0
+        self._rows_done = 0
         self._have_step = False
 
     def freeze(self, frozen: bool = True) -> None:
@@ -700,6 +812,15 @@ class AdaptiveLaw:
             kernel(x, lam, self.kdm, self.scale, theta, rest, constants, r == 4,
                    self._phi_cmd, ys, s, qd_r, qdd_r, self.tau)
             self._yc = None                      # the check evaluates its own rows
+            return self.tau
+        if self._fast is not None:
+            theta, rest, _ = self._fast
+            k = self._kernels
+            k.reference(x, lam, s, qd_r, qdd_r)
+            self.regressor.two_velocity(x[0], x[1], qd_r, qdd_r, x[3] if r == 4 else None, ys)
+            k.law_torque(ys, self.scale, theta, rest, self._phi_cmd, self.kdm, s, qdd_r,
+                         self.tau)
+            self._yc = None
             return self.tau
         qn, qd = x[0], x[1]
         np.subtract(x[3], lam * (qn - x[2]), out=qd_r)
@@ -783,6 +904,8 @@ class AdaptiveLaw:
         self._have_step = False
         self.ticks += 1
         if self.frozen or hold:
+            if self.ticks % self.check_every == 0:
+                self._rows_done = 0             # a window ends with its check tick
             return False
         prm, phi, cand = self.params, self._phi, self._cand
         finite = self._step(self._ys, self._s, phi, self._fixed, self.information, self._decay,
@@ -791,18 +914,25 @@ class AdaptiveLaw:
         if self.excitation_in_loop and self.ticks % self._every == 0:
             self._excitation()
         if self.ticks % self.check_every:
+            if self._spread:
+                self._window_row(1)
             if not finite:                         # never integrate a non-finite step
                 self._fallback('estimate not finite', self._qnow)
                 phi[:] = self._phi_cmd
                 return False
             phi[:] = cand                          # checked at the next check tick
             return True
-        why = self._check(cand, self._qnow, self._yc)
+        q, yc = self._qnow, self._yc
+        if self._spread:
+            q, yc = self._q_window, self._window_rows
+            self._window_row(self.n + 1)                # the rows still missing
+            self._rows_done = 0
+        why = self._check(cand, q, yc)
         if why is not None and why.startswith('mass matrix'):
-            self._project_inertia(cand, self._qnow, self._yc)
-            why = self._check(cand, self._qnow, self._yc)
+            self._project_inertia(cand, q, yc)
+            why = self._check(cand, q, yc)
         if why is not None:
-            self._fallback(why, self._qnow)
+            self._fallback(why, q)
             phi[:] = self._phi_cmd
             return False
         phi[:] = cand
@@ -811,6 +941,28 @@ class AdaptiveLaw:
         return True
 
     # -- checks --------------------------------------------------------------------------------
+    def _window_row(self, count: int) -> None:
+        """
+        Evaluate up to ``count`` more of the window's check rows at the window's configuration.
+
+        The window's first row fixes its configuration (this tick's ``q``); every row of a
+        window is at that one ``q``, whatever ticks were held or frozen in between.
+        """
+        n = self.n
+        if self._rows_done == 0:
+            self._q_window[:] = self._qnow
+        if count >= n + 1 - self._rows_done:
+            if self._rows_done == 0:
+                self.regressor.mass_rows(self._q_window, self._window_rows)
+            else:
+                for j in range(self._rows_done, n + 1):
+                    self.regressor.mass_rows(self._q_window, self._window_rows, j)
+            self._rows_done = n + 1
+            return
+        for j in range(self._rows_done, self._rows_done + count):
+            self.regressor.mass_rows(self._q_window, self._window_rows, j)
+        self._rows_done += count
+
     def _check(self, cand: np.ndarray, q: np.ndarray, yc: np.ndarray | None = None
                ) -> str | None:
         """
@@ -821,10 +973,18 @@ class AdaptiveLaw:
         nominal one in every direction. ``yc``: the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)``
         when the torque of this tick evaluated them.
         """
-        kc = self._check_kernel
-        if kc is not None and kc[0](q, cand, self.scale, kc[1], kc[2], kc[3], self.lower,
-                                    self.upper, MIN_EIGENVALUE_RATIO, *kc[4:]):
-            return None                   # the 2R, compiled; the messages below on a failure
+        kc, fast = self._check_kernel, self._fast
+        if kc is not None:
+            if kc[0](q, cand, self.scale, kc[1], kc[2], kc[3], self.lower, self.upper,
+                     MIN_EIGENVALUE_RATIO, *kc[4:]):
+                return None               # the 2R, compiled; the messages below on a failure
+        elif fast is not None:
+            if yc is None:
+                yc = self._yrows
+                self.regressor.mass_rows(q, yc)
+            if self._kernels.mass_check(yc, cand, self.scale, fast[0], fast[1],
+                                        self.lower, self.upper, MIN_EIGENVALUE_RATIO, fast[2]):
+                return None               # compiled; the messages below on a failure
         if not np.all(np.isfinite(cand)):
             return 'estimate not finite'
         out = np.maximum(cand - self.upper, self.lower - cand)
@@ -851,7 +1011,10 @@ class AdaptiveLaw:
         return None
 
     def _mass_regressor(self, q: np.ndarray) -> np.ndarray:
-        """Return the regressor at ``q`` with the unit-velocity rows that give ``dM`` per phi."""
+        """Return the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)`` that give ``dM`` per phi."""
+        if self.regressor.mass_rows is not None:
+            self.regressor.mass_rows(q, self._yrows)
+            return self._yrows
         r = self._rows
         qq = self._q[r:]
         qq[:] = q
@@ -1044,10 +1207,10 @@ class AdaptiveController:
         law = self.law
         tau = law.torque(q, qd, q_d, qd_d, qdd_d)
         buf = self._buffer if out is None else out
-        self._finish(tau, law.x, self._e, law.qdd_r, self._z, self._rows, self._rotor,
-                     self.period, True, self.friction_compensation, self._stribeck,
-                     self._gear is not None, buf.tau, buf.saturated)
-        law.adapt(hold=bool(buf.saturated.any()))
+        law.adapt(hold=self._finish(tau, law.x, self._e, law.qdd_r, self._z, self._rows,
+                                    self._rotor, self.period, True, self.friction_compensation,
+                                    self._stribeck, self._gear is not None, buf.tau,
+                                    buf.saturated))
         if out is None:
             return ControlOutput(tuple(buf.tau.tolist()), tuple(buf.saturated.tolist()))
         return out

@@ -89,6 +89,7 @@ import sys
 from typing import Any, Sequence
 import xml.etree.ElementTree as ET
 
+from manip_control.adaptation import _compiled
 from manip_control.adaptation import BaseRegressor
 from manip_control.arm_model import ArmModel
 from manip_control.arm_model import ArmModelError
@@ -1414,6 +1415,85 @@ def write_arm_bag(path, t, joint_names: Sequence[str], q, qd, tau, *,
 # the adaptive law's regressor (manip_control.adaptation)
 
 
+class PinocchioRows:
+    """
+    The adaptive law's rows of a URDF arm's base regressor, written into the caller's buffers.
+
+    ``Y_SL(q, v, w, a)`` (:mod:`manip_control.adaptation`'s polarization: three Pinocchio
+    regressor calls) and the consistency check's rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)`` (n + 1
+    calls), each call's base columns gathered by a compiled kernel from the Pinocchio data's
+    own regressor matrix: no array of this package per call (the binding still returns a
+    copy of each call's matrix). Built once per law (:func:`adaptive_regressor`).
+
+    Parameters
+    ----------
+    base : BaseParameters
+        The base parameters whose columns the rows hold.
+
+    """
+
+    def __init__(self, base: BaseParameters):
+        reg = base.regressor
+        n = self.n = reg.n
+        self._pin = reg._pin
+        self._model = reg._model
+        self._data = reg._model.createData()
+        cols = np.asarray(base.independent, dtype=np.int64)
+        inertial = cols < 10 * n
+        self._pos = np.flatnonzero(inertial).astype(np.int64)
+        self._src = cols[inertial]
+        kind, joint = np.divmod(cols[~inertial] - 10 * n, n)
+        self._joint_pos = np.flatnonzero(~inertial).astype(np.int64)
+        self._kind, self._joint = kind.astype(np.int64), joint.astype(np.int64)
+        self._eps = np.asarray(reg.eps, dtype=float)
+        self._zero = np.zeros(n)
+        self._unit = np.eye(n)
+        self._plus = np.zeros(n)
+        self._minus = np.zeros(n)
+        kernels = _compiled()
+        self._gather, self._columns = kernels.gather_columns, kernels.joint_columns
+        # the matrix Pinocchio writes each call into: read in place, never its returned copy
+        self._y = self._data.jointTorqueRegressor
+        q = np.linspace(-0.5, 0.5, n)
+        back = self._pin.computeJointTorqueRegressor(self._model, self._data, q, q, q)
+        if self._y.shape != (n, 10 * n) or not np.array_equal(back, self._y):
+            raise ArmIdentificationError('the Pinocchio data does not expose the regressor it '
+                                         'writes (jointTorqueRegressor)')
+
+    def two_velocity(self, q, qd, qd_r, qdd_r, qd_f, out) -> None:
+        """Write ``Y_SL(q, qd, qd_r, qdd_r)``, friction at ``qd_f`` (None: zero), into ``out``."""
+        reg, model, data, y = self._pin.computeJointTorqueRegressor, self._model, self._data, \
+            self._y
+        gather, pos, src, zero = self._gather, self._pos, self._src, self._zero
+        np.add(qd, qd_r, out=self._plus)
+        np.subtract(qd, qd_r, out=self._minus)
+        reg(model, data, q, zero, qdd_r)
+        gather(y, 1.0, pos, src, out, True)
+        reg(model, data, q, self._plus, zero)
+        gather(y, 0.25, pos, src, out, False)
+        reg(model, data, q, self._minus, zero)
+        gather(y, -0.25, pos, src, out, False)
+        self._columns(out, self._joint_pos, self._kind, self._joint, qdd_r,
+                      zero if qd_f is None else qd_f, self._eps, qd_f is not None)
+
+    def mass_rows(self, q, out, row: int | None = None) -> None:
+        """
+        Write ``Y(q, 0, e_j)`` for each joint ``j``, then ``Y(q, 0, 0)``, into ``out``.
+
+        ``out`` has the shape (n + 1, n, p). With ``row`` only that one (``j = row``; ``n``:
+        the last), one Pinocchio call.
+        """
+        reg, model, data, y = self._pin.computeJointTorqueRegressor, self._model, self._data, \
+            self._y
+        zero, unit = self._zero, self._unit
+        for j in range(self.n + 1) if row is None else (row,):
+            a = unit[j] if j < self.n else zero
+            reg(model, data, q, zero, a)
+            self._gather(y, 1.0, self._pos, self._src, out[j], True)
+            self._columns(out[j], self._joint_pos, self._kind, self._joint, a, zero, self._eps,
+                          False)
+
+
 def adaptive_regressor(base: BaseParameters, fv: Any = 0.0, fc: Any = 0.0,
                        urdf: str | None = None, urdf_name: str = 'adapted.urdf'
                        ) -> BaseRegressor:
@@ -1463,9 +1543,11 @@ def adaptive_regressor(base: BaseParameters, fv: Any = 0.0, fc: Any = 0.0,
                         encoding='utf-8')
         return [path, side]
 
+    rows = PinocchioRows(base)
     return BaseRegressor(names, base.units, theta0, base.regressor_of, friction,
                          np.zeros(len(names), dtype=bool), save,
-                         lambda mass, radius: payload_change(base, mass, radius))
+                         lambda mass, radius: payload_change(base, mass, radius),
+                         two_velocity=rows.two_velocity, mass_rows=rows.mass_rows)
 
 
 def payload_change(base: BaseParameters, mass: float, radius: float

@@ -543,9 +543,10 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
     ``tau`` is ``M^ a + c^ + g^`` (computed torque) or ``g^`` (PD + gravity, whose PD terms
     are added here); then the friction feed-forward, the gear inversion
     (:func:`invert_gear`), the limit and the integral with anti-windup, as
-    :func:`two_link_law` does for the 2R.
+    :func:`two_link_law` does for the 2R. Returns whether any joint's torque was limited.
     """
     kp, kd, ki, lim, zl = rows[_R_KP], rows[_R_KD], rows[_R_KI], rows[_R_LIMIT], rows[_R_ZLIM]
+    limited = False
     for k in range(x.shape[1]):
         t = tau[k]
         if not ct:
@@ -571,10 +572,12 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
             t = lk if t > 0.0 else -lk
         out[k] = t
         sat[k] = hit
+        limited = limited or hit
         # Anti-windup: no integration into a saturated direction (a positive error pushes
         # the command negative), then clamp the integral.
         if ki[k] != 0.0 and not (hit and (t < 0.0) == (e[k] > 0.0)):
             z[k] = min(max(z[k] + e[k] * period, -zl[k]), zl[k])
+    return limited
 
 
 def finish_constants(friction: Sequence, gear: GearInversion | None,
@@ -607,7 +610,8 @@ def compiled_finish():
 
     ``finish(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, out, sat)``:
     ``x`` (5, n) the tick's ``q, qd, q_d, qd_d, qdd_d``, ``a`` the law's acceleration,
-    ``rows``, ``rotor``, ``stribeck`` of :func:`finish_constants`.
+    ``rows``, ``rotor``, ``stribeck`` of :func:`finish_constants`; returns whether any joint's
+    torque was limited.
     """
     return _compiled()[1]
 

@@ -340,6 +340,151 @@ def test_a_compiled_torque_whose_rows_miss_the_model_is_refused():
                     sc.period)
 
 
+# --------------------------------------------------------------------------------------------
+# a URDF arm's fast path: Pinocchio rows into buffers, compiled torque and check
+
+
+def _panda_laws(params, check_every=1):
+    """Return the Panda's law on its fast path and on the generic path (numpy rows)."""
+    pytest.importorskip('pinocchio')
+    from manip_control.arm_identification import adaptive_regressor
+    from manip_control.arm_identification import ArmRegressor
+    from manip_control.arm_identification import base_parameters as arm_base
+    from manip_control.arm_model import UrdfArm
+    arm = UrdfArm.from_file(PANDA, armature=0.04)
+    reg = adaptive_regressor(arm_base(ArmRegressor(arm)), fv=0.3, fc=0.5)
+    gains = ([400.0] * arm.n, [40.0] * arm.n)
+    fast = AdaptiveLaw(arm, reg, *gains, 1e-3, params, check_every=check_every)
+    slow = AdaptiveLaw(arm, dataclasses.replace(reg, two_velocity=None, mass_rows=None), *gains,
+                       1e-3, params, check_every=check_every)
+    assert fast._fast is not None and fast._kernel is None and slow._fast is None
+    return arm, reg, fast, slow
+
+
+def test_the_pinocchio_rows_are_the_identification_rows_on_panda():
+    """
+    The Panda's rows written into buffers equal those of the identification regressor.
+
+    ``Y_SL`` against three evaluations of ``ArmRegressor`` (friction columns at ``f`` from a
+    fourth, or zero), the check's rows against ``Y(q, 0, e_j)``, ``Y(q, 0, 0)``.
+    """
+    arm, reg, _, _ = _panda_laws(AdaptationParameters())
+    n, p = arm.n, reg.size
+    rng = np.random.default_rng(5)
+    out = np.zeros((n, p))
+    rows = np.zeros((n + 1, n, p))
+    z = np.zeros(n)
+    for _ in range(20):
+        q = rng.uniform(arm.limits.lower, arm.limits.upper)
+        v, w, a, f = rng.standard_normal((4, n))
+        want = _two_velocity(reg, q, v, w, a)
+        reg.two_velocity(q, v, w, a, None, out)
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * np.abs(want).max())
+        want[:, reg.friction] = reg.evaluate(q[None], f[None], z[None])[0][:, reg.friction]
+        reg.two_velocity(q, v, w, a, f, out)
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * np.abs(want).max())
+        reg.mass_rows(q, rows)
+        want = reg.evaluate(np.tile(q, (n + 1, 1)), np.zeros((n + 1, n)),
+                            np.vstack([np.eye(n), z]))
+        np.testing.assert_allclose(rows, want, rtol=0, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize('check_every, friction', [(1, False), (10, True)])
+def test_the_urdf_fast_path_is_the_law_of_the_generic_path(check_every, friction):
+    """
+    The Panda's fast path equals its generic path over an adapting run.
+
+    The generic path: the identification regressor's rows in numpy and ``tau0`` from the
+    model's inverse dynamics (Pinocchio's RNEA, armature included); the fast path ``tau0 =
+    Y_SL theta0``. Each law's estimate feeds its own next torque.
+    """
+    params = AdaptationParameters(friction=friction, gamma=20.0)
+    arm, _, fast, slow = _panda_laws(params, check_every)
+    n = arm.n
+    rng = np.random.default_rng(3)
+    mid = 0.5 * (arm.limits.lower + arm.limits.upper)
+    amp = 0.2 * (arm.limits.upper - arm.limits.lower)
+    w = np.linspace(0.8, 1.6, n)
+    for k in range(1500):
+        t = k * 1e-3
+        r, rv, ra = mid + amp * np.sin(w * t), amp * w * np.cos(w * t), \
+            -amp * w * w * np.sin(w * t)
+        q = r + rng.normal(0.0, 0.01, n)
+        qd = rv + rng.normal(0.0, 0.05, n)
+        want = slow.update(q, qd, r, rv, ra).copy()
+        got = fast.update(q, qd, r, rv, ra)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max())
+    assert fast.fallbacks == slow.fallbacks
+    np.testing.assert_allclose(fast.estimates, slow.estimates, rtol=1e-8,
+                               atol=1e-10 * np.abs(fast.nominal).max())
+    assert not np.allclose(fast.estimates, fast.nominal)           # it adapted
+
+
+def test_the_urdf_compiled_check_decides_as_the_generic_one():
+    """
+    The Panda's compiled consistency check accepts exactly what the generic check accepts.
+
+    Random candidates across the box's edge and the positive-definiteness edge, non-finite
+    ones; the generic check: the identification regressor's mass rows and Pinocchio's CRBA.
+    """
+    arm, reg, fast, slow = _panda_laws(AdaptationParameters(bound_fraction=5.0))
+    rng = np.random.default_rng(11)
+    verdicts = {}
+    for k in range(600):
+        q = rng.uniform(arm.limits.lower, arm.limits.upper)
+        cand = rng.uniform(-5.2, 5.2, reg.size) * rng.uniform(0.0, 1.0) ** 2
+        if k % 97 == 0:
+            cand[k % reg.size] = np.nan
+        want = slow._check(cand, q)
+        got = fast._check(cand, q)
+        assert (got is None) == (want is None), (q, cand, want)
+        key = want.split(' ')[0] if want else 'ok'
+        verdicts[key] = verdicts.get(key, 0) + 1
+    assert min(verdicts.get(v, 0) for v in ('ok', 'estimate', 'mass')) >= 5, verdicts
+
+
+def test_the_urdf_check_rows_are_spread_over_the_window_at_its_first_q():
+    """
+    Check every 10 ticks: the Panda's check rows come one per tick, at the window's first ``q``.
+
+    A held tick delays the rows, a held check tick ends the window.
+    """
+    arm, _, law, _ = _panda_laws(AdaptationParameters(), check_every=10)
+    n = arm.n
+    calls = []
+    rows_of = law.regressor.mass_rows
+
+    def spy(q, out, row=None):
+        calls.append((law.ticks, q.copy(), row))
+        rows_of(q, out, row)
+    law.regressor = dataclasses.replace(law.regressor, mass_rows=spy)
+    mid = 0.5 * (arm.limits.lower + arm.limits.upper)
+    seen = {}
+    for k in range(60):
+        q = mid + 1e-3 * k
+        law.torque(q, np.zeros(n), mid, np.zeros(n), np.zeros(n))
+        law.adapt(hold=k in (13, 29))
+        seen[law.ticks] = q
+    windows = {}
+    for tick, q, row in calls:
+        windows.setdefault((tick - 1) // 10, []).append((tick, q, row))
+    for m, got in windows.items():
+        ticks = [tick for tick, _, _ in got]
+        # one row per tick but the check tick's (the rows still missing)
+        assert all(ticks.count(tick) == 1 for tick in ticks if tick % 10), ticks
+        first = ticks[0]
+        for tick, q, row in got:
+            np.testing.assert_array_equal(q, seen[first])
+        rows = sorted(row for _, _, row in got)
+        if m == 2:        # the held check tick 30: its window's rows are never checked
+            assert rows == list(range(len(rows))) and 30 not in ticks
+        else:
+            assert rows == list(range(n + 1)), (m, got)
+    assert sorted(windows) == list(range(6))
+    assert [windows[m][0][0] for m in range(6)] == [1, 11, 21, 31, 41, 51]
+    assert not {14, 30} & {tick for tick, _, _ in calls}         # held ticks evaluate none
+
+
 @pytest.mark.parametrize('n, p', [(2, 10), (7, 62)])
 def test_the_compiled_step_is_the_documented_update(n, p):
     """
