@@ -89,7 +89,7 @@ torque_kernel``: :func:`_two_link_torque`, :func:`_two_link_check`, on the close
 :func:`_two_link_rows`): ``tau0 = Y_SL theta0 + D qdd_r``, with ``D`` the nominal model's
 terms no base parameter carries (its rotor coupling), derived from the model's inverse
 dynamics and checked against it when the law is built. A URDF arm's regressor offers its
-rows into buffers (:class:`manip_control.arm_identification.PinocchioRows`: three Pinocchio
+rows into buffers (:class:`manip_control.arm_identification.PinocchioRows`: two Pinocchio
 regressor calls per tick, ``n + 1`` per check, spread over the ticks between checks), and
 the law computes ``tau0 = Y_SL theta0 + D qdd_r`` from them (``D`` checked as the 2R's),
 the torque and the check compiled (bench/bench_adaptation.py, docs/benchmarks.md). A
@@ -312,22 +312,27 @@ def _comment(law: 'AdaptiveLaw | None') -> str:
             f'{law.ticks * law.period:.6g} s; excited: {", ".join(exc) or "none"}')
 
 
-def _adaptation_step(ys, s, phi, fixed, info, decay, period, gamma, sigma, dead_zone, step,
-                     lower, upper, cand):
+def _adaptation_step(ys, s, phi, fixed, adapted, info, decay, period, gamma, sigma, dead_zone,
+                     step, lower, upper, cand):
     """
     Take steps 1-2 and the information matrix of step 4 (module docstring) into ``cand``.
 
-    ``ys`` (n, p): this tick's ``Ys``, its ``fixed`` columns zeroed here; ``s`` (n,); ``phi``
-    (p,) the estimate; ``step`` the rate bound ``max_rate T``. A NaN stays NaN through the
-    clips (as ``np.clip`` keeps it). Returns whether every ``cand`` is finite. Compiled with
-    numba where it is installed (:func:`_compiled`): one call per tick, nothing allocated.
+    ``ys`` (n, p): this tick's ``Ys``, its ``fixed`` columns zeroed here; ``adapted`` the
+    other columns' indices: ``info`` is updated on their rows and columns only (the fixed
+    ones stay as they are: zero in a law); ``s`` (n,); ``phi`` (p,) the estimate; ``step`` the
+    rate bound ``max_rate T``. A NaN stays NaN through the clips (as ``np.clip`` keeps it).
+    Returns whether every ``cand`` is finite. Compiled with numba where it is installed
+    (:func:`_compiled`): one call per tick, nothing allocated.
     """
     n, p = ys.shape
     for k in fixed:
         for r in range(n):
             ys[r, k] = 0.0
-    for i in range(p):
-        for j in range(i, p):
+    na = adapted.shape[0]
+    for ii in range(na):
+        i = adapted[ii]
+        for jj in range(ii, na):
+            j = adapted[jj]
             acc = 0.0
             for r in range(n):
                 acc += ys[r, i] * ys[r, j]
@@ -652,6 +657,7 @@ class AdaptiveLaw:
         if not params.friction:
             self.active[self._friction] = False
         self._fixed = np.flatnonzero(~self.active)
+        self._adapted = np.flatnonzero(self.active)
         self.bound = float(params.bound_fraction)
         # the box in scaled coordinates: +-bound_fraction, plus what a payload can change
         self.lower = np.full(p, -self.bound)
@@ -720,7 +726,8 @@ class AdaptiveLaw:
         self.excited_fraction = np.zeros(p)
         self.frozen = False
         # compile (or load from numba's cache) now, never on the first tick
-        self._step(np.zeros((n, p)), np.zeros(n), np.zeros(p), self._fixed, np.zeros((p, p)),
+        self._step(np.zeros((n, p)), np.zeros(n), np.zeros(p), self._fixed, self._adapted,
+                   np.zeros((p, p)),
                    1.0, 1.0, 0.0, 0.0, 0.0, 1.0, self.lower, self.upper, np.zeros(p))
         if self._fast is not None:
             self.torque(self.x[0], self.x[1], self.x[2], self.x[3], self.x[4])
@@ -908,8 +915,8 @@ class AdaptiveLaw:
                 self._rows_done = 0             # a window ends with its check tick
             return False
         prm, phi, cand = self.params, self._phi, self._cand
-        finite = self._step(self._ys, self._s, phi, self._fixed, self.information, self._decay,
-                            self.period, prm.gamma, prm.sigma, prm.dead_zone,
+        finite = self._step(self._ys, self._s, phi, self._fixed, self._adapted, self.information,
+                            self._decay, self.period, prm.gamma, prm.sigma, prm.dead_zone,
                             prm.max_rate * self.period, self.lower, self.upper, cand)
         if self.excitation_in_loop and self.ticks % self._every == 0:
             self._excitation()

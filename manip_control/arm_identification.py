@@ -1415,12 +1415,16 @@ def write_arm_bag(path, t, joint_names: Sequence[str], q, qd, tau, *,
 # the adaptive law's regressor (manip_control.adaptation)
 
 
+#: ``1 / (2 sqrt 2)``: the velocity scale of :meth:`PinocchioRows.two_velocity`'s first call.
+_HALF_SQRT_HALF = 0.5 * math.sqrt(0.5)
+
+
 class PinocchioRows:
     """
     The adaptive law's rows of a URDF arm's base regressor, written into the caller's buffers.
 
-    ``Y_SL(q, v, w, a)`` (:mod:`manip_control.adaptation`'s polarization: three Pinocchio
-    regressor calls) and the consistency check's rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)`` (n + 1
+    ``Y_SL(q, v, w, a)`` (two Pinocchio regressor calls, :meth:`two_velocity`) and the
+    consistency check's rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)`` (n + 1
     calls), each call's base columns gathered by a compiled kernel from the Pinocchio data's
     own regressor matrix: no array of this package per call (the binding still returns a
     copy of each call's matrix). Built once per law (:func:`adaptive_regressor`).
@@ -1450,6 +1454,7 @@ class PinocchioRows:
         self._unit = np.eye(n)
         self._plus = np.zeros(n)
         self._minus = np.zeros(n)
+        self._half = np.zeros(n)
         kernels = _compiled()
         self._gather, self._columns = kernels.gather_columns, kernels.joint_columns
         # the matrix Pinocchio writes each call into: read in place, never its returned copy
@@ -1461,20 +1466,28 @@ class PinocchioRows:
                                          'writes (jointTorqueRegressor)')
 
     def two_velocity(self, q, qd, qd_r, qdd_r, qd_f, out) -> None:
-        """Write ``Y_SL(q, qd, qd_r, qdd_r)``, friction at ``qd_f`` (None: zero), into ``out``."""
+        """
+        Write ``Y_SL(q, qd, qd_r, qdd_r)``, friction at ``qd_f`` (None: zero), into ``out``.
+
+        Two regressor calls: with ``Q(x) = C(q, x) x`` (quadratic, ``C`` Christoffel)
+        ``Q((v + w) / 2) - Q((v - w) / 2) = C(q, v) w``, so ``Y_SL(q, v, w, a) = 2 Y(q, (v +
+        w) / (2 sqrt 2), a / 2) - Y(q, (v - w) / 2, 0)`` (gravity ``2 g - g``).
+        """
         reg, model, data, y = self._pin.computeJointTorqueRegressor, self._model, self._data, \
             self._y
-        gather, pos, src, zero = self._gather, self._pos, self._src, self._zero
-        np.add(qd, qd_r, out=self._plus)
-        np.subtract(qd, qd_r, out=self._minus)
-        reg(model, data, q, zero, qdd_r)
-        gather(y, 1.0, pos, src, out, True)
-        reg(model, data, q, self._plus, zero)
-        gather(y, 0.25, pos, src, out, False)
-        reg(model, data, q, self._minus, zero)
-        gather(y, -0.25, pos, src, out, False)
+        gather, pos, src, plus, minus = self._gather, self._pos, self._src, self._plus, \
+            self._minus
+        np.add(qd, qd_r, out=plus)
+        plus *= _HALF_SQRT_HALF
+        np.subtract(qd, qd_r, out=minus)
+        minus *= 0.5
+        np.multiply(qdd_r, 0.5, out=self._half)
+        reg(model, data, q, plus, self._half)
+        gather(y, 2.0, pos, src, out, True)
+        reg(model, data, q, minus, self._zero)
+        gather(y, -1.0, pos, src, out, False)
         self._columns(out, self._joint_pos, self._kind, self._joint, qdd_r,
-                      zero if qd_f is None else qd_f, self._eps, qd_f is not None)
+                      self._zero if qd_f is None else qd_f, self._eps, qd_f is not None)
 
     def mass_rows(self, q, out, row: int | None = None) -> None:
         """

@@ -102,6 +102,7 @@ def test_polarization_matches_pinocchio_on_panda():
     data = model.createData()
     n = arm.n
     zero = np.zeros(n)
+    rows = np.zeros((n, reg.size))
     rng = np.random.default_rng(7)
 
     def dmx_dq(q, x):
@@ -121,6 +122,9 @@ def test_polarization_matches_pinocchio_on_panda():
         ref = m @ a + cw + g                      # crba includes the armature
         got = _two_velocity(reg, q, v, w, a) @ reg.theta0
         assert np.max(np.abs(got - ref)) <= 1e-9 * np.max(np.abs(ref))
+        # the rows the law's fast path writes (two regressor calls, not three)
+        reg.two_velocity(q, v, w, a, None, rows)
+        assert np.max(np.abs(rows @ reg.theta0 - ref)) <= 1e-9 * np.max(np.abs(ref))
         # Pinocchio's own Coriolis matrix gives the same C(q, v) w on this arm
         c_pin = pin.computeCoriolisMatrix(model, data, q, v) @ w
         assert np.max(np.abs(c_pin - cw)) <= 1e-9 * np.max(np.abs(ref))
@@ -490,8 +494,9 @@ def test_the_compiled_step_is_the_documented_update(n, p):
     """
     The compiled adaptation step against the module docstring's steps 1-2 and ``R`` in numpy.
 
-    ``R <- d R + T Ys^T Ys``; ``dphi = -T gamma (Ys^T s + sigma phi)`` (zero gradient in the
-    dead zone), fixed columns zero, then the rate clip and the box; a NaN is reported.
+    ``R <- d R + T Ys^T Ys`` on the adapted rows and columns; ``dphi = -T gamma (Ys^T s +
+    sigma phi)`` (zero gradient in the dead zone), fixed columns zero, then the rate clip and
+    the box; a NaN is reported.
     """
     step = _compiled().step
     rng = np.random.default_rng(3)
@@ -506,20 +511,22 @@ def test_the_compiled_step_is_the_documented_update(n, p):
         rate, lower, upper = 0.5e-3, -np.full(p, 0.4), np.full(p, 0.6)
         ys_ref, info_ref = ys.copy(), info.copy()
         ys_ref[:, fixed] = 0.0
-        info_ref = decay * info_ref + period * ys_ref.T @ ys_ref
+        adapted = np.setdiff1d(np.arange(p), fixed)
+        block = np.ix_(adapted, adapted)          # the fixed rows and columns stay as they were
+        info_ref[block] = decay * info[block] + period * (ys_ref.T @ ys_ref)[block]
         grad = np.zeros(p) if dead_zone > 0 and np.max(np.abs(s)) < dead_zone else s @ ys_ref
         want = -period * gamma * (grad + sigma * phi)
         want[fixed] = 0.0
         want = np.clip(np.clip(want, -rate, rate) + phi, lower, upper)
         cand = np.zeros(p)
-        assert step(ys, s, phi, fixed, info, decay, period, gamma, sigma, dead_zone, rate,
-                    lower, upper, cand)
+        assert step(ys, s, phi, fixed, adapted, info, decay, period, gamma, sigma, dead_zone,
+                    rate, lower, upper, cand)
         np.testing.assert_allclose(cand, want, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(info, info_ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(ys, ys_ref)
     s[0] = np.nan
-    assert not step(ys, s, phi, fixed, info, decay, period, gamma, sigma, 0.0, rate, lower,
-                    upper, cand)
+    assert not step(ys, s, phi, fixed, adapted, info, decay, period, gamma, sigma, 0.0, rate,
+                    lower, upper, cand)
     assert np.isnan(cand[np.setdiff1d(np.arange(p), fixed)]).all()
 
 
