@@ -29,7 +29,9 @@ count), for
   computed-torque ``Controller.update`` of the same scenario;
 * ``Panda AdaptiveLaw.update``: ``../shared/fixtures/urdf/panda.urdf`` (7 joints, armature
   0.04 kg m^2, its QR base parameters), the check every tick (``check_every 1``) and every
-  10 ticks;
+  10 ticks, and the latter on the generic path (the identification regressor's rows and the
+  model's inverse dynamics and mass matrix in numpy) beside it; the excitation analysis out
+  of these ticks (its BLAS threads would count in the process CPU);
 * the Panda's tick as the node runs it (check every 10 ticks): the distribution of the wall
   time of single calls (p50, p90, p99, max over ``--calls`` calls) with the excitation
   analysis (an eigen-decomposition every 0.1 s) in the tick, as offline, and outside it
@@ -134,8 +136,14 @@ def main() -> None:
         for every in (1, 10):
             lp = AdaptiveLaw(arm, reg, [400.0] * arm.n, [40.0] * arm.n, sc.period,
                              ctrl.adaptation, check_every=every)
+            lp.excitation_in_loop = False
             rows.append((f'Panda AdaptiveLaw.update (check_every {every}, '
                          f'{reg.size} base parameters)', lp.update, xp))
+        slow = AdaptiveLaw(arm, replace(reg, two_velocity=None, mass_rows=None),
+                           [400.0] * arm.n, [40.0] * arm.n, sc.period, ctrl.adaptation,
+                           check_every=10)
+        slow.excitation_in_loop = False
+        rows.append(('  the same, generic path (numpy rows, inverse dynamics)', slow.update, xp))
     for name, fn, xs in rows:
         for s in xs[:50]:
             fn(*s)
