@@ -1209,15 +1209,22 @@ class AdaptiveController:
 
     def update(self, q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
                qd_d: Sequence[float], qdd_d: Sequence[float],
-               out: ControlBuffer | None = None) -> ControlOutput | ControlBuffer:
-        """One tick (see :meth:`manip_control.control.Controller.update`)."""
+               out: ControlBuffer | None = None, adapt: bool = True
+               ) -> ControlOutput | ControlBuffer:
+        """
+        One tick (see :meth:`manip_control.control.Controller.update`).
+
+        ``adapt`` false: the torque of the law without an adaptation step, for a tick whose
+        state is not new (a real-time loop that got no state since its last tick: the error
+        then holds the reference's advance since that state, not the arm's tracking error).
+        """
         law = self.law
         tau = law.torque(q, qd, q_d, qd_d, qdd_d)
         buf = self._buffer if out is None else out
-        law.adapt(hold=self._finish(tau, law.x, self._e, law.qdd_r, self._z, self._rows,
-                                    self._rotor, self.period, True, self.friction_compensation,
-                                    self._stribeck, self._gear is not None, buf.tau,
-                                    buf.saturated))
+        limited = self._finish(tau, law.x, self._e, law.qdd_r, self._z, self._rows, self._rotor,
+                               self.period, True, self.friction_compensation, self._stribeck,
+                               self._gear is not None, buf.tau, buf.saturated)
+        law.adapt(hold=limited or not adapt)
         if out is None:
             return ControlOutput(tuple(buf.tau.tolist()), tuple(buf.saturated.tolist()))
         return out

@@ -707,6 +707,22 @@ def test_no_adaptation_step_while_the_command_saturates():
         assert np.allclose(ctrl.law.estimates, ctrl.law.nominal) == (not moves)
 
 
+def test_no_adaptation_step_on_a_state_already_used():
+    """``adapt=False`` (the node's tick on a state it has used): the law's torque, no step."""
+    sc = _adaptive(load_scenario('default'))
+    held = ClosedLoop(sc, compiled=False).controller
+    moving = ClosedLoop(sc, compiled=False).controller
+    for k in range(50):
+        x = ((0.1, 0.2), (0.0, 0.0), (0.0, 0.0), (0.3, 0.1), (0.0, 0.0))
+        a = held.update(*x, adapt=False)
+        b = moving.update(*x)
+        if k == 0:
+            assert a == b                       # the same torque before any step
+    assert held.law.ticks == moving.law.ticks == 50
+    np.testing.assert_array_equal(held.law.estimates, held.law.nominal)
+    assert not np.allclose(moving.law.estimates, moving.law.nominal)
+
+
 def test_the_ros_nodes_get_the_adaptation_of_a_scenario():
     """manip-sim's controller node runs the law of a scenario that asks for it."""
     from manip_control.nodes import ros_params as rp

@@ -1437,9 +1437,13 @@ class ControllerNode(LifecycleNode):
 
     def compute(self, st: StateSample, ref: ReferenceSample) -> ControlOutput:
         """Call the core: the torque command after limits for a state and reference."""
-        out = self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d)
         law = self.adaptation
-        if law is not None and law.fallbacks != self._adaptation_fallbacks:
+        if law is None:
+            return self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d)
+        # no adaptation step on a state already used: its error is the reference's advance
+        out = self.controller.update(st.q, st.qd, ref.q_d, ref.qd_d, ref.qdd_d,
+                                     adapt=st.stamp_ns != self._last_used_state)
+        if law.fallbacks != self._adaptation_fallbacks:
             self._adaptation_fallbacks = law.fallbacks
             now = time.monotonic()
             if now - self._adaptation_logged >= 1.0:
