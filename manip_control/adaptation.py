@@ -263,9 +263,34 @@ def two_link_base_regressor(nominal: NominalModel,
         return [path]
 
     return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save,
+                         payload_change=lambda mass, radius: two_link_payload_change(
+                             nominal.arm, mass, radius),
                          two_velocity=two_velocity,
                          torque_kernel=(kernels.two_link_torque, kernels.two_link_check,
                                         constants))
+
+
+def two_link_payload_change(arm, mass: float, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Range of the change of the 2R's base parameters by a payload near the tip of link 2.
+
+    A point mass ``m`` in ``[0, mass]`` [kg] on link 2's axis at ``x`` from joint 2, ``|x -
+    l2| <= radius`` [m] (where the plant attaches its payload; the closed-form model has its
+    centres of mass on the links' axes) adds ``m (l1^2 + x^2)`` to ``a``, ``m l1 x`` to ``b``,
+    ``m x^2`` to ``d``, ``m l1 g0`` to ``G1`` and ``m x g0`` to ``G2``; rotor and friction
+    parameters are unchanged. Returns ``(lower, upper)`` in :data:`BASE_NAMES` order.
+    """
+    l1, g0 = arm.l1, arm.gravity
+    lo, hi = arm.l2 - radius, arm.l2 + radius
+    # each change is m f(x): its extremes at m in {0, mass} and x at an end (or 0 for x^2)
+    x2_lo = 0.0 if lo <= 0.0 <= hi else min(lo * lo, hi * hi)
+    ranges = {0: (l1 * l1 + x2_lo, l1 * l1 + max(lo * lo, hi * hi)), 1: (l1 * lo, l1 * hi),
+              2: (x2_lo, max(lo * lo, hi * hi)), 4: (l1 * g0, l1 * g0), 5: (lo * g0, hi * g0)}
+    lower, upper = np.zeros(len(BASE_NAMES)), np.zeros(len(BASE_NAMES))
+    for k, (f_lo, f_hi) in ranges.items():
+        lower[k] = min(0.0, mass * f_lo)
+        upper[k] = max(0.0, mass * f_hi)
+    return lower, upper
 
 
 def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalModel:
@@ -664,8 +689,8 @@ class AdaptiveLaw:
         self.upper = np.full(p, self.bound)
         if params.payload_mass > 0.0:
             if regressor.payload_change is None:
-                raise ParameterError('adaptation.payload_mass: this arm model gives no payload '
-                                     'change of its base parameters (a URDF arm only)')
+                raise ParameterError('adaptation.payload_mass: this regressor gives no payload '
+                                     'change of its base parameters (payload_change)')
             lo, hi = regressor.payload_change(params.payload_mass, params.payload_radius)
             self.lower += np.asarray(lo, float) / self.scale
             self.upper += np.asarray(hi, float) / self.scale

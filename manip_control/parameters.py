@@ -771,11 +771,11 @@ class AdaptationParameters:
         Adapt the viscous and Coulomb friction too (optional, default false).
     payload_mass : float
         Largest payload [kg] the law must be able to learn: the box grows by what a point
-        mass of at most this much, within ``payload_radius`` of the last link's frame, changes
-        in each base parameter (a URDF arm only; optional, default 0: the box alone).
+        mass of at most this much, within ``payload_radius`` of the tool, changes in each base
+        parameter (optional, default 0: the box alone).
     payload_radius : float
-        Largest distance [m] of that payload from the origin of the last link's frame
-        (optional, default 0.2).
+        Largest distance [m] of that payload from the tool: a URDF arm's last link's frame
+        origin, the 2R's tip of link 2 along the link (optional, default 0.2).
 
     """
 

@@ -805,11 +805,43 @@ def test_payload_box_contains_the_change_a_payload_makes(xyz):
 def test_payload_mass_needs_an_arm_that_sizes_the_box():
     sc = load_scenario('default')
     nm = sc.controller.nominal
-    with pytest.raises(ParameterError, match=r'adaptation\.payload_mass: .*URDF arm only'):
-        AdaptiveLaw(nominal_arm(nm), two_link_base_regressor(nm), sc.controller.kp,
-                    sc.controller.kd, sc.period, AdaptationParameters(payload_mass=1.0))
+    reg = dataclasses.replace(two_link_base_regressor(nm), payload_change=None)
+    with pytest.raises(ParameterError, match=r'adaptation\.payload_mass: .*payload_change'):
+        AdaptiveLaw(nominal_arm(nm), reg, sc.controller.kp, sc.controller.kd, sc.period,
+                    AdaptationParameters(payload_mass=1.0))
     with pytest.raises(ParameterError, match=r'adaptation\.payload_radius: must be > 0'):
         AdaptationParameters(payload_radius=0.0)
+
+
+@pytest.mark.parametrize('radius', [0.2, 0.6])
+def test_two_link_payload_box_contains_the_change_a_payload_makes(radius):
+    """
+    The 2R's payload box against the arm with the payload added (parallel-axis theorem).
+
+    A point mass ``m <= 1 kg`` on link 2's axis within ``radius`` of its tip: the change of
+    :func:`base_parameters` of the arm with the mass lumped into link 2 lies in the box, and
+    the box's ends are reached (at the full mass, at an end of the range).
+    """
+    from manip_control.adaptation import two_link_payload_change
+    arm = load_scenario('default').controller.nominal.arm
+    lower, upper = two_link_payload_change(arm, 1.0, radius)
+    theta = base_parameters(arm)
+    rng = np.random.default_rng(2)
+    seen_lo, seen_hi = np.zeros_like(lower), np.zeros_like(upper)
+    ends = [(1.0, arm.l2 - radius), (1.0, arm.l2 + radius), (1.0, 0.0)]
+    for m, x in ends + list(zip(rng.uniform(0.0, 1.0, 200),
+                                rng.uniform(arm.l2 - radius, arm.l2 + radius, 200))):
+        if x < arm.l2 - radius:
+            continue                                 # 0 is an end only when in the range
+        m2 = arm.m2 + m
+        lc2 = (arm.m2 * arm.lc2 + m * x) / m2
+        i2 = arm.I2 + arm.m2 * (lc2 - arm.lc2) ** 2 + m * (x - lc2) ** 2
+        change = base_parameters(dataclasses.replace(arm, m2=m2, lc2=lc2, I2=i2)) - theta
+        assert np.all(change >= lower - 1e-12) and np.all(change <= upper + 1e-12), (m, x)
+        seen_lo, seen_hi = np.minimum(seen_lo, change), np.maximum(seen_hi, change)
+    np.testing.assert_allclose(seen_lo, lower, atol=1e-12)
+    np.testing.assert_allclose(seen_hi, upper, atol=1e-12)
+    assert upper[4] == pytest.approx(arm.l1 * arm.gravity) and upper[5] > 0.0
 
 
 def _mujoco_panda_run(params: AdaptationParameters, duration: float, payload_at: float,

@@ -285,11 +285,10 @@ _ADAPTATION_DOC = {
     'excitation_threshold': ('a direction is excited above this fraction of the largest '
                              'eigenvalue of the information matrix', 'in (0, 1)'),
     'friction': ('adapt the viscous and Coulomb friction too', ''),
-    'payload_mass': ('largest payload [kg] to learn, at most payload_radius from the last '
-                     "link's frame: the box grows by what it changes (URDF arm; 0: off)",
-                     '>= 0'),
-    'payload_radius': ("that payload's largest distance from the last link's frame origin "
-                       '[m]', '> 0'),
+    'payload_mass': ('largest payload [kg] to learn, at most payload_radius from the tool: '
+                     'the box grows by what it changes (0: off)', '>= 0'),
+    'payload_radius': ("that payload's largest distance from the tool (a URDF arm's last "
+                       "link's frame origin, the 2R's tip along link 2) [m]", '> 0'),
 }
 #: Runtime commands of the adaptive law (``ros2 param set``; node-only, not core values).
 ADAPTATION_COMMANDS = ('adaptation.freeze', 'adaptation.reset', 'adaptation.save_to')
