@@ -204,7 +204,7 @@ class BaseRegressor:
     save: Callable[..., list] | None = None
     payload_change: Callable[[float, float], tuple] | None = None
     two_velocity: Callable[..., None] | None = None
-    mass_rows: Callable[[np.ndarray, np.ndarray], None] | None = None
+    mass_rows: Callable[..., None] | None = None
     torque_kernel: tuple | None = None
 
     @property
