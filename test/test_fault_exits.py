@@ -410,7 +410,11 @@ def test_rogue_before_the_driver_no_state_publisher(fi, tmp_path):
     assert peak_both == (0.0, 0.0), peak_both       # nothing derived from either source
     assert ramp_steps[0] <= MAX_STEP[0] and ramp_steps[1] <= MAX_STEP[1], ramp_steps
     assert steps2[0] <= MAX_STEP[0] and steps2[1] <= MAX_STEP[1], steps2
-    assert z and cmds[-1][1:] == (0.0, 0.0), cmds[-5:]
+    # judged up to the stop: an exiting driver may lose its state publisher before its command
+    # subscription, and the controller rightly resumes then on the rogue, the one publisher
+    # left (as it resumed on the driver when the first rogue left)
+    held = [c for c in cmds if c[0] < t_end]
+    assert z and held[-1][1:] == (0.0, 0.0), (held[-5:], cmds[-5:])
     # the second rogue: seen and its states refused (the reason shown may be a state timeout:
     # every state is refused during a conflict)
     assert d_end.get('sources.joint_states.publishers') == '2', d_end
