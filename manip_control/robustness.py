@@ -46,6 +46,16 @@ the model error alone moves the arm off its reference) with gains from the bandw
 runs spread over worker processes as the 2R's are. The estimate and the bound are the 2R's
 (n/a there).
 
+With ``--adapt`` (``adapt=True``) every draw is also run with adaptive computed torque
+(:mod:`manip_control.adaptation`, the default adaptation settings) from the same wrong nominal
+model and gain set A's gains: the gain set ``adaptive`` (estimate and bound n/a: the
+adaptive loop is not the fixed-model loop they are derived for). The 2R's adaptive runs take
+the Python loop (:func:`manip_control.simulation.run_batch` runs them in processes), a URDF
+arm's the offline n-joint loop with the law. ``adaptation.png`` shows the distribution of the
+late-window error per joint over the draws with and without adaptation (empirical CDF), and
+the table is followed by one line per level: median and 90th percentile of both, and the
+share of draws adaptation improves.
+
 ``manip-robustness`` shows a progress bar on stderr (when it is a terminal; ``--quiet``
 hides it), prints a table (per gain set and mismatch level: runs, median and max
 late-window error, max estimate, bound, and the ratios) and writes ``robustness.png``
@@ -75,6 +85,7 @@ from manip_control.arm_scenario import gains_from_bandwidth
 from manip_control.arm_scenario import run_urdf_closed_loop
 from manip_control.arm_scenario import summarize_urdf_run
 from manip_control.dynamics import TwoLinkModel
+from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import ControllerParameters
 from manip_control.parameters import load_scenario
 from manip_control.parameters import NominalModel
@@ -93,6 +104,8 @@ PERTURBED = ('m1', 'm2', 'I1', 'I2')
 DEFAULT_LEVELS = (0.05, 0.1, 0.15, 0.2)
 DEFAULT_RUNS = 10
 DEFAULT_GAIN_SCALE = 2.0
+#: The gain set of the adaptive runs (gain set A's gains, adaptive computed torque).
+ADAPTIVE = 'adaptive'
 
 
 @dataclass(frozen=True)
@@ -676,10 +689,14 @@ def error_bound(scenario: Scenario, nominal: NominalModel | None = None, kp=None
     return BoundResult(bound=bound, estimate=estimate, assumptions=assumptions, iterations=it)
 
 
-def run_scenario(scenario: Scenario, nominal: NominalModel, kp, kd) -> Scenario:
-    """``scenario`` with the controller's nominal model and gains replaced."""
+def run_scenario(scenario: Scenario, nominal: NominalModel, kp, kd,
+                 adapt: bool = False) -> Scenario:
+    """``scenario`` with the controller's nominal model and gains replaced [, adaptive]."""
     ctrl = dataclasses.replace(scenario.controller, nominal=nominal, kp=tuple(kp),
                                kd=tuple(kd))
+    if adapt:
+        ctrl = dataclasses.replace(
+            ctrl, adaptation=dataclasses.replace(ctrl.adaptation, enabled=True))
     return dataclasses.replace(scenario, controller=ctrl)
 
 
@@ -696,11 +713,15 @@ def single_run(scenario: Scenario, nominal: NominalModel, kp, kd) -> tuple:
     return tuple(float(e) for e in err), bool(result.saturated.any())
 
 
-def gain_sets(controller: ControllerParameters, scale: float) -> dict[str, tuple]:
-    """Gain set ``A`` (the scenario's) and ``B`` (``wn`` scaled by ``scale``)."""
+def gain_sets(controller: ControllerParameters, scale: float,
+              adapt: bool = False) -> dict[str, tuple]:
+    """Gain set ``A`` (the scenario's), ``B`` (``wn`` scaled by ``scale``), [``adaptive``]."""
     kp, kd = tuple(controller.kp), tuple(controller.kd)
-    return {'A': (kp, kd),
-            'B': (tuple(scale * scale * k for k in kp), tuple(scale * k for k in kd))}
+    gains = {'A': (kp, kd),
+             'B': (tuple(scale * scale * k for k in kp), tuple(scale * k for k in kd))}
+    if adapt:
+        gains[ADAPTIVE] = (kp, kd)
+    return gains
 
 
 def make_specs(levels: Sequence[float], runs: int, seed: int,
@@ -720,7 +741,7 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
               runs: int = DEFAULT_RUNS, seed: int = 0, jobs: int | None = None,
               gain_scale: float = DEFAULT_GAIN_SCALE,
               progress: Callable[[int, int], None] | None = None,
-              with_bound: bool = True) -> list[RunResult]:
+              with_bound: bool = True, adapt: bool = False) -> list[RunResult]:
     """
     Run the Monte Carlo study (see the module docstring); deterministic for a seed.
 
@@ -744,6 +765,9 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
     with_bound : bool
         Compute the proven bound of each level and gain set (:func:`error_bound` with
         ``spread``; a few seconds each); otherwise ``nan``.
+    adapt : bool
+        Run every draw with adaptive computed torque too (gain set :data:`ADAPTIVE`: gain
+        set A's gains; estimate and bound ``nan``), on the Python loop.
 
     """
     if scenario.controller.law != 'computed_torque':
@@ -752,9 +776,9 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
     _check_study(levels, runs, gain_scale)
     if jobs is not None and jobs < 1:
         raise ParameterError(f'jobs: must be >= 1 (got {jobs})')
-    specs = make_specs(levels, runs, seed, gain_sets(scenario.controller, gain_scale))
+    specs = make_specs(levels, runs, seed, gain_sets(scenario.controller, gain_scale, adapt))
     nominals = [perturbed_nominal(scenario, s.delta) for s in specs]
-    batch = run_batch([run_scenario(scenario, nm, s.kp, s.kd)
+    batch = run_batch([run_scenario(scenario, nm, s.kp, s.kd, s.gain_set == ADAPTIVE)
                        for s, nm in zip(specs, nominals)], jobs=jobs, progress=progress)
     reference = late_reference(scenario)
     bounds = {}
@@ -762,7 +786,7 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
     for spec in specs:
         key = (spec.gain_set, spec.level)
         if key not in bounds:
-            if with_bound and not bound_assumptions(scenario):
+            if with_bound and spec.gain_set != ADAPTIVE and not bound_assumptions(scenario):
                 b = error_bound(scenario, centre, spec.kp, spec.kd, reference=reference,
                                 spread=spec.level).bound
                 bounds[key] = tuple(float(x) for x in b)
@@ -770,7 +794,8 @@ def run_study(scenario: Scenario, levels: Sequence[float] = DEFAULT_LEVELS,
                 bounds[key] = (math.nan, math.nan)
     results = []
     for i, (spec, nm) in enumerate(zip(specs, nominals)):
-        est = iss_estimate(scenario, nm, spec.kp, spec.kd, reference=reference)
+        est = ((math.nan, math.nan) if spec.gain_set == ADAPTIVE else
+               iss_estimate(scenario, nm, spec.kp, spec.kd, reference=reference))
         results.append(RunResult(spec, tuple(float(e) for e in batch.late_max_error[i]),
                                  tuple(float(p) for p in est),
                                  bounds[(spec.gain_set, spec.level)], bool(batch.saturated[i])))
@@ -786,17 +811,20 @@ def _check_study(levels: Sequence[float], runs: int, gain_scale: float) -> None:
         raise ParameterError(f'gain_scale: must be > 0 (got {gain_scale})')
 
 
-def urdf_gain_sets(n: int, omega_n: float, scale: float) -> dict[str, tuple]:
-    """Gain set ``A`` (bandwidth ``omega_n`` [rad/s], critical) and ``B`` (``scale omega_n``)."""
+def urdf_gain_sets(n: int, omega_n: float, scale: float,
+                   adapt: bool = False) -> dict[str, tuple]:
+    """Gain set ``A`` (bandwidth ``omega_n`` [rad/s]), ``B`` (``scale omega_n``) [, adaptive]."""
+    sets = (('A', omega_n), ('B', scale * omega_n)) + (((ADAPTIVE, omega_n),) if adapt else ())
     return {name: tuple(tuple(float(k) for k in g) for g in gains_from_bandwidth(n, w))
-            for name, w in (('A', omega_n), ('B', scale * omega_n))}
+            for name, w in sets}
 
 
 def _urdf_run_figures(args: tuple) -> tuple[tuple[float, ...], bool]:
     """One run of :func:`run_urdf_study` (a worker's task): late max error, saturated."""
-    path, duration, actuator, scale, omega_n = args
+    path, duration, actuator, scale, omega_n, adapt = args
     run = run_urdf_closed_loop(path, duration=duration, actuator=actuator,
-                               nominal_scale=scale, omega_n=omega_n)
+                               nominal_scale=scale, omega_n=omega_n,
+                               adaptation=AdaptationParameters(enabled=True) if adapt else None)
     late = summarize_urdf_run(run)['late_max_error_rad']
     limit = np.asarray(run.plant.torque_limit, dtype=float)
     saturated = bool(np.any(np.abs(run.run.tau) >= limit * (1.0 - 1e-12)))
@@ -807,7 +835,7 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
                    runs: int = DEFAULT_RUNS, seed: int = 0,
                    gain_scale: float = DEFAULT_GAIN_SCALE, *, duration: float = 5.0,
                    actuator: str = 'ideal', omega_n: float = 20.0, jobs: int | None = None,
-                   progress: Callable[[int, int], None] | None = None
+                   progress: Callable[[int, int], None] | None = None, adapt: bool = False
                    ) -> tuple[list[RunResult], dict[str, tuple]]:
     """
     Run the Monte Carlo study on an arm from its URDF; deterministic for a seed.
@@ -833,13 +861,16 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
     jobs : int, optional
         Worker processes (default: the number of CPUs, at most 8; 1: in this process). The
         results do not depend on it: each run is a function of its draw alone.
+    adapt : bool
+        Run every draw with adaptive computed torque too (gain set :data:`ADAPTIVE`, gain
+        set A's bandwidth; the law's default settings).
 
     Returns
     -------
     results : list of RunResult
         Estimate and bound ``nan`` (the 2R's only).
     gains : dict
-        ``{'A': (kp, kd), 'B': (kp, kd)}``.
+        ``{'A': (kp, kd), 'B': (kp, kd)}`` (and ``'adaptive'``).
 
     Raises
     ------
@@ -851,15 +882,15 @@ def run_urdf_study(path: str, levels: Sequence[float] = DEFAULT_LEVELS,
     """
     _check_study(levels, runs, gain_scale)
     n = UrdfArm.from_string(read_urdf_file(path), None, source=str(path)).n
-    gains = urdf_gain_sets(n, omega_n, gain_scale)
-    bandwidth = {'A': omega_n, 'B': gain_scale * omega_n}
+    gains = urdf_gain_sets(n, omega_n, gain_scale, adapt)
+    bandwidth = {'A': omega_n, 'B': gain_scale * omega_n, ADAPTIVE: omega_n}
     specs = make_specs(levels, runs, seed, gains, size=n)
     if jobs is not None and jobs < 1:
         raise ParameterError(f'jobs: must be >= 1 (got {jobs})')
     jobs = max(1, min(int(jobs or min(8, os.cpu_count() or 1)), len(specs)))
     nan = (math.nan,) * n
     work = [(str(path), duration, actuator, tuple(1.0 + d for d in spec.delta),
-             bandwidth[spec.gain_set]) for spec in specs]
+             bandwidth[spec.gain_set], spec.gain_set == ADAPTIVE) for spec in specs]
     results = []
 
     def collect(figures) -> None:
@@ -1021,7 +1052,7 @@ def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
-    colours = {'A': 'tab:blue', 'B': 'tab:red'}
+    colours = {'A': 'tab:blue', 'B': 'tab:red', ADAPTIVE: 'tab:green'}
     for gs, (kp, kd) in gains.items():
         sel = [r for r in results if r.spec.gain_set == gs]
         if not sel:
@@ -1058,6 +1089,89 @@ def plot(path: Path, results: Sequence[RunResult], gains: dict[str, tuple],
     else:
         fig.text(0.01, 0.01, 'dots: measured per run; lines: the maximum of each level',
                  fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def adaptation_comparison(results: Sequence[RunResult],
+                          perfect: Sequence[float] | None = None) -> str:
+    """
+    Per level, the late-window error with and without adaptation over the same draws.
+
+    ``max_j e_j`` of each draw with gain set A's computed torque and with adaptive computed
+    torque (same gains, same wrong nominal model): median, 90th percentile, and the share of
+    draws whose error adaptation lowers; with ``perfect`` (gain set A's computed torque with
+    the plant's own model, per joint [rad]) the share of adaptive draws within 2x of it on
+    every joint.
+    """
+    lines = [f'{"mismatch":>8} {"draws":>6} {"median |e| A":>13} {"adaptive":>10} '
+             f'{"p90 |e| A":>10} {"adaptive":>10} {"improved":>9}'
+             + (f' {"<= 2x perfect":>14}' if perfect is not None else '')]
+    for level in sorted({r.spec.level for r in results if r.spec.gain_set == ADAPTIVE}):
+        fixed = {r.spec.index: max(r.error) for r in results
+                 if r.spec.gain_set == 'A' and r.spec.level == level}
+        adapted = {r.spec.index: max(r.error) for r in results
+                   if r.spec.gain_set == ADAPTIVE and r.spec.level == level}
+        keys = sorted(set(fixed) & set(adapted))
+        a = np.array([fixed[k] for k in keys])
+        b = np.array([adapted[k] for k in keys])
+        line = (f'{100 * level:7.1f}% {len(keys):6d} {np.median(a):13.4g} '
+                f'{np.median(b):10.4g} {np.percentile(a, 90):10.4g} '
+                f'{np.percentile(b, 90):10.4g} {100 * np.mean(b < a):8.1f}%')
+        if perfect is not None:
+            per_joint = np.array([[r.error for r in results if r.spec.gain_set == ADAPTIVE
+                                   and r.spec.level == level and r.spec.index == k][0]
+                                  for k in keys])
+            within = np.all(per_joint <= 2.0 * np.asarray(perfect), axis=1)
+            line += f' {100 * np.mean(within):13.1f}%'
+        lines.append(line)
+    if perfect is not None:
+        lines.append("perfect model (computed torque, gain set A, the plant's own model): "
+                     + ' / '.join(f'{e:.4g}' for e in perfect) + ' rad')
+    return '\n'.join(lines)
+
+
+def plot_adaptation(path: Path, results: Sequence[RunResult], title: str,
+                    joints: Sequence[str] = ('joint1', 'joint2'),
+                    perfect: Sequence[float] | None = None) -> None:
+    """
+    Plot the distribution of the late-window error with and without adaptation (PNG).
+
+    One panel per joint: the empirical CDF over every draw (all levels) of computed torque
+    with gain set A and of adaptive computed torque with the same gains and draws; with
+    ``perfect``, computed torque with the plant's own model as a vertical line.
+    """
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    n = len(joints)
+    cols = min(n, 4)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), dpi=110,
+                             squeeze=False)
+    for j, name in enumerate(joints):
+        ax = axes[j // cols][j % cols]
+        for gs, label, colour in (('A', 'computed torque (A)', 'tab:blue'),
+                                  (ADAPTIVE, 'adaptive (A gains)', 'tab:green')):
+            e = np.sort([r.error[j] for r in results if r.spec.gain_set == gs])
+            if e.size:
+                ax.step(e, np.arange(1, e.size + 1) / e.size, where='post', color=colour,
+                        label=f'{label}: median {np.median(e):.2g} rad')
+        if perfect is not None:
+            ax.axvline(perfect[j], color='0.3', ls='--', lw=1,
+                       label=f'perfect model: {perfect[j]:.2g} rad')
+        ax.set_xscale('log')
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel('late-window max |q - q_d|  [rad]')
+        ax.set_ylabel('share of draws')
+        ax.set_ylim(0.0, 1.0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc='lower right')
+    for j in range(n, rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -1103,26 +1217,44 @@ def build_parser() -> argparse.ArgumentParser:
                         'or the sized DC-motor drives')
     p.add_argument('--omega-n', type=float, default=20.0,
                    help='with --urdf: bandwidth of gain set A [rad/s] (default 20)')
+    p.add_argument('--adapt', action='store_true',
+                   help="run every draw with adaptive computed torque too (gain set A's "
+                        'gains, the same wrong nominal model; the Python loop): the '
+                        'comparison table and adaptation.png')
     return p
 
 
 def _write_outputs(out_dir: str, results: Sequence[RunResult], gains: dict[str, tuple],
                    title: str, saturation_note: str,
                    perturbed: tuple = (PERTURBED, 'm1, m2, I1, I2'),
-                   joints: Sequence[str] = ('joint1', 'joint2')) -> Path:
-    """Write robustness.csv and robustness.png into ``out_dir``; print the table."""
+                   joints: Sequence[str] = ('joint1', 'joint2'),
+                   perfect: Sequence[float] | None = None) -> Path:
+    """Write robustness.csv, robustness.png [, adaptation.png] into ``out_dir``; print tables."""
     out = Path(out_dir)
+    adaptive = ADAPTIVE in gains
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_csv(out / 'robustness.csv', results, perturbed[0], joints)
         plot(out / 'robustness.png', results, gains, title, perturbed=perturbed[1])
+        if adaptive:
+            plot_adaptation(out / 'adaptation.png', results,
+                            f'{title.split(":")[0]}: late-window error with and without '
+                            'adaptation, same draws', joints, perfect)
     except OSError as exc:
         raise ParameterError(f'{out}: cannot write ({exc.strerror})') from None
     print(format_table(summarize(results), gains))
+    if adaptive:
+        print('with and without adaptation (max over joints per draw; gain set A):')
+        print(adaptation_comparison(results, perfect))
     sat = sum(r.saturated for r in results)
     if sat:
         print(f'note: {sat} runs hit the torque limit{saturation_note}')
     return out
+
+
+def _written(out: Path, adapt: bool) -> str:
+    names = ('robustness.png', 'robustness.csv') + (('adaptation.png',) if adapt else ())
+    return ', '.join(str(out / name) for name in names)
 
 
 def _main_urdf(args) -> None:
@@ -1132,7 +1264,7 @@ def _main_urdf(args) -> None:
     try:
         arm = UrdfArm.from_string(read_urdf_file(args.urdf), None, source=str(args.urdf))
         _check_study(args.levels, args.runs, args.gain_scale)
-        n = len(args.levels) * args.runs * 2
+        n = len(args.levels) * args.runs * (3 if args.adapt else 2)
         print(f'{args.urdf}: {arm.n} joints, {n} runs ({args.runs} per level and gain set), '
               f'{args.duration:g} s each ({args.actuator} actuators), late window from '
               f'{0.5 * args.duration:g} s')
@@ -1142,19 +1274,22 @@ def _main_urdf(args) -> None:
             results, gains = run_urdf_study(
                 args.urdf, args.levels, args.runs, args.seed, args.gain_scale,
                 duration=args.duration, actuator=args.actuator, omega_n=args.omega_n,
-                jobs=args.jobs, progress=bar)
+                jobs=args.jobs, progress=bar, adapt=args.adapt)
         finally:
             bar.close()
     except ArmModelError as exc:
         raise ParameterError(str(exc)) from None
     elapsed = time.perf_counter() - t0
+    perfect = None
+    if args.adapt:
+        perfect = _urdf_run_figures((str(args.urdf), args.duration, args.actuator,
+                                     (1.0,) * arm.n, args.omega_n, False))[0]
     out = _write_outputs(args.out, results, gains,
                          f'{Path(args.urdf).stem}: computed torque under nominal-model error',
                          '', perturbed=(arm.joint_names, "each joint's body mass and inertia"),
-                         joints=arm.joint_names)
+                         joints=arm.joint_names, perfect=perfect)
     print('estimate and bound: the planar 2R study only (--scenario)')
-    print(f'{n} runs in {elapsed:.1f} s; wrote {out / "robustness.png"}, '
-          f'{out / "robustness.csv"}')
+    print(f'{n} runs in {elapsed:.1f} s; wrote {_written(out, args.adapt)}')
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1171,7 +1306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenario = load_scenario(args.scenario)
         if args.jobs is not None and args.jobs < 1:
             raise ParameterError(f'--jobs: must be >= 1 (got {args.jobs})')
-        gains = gain_sets(scenario.controller, args.gain_scale)
+        gains = gain_sets(scenario.controller, args.gain_scale, args.adapt)
         n = len(args.levels) * args.runs * len(gains)
         print(f'{scenario.name}: {n} runs ({args.runs} per level and gain set), '
               f'{scenario.duration:g} s each, late window from {scenario.late_window_start:g} s')
@@ -1179,20 +1314,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         bar = ProgressBar(sys.stderr, enabled=not args.quiet)
         try:
             results = run_study(scenario, args.levels, args.runs, args.seed, args.jobs,
-                                args.gain_scale, progress=bar)
+                                args.gain_scale, progress=bar, adapt=args.adapt)
         finally:
             bar.close()
         elapsed = time.perf_counter() - t0
+        perfect = None
+        if args.adapt:
+            kp, kd = gains['A']
+            perfect = single_run(scenario, perturbed_nominal(scenario, (0.0,) * len(PERTURBED)),
+                                 kp, kd)[0]
         out = _write_outputs(args.out, results, gains,
                              f'{scenario.name}: computed torque under nominal-parameter error',
-                             ' (the bound assumes no saturation)')
+                             ' (the bound assumes no saturation)', perfect=perfect)
         outside = bound_assumptions(scenario)
         print('estimate: first order in e along the reference, not a bound (runs exceed it); '
               'bound: proven for every draw of a level (docs/identification.md), '
               + (f'n/a here ({", ".join(outside)} outside the proof)' if outside else
                  '"none" where its small-gain condition fails'))
-        print(f'{n} runs in {elapsed:.1f} s; wrote {out / "robustness.png"}, '
-              f'{out / "robustness.csv"}')
+        print(f'{n} runs in {elapsed:.1f} s; wrote {_written(out, args.adapt)}')
     except ParameterError as exc:
         print(f'error: {exc}', file=sys.stderr)
         return 2
