@@ -24,9 +24,11 @@ The law (``e = q - q_d``, per joint ``Lambda = kp / kd`` [1/s])::
 
 ``tau0 = M0 qdd_r + C0(q, qd) qd_r + g0`` is the nominal model's own torque (every term it
 has, rotor coupling included), ``theta0`` its base parameters, so ``tau = M^ qdd_r + C^ qd_r +
-g^ - K_D s`` with the estimate ``theta^``. ``K_D = diag(kd_j M0_jj(q_gain))`` [N·m·s/rad]:
-then ``K_D s = kd M0 (e_dot + Lambda e)`` is the computed-torque PD (``kd``, ``kp``) scaled by
-the nominal inertia. The base parameters and their regressor are the identification's: the
+g^ - K_D s`` with the estimate ``theta^``. ``K_D = k M0(q_c) + diag((kd_j - k) M0_jj(q_gain))``
+[N·m·s/rad], ``k = min_j kd_j``, ``q_c`` the configuration of the last check tick: then ``K_D s
+= kd M0 (e_dot + Lambda e)`` is the computed-torque PD (``kd``, ``kp``) through the nominal
+inertia, the full matrix (a coupled arm's light directions get no more gain than its heavy
+ones). The base parameters and their regressor are the identification's: the
 2R's closed form (:func:`manip_control.identification_data.regressor`, :data:`BASE_NAMES`)
 through :func:`two_link_base_regressor`, a URDF arm's QR base
 (:class:`manip_control.arm_identification.BaseParameters`) through
@@ -444,6 +446,7 @@ def _law_torque(ys, scale, theta, rest, phi, kdm, s, qdd_r, tau):
     """
     Write ``tau = Y_SL (theta + scale phi) + D qdd_r - K_D s`` and scale ``ys`` in place.
 
+    ``kdm`` (n, n): ``K_D``.
     ``ys`` (n, p) holds ``Y_SL`` on entry and ``Ys = Y_SL diag(scale)`` on return; ``theta``
     the nominal base parameters with the friction entries zero (``tau0`` has no friction: the
     controller's finish adds its feed-forward); ``rest`` (n, n) the part ``D`` of the nominal
@@ -452,9 +455,9 @@ def _law_torque(ys, scale, theta, rest, phi, kdm, s, qdd_r, tau):
     """
     n, p = ys.shape
     for r in range(n):
-        t = -kdm[r] * s[r]
+        t = 0.0
         for j in range(n):
-            t += rest[r, j] * qdd_r[j]
+            t += rest[r, j] * qdd_r[j] - kdm[r, j] * s[j]
         for c in range(p):
             y = ys[r, c]
             ys[r, c] = y * scale[c]
@@ -502,6 +505,32 @@ def _mass_check(rows, cand, scale, theta, rest, lower, upper, ratio, m):
             else:
                 m[i, j] = acc / m[j, j]
     return True
+
+
+def _mass_from_rows(rows, theta, rest, out):
+    """
+    Write the nominal ``M0(q)`` into ``out`` (n, n) from the check rows of ``q``.
+
+    ``rows`` (n + 1, n, p): ``Y_SL(q, 0, 0, e_j)`` for each joint ``j`` and ``Y_SL(q, 0, 0,
+    0)``; column ``j`` is ``(rows[j] - rows[n]) theta + rest[:, j]``. Compiled
+    (:func:`_compiled`).
+    """
+    n, p = out.shape[0], theta.shape[0]
+    for j in range(n):
+        for r in range(n):
+            acc = rest[r, j]
+            for c in range(p):
+                acc += (rows[j, r, c] - rows[n, r, c]) * theta[c]
+            out[r, j] = acc
+
+
+def _damping(k_mass, m0, extra, out):
+    """``out = k_mass sym(m0) + diag(extra)``: the law's ``K_D`` (n, n). Compiled."""
+    n = out.shape[0]
+    for r in range(n):
+        for j in range(n):
+            out[r, j] = 0.5 * k_mass * (m0[r, j] + m0[j, r])
+        out[r, r] += extra[r]
 
 
 def _two_link_torque(x, lam, kdm, scale, theta, rest, eps, friction, phi, ys, s, qd_r,
@@ -584,6 +613,8 @@ class _Kernels:
     two_link_check: Callable
     gather_columns: Callable
     joint_columns: Callable
+    mass_from_rows: Callable
+    damping: Callable
 
 
 _COMPILED: list = []
@@ -601,7 +632,8 @@ def _compiled() -> _Kernels:
     global _rows_in_kernel, _reference_in_kernel, _law_torque_in_kernel, _mass_check_in_kernel
     if not _COMPILED:
         py = (_adaptation_step, _two_link_rows, _reference, _law_torque, _mass_check,
-              _two_link_torque, _two_link_check, _gather_columns, _joint_columns)
+              _two_link_torque, _two_link_check, _gather_columns, _joint_columns,
+              _mass_from_rows, _damping)
         try:  # numba is a runtime dependency; without it the same functions run in Python
             import numba
         except ImportError:  # pragma: no cover - exercised only where numba is absent
@@ -628,13 +660,15 @@ class AdaptiveLaw:
     regressor : BaseRegressor
         Its base parameters and regressor (same joints, same order).
     kp, kd : sequence of n float
-        Computed-torque gains [1/s^2], [1/s]: ``Lambda = kp / kd``, ``K_D = kd M0_jj``.
+        Computed-torque gains [1/s^2], [1/s]: ``Lambda = kp / kd``, ``K_D = k M0(q_c) +
+        diag((kd - k) M0_jj(q_gain))``, ``k = min kd`` (module docstring).
     period : float
         Control period ``T`` [s].
     params : AdaptationParameters, optional
         Gains and robustness settings (default: :class:`AdaptationParameters`'s).
     q_gain : sequence of n float, optional
-        Configuration of ``M0`` for ``K_D`` (default: zero, clipped into the joint limits).
+        Configuration of ``M0`` for ``K_D``'s diagonal part and, until the first check, its
+        full part (default: zero, clipped into the joint limits).
     check_every : int
         Ticks between consistency checks (default 1). Above 1 the torque keeps the last
         checked estimate while the law integrates, and the integrated estimate is checked
@@ -673,9 +707,16 @@ class AdaptiveLaw:
                                  f'{shape}, theta0 {self.nominal.shape}')
         if q_gain is None:
             q_gain = np.clip(np.zeros(n), model.limits.lower, model.limits.upper)
-        m0 = model.mass_matrix(np.asarray(q_gain, dtype=float))
+        m0 = np.array(model.mass_matrix(np.asarray(q_gain, dtype=float)), dtype=float)
         self.lam = kp / kd
-        self.kdm = kd * np.diag(m0)
+        # K_D = k_mass M0(q_c) + diag((kd - k_mass) M0_jj(q_gain)), k_mass = min kd, M0 at the
+        # last check's configuration q_c: the full matrix, not its diagonal alone, so that a
+        # coupled arm's light directions get no more gain than its heavy ones
+        self.k_mass = float(np.min(kd))
+        self._kd_extra = (kd - self.k_mass) * np.diag(m0)
+        self._m0 = m0
+        #: ``K_D`` [N·m·s/rad], (n, n), refreshed at every check tick
+        self.kdm = self.k_mass * 0.5 * (m0 + m0.T) + np.diag(self._kd_extra)
         self.scale = parameter_scale(self.nominal, self.units)
         self.active = ~np.asarray(regressor.fixed, bool)
         self._friction = np.flatnonzero(np.asarray(regressor.friction, bool))
@@ -757,6 +798,8 @@ class AdaptiveLaw:
         if self._fast is not None:
             self.torque(self.x[0], self.x[1], self.x[2], self.x[3], self.x[4])
             self._check(self._cand, self._qnow)
+            kernels.mass_from_rows(self._yrows, self._fast[0], self._fast[1], np.zeros((n, n)))
+        kernels.damping(1.0, np.eye(n), np.zeros(n), np.zeros((n, n)))
         self.reset()
 
     # -- state ---------------------------------------------------------------------------------
@@ -881,7 +924,7 @@ class AdaptiveLaw:
         tau += 0.25 * (idyn(qn, vv[1], aa[1]) - idyn(qn, vv[2], aa[2]))
         ys *= self.scale                     # Ys: scaled columns, [N·m] per unit of phi
         tau += ys @ self._phi_cmd
-        tau -= self.kdm * s
+        tau -= self.kdm @ s
         return tau
 
     def _rest_inertia(self, theta: np.ndarray) -> np.ndarray:
@@ -938,6 +981,7 @@ class AdaptiveLaw:
         if self.frozen or hold:
             if self.ticks % self.check_every == 0:
                 self._rows_done = 0             # a window ends with its check tick
+                self._refresh_damping(self._qnow, None)
             return False
         prm, phi, cand = self.params, self._phi, self._cand
         finite = self._step(self._ys, self._s, phi, self._fixed, self._adapted, self.information,
@@ -963,6 +1007,10 @@ class AdaptiveLaw:
         if why is not None and why.startswith('mass matrix'):
             self._project_inertia(cand, q, yc)
             why = self._check(cand, q, yc)
+        # K_D at this tick's q: from the check's rows where they are of this q (the 2R's, a
+        # URDF arm's fast path checking every tick), else the model's mass matrix
+        self._refresh_damping(self._qnow, (yc if yc is not None else self._yrows)
+                              if self._fast is not None and not self._spread else None)
         if why is not None:
             self._fallback(why, q)
             phi[:] = self._phi_cmd
@@ -971,6 +1019,14 @@ class AdaptiveLaw:
         self._phi_cmd[:] = cand
         self._rejected = 0
         return True
+
+    def _refresh_damping(self, q: np.ndarray, rows: np.ndarray | None) -> None:
+        """``K_D`` at ``q``: ``M0(q)`` from the check rows of ``q`` or the model's CRBA (None)."""
+        if rows is not None:
+            self._kernels.mass_from_rows(rows, self._fast[0], self._fast[1], self._m0)
+        else:
+            self._m0[:] = self.model.mass_matrix(q)
+        self._kernels.damping(self.k_mass, self._m0, self._kd_extra, self.kdm)
 
     # -- checks --------------------------------------------------------------------------------
     def _window_row(self, count: int) -> None:
