@@ -95,6 +95,56 @@ def test_sqlite3_on_request(ros_context, tmp_path):
     assert len(js) == 500 == out.recorded['/joint_states']
 
 
+def test_a_recorder_stopped_at_the_end_of_the_run_still_gets_its_last_messages(
+        procs, tmp_path, probe, spin, executor):
+    """
+    The recorder stopped (SIGSTOP) from 100 ms into a 1 s lockstep run until 2 s after its end.
+
+    The plant's publishers hold the whole run (``PUBLISH_DEPTH``) and, at exit, wait for their
+    reliable readers for :data:`~manip_control.nodes.common.EXIT_ACK_WAIT` (4 s) over all of
+    them: the recorder, resumed 2 s after the run finished, records every tick. When each
+    publisher waited 0.5 s the plant was gone before the recorder resumed and the bag held the
+    first 100 or so ticks (a CI run lost the last 346 ms of ``/motor_states`` that way).
+    """
+    from rosgraph_msgs.msg import Clock
+    params = str(ROOT / 'config' / 'sim_params.yaml')
+    bag = tmp_path / 'stopped_at_end'
+    probe.sub(Clock, '/clock', depth=1)
+    executor.add_node(probe.node)
+    clocks = probe.msgs['/clock']
+    rec = procs.node('recorder', 'recorder_node', '-p', f'bag:={bag}', '-p',
+                     'use_sim_time:=true', '-p', 'topics:=["/motor_states"]')
+    ready = ('-p', 'wait_for_recorder:=recorder/ready')
+    plant = procs.node('plant', 'plant_node', '--params-file', params, '-p', 'duration:=1.0',
+                       '-p', 'wait_for_subscribers:=2', *ready)
+    procs.node('controller', 'controller_node', '--params-file', params, *ready)
+    procs.node('trajectory', 'trajectory_node', '--params-file', params, *ready)
+    assert spin(executor, 120, until=lambda: clocks and clocks[-1].clock.nanosec >= 100_000_000
+                or (clocks and clocks[-1].clock.sec >= 1)), procs.output(plant)
+    os.kill(rec.pid, signal.SIGSTOP)
+    try:
+        while _proc_state(rec.pid) != 'T':
+            time.sleep(0.001)
+        stopped_at = clocks[-1].clock.sec * 1000 + clocks[-1].clock.nanosec // 1_000_000
+        deadline = time.monotonic() + 60
+        while 'run finished' not in procs.output(plant)[1] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 'run finished' in procs.output(plant)[1], procs.output(plant)
+        time.sleep(2.0)
+        assert _proc_state(rec.pid) == 'T'
+        assert plant.poll() is None, 'the plant exited before the recorder was resumed'
+    finally:
+        os.kill(rec.pid, signal.SIGCONT)
+    assert procs.wait(plant, 30) == 0, procs.output(plant)
+    assert 'had not acknowledged' not in procs.output(plant)[1], procs.output(plant)
+    procs.stop(rec, grace=15.0)
+    assert rec.returncode == 0, procs.output(rec)
+    with BagReader(bag) as r:
+        stamps = r.read_series(['/motor_states'])['/motor_states'].stamp_ns.tolist()
+    assert stopped_at < 900, stopped_at             # most of the run came while it was stopped
+    assert sorted(set(stamps)) == [k * 1_000_000 for k in range(1000)], (stopped_at, len(stamps))
+
+
 def test_standalone_recorder_with_separate_nodes(procs, tmp_path):
     params = str(ROOT / 'config' / 'sim_params.yaml')
     bag = tmp_path / 'standalone'

@@ -37,6 +37,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 from manip_control.nodes.ros_params import check_params_files
@@ -130,6 +131,34 @@ def spin_until(executor, future=None, context=None) -> None:
 #: 4 kHz a lockstep loop can reach: with 100, a standalone recorder stopped for 140 ms lost
 #: ticks. Readers bound their own backlog (their depth), so no reader acts on more old data.
 PUBLISH_DEPTH = 2000
+#: Longest a node waits at exit for its reliable readers to acknowledge what it published,
+#: over all its publishers together [s] (:func:`wait_acknowledged`): a recorder behind on a
+#: loaded host then still gets the run's last messages; below launch's SIGTERM timeout (5 s).
+EXIT_ACK_WAIT = 4.0
+
+
+def wait_acknowledged(publishers, total: float) -> list:
+    """
+    Wait until every reader acknowledged each publisher's messages, ``total`` [s] for all.
+
+    A reliable writer that is destroyed (process exit) drops what its readers have not
+    acknowledged. ``publishers`` may hold None. Returns the topics still not acknowledged at
+    the deadline (a stopped or dead reader), in order; a publisher whose context is gone is
+    skipped.
+    """
+    from rclpy.duration import Duration
+    deadline = time.monotonic() + total
+    late = []
+    for pub in publishers:
+        if pub is None:
+            continue
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            if not pub.wait_for_all_acked(Duration(seconds=left)):
+                late.append(pub.topic_name)
+        except Exception:  # noqa: BLE001 - context already gone
+            pass
+    return late
 
 
 def data_qos(depth: int = 100):

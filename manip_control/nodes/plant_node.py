@@ -65,10 +65,12 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from diagnostic_msgs.msg import KeyValue
 from manip_control.nodes import cdr
 from manip_control.nodes.common import data_qos
+from manip_control.nodes.common import EXIT_ACK_WAIT
 from manip_control.nodes.common import guarded
 from manip_control.nodes.common import PUBLISH_DEPTH
 from manip_control.nodes.common import run_node
 from manip_control.nodes.common import steady_clock
+from manip_control.nodes.common import wait_acknowledged
 from manip_control.nodes.recorder_gate import RecorderGate
 from manip_control.nodes.ros_params import arm_from_description
 from manip_control.nodes.ros_params import arm_plant_defaults
@@ -518,15 +520,21 @@ class PlantNode(Node):
         self._lockstep_next()
 
     def close(self) -> None:
-        """Before the process exits: let the last messages reach their (reliable) readers."""
-        from rclpy.duration import Duration
-        for pub in (self._state_pub, self._motor_pub, self._clock_pub, self._diag_pub,
-                    self._std_diag_pub):
-            if pub is not None:
-                try:
-                    pub.wait_for_all_acked(Duration(seconds=0.5))
-                except Exception:  # noqa: BLE001 - context already gone
-                    pass
+        """
+        Before the process exits: let the last messages reach their (reliable) readers.
+
+        A reliable writer destroyed at exit drops what its readers have not acknowledged: a
+        recorder running behind (a loaded host) lost the last 346 ms of ``/motor_states`` when
+        each publisher waited 0.5 s. All publishers now share :data:`EXIT_ACK_WAIT`; a reader
+        still behind then is named in a warning.
+        """
+        late = wait_acknowledged((self._state_pub, self._motor_pub, self._clock_pub,
+                                  self._diag_pub, self._std_diag_pub), EXIT_ACK_WAIT)
+        if late:
+            self.get_logger().warning(
+                f'exit: a reader had not acknowledged the last messages of {", ".join(late)} '
+                f'after {EXIT_ACK_WAIT:g} s: a stopped or slow subscriber (a recorder) misses '
+                'them')
 
     # -- diagnostics ------------------------------------------------------------------------
     def counters(self) -> dict:
