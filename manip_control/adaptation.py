@@ -716,7 +716,7 @@ class AdaptiveLaw:
         self._kd_extra = (kd - self.k_mass) * np.diag(m0)
         self._m0 = m0
         #: ``K_D`` [N·m·s/rad], (n, n), refreshed at every check tick
-        self.kdm = self.k_mass * 0.5 * (m0 + m0.T) + np.diag(self._kd_extra)
+        self.kdm = np.zeros((n, n))
         self.scale = parameter_scale(self.nominal, self.units)
         self.active = ~np.asarray(regressor.fixed, bool)
         self._friction = np.flatnonzero(np.asarray(regressor.friction, bool))
@@ -758,6 +758,7 @@ class AdaptiveLaw:
         self._phi_cmd = np.zeros(p)       # the last checked one: the torque's
         self._cand = np.zeros(p)
         self._kernels = kernels = _compiled()
+        kernels.damping(self.k_mass, self._m0, self._kd_extra, self.kdm)
         self._step = kernels.step
         # the fast path where the regressor offers its rows into buffers: tau0 = Y_SL theta0 +
         # D qdd_r, compiled around the rows; the 2R's whole torque in one compiled call
@@ -799,7 +800,6 @@ class AdaptiveLaw:
             self.torque(self.x[0], self.x[1], self.x[2], self.x[3], self.x[4])
             self._check(self._cand, self._qnow)
             kernels.mass_from_rows(self._yrows, self._fast[0], self._fast[1], np.zeros((n, n)))
-        kernels.damping(1.0, np.eye(n), np.zeros(n), np.zeros((n, n)))
         self.reset()
 
     # -- state ---------------------------------------------------------------------------------

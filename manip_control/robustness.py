@@ -1109,20 +1109,18 @@ def adaptation_comparison(results: Sequence[RunResult],
              f'{"p90 |e| A":>10} {"adaptive":>10} {"improved":>9}'
              + (f' {"<= 2x perfect":>14}' if perfect is not None else '')]
     for level in sorted({r.spec.level for r in results if r.spec.gain_set == ADAPTIVE}):
-        fixed = {r.spec.index: max(r.error) for r in results
+        fixed = {r.spec.index: r.error for r in results
                  if r.spec.gain_set == 'A' and r.spec.level == level}
-        adapted = {r.spec.index: max(r.error) for r in results
+        adapted = {r.spec.index: r.error for r in results
                    if r.spec.gain_set == ADAPTIVE and r.spec.level == level}
         keys = sorted(set(fixed) & set(adapted))
-        a = np.array([fixed[k] for k in keys])
-        b = np.array([adapted[k] for k in keys])
+        a = np.array([max(fixed[k]) for k in keys])
+        b = np.array([max(adapted[k]) for k in keys])
         line = (f'{100 * level:7.1f}% {len(keys):6d} {np.median(a):13.4g} '
                 f'{np.median(b):10.4g} {np.percentile(a, 90):10.4g} '
                 f'{np.percentile(b, 90):10.4g} {100 * np.mean(b < a):8.1f}%')
         if perfect is not None:
-            per_joint = np.array([[r.error for r in results if r.spec.gain_set == ADAPTIVE
-                                   and r.spec.level == level and r.spec.index == k][0]
-                                  for k in keys])
+            per_joint = np.array([adapted[k] for k in keys])
             within = np.all(per_joint <= 2.0 * np.asarray(perfect), axis=1)
             line += f' {100 * np.mean(within):13.1f}%'
         lines.append(line)

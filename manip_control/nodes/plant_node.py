@@ -524,9 +524,9 @@ class PlantNode(Node):
         Before the process exits: let the last messages reach their (reliable) readers.
 
         A reliable writer destroyed at exit drops what its readers have not acknowledged: a
-        recorder running behind (a loaded host) lost the last 346 ms of ``/motor_states`` when
-        each publisher waited 0.5 s. All publishers now share :data:`EXIT_ACK_WAIT`; a reader
-        still behind then is named in a warning.
+        recorder running behind (a loaded host) needs seconds, not a fraction of one, so all
+        publishers share :data:`EXIT_ACK_WAIT`; a reader still behind then is named in a
+        warning.
         """
         late = wait_acknowledged((self._state_pub, self._motor_pub, self._clock_pub,
                                   self._diag_pub, self._std_diag_pub), EXIT_ACK_WAIT)
