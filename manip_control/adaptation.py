@@ -59,8 +59,12 @@ N m s/rad, 1e-2 N m), ``Gamma = gamma diag(scale^2)``:
    never increases the Lyapunov function).
 3. Consistency check of the candidate at the current ``q`` (with a check every
    ``check_every`` ticks on the fast path: at the ``q`` of the window's first tick): finite,
-   inside the box, and ``M^(q) = M0(q) + dM(q)`` (``dM``'s columns ``[Y(q, 0, e_j) - Y(q, 0,
-   0)] (theta^ - theta0)``) with ``M^ - 0.1 M0`` positive definite (Cholesky). A failed
+   inside the box, physical where the regressor says what that is (the 2R's:
+   :func:`_two_link_physical`; a candidate outside is projected first,
+   :meth:`AdaptiveLaw._project_physical`), and ``M^(q) = M0(q) + dM(q)`` (``dM``'s columns
+   ``[Y(q, 0, e_j) - Y(q, 0, 0)] (theta^ - theta0)``) with ``M^ - 0.1 M0`` positive definite
+   (Cholesky; a candidate failing it is projected first, :meth:`AdaptiveLaw.
+   _project_inertia`). A failed
    check keeps the last valid estimate (or the nominal model, when that one fails at this
    ``q`` too, or after :data:`MAX_REJECTED` rejections in a row) and says why in
    :attr:`AdaptiveLaw.fallback_reason`.
@@ -147,6 +151,12 @@ ADAPTIVE_CHECK_EVERY = 10
 #: margin they aim at (a fraction of ``x^T (1 - r) M0 x`` along the worst direction ``x``).
 PROJECTION_STEPS = 4
 PROJECTION_MARGIN = 0.05
+#: Each physical-consistency constraint (:attr:`BaseRegressor.physical`) must exceed this
+#: fraction of the nominal model's value: the split into a physical model
+#: (:func:`two_link_nominal`) needs strict inequalities; the projection aims at 1.5 times it.
+PHYSICAL_MARGIN = 0.01
+#: Half-space projections onto the physical-consistency constraints per refused step.
+PHYSICAL_PROJECTION_STEPS = 12
 #: Rejected steps in a row after which the law returns to the nominal model.
 MAX_REJECTED = 1000
 #: Interval of the excitation analysis (eigen-decomposition of the information matrix) [s].
@@ -194,6 +204,15 @@ class BaseRegressor:
         qdd_r, tau)`` (:func:`_two_link_torque`), and its consistency check
         (:func:`_two_link_check`): the 2R's fastest path (None: the fast path above, or the
         rows of :attr:`evaluate` and the model's inverse dynamics and mass matrix per tick).
+    physical : tuple, optional
+        ``(constraints, constants, names, margins)``: the base parameters' physical
+        consistency, a convex set containing every physical arm of these lengths, as concave
+        constraints
+        ``constraints(theta, scale, cand, constants, values, grad) -> min(values)``
+        (compiled, :func:`_two_link_physical`) of the estimate ``theta + scale cand``:
+        ``values`` >= 0 when consistent (each constraint less its margin, ``margins``),
+        ``grad`` their gradients in ``cand``; ``names`` say each one in the law's messages
+        (None: no check beyond ``M^(q) > 0`` at the check's ``q``; a URDF arm's).
 
     """
 
@@ -208,6 +227,7 @@ class BaseRegressor:
     two_velocity: Callable[..., None] | None = None
     mass_rows: Callable[..., None] | None = None
     torque_kernel: tuple | None = None
+    physical: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -264,12 +284,22 @@ def two_link_base_regressor(nominal: NominalModel,
                         encoding='utf-8')
         return [path]
 
+    # the physical constraints' margins: a fraction of the nominal model's values
+    arm = nominal.arm
+    consts = np.zeros(4 + len(TWO_LINK_PHYSICAL))
+    consts[:4] = arm.l1, arm.l2, arm.gravity, nominal.rotor_inertia[0]
+    values = np.zeros(len(TWO_LINK_PHYSICAL))
+    kernels.two_link_physical(theta0, np.ones_like(theta0), np.zeros_like(theta0), consts,
+                              values, np.zeros((values.size, theta0.size)))
+    consts[4:] = PHYSICAL_MARGIN * np.where(np.isfinite(values), np.maximum(values, 0.0), 0.0)
     return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save,
                          payload_change=lambda mass, radius: two_link_payload_change(
                              nominal.arm, mass, radius),
                          two_velocity=two_velocity,
                          torque_kernel=(kernels.two_link_torque, kernels.two_link_check,
-                                        constants))
+                                        constants),
+                         physical=(kernels.two_link_physical, consts, TWO_LINK_PHYSICAL,
+                                   consts[4:]))
 
 
 def two_link_payload_change(arm, mass: float, radius: float) -> tuple[np.ndarray, np.ndarray]:
@@ -533,6 +563,69 @@ def _damping(k_mass, m0, extra, out):
         out[r, r] += extra[r]
 
 
+#: The 2R's physical-consistency constraints (:func:`_two_link_physical`), in order.
+TWO_LINK_PHYSICAL = ('m2 lc2 = b / l1 > 0',
+                     'a - Jr1 - d > m2 l1^2 with some lc2 <= l2 (I1 + m1 lc1^2 > 0)',
+                     '(a - Jr1 - d) d > b^2 (I1 + m1 lc1^2 > 0 with I2 >= 0)',
+                     'G1 / g0 > m2 l1 with some lc2 <= l2 (m1 lc1 > 0)',
+                     'G1 d > g0 b^2 / l1 (m1 lc1 > 0 with I2 >= 0)',
+                     'Jr2 >= 0')
+
+
+def _two_link_physical(theta, scale, cand, consts, values, grad):
+    """
+    Return the 2R's physical-consistency constraints of ``theta + scale cand``, their minimum.
+
+    With ``A = a - Jr1 - d`` (``I1 + m1 lc1^2 + m2 l1^2``), ``h = b / l1`` (``m2 lc2``),
+    ``P = G1 / g0`` (``m1 lc1 + m2 l1``), ``y = d / l1`` and ``z = A / l1``, all in kg m, the
+    split of :func:`~manip_control.identification_data.nominal_from_estimate` exists iff
+    ``h > 0``, ``A l2 / l1^2 > h``, ``y z > h^2`` and, with gravity, ``P > h l1 / l2``,
+    ``y P > h^2`` (:data:`TWO_LINK_PHYSICAL`); a rotor inertia is not negative, ``Jr2 >= 0``.
+    The products are second-order cones, ``y z >= h^2`` (``y, z >= 0``) as ``y + z - sqrt(4
+    h^2 + (y - z)^2) >= 0``: every constraint is linear or concave, so the set is convex and
+    a half-space tangent at any point contains it. ``values[i]`` (6,): constraint
+    ``i`` minus its margin ``consts[4 + i]`` (``inf`` for the gravity ones of a horizontal
+    arm); ``grad`` (6, p): the gradients in ``cand``. ``consts``: ``l1, l2, g0, Jr1`` [m, m,
+    m/s^2, kg m^2] and the 6 margins. Compiled (:func:`_compiled`).
+    """
+    l1, l2, g0, jr1 = consts[0], consts[1], consts[2], consts[3]
+    a = theta[0] + scale[0] * cand[0]
+    d = theta[2] + scale[2] * cand[2]
+    h = (theta[1] + scale[1] * cand[1]) / l1
+    y, z = d / l1, (a - jr1 - d) / l1
+    grad[:, :] = 0.0
+    values[0] = h
+    grad[0, 1] = 1.0 / l1
+    values[1] = z * l2 / l1 - h
+    grad[1, 0], grad[1, 1], grad[1, 2] = l2 / l1 ** 2, -1.0 / l1, -l2 / l1 ** 2
+    # the cone's gradient in (h, y, z): -4 h / r, 1 - (y - z) / r, 1 + (y - z) / r
+    r = max(math.sqrt(4.0 * h * h + (y - z) ** 2), 1e-300)
+    values[2] = y + z - r
+    grad[2, 0] = (1.0 + (y - z) / r) / l1
+    grad[2, 1] = -4.0 * h / r / l1
+    grad[2, 2] = (-2.0 * (y - z) / r) / l1
+    if g0 > 0.0:
+        p1 = (theta[4] + scale[4] * cand[4]) / g0
+        values[3] = p1 - h * l1 / l2
+        grad[3, 1], grad[3, 4] = -1.0 / l2, 1.0 / g0
+        r = max(math.sqrt(4.0 * h * h + (y - p1) ** 2), 1e-300)
+        values[4] = y + p1 - r
+        grad[4, 1] = -4.0 * h / r / l1
+        grad[4, 2] = (1.0 - (y - p1) / r) / l1
+        grad[4, 4] = (1.0 + (y - p1) / r) / g0
+    else:
+        values[3] = values[4] = math.inf
+    values[5] = theta[3] + scale[3] * cand[3]
+    grad[5, 3] = 1.0
+    worst = math.inf
+    for i in range(values.shape[0]):
+        values[i] -= consts[4 + i]
+        worst = min(worst, values[i])
+        for k in range(grad.shape[1]):
+            grad[i, k] *= scale[k]
+    return worst
+
+
 def _two_link_torque(x, lam, kdm, scale, theta, rest, eps, friction, phi, ys, s, qd_r,
                      qdd_r, tau):
     """
@@ -615,6 +708,7 @@ class _Kernels:
     joint_columns: Callable
     mass_from_rows: Callable
     damping: Callable
+    two_link_physical: Callable
 
 
 _COMPILED: list = []
@@ -633,7 +727,7 @@ def _compiled() -> _Kernels:
     if not _COMPILED:
         py = (_adaptation_step, _two_link_rows, _reference, _law_torque, _mass_check,
               _two_link_torque, _two_link_check, _gather_columns, _joint_columns,
-              _mass_from_rows, _damping)
+              _mass_from_rows, _damping, _two_link_physical)
         try:  # numba is a runtime dependency; without it the same functions run in Python
             import numba
         except ImportError:  # pragma: no cover - exercised only where numba is absent
@@ -779,6 +873,11 @@ class AdaptiveLaw:
             self._kernel = (kernel, theta, rest, constants)
             self._check_kernel = (check, theta, rest, constants, np.zeros(n), np.eye(n),
                                   self._yrows, np.zeros((n, n)))
+        self._physical = regressor.physical
+        if self._physical is not None:
+            count = len(self._physical[2])
+            self._phys_values, self._phys_grad = np.zeros(count), np.zeros((count, p))
+            self._phys_theta = self.nominal.copy()      # writeable: one compiled signature
         self.check_every = max(1, int(check_every))
         # the fast path's check rows are spread over the ticks of a window (_window_row)
         self._spread = (self._fast is not None and self._check_kernel is None
@@ -1004,9 +1103,15 @@ class AdaptiveLaw:
             self._window_row(self.n + 1)                # the rows still missing
             self._rows_done = 0
         why = self._check(cand, q, yc)
-        if why is not None and why.startswith('mass matrix'):
-            self._project_inertia(cand, q, yc)
-            why = self._check(cand, q, yc)
+        for _ in range(2):                # the two projections may undo each other's work
+            if why is None or not why.startswith(('estimate not physical', 'mass matrix')):
+                break
+            if why.startswith('estimate not physical'):
+                self._project_physical(cand)
+                why = self._check(cand, q, yc)
+            if why is not None and why.startswith('mass matrix'):
+                self._project_inertia(cand, q, yc)
+                why = self._check(cand, q, yc)
         # K_D at this tick's q: from the check's rows where they are of this q (the 2R's, a
         # URDF arm's fast path checking every tick), else the model's mass matrix
         self._refresh_damping(self._qnow, (yc if yc is not None else self._yrows)
@@ -1061,18 +1166,20 @@ class AdaptiveLaw:
         nominal one in every direction. ``yc``: the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)``
         when the torque of this tick evaluated them.
         """
-        kc, fast = self._check_kernel, self._fast
-        if kc is not None:
-            if kc[0](q, cand, self.scale, kc[1], kc[2], kc[3], self.lower, self.upper,
-                     MIN_EIGENVALUE_RATIO, *kc[4:]):
-                return None               # the 2R, compiled; the messages below on a failure
+        kc, fast, phys = self._check_kernel, self._fast, self._physical
+        passed = False
+        if kc is not None:                # the 2R, compiled
+            passed = kc[0](q, cand, self.scale, kc[1], kc[2], kc[3], self.lower, self.upper,
+                           MIN_EIGENVALUE_RATIO, *kc[4:])
         elif fast is not None:
             if yc is None:
                 yc = self._yrows
                 self.regressor.mass_rows(q, yc)
-            if self._kernels.mass_check(yc, cand, self.scale, fast[0], fast[1],
-                                        self.lower, self.upper, MIN_EIGENVALUE_RATIO, fast[2]):
-                return None               # compiled; the messages below on a failure
+            passed = self._kernels.mass_check(yc, cand, self.scale, fast[0], fast[1],
+                                              self.lower, self.upper, MIN_EIGENVALUE_RATIO,
+                                              fast[2])
+        if passed and (phys is None or self._physical_margin(cand) >= 0.0):
+            return None                   # compiled; the messages below on a failure
         if not np.all(np.isfinite(cand)):
             return 'estimate not finite'
         out = np.maximum(cand - self.upper, self.lower - cand)
@@ -1080,6 +1187,10 @@ class AdaptiveLaw:
             k = int(np.argmax(out))
             return (f'estimate of {self.names[k]} outside its bounds '
                     f'[{self.lower[k]:g}, {self.upper[k]:g}] x {self.scale[k]:.3g}')
+        if phys is not None and self._physical_margin(cand) < 0.0:
+            k = int(np.argmin(self._phys_values))
+            return (f'estimate not physical: {phys[2][k]} is missed by '
+                    f'{-self._phys_values[k]:.3g} (its margin included)')
         n = self.n
         if yc is None:
             yc = self._mass_regressor(q)
@@ -1097,6 +1208,12 @@ class AdaptiveLaw:
                     f'{np.round(q, 4).tolist()} (lambda_min {lo:.3g} kg m^2; it must '
                     f'exceed {MIN_EIGENVALUE_RATIO:g} x M0 in every direction)')
         return None
+
+    def _physical_margin(self, cand: np.ndarray) -> float:
+        """Evaluate the physical constraints of ``cand`` into their buffers; return the least."""
+        phys = self._physical
+        return phys[0](self._phys_theta, self.scale, cand, phys[1], self._phys_values,
+                       self._phys_grad)
 
     def _mass_regressor(self, q: np.ndarray) -> np.ndarray:
         """Return the rows ``Y(q, 0, e_j)``, ``Y(q, 0, 0)`` that give ``dM`` per phi."""
@@ -1140,6 +1257,31 @@ class AdaptiveLaw:
             if not aa > 0.0:
                 return
             cand += ((margin - w[0]) / aa) * a
+            np.clip(cand, self.lower, self.upper, out=cand)
+
+    def _project_physical(self, cand: np.ndarray) -> None:
+        """
+        Move ``cand`` (in place) toward the physical set by projections on half-spaces.
+
+        Each step takes the constraint farthest from holding (:attr:`BaseRegressor.physical`),
+        its tangent half-space at ``cand`` (it contains the convex set, the true parameters
+        with it) aiming at 1.5 times its margin, then the box clip: as
+        :meth:`_project_inertia`, never away from the truth. At most
+        :data:`PHYSICAL_PROJECTION_STEPS`; the caller checks the result.
+        """
+        margin = self._physical[3]
+        values, grad = self._phys_values, self._phys_grad
+        for _ in range(PHYSICAL_PROJECTION_STEPS):
+            if self._physical_margin(cand) >= 0.0:
+                return
+            grad[:, self._fixed] = 0.0
+            norm = np.sqrt(np.einsum('ik,ik->i', grad, grad))
+            # the distance to each violated half-space; the largest first
+            gap = np.where(values < 0.0, -values / np.maximum(norm, 1e-300), 0.0)
+            k = int(np.argmax(gap))
+            if not norm[k] > 0.0:
+                return
+            cand += ((0.5 * margin[k] - values[k]) / norm[k] ** 2) * grad[k]
             np.clip(cand, self.lower, self.upper, out=cand)
 
     def _fallback(self, why: str, q: np.ndarray) -> None:

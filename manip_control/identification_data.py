@@ -251,7 +251,8 @@ def nominal_from_estimate(phi: Sequence[float], prior: NominalModel,
     Choices (the split is not unique; M, c, g and the friction are): the link lengths
     ``l1``, ``l2``, ``g0`` and the plane come from ``prior``; ``lc2`` is the prior's if the
     result is valid, otherwise the middle of the valid interval
-    ``(m2lc2 l1 / p1, min(l2, d / m2lc2)]``; then ``m2 = m2lc2 / lc2``,
+    ``(max(m2lc2 l1 / p1, m2lc2 l1^2 / (a - d)), min(l2, d / m2lc2)]`` (``m1 lc1 > 0``,
+    ``I1 + m1 lc1^2 > 0``, ``I2 >= 0``); then ``m2 = m2lc2 / lc2``,
     ``I2 = d - m2lc2 lc2``; ``lc1`` likewise (valid interval ``(0, min(l1, R / p1')]``
     with ``p1' = p1 - m2 l1`` and ``R = a - d - m2 l1^2``), ``m1 = p1' / lc1``,
     ``I1 = R - p1' lc1`` and ``Jr1 = 0`` (joint 1's rotor inertia is lumped into ``I1``).
@@ -288,19 +289,26 @@ def nominal_from_estimate(phi: Sequence[float], prior: NominalModel,
     if not (p2 > 0.0 and d > 0.0):
         raise IdentificationError(f'estimate not physical: m2*lc2 = {p2:.4g} kg m and '
                                   f'd = {d:.4g} kg m^2 must both be > 0')
-    lo2 = p2 * l1 / p1 if p1 is not None else 0.0
     if p1 is not None and p1 <= 0.0:
         raise IdentificationError(f'estimate not physical: m1*lc1 + m2*l1 = {p1:.4g} kg m '
                                   'must be > 0')
+    if not a - d > 0.0:
+        raise IdentificationError(f'estimate not physical: a - d = {a - d:.4g} kg m^2 '
+                                  '(I1 + m1 lc1^2 + m2 l1^2) must be > 0')
+    # lc2 sets m2 = m2lc2 / lc2: above lo2 it leaves m1 lc1 = p1 - m2 l1 > 0 and
+    # I1 + m1 lc1^2 = a - d - m2 l1^2 > 0, up to hi2 it leaves I2 >= 0
+    lo2 = p2 * l1 ** 2 / (a - d)
+    if p1 is not None:
+        lo2 = max(lo2, p2 * l1 / p1)
     hi2 = min(l2, d / p2)
     if not lo2 < hi2:
         raise IdentificationError(
-            f'estimate not physical: no lc2 in (0, l2] gives m1*lc1 > 0 and I2 >= 0 '
-            f'(needs {lo2:.4g} < lc2 <= {hi2:.4g} m)')
+            f'estimate not physical: no lc2 in (0, l2] gives m1*lc1 > 0, I1 + m1 lc1^2 > 0 '
+            f'and I2 >= 0 (needs {lo2:.4g} < lc2 <= {hi2:.4g} m)')
     lc2 = arm0.lc2 if lo2 < arm0.lc2 <= hi2 else 0.5 * (lo2 + hi2)
     m2 = p2 / lc2
     i2 = max(0.0, d - p2 * lc2)
-    r1 = a - d - m2 * l1 ** 2       # = I1 + m1 lc1^2 (+ Jr1)
+    r1 = a - d - m2 * l1 ** 2       # = I1 + m1 lc1^2 (+ Jr1), > 0 but for rounding
     if r1 <= 0.0:
         raise IdentificationError(f'estimate not physical: a - d - m2 l1^2 = {r1:.4g} '
                                   'kg m^2 must be > 0')

@@ -23,10 +23,12 @@ from manip_control.adaptation import _compiled
 from manip_control.adaptation import AdaptiveLaw
 from manip_control.adaptation import true_two_link_parameters
 from manip_control.adaptation import two_link_base_regressor
+from manip_control.adaptation import two_link_nominal
 from manip_control.arm_model import TwoLinkArm
 from manip_control.control import nominal_arm
 from manip_control.dynamics import TwoLinkModel
 from manip_control.identification_data import base_parameters
+from manip_control.identification_data import IdentificationError
 from manip_control.offline import main as offline_main
 from manip_control.parameters import AdaptationParameters
 from manip_control.parameters import load_scenario
@@ -205,6 +207,96 @@ def _hold_with_noise(params: AdaptationParameters, duration: float, period: floa
     return worst
 
 
+def _walk(regressor, nominal, period=0.005, duration=120.0):
+    """Hold with noisy encoders, no sigma: the share of estimates (every 0.5 s) not physical."""
+    sc = load_scenario('default')
+    law = AdaptiveLaw(nominal_arm(nominal), regressor, sc.controller.kp, sc.controller.kd,
+                      period, AdaptationParameters(sigma=0.0, gamma=10.0))
+    sensors = JointSensors(SensorParameters(position_noise_std=1e-4,
+                                            velocity_source='filtered_difference',
+                                            velocity_cutoff_hz=50.0, seed=3), period)
+    hold, zero = (0.4, 0.3), (0.0, 0.0)
+    split = samples = 0
+    for k in range(int(round(duration / period))):
+        q, qd = sensors.measure(hold, zero)
+        law.update(q, qd, hold, zero, zero)
+        if k % 100 == 0:
+            samples += 1
+            try:
+                two_link_nominal(law.estimates, nominal)
+            except IdentificationError:
+                continue
+            split += 1
+    return law, 1.0 - split / samples
+
+
+def test_a_wandering_estimate_stays_a_physical_arm(tmp_path):
+    """
+    Noise-driven drift (no sigma, gamma 10, 120 s of a hold) stays inside the physical set.
+
+    Every sampled estimate splits into a physical arm (``two_link_nominal``, the split of the
+    saved files, is the reference); without the law's physical constraints the same drift
+    leaves the set, and the estimate then cannot be saved.
+    """
+    nm = load_scenario('default').controller.nominal
+    regressor = two_link_base_regressor(nm)
+    law, unphysical = _walk(regressor, nm)
+    assert unphysical == 0.0 and law.fallbacks == 0, law.fallback_reason
+    assert law.save(tmp_path / 'walked.yaml')
+    _, unphysical = _walk(dataclasses.replace(regressor, physical=None), nm)
+    assert unphysical > 0.2
+
+
+def test_the_two_link_physical_set_is_where_the_split_exists():
+    """
+    The law's constraints (margins zero) hold exactly where ``two_link_nominal`` splits.
+
+    Random base parameters around the default nominal model, both planes; the gradients
+    against central differences.
+    """
+    rng = np.random.default_rng(4)
+    for plane in ('vertical', 'horizontal'):
+        nm = load_scenario('default').controller.nominal
+        nm = dataclasses.replace(nm, arm=dataclasses.replace(nm.arm, plane=plane))
+        reg = two_link_base_regressor(nm)
+        constraints, consts, names, margins = reg.physical
+        consts = consts.copy()
+        consts[4:] = 0.0
+        p = reg.size
+        values, grad = np.zeros(len(names)), np.zeros((len(names), p))
+        scale = rng.uniform(0.5, 2.0, p)
+        verdicts = {True: 0, False: 0}
+        for _ in range(3000):
+            theta = reg.theta0 * rng.uniform(0.2, 1.8, p)
+            worst = constraints(theta, np.ones(p), np.zeros(p), consts, values, grad)
+            if abs(worst) < 1e-9:
+                continue
+            try:
+                split = two_link_nominal(theta, nm)
+            except IdentificationError:
+                split = None
+            assert (split is not None) == (worst > 0.0), (theta, values)
+            verdicts[worst > 0.0] += 1
+            if split is not None:
+                back = base_parameters(split.arm, split.rotor_inertia, split.friction)
+                np.testing.assert_allclose(back[:5], theta[:5], rtol=1e-9)
+            cand = rng.normal(size=p)
+            constraints(reg.theta0, scale, cand, consts, values, grad)
+            step = 1e-6
+            for k in range(p):
+                up, down = cand.copy(), cand.copy()
+                up[k] += step
+                down[k] -= step
+                hi, lo = values.copy(), values.copy()
+                constraints(reg.theta0, scale, up, consts, hi, np.zeros_like(grad))
+                constraints(reg.theta0, scale, down, consts, lo, np.zeros_like(grad))
+                finite = np.isfinite(hi)
+                np.testing.assert_allclose(grad[finite, k],
+                                           (hi[finite] - lo[finite]) / (2 * step),
+                                           rtol=1e-5, atol=1e-6)
+        assert min(verdicts.values()) >= 300, verdicts
+
+
 def test_hold_with_sensor_noise_stays_bounded():
     """
     10 minutes of a hold with noisy encoders (1e-4 rad, filtered-difference velocity).
@@ -305,9 +397,9 @@ def test_the_compiled_two_link_check_decides_as_the_generic_one():
     """
     The 2R's compiled consistency check accepts exactly what the generic check accepts.
 
-    Random candidates around the box's edge and the positive-definiteness edge (``b``
-    against ``sqrt(a d)``), non-finite ones; the generic check: the regressor's mass rows in
-    numpy and the model's mass matrix.
+    Random candidates around the box's edge, the physical set's and the positive-definiteness
+    edge (an arm scaled down toward a tenth of its nominal inertia), non-finite ones; the
+    generic check: the regressor's mass rows in numpy and the model's mass matrix.
     """
     sc = load_scenario('default')
     co = sc.controller
@@ -322,15 +414,19 @@ def test_the_compiled_two_link_check_decides_as_the_generic_one():
     for k in range(4000):
         q = rng.uniform(-np.pi, np.pi, 2)
         cand = rng.uniform(-5.2, 5.2, reg.size) * rng.uniform(0.0, 1.0)
+        if k % 3 == 0:              # every inertia times 0.03 to 0.2, the same for all
+            cand = -rng.uniform(0.8, 0.97) + rng.uniform(-0.01, 0.01, reg.size)
         if k % 97 == 0:
             cand[k % reg.size] = np.nan
         want = slow._check(cand, q)
         got = fast._check(cand, q)
         assert (got is None) == (want is None), (q, cand, want)
-        verdicts[want.split(' ')[0] if want else 'ok'] = verdicts.get(
-            want.split(' ')[0] if want else 'ok', 0) + 1
+        verdict = ('ok' if want is None else 'physical' if 'not physical' in want
+                   else want.split(' ')[0])
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
     # every verdict was met
-    assert min(verdicts.get(v, 0) for v in ('ok', 'estimate', 'mass')) >= 30, verdicts
+    assert min(verdicts.get(v, 0) for v in ('ok', 'estimate', 'physical', 'mass')) >= 30, \
+        verdicts
 
 
 def test_a_compiled_torque_whose_rows_miss_the_model_is_refused():
@@ -556,10 +652,17 @@ def test_out_of_bounds_or_non_physical_estimates_are_refused(law):
     assert 'outside its bounds' in law.fallback_reason
     np.testing.assert_array_equal(law.estimates, valid)
     theta = law.nominal.copy()
-    theta[1] = 4.0 * law.nominal[1]            # b > sqrt(a d): M not positive definite
+    theta[1] = 4.0 * law.nominal[1]            # b^2 > (a - Jr1 - d) d: no physical arm
+    assert not law.set_estimate(theta, q=[0.0, 0.0])
+    assert 'not physical: (a - Jr1 - d) d > b^2' in law.fallback_reason
+    np.testing.assert_array_equal(law.estimates, valid)
+    theta = law.nominal.copy()
+    theta[0] = 0.1 + 0.05 * (theta[0] - 0.1)   # a physical arm, 20 times lighter than M0
+    theta[1:4] *= 0.05                         # (joint 1's rotor inertia Jr1 = 0.1 kept)
     assert not law.set_estimate(theta, q=[0.0, 0.0])
     assert 'positive definite' in law.fallback_reason
     np.testing.assert_array_equal(law.estimates, valid)
+    theta = law.nominal.copy()
     theta[1] = 1.1 * law.nominal[1]
     assert law.set_estimate(theta, q=[0.0, 0.0])
     np.testing.assert_allclose(law.estimates, theta)
@@ -568,12 +671,12 @@ def test_out_of_bounds_or_non_physical_estimates_are_refused(law):
 def test_an_invalid_estimate_at_the_new_q_returns_to_the_nominal_model(law):
     """A last valid estimate that fails at the current q too gives way to the nominal model."""
     theta = law.nominal.copy()
-    theta[1] = 1.4                  # b = m2 l1 lc2: M11 = a + 2 b cos q2 is light at q2 = pi
-    theta[2] = 1.0
+    # physical, light at q2 = pi (M11 = a + 2 b cos q2) against M0: 0.1 M0 is not exceeded
+    theta[:4] = 2.313, 0.366, 0.066, 0.029
     assert law.set_estimate(theta, q=[0.0, 0.0])
     np.testing.assert_allclose(law.estimates, theta)
     worse = theta.copy()
-    worse[1] = 2.0
+    worse[1] = 0.37                 # still physical, lighter still at q2 = pi
     assert not law.set_estimate(worse, q=[0.0, np.pi])
     assert 'positive definite' in law.fallback_reason
     assert 'back to the nominal model' in law.fallback_reason

@@ -22,6 +22,7 @@ through :mod:`manip_control.dynamics` / :mod:`manip_control.friction` (M, c, g, 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -155,6 +156,26 @@ def test_nominal_from_exact_estimate_is_exact_and_valid():
     _check_same_dynamics(nominal, plant, 1e-12)
     arm = nominal.arm
     assert 0 < arm.lc2 <= arm.l2 and 0 < arm.lc1 <= arm.l1 and arm.I1 >= 0 and arm.I2 >= 0
+
+
+@pytest.mark.parametrize('plane', ['vertical', 'horizontal'])
+def test_nominal_from_estimate_finds_the_lc2_that_leaves_link_1_an_inertia(plane):
+    # the prior's lc2 = 0.6 m is a valid split of m2 lc2 and I2 but makes m2 = 3 kg, more
+    # than a - d leaves for m2 l1^2; the plant's lc2 = 0.9 m (m2 = 2 kg) is one that works
+    plant = load_scenario('excitation').plant
+    arm = ArmParameters(m1=3.0, m2=2.0, l1=1.0, l2=1.0, lc1=0.5, lc2=0.9, I1=0.05, I2=0.05,
+                        g0=9.81, plane=plane)
+    plant = dataclasses.replace(plant, arm=arm)
+    prior = load_scenario('excitation').controller.nominal
+    prior = dataclasses.replace(prior, arm=dataclasses.replace(arm, lc2=0.6))
+    theta = base_parameters(plant.arm, plant.reflected_inertia, plant.friction)
+    phi = physical_from_base(theta, arm.l1, arm.gravity)
+    if arm.gravity <= 0.0:
+        phi = np.delete(phi, 4)
+    nominal = nominal_from_estimate(phi, prior)
+    _check_same_dynamics(nominal, plant, 1e-12)
+    got = nominal.arm
+    assert got.lc2 > 0.6 and got.I1 >= 0.0 and got.I2 >= 0.0 and 0.0 < got.lc1 <= got.l1
 
 
 def test_nominal_from_estimate_rejects_unphysical():
