@@ -272,7 +272,7 @@ def two_link_base_regressor(nominal: NominalModel,
         kernels.rows(*vec, f, constants, qd_f is not None, out)
 
     def save(theta, path, law=None):
-        nm = two_link_nominal(theta, nominal)
+        nm = two_link_nominal(theta, nominal, _coupling_weights(law, nominal.arm))
         if controller is None:
             data = {'controller': {'nominal': nominal_to_dict(nm)}}
         else:
@@ -325,14 +325,16 @@ def two_link_payload_change(arm, mass: float, radius: float) -> tuple[np.ndarray
     return lower, upper
 
 
-def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalModel:
+def two_link_nominal(theta: Sequence[float], prior: NominalModel,
+                     weights: tuple[float, float] = (1.0, 0.0)) -> NominalModel:
     """
     Physical nominal 2R model of a base-parameter estimate, keeping the prior's drives.
 
-    ``b / l1`` gives ``m2 lc2`` and ``G1 / g0`` gives ``m1 lc1 + m2 l1``
-    (:func:`~manip_control.identification_data.physical_from_base`; ``G2`` is not used), split
-    as :func:`~manip_control.identification_data.nominal_from_estimate` does; joint 1's rotor
-    inertia, the rotor coupling, gears and efficiencies stay the prior's.
+    ``m2 lc2`` is the mean of ``b / l1`` and ``G2 / g0`` with ``weights`` (an estimate that
+    is not a physical arm may have the two differ; default: ``b`` alone), ``G1 / g0`` gives
+    ``m1 lc1 + m2 l1`` (:func:`~manip_control.identification_data.physical_from_base`),
+    split as :func:`~manip_control.identification_data.nominal_from_estimate` does; joint 1's
+    rotor inertia, the rotor coupling, gears and efficiencies stay the prior's.
 
     Raises
     ------
@@ -341,6 +343,10 @@ def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalMode
 
     """
     theta = np.array(theta, dtype=float)
+    arm = prior.arm
+    w_b, w_g = weights
+    if w_g > 0.0 and arm.gravity > 0.0:
+        theta[1] = (w_b * theta[1] + w_g * theta[5] * arm.l1 / arm.gravity) / (w_b + w_g)
     jr1 = float(prior.rotor_inertia[0])
     theta[0] -= jr1            # nominal_from_estimate lumps a's rotor into I1: keep it apart
     phi = physical_from_base(theta, prior.arm.l1, prior.arm.gravity)
@@ -349,6 +355,22 @@ def two_link_nominal(theta: Sequence[float], prior: NominalModel) -> NominalMode
     nm = nominal_from_estimate(phi, prior)
     return dataclasses.replace(prior, arm=nm.arm, friction=nm.friction,
                                rotor_inertia=(jr1, nm.rotor_inertia[1]))
+
+
+def _coupling_weights(law: 'AdaptiveLaw | None', arm) -> tuple[float, float]:
+    """
+    Weights of ``b / l1`` and ``G2 / g0`` in the saved ``m2 lc2``: the law's information.
+
+    ``1 / var`` of each under the information matrix's diagonal (``R_kk / scale_k^2`` per
+    unit of ``theta_k``, times the square of the factor to ``m2 lc2``): gravity, excited by
+    any pose off the horizontal, usually knows ``m2 lc2`` far better than ``b``. Equal
+    weights before any information; ``b`` alone without a law.
+    """
+    if law is None:
+        return 1.0, 0.0
+    w_b = law.information[1, 1] * (arm.l1 / law.scale[1]) ** 2
+    w_g = law.information[5, 5] * (arm.gravity / law.scale[5]) ** 2
+    return (w_b, w_g) if w_b + w_g > 0.0 else (1.0, 1.0)
 
 
 def _plain(x):
@@ -563,60 +585,77 @@ def _damping(k_mass, m0, extra, out):
         out[r, r] += extra[r]
 
 
-#: The 2R's physical-consistency constraints (:func:`_two_link_physical`), in order.
-TWO_LINK_PHYSICAL = ('m2 lc2 = b / l1 > 0',
-                     'a - Jr1 - d > m2 l1^2 with some lc2 <= l2 (I1 + m1 lc1^2 > 0)',
-                     '(a - Jr1 - d) d > b^2 (I1 + m1 lc1^2 > 0 with I2 >= 0)',
-                     'G1 / g0 > m2 l1 with some lc2 <= l2 (m1 lc1 > 0)',
-                     'G1 d > g0 b^2 / l1 (m1 lc1 > 0 with I2 >= 0)',
-                     'Jr2 >= 0')
+def _two_link_constraint_names(h: str) -> list:
+    return [f'm2 lc2 = {h} > 0',
+            f'(a - Jr1 - d) l2 / l1^2 > m2 lc2 = {h} (I1 + m1 lc1^2 > 0 with lc2 <= l2)',
+            f'(a - Jr1 - d) d / l1^2 > (m2 lc2)^2 = ({h})^2 (I1 + m1 lc1^2 > 0 with I2 >= 0)',
+            f'G1 / g0 > m2 lc2 l1 / l2 = ({h}) l1 / l2 (m1 lc1 > 0 with lc2 <= l2)',
+            f'G1 d / (g0 l1) > (m2 lc2)^2 = ({h})^2 (m1 lc1 > 0 with I2 >= 0)']
+
+
+#: The 2R's physical-consistency constraints (:func:`_two_link_physical`), in order: those
+#: of ``m2 lc2`` as ``b`` gives it, as ``G2`` gives it, then the rotor's.
+TWO_LINK_PHYSICAL = tuple(_two_link_constraint_names('b / l1')
+                          + _two_link_constraint_names('G2 / g0') + ['Jr2 >= 0'])
 
 
 def _two_link_physical(theta, scale, cand, consts, values, grad):
     """
     Return the 2R's physical-consistency constraints of ``theta + scale cand``, their minimum.
 
-    With ``A = a - Jr1 - d`` (``I1 + m1 lc1^2 + m2 l1^2``), ``h = b / l1`` (``m2 lc2``),
-    ``P = G1 / g0`` (``m1 lc1 + m2 l1``), ``y = d / l1`` and ``z = A / l1``, all in kg m, the
-    split of :func:`~manip_control.identification_data.nominal_from_estimate` exists iff
-    ``h > 0``, ``A l2 / l1^2 > h``, ``y z > h^2`` and, with gravity, ``P > h l1 / l2``,
-    ``y P > h^2`` (:data:`TWO_LINK_PHYSICAL`); a rotor inertia is not negative, ``Jr2 >= 0``.
-    The products are second-order cones, ``y z >= h^2`` (``y, z >= 0``) as ``y + z - sqrt(4
-    h^2 + (y - z)^2) >= 0``: every constraint is linear or concave, so the set is convex and
-    a half-space tangent at any point contains it. ``values[i]`` (6,): constraint
-    ``i`` minus its margin ``consts[4 + i]`` (``inf`` for the gravity ones of a horizontal
-    arm); ``grad`` (6, p): the gradients in ``cand``. ``consts``: ``l1, l2, g0, Jr1`` [m, m,
-    m/s^2, kg m^2] and the 6 margins. Compiled (:func:`_compiled`).
+    With ``A = a - Jr1 - d`` (``I1 + m1 lc1^2 + m2 l1^2``), ``h`` = ``m2 lc2``, ``P = G1 /
+    g0`` (``m1 lc1 + m2 l1``), ``y = d / l1`` and ``z = A / l1``, all in kg m, the split of
+    :func:`~manip_control.identification_data.nominal_from_estimate` exists iff ``h > 0``,
+    ``A l2 / l1^2 > h``, ``y z > h^2`` and, with gravity, ``P > h l1 / l2``, ``y P > h^2``
+    (:data:`TWO_LINK_PHYSICAL`). ``b`` and ``G2`` each give ``h`` (``b / l1``, ``G2 / g0``):
+    the five constraints hold for both, so that any weighted mean of the two splits
+    (:func:`two_link_nominal`); and a rotor inertia is not negative, ``Jr2 >= 0``. The
+    products are second-order cones, ``y z >= h^2`` (``y, z >= 0``) as ``y + z - sqrt(4 h^2
+    + (y - z)^2) >= 0``: every constraint is linear or concave, so the set is convex and a
+    half-space tangent at any point contains it. ``values[i]`` (11,): constraint ``i`` minus
+    its margin ``consts[4 + i]`` (``inf`` for the gravity ones of a horizontal arm);
+    ``grad`` (11, p): the gradients in ``cand``. ``consts``: ``l1, l2, g0, Jr1`` [m, m,
+    m/s^2, kg m^2] and the 11 margins. Compiled (:func:`_compiled`).
     """
     l1, l2, g0, jr1 = consts[0], consts[1], consts[2], consts[3]
     a = theta[0] + scale[0] * cand[0]
     d = theta[2] + scale[2] * cand[2]
-    h = (theta[1] + scale[1] * cand[1]) / l1
     y, z = d / l1, (a - jr1 - d) / l1
     grad[:, :] = 0.0
-    values[0] = h
-    grad[0, 1] = 1.0 / l1
-    values[1] = z * l2 / l1 - h
-    grad[1, 0], grad[1, 1], grad[1, 2] = l2 / l1 ** 2, -1.0 / l1, -l2 / l1 ** 2
-    # the cone's gradient in (h, y, z): -4 h / r, 1 - (y - z) / r, 1 + (y - z) / r
-    r = max(math.sqrt(4.0 * h * h + (y - z) ** 2), 1e-300)
-    values[2] = y + z - r
-    grad[2, 0] = (1.0 + (y - z) / r) / l1
-    grad[2, 1] = -4.0 * h / r / l1
-    grad[2, 2] = (-2.0 * (y - z) / r) / l1
-    if g0 > 0.0:
-        p1 = (theta[4] + scale[4] * cand[4]) / g0
-        values[3] = p1 - h * l1 / l2
-        grad[3, 1], grad[3, 4] = -1.0 / l2, 1.0 / g0
-        r = max(math.sqrt(4.0 * h * h + (y - p1) ** 2), 1e-300)
-        values[4] = y + p1 - r
-        grad[4, 1] = -4.0 * h / r / l1
-        grad[4, 2] = (1.0 - (y - p1) / r) / l1
-        grad[4, 4] = (1.0 + (y - p1) / r) / g0
-    else:
-        values[3] = values[4] = math.inf
-    values[5] = theta[3] + scale[3] * cand[3]
-    grad[5, 3] = 1.0
+    for src in range(2):
+        i = 5 * src
+        if src == 1 and not g0 > 0.0:
+            for k in range(i, i + 5):
+                values[k] = math.inf
+            break
+        col = 1 if src == 0 else 5            # h = b / l1 or G2 / g0
+        dh = 1.0 / l1 if src == 0 else 1.0 / g0
+        h = (theta[col] + scale[col] * cand[col]) * dh
+        values[i] = h
+        grad[i, col] = dh
+        values[i + 1] = z * l2 / l1 - h
+        grad[i + 1, 0], grad[i + 1, 2] = l2 / l1 ** 2, -l2 / l1 ** 2
+        grad[i + 1, col] = -dh
+        # the cone's gradient in (h, y, z): -4 h / r, 1 - (y - z) / r, 1 + (y - z) / r
+        r = max(math.sqrt(4.0 * h * h + (y - z) ** 2), 1e-300)
+        values[i + 2] = y + z - r
+        grad[i + 2, 0] = (1.0 + (y - z) / r) / l1
+        grad[i + 2, 2] = (-2.0 * (y - z) / r) / l1
+        grad[i + 2, col] = -4.0 * h / r * dh
+        if g0 > 0.0:
+            p1 = (theta[4] + scale[4] * cand[4]) / g0
+            values[i + 3] = p1 - h * l1 / l2
+            grad[i + 3, 4] = 1.0 / g0
+            grad[i + 3, col] = -dh * l1 / l2
+            r = max(math.sqrt(4.0 * h * h + (y - p1) ** 2), 1e-300)
+            values[i + 4] = y + p1 - r
+            grad[i + 4, 2] = (1.0 - (y - p1) / r) / l1
+            grad[i + 4, 4] = (1.0 + (y - p1) / r) / g0
+            grad[i + 4, col] = -4.0 * h / r * dh
+        else:
+            values[i + 3] = values[i + 4] = math.inf
+    values[10] = theta[3] + scale[3] * cand[3]
+    grad[10, 3] = 1.0
     worst = math.inf
     for i in range(values.shape[0]):
         values[i] -= consts[4 + i]
