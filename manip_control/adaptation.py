@@ -153,7 +153,7 @@ PROJECTION_STEPS = 4
 PROJECTION_MARGIN = 0.05
 #: Each physical-consistency constraint (:attr:`BaseRegressor.physical`) must exceed this
 #: fraction of the nominal model's value: the split into a physical model
-#: (:func:`two_link_nominal`) needs strict inequalities; the projection aims at 1.5 times it.
+#: (:func:`two_link_nominal`) needs strict inequalities.
 PHYSICAL_MARGIN = 0.01
 #: Half-space projections onto the physical-consistency constraints per refused step.
 PHYSICAL_PROJECTION_STEPS = 12
@@ -292,6 +292,7 @@ def two_link_base_regressor(nominal: NominalModel,
     kernels.two_link_physical(theta0, np.ones_like(theta0), np.zeros_like(theta0), consts,
                               values, np.zeros((values.size, theta0.size)))
     consts[4:] = PHYSICAL_MARGIN * np.where(np.isfinite(values), np.maximum(values, 0.0), 0.0)
+    consts[-1] = 0.0            # Jr2 >= 0 exactly: the split needs no strict inequality there
     return BaseRegressor(BASE_NAMES, BASE_UNITS, theta0, evaluate, friction, fixed, save,
                          payload_change=lambda mass, radius: two_link_payload_change(
                              nominal.arm, mass, radius),
@@ -361,16 +362,28 @@ def _coupling_weights(law: 'AdaptiveLaw | None', arm) -> tuple[float, float]:
     """
     Weights of ``b / l1`` and ``G2 / g0`` in the saved ``m2 lc2``: the law's information.
 
-    ``1 / var`` of each under the information matrix's diagonal (``R_kk / scale_k^2`` per
-    unit of ``theta_k``, times the square of the factor to ``m2 lc2``): gravity, excited by
-    any pose off the horizontal, usually knows ``m2 lc2`` far better than ``b``. Equal
-    weights before any information; ``b`` alone without a law.
+    ``1 / var`` of each: ``var(theta_k) = scale_k^2 (R^-1)_kk`` (``R``, the information
+    matrix of the adapted parameters in scaled coordinates, with a ridge), times the square
+    of the factor to ``m2 lc2``: gravity, excited by any pose off the horizontal, usually
+    knows ``m2 lc2`` far better than ``b``. Equal weights before any information; ``b``
+    alone without a law.
     """
     if law is None:
         return 1.0, 0.0
-    w_b = law.information[1, 1] * (arm.l1 / law.scale[1]) ** 2
-    w_g = law.information[5, 5] * (arm.gravity / law.scale[5]) ** 2
-    return (w_b, w_g) if w_b + w_g > 0.0 else (1.0, 1.0)
+    info = law.information[np.ix_(law.active, law.active)]
+    if not info.any():
+        return 1.0, 1.0
+    # marginal, not conditional: b's column is nearly collinear with a's and d's, and R_kk
+    # alone counts what those explain as b's; a ridge far below the largest eigenvalue
+    # gives an unexcited direction a large variance instead of none
+    ridge = 1e-9 * float(np.trace(info))
+    cov = np.linalg.inv(info + ridge * np.eye(info.shape[0]))
+    pos = np.cumsum(law.active) - 1                 # column k's index among the active ones
+    weights = []
+    for k, factor in ((1, arm.l1), (5, arm.gravity)):
+        var = cov[pos[k], pos[k]] if law.active[k] else math.inf
+        weights.append(factor ** 2 / (law.scale[k] ** 2 * var))
+    return weights[0], weights[1]
 
 
 def _plain(x):
@@ -1302,11 +1315,12 @@ class AdaptiveLaw:
         """
         Move ``cand`` (in place) toward the physical set by projections on half-spaces.
 
-        Each step takes the constraint farthest from holding (:attr:`BaseRegressor.physical`),
-        its tangent half-space at ``cand`` (it contains the convex set, the true parameters
-        with it) aiming at 1.5 times its margin, then the box clip: as
-        :meth:`_project_inertia`, never away from the truth. At most
-        :data:`PHYSICAL_PROJECTION_STEPS`; the caller checks the result.
+        Each step takes the constraint farthest from holding (:attr:`BaseRegressor.physical`)
+        that ``cand``'s adapted columns can change, its tangent half-space at ``cand`` (it
+        contains the convex set, the true parameters with it) aiming 0.1 % of its margin
+        past the margin, then the box clip: as :meth:`_project_inertia`, never away from a
+        truth that meets the margins. At most :data:`PHYSICAL_PROJECTION_STEPS`; the caller
+        checks the result.
         """
         margin = self._physical[3]
         values, grad = self._phys_values, self._phys_grad
@@ -1314,13 +1328,14 @@ class AdaptiveLaw:
             if self._physical_margin(cand) >= 0.0:
                 return
             grad[:, self._fixed] = 0.0
-            norm = np.sqrt(np.einsum('ik,ik->i', grad, grad))
-            # the distance to each violated half-space; the largest first
-            gap = np.where(values < 0.0, -values / np.maximum(norm, 1e-300), 0.0)
-            k = int(np.argmax(gap))
-            if not norm[k] > 0.0:
+            norm2 = np.einsum('ik,ik->i', grad, grad)
+            # the distance to each violated half-space that a step can reach; the largest first
+            reach = (values < 0.0) & (norm2 > 1e-200)
+            if not reach.any():
                 return
-            cand += ((0.5 * margin[k] - values[k]) / norm[k] ** 2) * grad[k]
+            gap = np.where(reach, -values / np.sqrt(np.where(reach, norm2, 1.0)), 0.0)
+            k = int(np.argmax(gap))
+            cand += ((1e-3 * margin[k] + 1e-12 - values[k]) / norm2[k]) * grad[k]
             np.clip(cand, self.lower, self.upper, out=cand)
 
     def _fallback(self, why: str, q: np.ndarray) -> None:
