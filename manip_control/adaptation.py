@@ -205,14 +205,17 @@ class BaseRegressor:
         (:func:`_two_link_check`): the 2R's fastest path (None: the fast path above, or the
         rows of :attr:`evaluate` and the model's inverse dynamics and mass matrix per tick).
     physical : tuple, optional
-        ``(constraints, constants, names, margins)``: the base parameters' physical
-        consistency, a convex set containing every physical arm of these lengths, as concave
-        constraints
+        ``(constraints, constants, names, margins, project)``: the base parameters'
+        physical consistency, a convex set containing every physical arm of these lengths,
+        as concave constraints
         ``constraints(theta, scale, cand, constants, values, grad) -> min(values)``
         (compiled, :func:`_two_link_physical`) of the estimate ``theta + scale cand``:
         ``values`` >= 0 when consistent (each constraint less its margin, ``margins``),
-        ``grad`` their gradients in ``cand``; ``names`` say each one in the law's messages
-        (None: no check beyond ``M^(q) > 0`` at the check's ``q``; a URDF arm's).
+        ``grad`` their gradients in ``cand``; ``names`` say each one in the law's messages;
+        ``project(theta, scale, cand, constants, margins, movable, lower, upper, values,
+        grad, steps) -> inside`` (compiled, :func:`_two_link_project`) the projection of
+        :meth:`AdaptiveLaw._project_physical` (None: no check beyond ``M^(q) > 0`` at the
+        check's ``q``; a URDF arm's).
 
     """
 
@@ -300,7 +303,7 @@ def two_link_base_regressor(nominal: NominalModel,
                          torque_kernel=(kernels.two_link_torque, kernels.two_link_check,
                                         constants),
                          physical=(kernels.two_link_physical, consts, TWO_LINK_PHYSICAL,
-                                   consts[4:]))
+                                   consts[4:], kernels.two_link_project))
 
 
 def two_link_payload_change(arm, mass: float, radius: float) -> tuple[np.ndarray, np.ndarray]:
@@ -678,6 +681,39 @@ def _two_link_physical(theta, scale, cand, consts, values, grad):
     return worst
 
 
+def _two_link_project(theta, scale, cand, consts, margin, movable, lower, upper, values,
+                      grad, steps):
+    """
+    Project ``cand`` toward the 2R's physical set in place; return whether it is inside.
+
+    :meth:`AdaptiveLaw._project_physical`'s steps on :func:`_two_link_physical`, with
+    nothing allocated: each step moves the ``movable`` columns onto the tangent half-space
+    of the violated constraint farthest away (aiming ``1e-3 margin`` past its margin), then
+    clips to ``[lower, upper]``; at most ``steps`` steps. Compiled (:func:`_compiled`).
+    """
+    m, p = grad.shape
+    for _ in range(steps):
+        if _two_link_physical_in_kernel(theta, scale, cand, consts, values, grad) >= 0.0:
+            return True
+        far, row, row_norm2 = 0.0, -1, 0.0
+        for i in range(m):
+            if not values[i] < 0.0:
+                continue
+            norm2 = 0.0
+            for k in range(p):
+                if movable[k]:
+                    norm2 += grad[i, k] * grad[i, k]
+            if norm2 > 1e-200 and -values[i] / math.sqrt(norm2) > far:
+                far, row, row_norm2 = -values[i] / math.sqrt(norm2), i, norm2
+        if row < 0:                      # no violated constraint a step can reach
+            return False
+        step = (1e-3 * margin[row] + 1e-12 - values[row]) / row_norm2
+        for k in range(p):
+            c = cand[k] + step * grad[row, k] if movable[k] else cand[k]
+            cand[k] = min(max(c, lower[k]), upper[k])
+    return _two_link_physical_in_kernel(theta, scale, cand, consts, values, grad) >= 0.0
+
+
 def _two_link_torque(x, lam, kdm, scale, theta, rest, eps, friction, phi, ys, s, qd_r,
                      qdd_r, tau):
     """
@@ -745,6 +781,7 @@ _rows_in_kernel = _two_link_rows
 _reference_in_kernel = _reference
 _law_torque_in_kernel = _law_torque
 _mass_check_in_kernel = _mass_check
+_two_link_physical_in_kernel = _two_link_physical
 
 
 @dataclass(frozen=True)
@@ -761,6 +798,7 @@ class _Kernels:
     mass_from_rows: Callable
     damping: Callable
     two_link_physical: Callable
+    two_link_project: Callable
 
 
 _COMPILED: list = []
@@ -776,10 +814,11 @@ def _compiled() -> _Kernels:
     base regressor is built.
     """
     global _rows_in_kernel, _reference_in_kernel, _law_torque_in_kernel, _mass_check_in_kernel
+    global _two_link_physical_in_kernel
     if not _COMPILED:
         py = (_adaptation_step, _two_link_rows, _reference, _law_torque, _mass_check,
               _two_link_torque, _two_link_check, _gather_columns, _joint_columns,
-              _mass_from_rows, _damping, _two_link_physical)
+              _mass_from_rows, _damping, _two_link_physical, _two_link_project)
         try:  # numba is a runtime dependency; without it the same functions run in Python
             import numba
         except ImportError:  # pragma: no cover - exercised only where numba is absent
@@ -790,8 +829,10 @@ def _compiled() -> _Kernels:
         step, rows, ref, torque, check = (jit(f) for f in py[:5])
         _rows_in_kernel, _reference_in_kernel = rows, ref
         _law_torque_in_kernel, _mass_check_in_kernel = torque, check
+        physical = _two_link_physical_in_kernel = jit(_two_link_physical)
         _COMPILED.append(_Kernels(step, rows, ref, torque, check,
-                                  *(jit(f) for f in py[5:])))
+                                  *(jit(f) for f in py[5:11]), physical,
+                                  jit(_two_link_project)))
     return _COMPILED[0]
 
 
@@ -930,6 +971,10 @@ class AdaptiveLaw:
             count = len(self._physical[2])
             self._phys_values, self._phys_grad = np.zeros(count), np.zeros((count, p))
             self._phys_theta = self.nominal.copy()      # writeable: one compiled signature
+            # compile (or load) the projection now, never on the step that first needs it
+            self._physical[4](self._phys_theta, self.scale, np.zeros(p), self._physical[1],
+                              self._physical[3], self.active, -np.ones(p), np.ones(p),
+                              self._phys_values, self._phys_grad, 1)
         self.check_every = max(1, int(check_every))
         # the fast path's check rows are spread over the ticks of a window (_window_row)
         self._spread = (self._fast is not None and self._check_kernel is None
@@ -1319,24 +1364,12 @@ class AdaptiveLaw:
         that ``cand``'s adapted columns can change, its tangent half-space at ``cand`` (it
         contains the convex set, the true parameters with it) aiming 0.1 % of its margin
         past the margin, then the box clip: as :meth:`_project_inertia`, never away from a
-        truth that meets the margins. At most :data:`PHYSICAL_PROJECTION_STEPS`; the caller
-        checks the result.
+        truth that meets the margins. At most :data:`PHYSICAL_PROJECTION_STEPS`, compiled
+        and allocating nothing (the regressor's ``project``); the caller checks the result.
         """
-        margin = self._physical[3]
-        values, grad = self._phys_values, self._phys_grad
-        for _ in range(PHYSICAL_PROJECTION_STEPS):
-            if self._physical_margin(cand) >= 0.0:
-                return
-            grad[:, self._fixed] = 0.0
-            norm2 = np.einsum('ik,ik->i', grad, grad)
-            # the distance to each violated half-space that a step can reach; the largest first
-            reach = (values < 0.0) & (norm2 > 1e-200)
-            if not reach.any():
-                return
-            gap = np.where(reach, -values / np.sqrt(np.where(reach, norm2, 1.0)), 0.0)
-            k = int(np.argmax(gap))
-            cand += ((1e-3 * margin[k] + 1e-12 - values[k]) / norm2[k]) * grad[k]
-            np.clip(cand, self.lower, self.upper, out=cand)
+        _, consts, _, margin, project = self._physical
+        project(self._phys_theta, self.scale, cand, consts, margin, self.active, self.lower,
+                self.upper, self._phys_values, self._phys_grad, PHYSICAL_PROJECTION_STEPS)
 
     def _fallback(self, why: str, q: np.ndarray) -> None:
         """Refuse a step: keep the last valid estimate, or the nominal model if it fails too."""
