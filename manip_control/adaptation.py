@@ -130,6 +130,7 @@ from manip_control.identification_data import nominal_from_estimate
 from manip_control.identification_data import nominal_to_dict
 from manip_control.identification_data import physical_from_base
 from manip_control.identification_data import regressor as two_link_regressor
+from manip_control.parameters import _nonnegative
 from manip_control.parameters import _positive
 from manip_control.parameters import _vector
 from manip_control.parameters import AdaptationParameters
@@ -1497,8 +1498,11 @@ class AdaptiveController:
         # the controller's finish (friction feed-forward, gear inversion, limit) on arrays,
         # compiled; no integral (ki zero)
         self._finish = compiled_finish()
+        stiffness = _vector('joint_stiffness', params.joint_stiffness, n, check=_nonnegative)
         self._rows, self._rotor, self._stribeck = finish_constants(nm.friction, self._gear,
-                                                                   [0.0] * n)
+                                                                   [0.0] * n, stiffness)
+        # the finish needs e = q - q_d only for the joint stiffness (no integral here)
+        self._stiff = bool(np.any(stiffness))
         self._e = np.zeros(n)
         self._z = np.zeros(n)
         self._buffer = self.output()        # for callers without out=
@@ -1530,6 +1534,8 @@ class AdaptiveController:
         """
         law = self.law
         tau = law.torque(q, qd, q_d, qd_d, qdd_d)
+        if self._stiff:
+            np.subtract(law.x[0], law.x[2], out=self._e)
         buf = self._buffer if out is None else out
         limited = self._finish(tau, law.x, self._e, law.qdd_r, self._z, self._rows, self._rotor,
                                self.period, True, self.friction_compensation, self._stribeck,

@@ -55,6 +55,7 @@ from manip_control.arm_plant import ArmRun
 from manip_control.arm_plant import run_arm_closed_loop
 from manip_control.control import Controller
 from manip_control.control import controller_parameters
+from manip_control.hold_design import damped_joint_stiffness
 from manip_control.hold_design import pd_gravity_gains
 from manip_control.model_analysis import urdf_friction
 from manip_control.parameters import AdaptationParameters
@@ -203,6 +204,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
       :func:`manip_control.hold_design.pd_gravity_gains` with ``PD_GRAVITY_OMEGA`` (``m_k w^2``,
       ``2 zeta w m_k`` [N·m/rad, N·m·s/rad] on the lightest apparent inertia ``m_k`` of joint
       ``k`` over its range: stable with loop delays of several periods on a coupled arm);
+    * ``joint_stiffness``: :func:`manip_control.hold_design.damped_joint_stiffness` of the
+      nominal friction's viscous damping, on the joints where it dominates the law's own
+      damping (0 elsewhere, and on every joint without ``urdf``);
     * ``torque_limit``: the effort limits (``nan`` where the description gives none, so
       that a start without an explicit ``torque_limit`` is refused);
     * safety envelope: the position limits (``+-UNLIMITED_ENVELOPE`` for a joint without
@@ -222,8 +226,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     -------
     dict
         ``joints`` and lists of ``n`` floats keyed by the core field names (``kp``, ``kd``,
-        ``torque_limit``, ``position_lower``, ``position_upper``, ``velocity_limit``,
-        ``hold_kp``, ``hold_kd``, ``torque_rate_limit``, ``reference_acceleration_limit``),
+        ``joint_stiffness``, ``torque_limit``, ``position_lower``, ``position_upper``,
+        ``velocity_limit``, ``hold_kp``, ``hold_kd``, ``torque_rate_limit``,
+        ``reference_acceleration_limit``),
         and ``reference`` (a ``sinusoid`` trajectory configuration).
 
     """
@@ -244,6 +249,8 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
         motors = motors_sized_for(lim.effort, names=arm.joint_names)
         rotor = [m.Jm * m.N * m.N for m in motors]
         ratio, eta = [m.N for m in motors], [m.eta for m in motors]
+    stiffness = damped_joint_stiffness(arm, [f.b for f in friction], kd, law,
+                                       armature=rotor)
     lower = np.where(np.isfinite(lim.lower), lim.lower, -UNLIMITED_ENVELOPE)
     upper = np.where(np.isfinite(lim.upper), lim.upper, UNLIMITED_ENVELOPE)
     effort = np.where(np.isfinite(lim.effort), lim.effort, np.nan)
@@ -258,6 +265,7 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     return {'joints': list(arm.joint_names), 'kp': floats(kp), 'kd': floats(kd),
             'torque_limit': floats(effort), 'position_lower': floats(lower),
             'position_upper': floats(upper), 'velocity_limit': floats(velocity),
+            'joint_stiffness': floats(stiffness),
             'hold_kp': [w * w] * n, 'hold_kd': [2.0 * w] * n,
             'torque_rate_limit': floats(np.where(np.isfinite(effort),
                                                  effort / TORQUE_SWING_TIME, 2000.0)),
@@ -378,9 +386,11 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     control_rate : float
         Control rate [Hz].
     compensate : bool
-        Invert the nominal drives' gear loss and feed the nominal friction forward (the
+        Invert the nominal drives' gear loss, feed the nominal friction forward (the
         controller's drive inversion, :mod:`manip_control.control`; the nominal drives are the
-        plant's); False: the rigid-body law alone.
+        plant's) and give the joints that their damping dominates their stiffness
+        (:func:`manip_control.hold_design.damped_joint_stiffness`); False: the rigid-body law
+        alone.
     nominal_urdf : str, optional
         The controller's model from another description of the same joints (e.g. the URDF
         that ``manip-identify --urdf`` wrote): its rigid body and ``<dynamics>`` friction,
@@ -435,10 +445,12 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = (excitation_reference(arm).trajectory if excitation
                   else reference_within_limits(arm.limits))
+    stiffness = (damped_joint_stiffness(nominal, [f.b for f in nominal_friction], kd)
+                 if compensate else None)
     params = controller_parameters(nominal, kp, kd, plant.torque_limit,
                                    friction=nominal_friction if compensate else None,
                                    motors=motors if compensate else None,
-                                   adaptation=adaptation)
+                                   adaptation=adaptation, joint_stiffness=stiffness)
     period = 1.0 / control_rate
     law = truth = None
     if adaptation is not None and adaptation.enabled:

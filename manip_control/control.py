@@ -29,6 +29,13 @@ PD + gravity compensation (torque-unit gains)::
 
     tau = g^(q) - Kp e - Kd qd - Ki z [+ f^(qd)]
 
+Joint stiffness (``joint_stiffness``, default 0): both laws add ``-K e`` per joint, a
+stiffness in torque units [N·m/rad], for joints whose own viscous damping ``b`` dominates
+their inertia. The gains above are sized on the inertia (``M^ Kp``, or ``Kp = m w^2``), so
+such a joint's error ``m e'' + (m Kd + b) e' + m Kp e`` has a slow pole at ``m Kp / b`` and
+almost no stiffness against its dry friction; ``K = b w`` gives it a first-order position
+loop at ``w`` (:func:`manip_control.hold_design.damped_joint_stiffness`).
+
 Friction compensation (``friction_compensation``, default on) adds the nominal friction at
 the *reference* velocity, ``f^(qd_d)``, a feed-forward: it does not depend on the measured
 state, so an over-estimated friction is a bounded disturbance that the PD terms reject, never
@@ -142,7 +149,8 @@ def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
                           friction: Sequence[FrictionParameters] | None = None,
                           motors: Sequence[MotorParameters] | None = None,
                           law: str = 'computed_torque',
-                          adaptation: AdaptationParameters | None = None
+                          adaptation: AdaptationParameters | None = None,
+                          joint_stiffness: Sequence[float] | None = None
                           ) -> ControllerParameters:
     """
     Return the parameters of a :class:`Controller` on ``model`` from per-joint arrays.
@@ -170,6 +178,8 @@ def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
         The feedback law.
     adaptation : AdaptationParameters, optional
         For :class:`manip_control.adaptation.AdaptiveController` (default: off).
+    joint_stiffness : sequence of n float, optional
+        Torque-unit stiffness per joint [N·m/rad] (default 0).
 
     Raises
     ------
@@ -207,6 +217,8 @@ def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
     return ControllerParameters(
         law=law, nominal=nominal, kp=tuple(float(v) for v in np.ravel(kp)),
         kd=tuple(float(v) for v in np.ravel(kd)), ki=(0.0,) * n, integral_limit=(0.5,) * n,
+        joint_stiffness=(0.0,) * n if joint_stiffness is None
+        else tuple(float(v) for v in np.ravel(joint_stiffness)),
         torque_limit=tuple(float(v) for v in limit),
         friction_compensation=fcomp,
         adaptation=AdaptationParameters() if adaptation is None else adaptation)
@@ -280,6 +292,8 @@ class Controller:
         self._gear = gear_inversion_constants(nm)
         self._integral_limit = _vector('integral_limit', params.integral_limit, n,
                                        check=_nonnegative)
+        self._joint_stiffness = _vector('joint_stiffness', params.joint_stiffness, n,
+                                        check=_nonnegative)
         self._torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
         self._fcomp = bool(params.friction_compensation)
         self._two_link = isinstance(self.model, TwoLinkArm)
@@ -337,6 +351,8 @@ class Controller:
                               'with :meth:`set_torque_limit`).')
     integral_limit = _read_only('_integral_limit',
                                 'The anti-windup clamp of the error integral per joint [rad·s].')
+    joint_stiffness = _read_only('_joint_stiffness', 'The torque-unit stiffness per joint '
+                                 '[N·m/rad] (fixed when the controller is built).')
     friction_compensation = _read_only('_fcomp', 'Whether the nominal friction is fed forward '
                                        '(fixed when the controller is built).')
     law_constants = _read_only('_constants', 'The constants of :func:`two_link_law` (the '
@@ -346,7 +362,8 @@ class Controller:
         """Hand the gains and limits to the tick (one tuple store for the 2R: never torn)."""
         if self._two_link:
             self._constants = (*self._law_model, *self._kp, *self._kd, *self._ki,
-                               *self._torque_limit, *self._integral_limit, self.period)
+                               *self._joint_stiffness, *self._torque_limit,
+                               *self._integral_limit, self.period)
         else:
             rows = self._rows
             rows[_R_KP], rows[_R_KD], rows[_R_KI] = self._kp, self._kd, self._ki
@@ -404,7 +421,7 @@ class Controller:
         self._z = np.zeros(n)
         self._buffer = self.output()        # for callers without out=
         self._rows, self._rotor, self._stribeck = finish_constants(
-            self._friction, self._gear, self._integral_limit)
+            self._friction, self._gear, self._integral_limit, self._joint_stiffness)
 
     def _update_arrays(self, q, qd, q_d, qd_d, qdd_d, out=None):
         x = self._x
@@ -449,12 +466,13 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
         Reference position [rad], velocity [rad/s], acceleration [rad/s^2].
     z1, z2 : float
         Error integral before the tick [rad·s].
-    k : sequence of 39 float
+    k : sequence of 41 float
         :attr:`Controller.law_constants`: computed torque, friction feed-forward and gear
         inversion (1.0 or 0.0); the nominal 2R's ``a, b, d12, d22, g1, g2``; its friction
         ``b, tau_c, eps, tau_s, v_s`` per joint; the gear inversion's ``wa, wb`` per joint,
         ``D^`` (``Jr1, Jc2, Jr2``) and ``1/eps`` per joint (:func:`gear_inversion_constants`);
-        ``kp, kd, ki, torque_limit, integral_limit`` per joint; the period [s].
+        ``kp, kd, ki, joint_stiffness, torque_limit, integral_limit`` per joint; the period
+        [s].
 
     Returns
     -------
@@ -465,8 +483,8 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
     """
     (q1, q2), (v1, v2), (r1, r2), (rv1, rv2), (ra1, ra2) = q, qd, q_d, qd_d, qdd_d
     (ct, fcomp, gear, ma, mb, md12, md22, mg1, mg2, b1, c1, ep1, st1, vs1, b2, c2, ep2, st2,
-     vs2, wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2, kp1, kp2, kd1, kd2, ki1, ki2, l1, l2,
-     zl1, zl2, period) = k
+     vs2, wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2, kp1, kp2, kd1, kd2, ki1, ki2, ks1, ks2,
+     l1, l2, zl1, zl2, period) = k
     e1 = q1 - r1
     e2 = q2 - r2
     if ct:
@@ -484,6 +502,10 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
         g12 = mg2 * math.cos(q1 + q2)
         t1 = mg1 * math.cos(q1) + g12 - kp1 * e1 - kd1 * v1 - ki1 * z1
         t2 = g12 - kp2 * e2 - kd2 * v2 - ki2 * z2
+    if ks1:
+        t1 -= ks1 * e1
+    if ks2:
+        t2 -= ks2 * e2
     if fcomp:
         if st1:
             c1 += st1 * math.exp(-(rv1 / vs1) ** 2)
@@ -519,8 +541,8 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
 
 # rows of Controller._rows: gains, limits, nominal friction and gear-inversion constants
 (_R_KP, _R_KD, _R_KI, _R_LIMIT, _R_ZLIM, _R_B, _R_TC, _R_EPS, _R_TS, _R_VS, _R_WA, _R_WB,
- _R_IEPS) = range(13)
-_ROWS = 13
+ _R_IEPS, _R_KS) = range(14)
+_ROWS = 14
 #: The row of the torque limit in :func:`finish_constants`' rows.
 LIMIT_ROW = _R_LIMIT
 
@@ -541,7 +563,7 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
     Finish the law after the rigid body, joint by joint on floats, into ``out`` / ``sat``.
 
     ``tau`` is ``M^ a + c^ + g^`` (computed torque) or ``g^`` (PD + gravity, whose PD terms
-    are added here); then the friction feed-forward, the gear inversion
+    are added here); then the joint stiffness, the friction feed-forward, the gear inversion
     (:func:`invert_gear`), the limit and the integral with anti-windup, as
     :func:`two_link_law` does for the 2R. Returns whether any joint's torque was limited.
     """
@@ -551,6 +573,8 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
         t = tau[k]
         if not ct:
             t = t - kp[k] * e[k] - kd[k] * x[1, k] - ki[k] * z[k]
+        if rows[_R_KS, k] != 0.0:
+            t = t - rows[_R_KS, k] * e[k]
         if fcomp:
             v = x[3, k]
             level = rows[_R_TC, k]
@@ -581,17 +605,21 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
 
 
 def finish_constants(friction: Sequence, gear: GearInversion | None,
-                     integral_limit: Sequence[float]) -> tuple:
+                     integral_limit: Sequence[float],
+                     joint_stiffness: Sequence[float] | None = None) -> tuple:
     """
     Return ``(rows, rotor, stribeck)``: the constants of the compiled finish of the law.
 
-    ``rows`` (13, n): gains, limits (the caller fills ``kp, kd, ki`` and the torque limit),
-    the nominal friction and the gear inversion's constants per joint; ``rotor`` (n, n): the
-    nominal rotor matrix ``D^``; ``stribeck``: whether any joint has a Stribeck term.
+    ``rows`` (14, n): gains, limits (the caller fills ``kp, kd, ki`` and the torque limit),
+    the joint stiffness (default 0), the nominal friction and the gear inversion's constants
+    per joint; ``rotor`` (n, n): the nominal rotor matrix ``D^``; ``stribeck``: whether any
+    joint has a Stribeck term.
     """
     n = len(friction)
     rows = np.zeros((_ROWS, n))
     rows[_R_ZLIM] = integral_limit
+    if joint_stiffness is not None:
+        rows[_R_KS] = joint_stiffness
     rows[_R_B] = [f.b for f in friction]
     rows[_R_TC] = [f.tau_c for f in friction]
     rows[_R_EPS] = [f.eps for f in friction]

@@ -47,6 +47,14 @@ apparent inertia of joint ``k`` with every other joint free, ``m_k = 1 / (M^-1)_
 smallest value over the poses. Then ``Kd^1/2 M^-1 Kd^1/2`` has unit-scaled diagonal and
 every mode's damping rate is at most ``n 2 zeta w`` (its trace), whatever the coupling; the
 diagonal ``M_kk`` bounds nothing (``M_kk / lambda_min(M)`` is about 150 on the Panda).
+
+Joints whose damping dominates
+------------------------------
+A joint whose own viscous damping ``b_k`` exceeds the law's damping gets little stiffness
+from gains sized on its inertia. :func:`damped_joint_stiffness` sizes a torque-unit
+stiffness ``K_k = b_k w`` for it (a first-order loop at ``w`` that leans on ``b_k``);
+:func:`joint_delay_margins` gives each joint's margin with the plant's damping in the loop
+(``delay_margin(..., damping=B)``: the plant feels ``-B v``).
 """
 
 from __future__ import annotations
@@ -59,25 +67,30 @@ from scipy.linalg import eigvals
 from scipy.linalg import expm
 
 __all__ = ['delay_margin', 'range_poses', 'hold_gain_matrices', 'hold_delay_margin',
-           'pd_gravity_gains', 'gravity_stiffness', 'MAX_MARGIN_TICKS']
+           'pd_gravity_gains', 'gravity_stiffness', 'MAX_MARGIN_TICKS', 'apparent_inertia',
+           'damped_joint_stiffness', 'joint_delay_margins', 'DAMPED_JOINT_OMEGA']
 
 #: Largest delay [ticks] :func:`delay_margin` looks at.
 MAX_MARGIN_TICKS = 400
 
 
-def _discrete(mass: np.ndarray, stiffness: np.ndarray, period: float):
-    """Exact zero-order-hold discretization ``(A, B)`` of ``e' = v, v' = M^-1 (u - G e)``."""
+def _discrete(mass: np.ndarray, stiffness: np.ndarray, period: float,
+              damping: np.ndarray | None = None):
+    """Exact zero-order-hold discretization ``(A, B)`` of ``e' = v, v' = M^-1 (u - G e - B v)``."""
     n = mass.shape[0]
     minv = np.linalg.inv(mass)
     c = np.zeros((3 * n, 3 * n))
     c[:n, n:2 * n] = np.eye(n)
     c[n:2 * n, :n] = -minv @ stiffness
+    if damping is not None:
+        c[n:2 * n, n:2 * n] = -minv @ damping
     c[n:2 * n, 2 * n:] = minv
     phi = expm(c * period)
     return phi[:2 * n, :2 * n], phi[:2 * n, 2 * n:]
 
 
-def spectral_radius(mass, kp, kd, period: float, ticks: int, stiffness=None) -> float:
+def spectral_radius(mass, kp, kd, period: float, ticks: int, stiffness=None,
+                    damping=None) -> float:
     """
     Spectral radius of the delayed loop of the module docstring, built in full.
 
@@ -89,7 +102,8 @@ def spectral_radius(mass, kp, kd, period: float, ticks: int, stiffness=None) -> 
     n = m.shape[0]
     kp, kd = _matrix('kp', kp, n), _matrix('kd', kd, n)
     g = np.zeros((n, n)) if stiffness is None else _matrix('stiffness', stiffness, n)
-    a, b = _discrete(m, g, period)
+    c = None if damping is None else _matrix('damping', damping, n)
+    a, b = _discrete(m, g, period, c)
     k = np.hstack((kp - g, kd))                 # the gravity feed-forward of the sampled pose
     if ticks == 0:
         return float(np.max(np.abs(eigvals(a - b @ k, check_finite=False))))
@@ -114,7 +128,7 @@ def _matrix(name: str, value, n: int) -> np.ndarray:
 
 
 def delay_margin(mass, kp, kd, period: float, max_ticks: int = MAX_MARGIN_TICKS,
-                 stiffness=None) -> int:
+                 stiffness=None, damping=None) -> int:
     """
     Largest loop delay [ticks] that keeps the linearized joint servo stable.
 
@@ -132,6 +146,9 @@ def delay_margin(mass, kp, kd, period: float, max_ticks: int = MAX_MARGIN_TICKS,
         Gravity stiffness ``G = dg/dq`` at the pose [N·m/rad] (:func:`gravity_stiffness`;
         default zero). The plant feels ``-G e`` now, the gravity compensation computed at
         the sampled pose adds ``+G e`` ``d`` ticks late.
+    damping : (n, n) or (n,) array_like, optional
+        The plant's own viscous joint damping ``B`` [N·m·s/rad] (default zero): it feels
+        ``-B v``, and no command compensates it.
 
     Returns
     -------
@@ -164,9 +181,10 @@ def delay_margin(mass, kp, kd, period: float, max_ticks: int = MAX_MARGIN_TICKS,
         raise ValueError(f'period: must be > 0 s (got {period})')
     kp, kd = _matrix('kp', kp, n), _matrix('kd', kd, n)
     g = np.zeros((n, n)) if stiffness is None else _matrix('stiffness', stiffness, n)
-    if spectral_radius(m, kp, kd, period, 0, g) >= 1.0:
+    c = None if damping is None else _matrix('damping', damping, n)
+    if spectral_radius(m, kp, kd, period, 0, g, c) >= 1.0:
         return -1
-    a, b = _discrete(m, g, period)
+    a, b = _discrete(m, g, period, c)
     k = np.hstack((kp - g, kd))
     # the loop gain L(z) = K (zI - A)^-1 B on the unit circle, z = exp(j theta)
     theta = np.geomspace(1e-5, math.pi, _GRID)
@@ -285,21 +303,106 @@ def hold_delay_margin(arm, kp: Sequence[float], kd: Sequence[float], period: flo
     return min(margins)
 
 
+def apparent_inertia(arm, poses=None) -> np.ndarray:
+    """
+    Return the inertia each joint shows with the others free, at its lightest [kg·m^2].
+
+    ``m_k = min 1 / (M^-1)_kk`` over the poses (default :func:`range_poses`), shape (n,).
+    """
+    poses = range_poses(arm) if poses is None else np.atleast_2d(poses)
+    return np.min([1.0 / np.diag(np.linalg.inv(arm.mass_matrix(q))) for q in poses], axis=0)
+
+
 def pd_gravity_gains(arm, omega_n: float = 20.0, zeta: float = 1.0,
                      poses=None) -> tuple[np.ndarray, np.ndarray]:
     """
     Per-joint PD + gravity gains of an arm: ``(Kp [N·m/rad], Kd [N·m·s/rad])``.
 
-    ``Kp_k = m_k omega_n^2``, ``Kd_k = 2 zeta omega_n m_k`` with ``m_k = min 1 / (M^-1)_kk``
-    over the poses (default :func:`range_poses`): the inertia joint ``k`` shows with the
-    other joints free, at its lightest (see the module docstring). ``omega_n`` [rad/s] and
+    ``Kp_k = m_k omega_n^2``, ``Kd_k = 2 zeta omega_n m_k`` with ``m_k`` of
+    :func:`apparent_inertia` over the poses: the inertia joint ``k`` shows with the other
+    joints free, at its lightest (see the module docstring). ``omega_n`` [rad/s] and
     ``zeta`` > 0.
     """
     if not (omega_n > 0.0 and math.isfinite(omega_n)):
         raise ValueError(f'omega_n: must be > 0 rad/s (got {omega_n})')
     if not (zeta > 0.0 and math.isfinite(zeta)):
         raise ValueError(f'zeta: must be > 0 (got {zeta})')
-    poses = range_poses(arm) if poses is None else np.atleast_2d(poses)
-    apparent = np.min([1.0 / np.diag(np.linalg.inv(arm.mass_matrix(q))) for q in poses],
-                      axis=0)
+    apparent = apparent_inertia(arm, poses)
     return apparent * omega_n * omega_n, apparent * 2.0 * zeta * omega_n
+
+
+#: Bandwidth [rad/s] of the position loop that :func:`damped_joint_stiffness` gives a joint
+#: whose own viscous damping dominates its inertia (``K_k / b_k``).
+DAMPED_JOINT_OMEGA = 150.0
+
+
+def _servo_gains(inertia: np.ndarray, kp, kd, law: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return the law's own feedback gains in torque units (``m_k kp_k, m_k kd_k`` or as is)."""
+    kp, kd = np.asarray(kp, dtype=float), np.asarray(kd, dtype=float)
+    if law == 'computed_torque':
+        return inertia * kp, inertia * kd
+    if law == 'pd_gravity':
+        return kp, kd
+    raise ValueError(f"law: must be 'computed_torque' or 'pd_gravity' (got {law!r})")
+
+
+def damped_joint_stiffness(arm, damping: Sequence[float], kd: Sequence[float],
+                           law: str = 'computed_torque', omega: float = DAMPED_JOINT_OMEGA,
+                           poses=None, armature: Sequence[float] | float = 0.0) -> np.ndarray:
+    """
+    Return an arm's ``joint_stiffness`` [N·m/rad]: ``b_k omega`` where damping dominates, else 0.
+
+    A joint whose viscous damping ``b_k`` exceeds the law's own damping (``m_k kd_k`` for
+    computed torque, ``kd_k`` for PD + gravity; ``m_k`` of :func:`apparent_inertia`) has
+    almost no position stiffness from the law: its error ``m e'' + (m kd + b) e' + m kp e``
+    has a slow pole at ``m kp / b``, and its dry friction leaves an error
+    ``tau_c / (m kp)``. A torque-unit stiffness ``K = b omega`` gives it a first-order
+    position loop at ``omega`` [rad/s] that leans on ``b`` for its damping
+    (:func:`joint_delay_margins` has the loop-delay margin). The law's own damping cannot be
+    raised instead: over one period such a joint is a velocity source (``m / b << T``), and a
+    velocity gain near ``b`` makes the sampled loop oscillate.
+
+    Parameters
+    ----------
+    arm : ArmModel
+        The controller's nominal model.
+    damping : sequence of n float
+        Nominal viscous damping per joint [N·m·s/rad].
+    kd : sequence of n float
+        The law's derivative gains (computed torque [1/s], PD + gravity [N·m·s/rad]).
+    law : {'computed_torque', 'pd_gravity'}
+        The law the gains are for.
+    omega : float
+        The damped joints' position bandwidth [rad/s], > 0.
+    poses : (p, n) array_like, optional
+        Where to look for the lightest inertia (default :func:`range_poses`).
+    armature : sequence of n float
+        Rotor inertia the controller's model adds to ``arm``'s diagonal [kg·m^2]: added to
+        ``m_k`` (a lower bound of the apparent inertia with the rotors).
+
+    """
+    if not (omega > 0.0 and math.isfinite(omega)):
+        raise ValueError(f'omega: must be > 0 rad/s (got {omega})')
+    b = np.asarray(damping, dtype=float)
+    inertia = apparent_inertia(arm, poses) + np.asarray(armature, dtype=float)
+    _, own = _servo_gains(inertia, np.zeros(arm.n), kd, law)
+    return np.where(b > own, b * omega, 0.0)
+
+
+def joint_delay_margins(arm, damping: Sequence[float], kp: Sequence[float],
+                        kd: Sequence[float], joint_stiffness: Sequence[float], period: float,
+                        law: str = 'computed_torque', poses=None) -> np.ndarray:
+    """
+    Loop-delay margin [ticks] of each joint's servo alone, with its own damping.
+
+    Joint ``k`` as ``m_k e'' + b_k e' = u`` (``m_k`` of :func:`apparent_inertia`, ``b_k``
+    the plant's damping: pass a fraction of the nominal one to see how much the margin
+    leans on it) under the law's feedback in torque units plus ``joint_stiffness``:
+    :func:`delay_margin` of that scalar loop, per joint, shape (n,).
+    """
+    inertia = apparent_inertia(arm, poses)
+    gp, gd = _servo_gains(inertia, kp, kd, law)
+    gp = gp + np.asarray(joint_stiffness, dtype=float)
+    b = np.asarray(damping, dtype=float)
+    return np.array([delay_margin([[inertia[k]]], [gp[k]], [gd[k]], period,
+                                  damping=[b[k]]) for k in range(arm.n)])

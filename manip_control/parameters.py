@@ -53,13 +53,13 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
 * ``sensors``: encoder_counts [0, 2^31 - 1]; position_noise_std [0, 1] rad;
   velocity_noise_std [0, 100] rad/s; velocity_cutoff_hz [0.01, 100000] Hz.
 * ``controller``: kp (0, 1e6] (1/s^2 or N m/rad); kd (0, 20000] (1/s or N m s/rad);
-  ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; torque_limit
-  [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10]; nominal.rotor_inertia [0, 10000]
-  kg m^2; nominal.gear_ratio [1, 1000]; nominal.eta, nominal.eta_back [0.05, 1] (and the
-  nominal arm and friction as above); adaptation.gamma [0, 1e6] 1/(N m rad),
-  bound_fraction (0, 10], sigma [0, 1e6] N m rad/s, dead_zone [0, 100] rad/s, max_rate
-  (0, 1000] 1/s, forgetting_time (0, 1e5] s, payload_mass [0, 1000] kg, payload_radius
-  (0, 10] m.
+  ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; joint_stiffness
+  [0, 1e6] N m/rad; torque_limit [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10];
+  nominal.rotor_inertia [0, 10000] kg m^2; nominal.gear_ratio [1, 1000]; nominal.eta,
+  nominal.eta_back [0.05, 1] (and the nominal arm and friction as above); adaptation.gamma
+  [0, 1e6] 1/(N m rad), bound_fraction (0, 10], sigma [0, 1e6] N m rad/s, dead_zone
+  [0, 100] rad/s, max_rate (0, 1000] 1/s, forgetting_time (0, 1e5] s, payload_mass
+  [0, 1000] kg, payload_radius (0, 10] m.
 * trajectory node: position limits [-100, 100] rad; velocity limits (0, 100] rad/s.
 
 Defaults
@@ -156,7 +156,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                 'velocity_cutoff_hz': (0.01, 1e5, 'Hz')},
     'controller': {'kp': (0.0, 1e6, ''), 'kd': (0.0, 2e4, ''), 'ki': (0.0, 1e7, ''),
                    'integral_limit': (0.0, 100.0, 'rad s'), 'torque_limit': (1e-3, 1e4, 'N m'),
-                   'wn': (0.0, 1000.0, 'rad/s'), 'zeta': (0.0, 10.0, '')},
+                   'joint_stiffness': (0.0, 1e6, 'N m/rad'), 'wn': (0.0, 1000.0, 'rad/s'),
+                   'zeta': (0.0, 10.0, '')},
     'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, ''),
                 'eta': (0.05, 1.0, ''), 'eta_back': (0.05, 1.0, '')},
     'adaptation': {'gamma': (0.0, 1e6, '1/(N m rad)'), 'bound_fraction': (0.0, 10.0, ''),
@@ -834,6 +835,11 @@ class ControllerParameters:
         Integral gain (optional, default 0 = off) [1/s^3 or N·m/(rad·s)].
     integral_limit : tuple of 2 float
         Anti-windup clamp on the integral of the error [rad·s] (optional, default 0.5).
+    joint_stiffness : tuple of 2 float
+        Torque-unit position stiffness added to either law, ``-K e`` [N·m/rad], for joints
+        whose own viscous damping dominates their inertia
+        (:func:`manip_control.hold_design.damped_joint_stiffness`; optional, default 0 on
+        every joint).
     torque_limit : tuple of 2 float
         Command saturation [N·m], > 0.
     friction_compensation : bool
@@ -849,6 +855,7 @@ class ControllerParameters:
     kd: tuple = (10.0, 8.0)
     ki: tuple = _opt((0.0, 0.0))
     integral_limit: tuple = _opt((0.5, 0.5))
+    joint_stiffness: tuple = _opt(())
     torque_limit: tuple = (89.0, 25.0)
     friction_compensation: bool = _opt(True)
     adaptation: AdaptationParameters = _opt(AdaptationParameters())
@@ -865,6 +872,10 @@ def _validate_controller(co: ControllerParameters, path: str) -> None:
     _vector(f'{path}.kd', co.kd, n, check=_positive)
     _vector(f'{path}.ki', co.ki, n, check=_nonnegative)
     _vector(f'{path}.integral_limit', co.integral_limit, n, check=_nonnegative)
+    if isinstance(co.joint_stiffness, tuple) and not co.joint_stiffness:
+        # not given: none on any joint, however many the nominal model has
+        object.__setattr__(co, 'joint_stiffness', (0.0,) * n)
+    _vector(f'{path}.joint_stiffness', co.joint_stiffness, n, check=_nonnegative)
     _vector(f'{path}.torque_limit', co.torque_limit, n, check=_positive)
     if not isinstance(co.friction_compensation, bool):
         raise ParameterError(f'{path}.friction_compensation: must be true or false')

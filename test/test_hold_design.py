@@ -27,11 +27,17 @@ from pathlib import Path
 
 from manip_control.arm_model import UrdfArm
 from manip_control.arm_scenario import control_defaults
+from manip_control.arm_scenario import reference_within_limits
+from manip_control.control import Controller
+from manip_control.control import controller_parameters
 from manip_control.control import pd_gravity
+from manip_control.hold_design import apparent_inertia
+from manip_control.hold_design import DAMPED_JOINT_OMEGA
 from manip_control.hold_design import delay_margin
 from manip_control.hold_design import gravity_stiffness
 from manip_control.hold_design import hold_delay_margin
 from manip_control.hold_design import hold_gain_matrices
+from manip_control.hold_design import joint_delay_margins
 from manip_control.hold_design import range_poses
 from manip_control.hold_design import spectral_radius
 from manip_control.mujoco_arm import MujocoArm
@@ -377,3 +383,154 @@ def test_pd_gravity_defaults_stable_with_2ms_delay(name):
                             stiffness=gravity_stiffness(arm, q)) >= 3
     assert regulate(name, kp, kd)
     assert not regulate(name, np.full(arm.n, 400.0), np.full(arm.n, 40.0))
+
+
+# --------------------------------------------------------------------------------------------
+# joints whose own damping dominates their inertia
+
+
+def urdf_damping(name):
+    """Return the viscous damping of a fixture's ``<dynamics>`` per joint [N·m·s/rad]."""
+    arm, _ = arm_of(name)
+    text = (URDF_DIR / name).read_text()
+    return np.array([f.b for f in control_defaults(arm, text)['nominal_friction']])
+
+
+def test_joint_stiffness_goes_where_the_damping_dominates():
+    """
+    ``b omega`` exactly where ``b_k > m_k kd_k``; none on arms without damping or with rotors.
+
+    The xArm 7 gives 10 / 10 / 5 / 5 / 5 / 2 / 2 N·m·s/rad on joints whose lightest
+    apparent inertias are 3e-3 to 0.19 kg·m^2 and 1.4e-4 on the wrist: each is above the
+    computed-torque damping ``m_k 40`` there. The Panda's 0.003 N·m·s/rad is below it on
+    every joint. With the sized drives' rotors in the nominal model (``Jm N^2``) their
+    inertia counts too.
+    """
+    arm, _ = arm_of('xarm7.urdf')
+    text = (URDF_DIR / 'xarm7.urdf').read_text()
+    b = urdf_damping('xarm7.urdf')
+    d = control_defaults(arm, text)
+    m = apparent_inertia(arm)
+    expect = np.where(b > m * np.array(d['kd']), b * DAMPED_JOINT_OMEGA, 0.0)
+    assert np.any(expect > 0.0)
+    assert np.array_equal(d['joint_stiffness'], expect)
+    pd = control_defaults(arm, text, law='pd_gravity')
+    assert np.array_equal(pd['joint_stiffness'],
+                          np.where(b > np.array(pd['kd']), b * DAMPED_JOINT_OMEGA, 0.0))
+    sized = control_defaults(arm, text, drives='sized')
+    assert np.array_equal(sized['joint_stiffness'], np.where(
+        b > (m + sized['rotor_inertia']) * np.array(d['kd']), b * DAMPED_JOINT_OMEGA, 0.0))
+    panda, _ = arm_of('panda.urdf')
+    assert not any(control_defaults(panda, (URDF_DIR / 'panda.urdf').read_text())
+                   ['joint_stiffness'])
+    assert not any(control_defaults(arm)['joint_stiffness'])        # no URDF, no damping
+
+
+@pytest.mark.parametrize('ticks', [0, 1, 2, 5])
+def test_damped_joint_margin_agrees_with_the_first_order_loop(ticks):
+    """
+    A joint with ``m / b << T`` is ``b e' = -u``: ``e+ = e - a e(k - d)``, ``a = K T / b``.
+
+    That loop is stable exactly for ``a < 2 sin(pi / (2 (2 d + 1)))`` (the roots of
+    ``z^(d+1) - z^d + a``); :func:`delay_margin` with the plant's damping finds the same
+    limit within a few percent of ``a`` for an inertia of 1e-8 kg·m^2 and ``b`` = 2.
+    """
+    b, m = 2.0, 1e-8
+    limit = 2.0 * math.sin(math.pi / (2.0 * (2 * ticks + 1)))
+    for a, stable in ((0.95 * limit, True), (1.05 * limit, False)):
+        k = a * b / T
+        margin = delay_margin([[m]], [k], [0.0], T, damping=[b])
+        assert (margin >= ticks) == stable, (ticks, a, margin)
+        radius = spectral_radius([[m]], [k], [0.0], T, ticks, damping=[b])
+        assert (radius < 1.0) == stable, (ticks, a, radius)
+
+
+def test_damped_joint_margins_of_the_defaults():
+    """
+    The defaults' joint loops keep 8 ticks of delay margin, 3 with half the damping.
+
+    :func:`joint_delay_margins` on the xArm 7 and the Unitree Z1 (the fixtures with
+    dominated joints): with the described damping at least 8 ticks, with half of it at least
+    3 (the default bandwidth leans on ``b``: with a quarter of it the wrist keeps 1 tick).
+    """
+    for name in ('xarm7.urdf', 'z1.urdf'):
+        arm, _ = arm_of(name)
+        text = (URDF_DIR / name).read_text()
+        d = control_defaults(arm, text)
+        b = urdf_damping(name)
+        assert any(d['joint_stiffness']), name
+        full = joint_delay_margins(arm, b, d['kp'], d['kd'], d['joint_stiffness'], T)
+        half = joint_delay_margins(arm, 0.5 * b, d['kp'], d['kd'], d['joint_stiffness'], T)
+        assert full.min() >= 8 and half.min() >= 3, (name, full, half)
+
+
+def damped_run(stiffness, *, damping_scale=1.0, delay=1, duration=12.0):
+    """
+    Run the xArm 7 on MuJoCo, with its URDF damping and dry friction, under the node's law.
+
+    ``Controller`` with the URDF defaults (computed torque, the nominal friction fed forward,
+    ``joint_stiffness`` as given), the sinusoid of the defaults, the command ``delay`` ticks
+    late. The plant's damping is the URDF's times ``damping_scale``. Returns the late RMS
+    error per joint from 6 s [rad] and the largest speed over the run [rad/s].
+    """
+    path = URDF_DIR / 'xarm7.urdf'
+    arm, _ = arm_of('xarm7.urdf')
+    text = path.read_text()
+    d = control_defaults(arm, text)
+    b = urdf_damping('xarm7.urdf')
+    sim = MujocoArm.from_urdf(path, arm.joint_names, urdf_dynamics=True, timestep=T)
+    if damping_scale != 1.0:
+        sim.model.dof_damping[:] = damping_scale * b
+    params = controller_parameters(arm, d['kp'], d['kd'], effort(arm),
+                                   friction=d['nominal_friction'], joint_stiffness=stiffness)
+    ctrl = Controller(params, T, arm)
+    out = ctrl.output()
+    ref = reference_within_limits(arm.limits)
+    q0, qd0, _ = ref.sample(0.0)
+    sim.set_state(q0, qd0)
+    queue = [arm.gravity(q0)] * delay
+    errors, speed = [], 0.0
+    for k in range(int(round(duration / T))):
+        q_d, qd_d, qdd_d = ref.sample(k * T)
+        q, qd = sim.q, sim.qd
+        ctrl.update(q, qd, q_d, qd_d, qdd_d, out)
+        queue.append(out.tau.copy())
+        sim.step(queue.pop(0), T)
+        errors.append(q - q_d)
+        speed = max(speed, float(np.abs(qd).max()))
+        if not speed < 1e3:
+            break
+    late = np.array(errors[int(6.0 / T):])
+    return np.sqrt(np.mean(late ** 2, axis=0)), speed
+
+
+def test_damped_wrist_tracks_with_its_joint_stiffness():
+    """
+    Against MuJoCo (an engine the package did not write), the xArm 7 tracks to 1e-3 rad.
+
+    The URDF's damping (2-10 N·m·s/rad) and dry friction (1 N·m) on every joint, 1 tick of
+    loop delay: with the defaults' joint stiffness every joint's late RMS error is at most
+    1e-3 rad; without it the wrist wanders (above 5e-3 rad: its stiffness from the law is
+    ``m kp`` = 0.06 N·m/rad against 1 N·m of dry friction).
+    """
+    arm, _ = arm_of('xarm7.urdf')
+    stiffness = control_defaults(arm, (URDF_DIR / 'xarm7.urdf').read_text())['joint_stiffness']
+    rms, _ = damped_run(stiffness)
+    assert np.all(rms <= 1e-3), rms
+    rms0, _ = damped_run(None)
+    assert rms0[-1] > 5e-3, rms0
+
+
+def test_damped_joints_stay_stable_with_half_the_damping_and_3ms_delay():
+    """
+    The joint stiffness leans on ``b``: with half of it and 3 ticks late the arm still tracks.
+
+    The plant's damping is half the URDF's (the nominal model keeps the URDF's, so its
+    feed-forward is twice too large) and every command 3 ms late: no joint exceeds its
+    velocity limit and the late RMS error stays below 1e-2 rad.
+    """
+    arm, _ = arm_of('xarm7.urdf')
+    stiffness = control_defaults(arm, (URDF_DIR / 'xarm7.urdf').read_text())['joint_stiffness']
+    rms, speed = damped_run(stiffness, damping_scale=0.5, delay=3)
+    assert speed < float(np.min(arm.limits.velocity)), speed
+    assert np.all(rms <= 1e-2), rms

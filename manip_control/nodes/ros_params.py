@@ -260,6 +260,10 @@ _CONTROLLER_DOC = {
            '0 = off; changeable at runtime', 'each >= 0', None, False),
     'integral_limit': ('anti-windup clamp of the error integral per joint [rad s]',
                        'each >= 0', None, True),
+    'joint_stiffness': ('position stiffness per joint in torque units [N m/rad], added to '
+                        'either law (-K e) for joints whose own viscous damping dominates '
+                        'their inertia (default for an arm from robot_description: b omega on '
+                        'those joints, docs/theory.md)', 'each >= 0', None, True),
     'torque_limit': ('command saturation per joint [N m]; changeable at runtime',
                      'each > 0', None, False),
     'friction_compensation': ('add the nominal friction to the command', '', None, True),
@@ -693,12 +697,13 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         ad = arm_defaults
         co = ControllerParameters(
             kp=(1.0,) * n, kd=(1.0,) * n, ki=(0.0,) * n, integral_limit=(0.5,) * n,
-            torque_limit=(1.0,) * n,
+            joint_stiffness=(0.0,) * n, torque_limit=(1.0,) * n,
             nominal=NominalModel(friction=tuple(ad['nominal_friction']),
                                  rotor_inertia=tuple(ad['rotor_inertia']),
                                  gear_ratio=tuple(ad['gear_ratio']), eta=tuple(ad['eta']),
                                  eta_back=tuple(ad['eta_back'])))
-        given = {k: [float(v) for v in arm_defaults[k]] for k in ('kp', 'kd', 'torque_limit')}
+        given = {k: [float(v) for v in arm_defaults[k]]
+                 for k in ('kp', 'kd', 'joint_stiffness', 'torque_limit')}
     specs = _node_common('joint names: order of the commands (Float64MultiArray data, '
                          'JointState names) and of every per-joint parameter')
     if arm_defaults is not None:
@@ -724,7 +729,7 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         'realtime.lock_memory', True,
         'realtime only: lock the process memory at configure (mlockall), so that no page '
         'fault delays a tick. Where the OS refuses it: one warning', ''))
-    for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'torque_limit',
+    for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'joint_stiffness', 'torque_limit',
                  'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]
         cons, rng = _bounded('controller', name, cons, rng)
