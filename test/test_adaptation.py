@@ -1104,3 +1104,30 @@ def test_mujoco_panda_learns_a_payload_without_refused_steps():
           f'with the plant model, no payload, 3-14 s: {rms(perfect, 3.0, 14.0)}')
     assert np.all(after < rms(fixed, 9.0, 14.0)), (after, rms(fixed, 9.0, 14.0))
     assert np.abs(err[7000:]).max() < 2e-2
+
+
+def test_the_adaptive_controller_adds_the_joint_stiffness():
+    """
+    ``joint_stiffness`` acts in the adaptive law as in computed torque: ``-K e`` per joint.
+
+    The default 2R with ideal drives (nothing inverted) and unsaturated ticks: the command
+    with ``K`` minus the one without it is ``-K (q - q_d)`` on every random tick, with the
+    estimate held (``adapt=False``) so that both laws stay at the nominal model.
+    """
+    from manip_control.adaptation import AdaptiveController
+    sc = load_scenario('default')
+    nm = dataclasses.replace(sc.controller.nominal, eta=(1.0, 1.0), eta_back=(1.0, 1.0))
+    co = dataclasses.replace(sc.controller, nominal=nm, torque_limit=(1e4, 1e4),
+                             adaptation=dataclasses.replace(sc.controller.adaptation,
+                                                            enabled=True))
+    stiffness = np.array([40.0, 15.0])
+    with_k = AdaptiveController(dataclasses.replace(co, joint_stiffness=tuple(stiffness)),
+                                sc.period)
+    without = AdaptiveController(co, sc.period)
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        q, qd, q_d, qd_d, qdd_d = (rng.uniform(-1.0, 1.0, 2) for _ in range(5))
+        a = with_k.update(q, qd, q_d, qd_d, qdd_d, adapt=False)
+        b = without.update(q, qd, q_d, qd_d, qdd_d, adapt=False)
+        np.testing.assert_allclose(np.subtract(a.tau, b.tau), -stiffness * (q - q_d),
+                                   rtol=1e-9, atol=1e-9)

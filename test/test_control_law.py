@@ -51,7 +51,8 @@ def reference_law(model, params: ControllerParameters, q, qd, q_d, qd_d, qdd_d, 
     One tick of the law on matrices; returns ``(tau, saturated, z_next)``.
 
     ``tau = M (qdd_d - Kd e_dot - Kp e - Ki z) + C qd + g`` (computed torque) or
-    ``g - Kp e - Kd qd - Ki z`` (PD + gravity), plus ``f(qd_d)``, through the inverted
+    ``g - Kp e - Kd qd - Ki z`` (PD + gravity), minus ``K e`` (the joint stiffness), plus
+    ``f(qd_d)``, through the inverted
     nominal gear, clamped to the limit; the integral advances unless saturated against
     the error, and is clamped.
     """
@@ -66,6 +67,7 @@ def reference_law(model, params: ControllerParameters, q, qd, q_d, qd_d, qdd_d, 
     else:
         a = np.zeros_like(q)
         tau = model.gravity(q) - kp * e - kd * qd - ki * z
+    tau = tau - np.array(params.joint_stiffness, float) * e
     if params.friction_compensation:
         for k, fr in enumerate(nm.friction):
             level = fr.tau_c + fr.tau_s * np.exp(-(qd_d[k] / fr.v_s) ** 2)
@@ -100,7 +102,8 @@ def two_link(law: str, **kw):
     base = {'law': law, 'nominal': nominal,
             'kp': (25.0, 16.0) if law == 'computed_torque' else (300.0, 100.0),
             'kd': (10.0, 8.0), 'ki': (40.0, 20.0), 'integral_limit': (0.02, 0.01),
-            'torque_limit': (60.0, 20.0), 'friction_compensation': True}
+            'joint_stiffness': (0.0, 30.0), 'torque_limit': (60.0, 20.0),
+            'friction_compensation': True}
     base.update(kw)
     params = ControllerParameters(**base)
     return params, TwoLinkArm.from_nominal(nominal)
@@ -119,6 +122,7 @@ def panda(law: str, **kw):
     base = {'law': law, 'nominal': nominal,
             'kp': (400.0,) * n if law == 'computed_torque' else (600.0,) * n,
             'kd': (40.0,) * n, 'ki': (100.0,) * n, 'integral_limit': (0.005,) * n,
+            'joint_stiffness': tuple(20.0 if k % 2 else 0.0 for k in range(n)),
             'torque_limit': tuple(0.5 * float(e) for e in arm.limits.effort),
             'friction_compensation': True}
     base.update(kw)
@@ -186,7 +190,8 @@ def test_update_equals_the_reference_law(arm, law, kind, use_out):
 
 
 @pytest.mark.parametrize('arm', sorted(ARMS))
-@pytest.mark.parametrize('variant', ['no_friction_compensation', 'no_integral', 'ideal_gear'])
+@pytest.mark.parametrize('variant', ['no_friction_compensation', 'no_integral', 'ideal_gear',
+                                     'no_joint_stiffness'])
 def test_update_equals_the_reference_law_without_the_options(arm, variant):
     """Each option off (the fast paths skip its arithmetic): still the reference law."""
     params, model = ARMS[arm]('computed_torque')
@@ -194,6 +199,7 @@ def test_update_equals_the_reference_law_without_the_options(arm, variant):
     nm = params.nominal
     change = {'no_friction_compensation': {'friction_compensation': False},
               'no_integral': {'ki': (0.0,) * n},
+              'no_joint_stiffness': {'joint_stiffness': (0.0,) * n},
               'ideal_gear': {'nominal': dataclasses.replace(nm, eta=(1.0,) * n,
                                                             eta_back=(1.0,) * n)}}[variant]
     params = dataclasses.replace(params, **change)
