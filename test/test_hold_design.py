@@ -464,11 +464,12 @@ def test_damped_joint_margins_of_the_defaults():
         assert full.min() >= 8 and half.min() >= 3, (name, full, half)
 
 
-def damped_run(stiffness, *, damping_scale=1.0, delay=1, duration=12.0):
+def damped_run(stiffness, *, damping_scale=1.0, delay=1, duration=12.0,
+               law='computed_torque'):
     """
     Run the xArm 7 on MuJoCo, with its URDF damping and dry friction, under the node's law.
 
-    ``Controller`` with the URDF defaults (computed torque, the nominal friction fed forward,
+    ``Controller`` with the URDF defaults of ``law`` (the nominal friction fed forward,
     ``joint_stiffness`` as given), the sinusoid of the defaults, the command ``delay`` ticks
     late. The plant's damping is the URDF's times ``damping_scale``. Returns the late RMS
     error per joint from 6 s [rad] and the largest speed over the run [rad/s].
@@ -476,13 +477,14 @@ def damped_run(stiffness, *, damping_scale=1.0, delay=1, duration=12.0):
     path = URDF_DIR / 'xarm7.urdf'
     arm, _ = arm_of('xarm7.urdf')
     text = path.read_text()
-    d = control_defaults(arm, text)
+    d = control_defaults(arm, text, law=law)
     b = urdf_damping('xarm7.urdf')
     sim = MujocoArm.from_urdf(path, arm.joint_names, urdf_dynamics=True, timestep=T)
     if damping_scale != 1.0:
         sim.model.dof_damping[:] = damping_scale * b
     params = controller_parameters(arm, d['kp'], d['kd'], effort(arm),
-                                   friction=d['nominal_friction'], joint_stiffness=stiffness)
+                                   friction=d['nominal_friction'], law=law,
+                                   joint_stiffness=stiffness)
     ctrl = Controller(params, T, arm)
     out = ctrl.output()
     ref = reference_within_limits(arm.limits)
@@ -534,3 +536,20 @@ def test_damped_joints_stay_stable_with_half_the_damping_and_3ms_delay():
     rms, speed = damped_run(stiffness, damping_scale=0.5, delay=3)
     assert speed < float(np.min(arm.limits.velocity)), speed
     assert np.all(rms <= 1e-2), rms
+
+
+def test_pd_gravity_defaults_on_the_damped_arm_with_2ms_delay():
+    """
+    ``law: pd_gravity`` with its URDF defaults on the damped xArm 7, 2 ms late, tracks.
+
+    The same MuJoCo arm (URDF damping and dry friction): every joint within 2e-3 rad RMS
+    and below its velocity limit with the defaults' joint stiffness; without it the
+    inertia-sized gains leave at least one joint beyond 1e-2 rad.
+    """
+    arm, _ = arm_of('xarm7.urdf')
+    text = (URDF_DIR / 'xarm7.urdf').read_text()
+    stiffness = control_defaults(arm, text, law='pd_gravity')['joint_stiffness']
+    rms, speed = damped_run(stiffness, delay=2, law='pd_gravity')
+    assert np.all(rms <= 2e-3) and speed < float(np.min(arm.limits.velocity)), (rms, speed)
+    rms0, _ = damped_run(None, delay=2, law='pd_gravity')
+    assert rms0.max() > 1e-2, rms0
