@@ -125,11 +125,15 @@ def _scheduling(pid: int) -> dict:
     return out
 
 
-#: Largest gap allowed around the 100 000-prefix / 50 000-entry storms [s]: rclpy turns the
-#: request into Python objects in C code that holds the interpreter lock before any callback
-#: can refuse it, so the gap scales with the host's speed (measured here under two busy loops:
-#: 15-35 ms on the fast host, 24-57 ms and once 102 ms on the slow one; 5.6 s / 10.2 s before
-#: the control thread and the early refusal). The goal, 5 ms, is not met.
+#: Largest gap allowed around the 100 000-prefix / 50 000-entry storms [s]: rclpy takes the
+#: request (its DDS deserialization into the C message) and turns it into Python objects
+#: holding the interpreter lock, before any callback can refuse it, so the gap scales with the
+#: host's speed (measured here under two busy loops: 14-35 ms on the fast host, 24-57 ms and
+#: once 102 ms on the slow one; 5.6 s / 10.2 s before the control thread and the early
+#: refusal). The take alone exceeds 5 ms: a refusal read from the C message, before the
+#: conversion, left a thread waiting for the lock stalled 7.5-10.8 ms (100 000 prefixes) and
+#: 16 ms (50 000 entries) on the quiet host, against 7.1-9.3 and 34-40 ms. The goal, 5 ms, is
+#: not met.
 MAX_HUGE_STORM_GAP = 0.2
 
 

@@ -383,3 +383,32 @@ def test_a_stop_that_hangs_ends_with_every_stack_on_stderr(procs, where):
     assert code == 1 and 'closing' in out, (code, out, err)
     assert 2.0 <= took < 10.0, took
     assert 'Timeout (0:00:02)!' in err and 'in close' in err, err
+
+
+@pytest.mark.parametrize('sig', SIGNALS)
+def test_stop_signals_repeated_until_the_exit_are_ignored(procs, sig):
+    """
+    A node stopped by a signal exits 0 however many more follow, up to its last instruction.
+
+    ``ros2 launch`` sends SIGINT to its nodes after a terminal's Ctrl-C reached them too;
+    one that arrived while the interpreter was exiting found Python's default action back
+    and ended the trajectory node with -2 ("process has died", seen in a launch test). Here
+    the signal is sent every 2 ms from the first one until the process is gone.
+    """
+    params = str(ROOT / 'config' / 'sim_params.yaml')
+    p = procs.node('trajectory', 'trajectory_node', '--params-file', params, '-p',
+                   'use_sim_time:=true')
+    time.sleep(4.0)                     # started and spinning
+    assert p.poll() is None, procs.output(p)
+    deadline = time.monotonic() + 30.0
+    sent = 0
+    while p.poll() is None and time.monotonic() < deadline:
+        try:
+            os.kill(p.pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            break
+        time.sleep(0.002)
+    code = procs.wait(p, 30)
+    assert code == 0, (code, sent, procs.output(p))
+    assert_clean_output(procs, p)

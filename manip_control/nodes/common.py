@@ -1019,6 +1019,12 @@ def run_node(factory, args=None) -> int:
             disarm_exit_deadline()
             if not started:             # what is left goes in the interpreter's exit
                 bound_interpreter_exit(code)
+            if _STOP['requested']:
+                # asked to stop, and stopped: a later signal (launch sends SIGINT again after
+                # a terminal's Ctrl-C) must not end the process in the interpreter's exit,
+                # where Python has put the default action back (exit code -2, "died")
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return code
 
 
