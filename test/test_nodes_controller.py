@@ -437,3 +437,40 @@ def test_joint_without_effort_limit_needs_a_torque_limit(ros_context):
     assert list(node.get_parameter('torque_limit').value) == [15.0]
     # a continuous joint: the safety envelope is +-2 pi
     assert list(node.get_parameter('safety.position_upper').value) == [2.0 * math.pi]
+
+
+def test_a_lost_reference_is_stopped_from_its_velocity(ros_context, executor, probe, spin):
+    """
+    The law gets the watchdog's whole stop: its position, velocity and acceleration.
+
+    A reference moving at 1 rad/s on joint 1 stops arriving; the state keeps coming. After
+    ``reference_timeout`` (50 ms) the commands' reference decelerates from 1 rad/s at the
+    reference acceleration limit (5 rad/s^2 on joint 1: 0.2 s to rest) and stops 0.1 rad on,
+    continuous in velocity. The node had passed the stop's position on with zero velocity,
+    a step of the velocity error by the reference's speed that lost a loaded Panda.
+    """
+    rig = Rig(ros_context, executor, probe, spin, **{'safety.reference_timeout': 0.05})
+    names = ['joint1', 'joint2']
+    stamp, q = 1_000_000, 0.0
+    for _ in range(5):                  # a moving reference, tracked exactly
+        last = rig.tick(stamp, names, [q, 0.0], [1.0, 0.0], names, [q, 0.0], [1.0, 0.0],
+                        [0.0, 0.0])
+        stamp += 1_000_000
+        q += 0.001
+    assert last.velocity[0] == pytest.approx(1.0)
+    q_last = last.position[0]
+    time.sleep(0.07)                    # past the timeout, well before the stop's end
+
+    def state_only(stamp):
+        m = probe.msgs['/joint_commands']
+        n = len(m)
+        rig.state_pub.publish(_state(stamp, names, [q, 0.0], [1.0, 0.0]))
+        assert spin(executor, 5.0, lambda: len(m) > n), 'no command for a state alone'
+        return m[-1]
+    held = state_only(stamp)
+    assert 0.0 < held.velocity[0] < 1.0, list(held.velocity)
+    assert held.position[0] > q_last
+    time.sleep(0.3)                     # past the stop's end
+    rest = state_only(stamp + 1_000_000)
+    assert rest.velocity[0] == 0.0
+    assert rest.position[0] == pytest.approx(q_last + 1.0 / (2.0 * 5.0), abs=1e-9)

@@ -1363,8 +1363,9 @@ class ControllerNode(LifecycleNode):
         """
         One control step with the stored state and reference: compute, publish.
 
-        The reference is replaced by the held one (last position, zero velocity) once it is
-        older than ``safety.reference_timeout`` and kept inside the safety envelope; in safe
+        The reference is replaced by the watchdog's stop (from the last sample's position and
+        velocity to rest at the reference acceleration limit) once it is older than
+        ``safety.reference_timeout``, and kept inside the safety envelope; in safe
         mode the safe command replaces the feedback law. Nothing is published while the
         states are stale or before the first state (the safety layer commands then). While
         the restart window is open the readers of the commands are looked at first
@@ -1397,7 +1398,9 @@ class ControllerNode(LifecycleNode):
         else:
             held = safety.held_reference()
             if held is not None:
-                ref = ReferenceSample(ref.stamp_ns, list(held.q), self._zero, self._zero)
+                # the watchdog's stop, whole: a zero velocity here would step the velocity
+                # error by the reference's speed at the timeout
+                ref = ReferenceSample(ref.stamp_ns, list(held.q), list(held.qd), list(held.qdd))
         q_d, qd_d, qdd_d = safety.shape_reference(t, ref.q_d, ref.qd_d, ref.qdd_d, st.q)
         if q_d is not ref.q_d or qd_d is not ref.qd_d or qdd_d is not ref.qdd_d:
             ref = ReferenceSample(ref.stamp_ns, list(q_d), list(qd_d), list(qdd_d))

@@ -650,9 +650,10 @@ class ControllerSafety:
         """
         Return the held reference, or None.
 
-        The held reference (last position, zero velocity and acceleration) when no
-        reference arrived for ``reference_timeout``; None while references are fresh or
-        before the first one. Logs the hold and the resume once.
+        The stopping reference of :class:`~manip_control.safety.ReferenceWatchdog` (from the
+        last sample's position and velocity to rest at ``reference_acceleration_limit``)
+        when no reference arrived for ``reference_timeout``; None while references are fresh
+        or before the first one. Logs the hold and the resume once.
         """
         ref, note = self.references.get(self.now(), self.cmd.reference_acceleration_limit)
         if note:
