@@ -195,7 +195,8 @@ NOMINAL_DRIVES = ('ideal', 'sized')
 
 def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
                      omega_n: float = 20.0, zeta: float = 1.0,
-                     law: str = 'computed_torque') -> dict:
+                     law: str = 'computed_torque', period: float = 1e-3,
+                     damping: Sequence[float] | None = None) -> dict:
     """
     Per-joint controller and safety defaults for an arm known only from its description.
 
@@ -205,8 +206,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
       ``2 zeta w m_k`` [N·m/rad, N·m·s/rad] on the lightest apparent inertia ``m_k`` of joint
       ``k`` over its range: stable with loop delays of several periods on a coupled arm);
     * ``joint_stiffness``: :func:`manip_control.hold_design.damped_joint_stiffness` of the
-      nominal friction's viscous damping, on the joints where it dominates the law's own
-      damping (0 elsewhere, and on every joint without ``urdf``);
+      nominal viscous damping (``damping`` [N·m·s/rad] when given, else the URDF's) at the
+      control ``period`` [s], on the joints where it dominates the law's own damping (0
+      elsewhere, and on every joint without ``urdf`` or ``damping``);
     * ``torque_limit``: the effort limits (``nan`` where the description gives none, so
       that a start without an explicit ``torque_limit`` is refused);
     * safety envelope: the position limits (``+-UNLIMITED_ENVELOPE`` for a joint without
@@ -249,8 +251,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
         motors = motors_sized_for(lim.effort, names=arm.joint_names)
         rotor = [m.Jm * m.N * m.N for m in motors]
         ratio, eta = [m.N for m in motors], [m.eta for m in motors]
-    stiffness = damped_joint_stiffness(arm, [f.b for f in friction], kd, law,
-                                       armature=rotor)
+    if damping is None:
+        damping = [f.b for f in friction]
+    stiffness = damped_joint_stiffness(arm, damping, kd, law, armature=rotor, period=period)
     lower = np.where(np.isfinite(lim.lower), lim.lower, -UNLIMITED_ENVELOPE)
     upper = np.where(np.isfinite(lim.upper), lim.upper, UNLIMITED_ENVELOPE)
     effort = np.where(np.isfinite(lim.effort), lim.effort, np.nan)
@@ -388,7 +391,7 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     compensate : bool
         Invert the nominal drives' gear loss, feed the nominal friction forward (the
         controller's drive inversion, :mod:`manip_control.control`; the nominal drives are the
-        plant's) and give the joints that their damping dominates their stiffness
+        plant's) and give a stiffness to the joints whose damping dominates their inertia
         (:func:`manip_control.hold_design.damped_joint_stiffness`); False: the rigid-body law
         alone.
     nominal_urdf : str, optional
@@ -445,7 +448,8 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = (excitation_reference(arm).trajectory if excitation
                   else reference_within_limits(arm.limits))
-    stiffness = (damped_joint_stiffness(nominal, [f.b for f in nominal_friction], kd)
+    stiffness = (damped_joint_stiffness(nominal, [f.b for f in nominal_friction], kd,
+                                        period=1.0 / control_rate)
                  if compensate else None)
     params = controller_parameters(nominal, kp, kd, plant.torque_limit,
                                    friction=nominal_friction if compensate else None,

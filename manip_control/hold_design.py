@@ -68,7 +68,8 @@ from scipy.linalg import expm
 
 __all__ = ['delay_margin', 'range_poses', 'hold_gain_matrices', 'hold_delay_margin',
            'pd_gravity_gains', 'gravity_stiffness', 'MAX_MARGIN_TICKS', 'apparent_inertia',
-           'damped_joint_stiffness', 'joint_delay_margins', 'DAMPED_JOINT_OMEGA']
+           'damped_joint_stiffness', 'joint_delay_margins', 'DAMPED_JOINT_OMEGA',
+           'DAMPED_JOINT_STEP']
 
 #: Largest delay [ticks] :func:`delay_margin` looks at.
 MAX_MARGIN_TICKS = 400
@@ -332,8 +333,11 @@ def pd_gravity_gains(arm, omega_n: float = 20.0, zeta: float = 1.0,
 
 
 #: Bandwidth [rad/s] of the position loop that :func:`damped_joint_stiffness` gives a joint
-#: whose own viscous damping dominates its inertia (``K_k / b_k``).
+#: whose own viscous damping dominates its inertia (``K_k / b_k``), at most.
 DAMPED_JOINT_OMEGA = 150.0
+#: ... and at most this per control period (``K T / b``): 150 rad/s at 1 kHz, 15 rad/s at
+#: 100 Hz, so that the sampled loop keeps its margin in ticks at any rate.
+DAMPED_JOINT_STEP = 0.15
 
 
 def _servo_gains(inertia: np.ndarray, kp, kd, law: str) -> tuple[np.ndarray, np.ndarray]:
@@ -348,16 +352,18 @@ def _servo_gains(inertia: np.ndarray, kp, kd, law: str) -> tuple[np.ndarray, np.
 
 def damped_joint_stiffness(arm, damping: Sequence[float], kd: Sequence[float],
                            law: str = 'computed_torque', omega: float = DAMPED_JOINT_OMEGA,
-                           poses=None, armature: Sequence[float] | float = 0.0) -> np.ndarray:
+                           poses=None, armature: Sequence[float] | float = 0.0,
+                           period: float = 1e-3) -> np.ndarray:
     """
-    Return an arm's ``joint_stiffness`` [N·m/rad]: ``b_k omega`` where damping dominates, else 0.
+    Return an arm's ``joint_stiffness`` [N·m/rad]: ``b_k w`` where damping dominates, else 0.
 
     A joint whose viscous damping ``b_k`` exceeds the law's own damping (``m_k kd_k`` for
     computed torque, ``kd_k`` for PD + gravity; ``m_k`` of :func:`apparent_inertia`) has
     almost no position stiffness from the law: its error ``m e'' + (m kd + b) e' + m kp e``
     has a slow pole at ``m kp / b``, and its dry friction leaves an error
-    ``tau_c / (m kp)``. A torque-unit stiffness ``K = b omega`` gives it a first-order
-    position loop at ``omega`` [rad/s] that leans on ``b`` for its damping
+    ``tau_c / (m kp)``. A torque-unit stiffness ``K = b w`` gives it a first-order position
+    loop at ``w = min(omega, DAMPED_JOINT_STEP / period)`` [rad/s] that leans on ``b`` for
+    its damping
     (:func:`joint_delay_margins` has the loop-delay margin). The law's own damping cannot be
     raised instead: over one period such a joint is a velocity source (``m / b << T``), and a
     velocity gain near ``b`` makes the sampled loop oscillate.
@@ -379,14 +385,19 @@ def damped_joint_stiffness(arm, damping: Sequence[float], kd: Sequence[float],
     armature : sequence of n float
         Rotor inertia the controller's model adds to ``arm``'s diagonal [kg·m^2]: added to
         ``m_k`` (a lower bound of the apparent inertia with the rotors).
+    period : float
+        Control period [s], > 0.
 
     """
     if not (omega > 0.0 and math.isfinite(omega)):
         raise ValueError(f'omega: must be > 0 rad/s (got {omega})')
+    if not (period > 0.0 and math.isfinite(period)):
+        raise ValueError(f'period: must be > 0 s (got {period})')
+    w = min(omega, DAMPED_JOINT_STEP / period)
     b = np.asarray(damping, dtype=float)
     inertia = apparent_inertia(arm, poses) + np.asarray(armature, dtype=float)
     _, own = _servo_gains(inertia, np.zeros(arm.n), kd, law)
-    return np.where(b > own, b * omega, 0.0)
+    return np.where(b > own, b * w, 0.0)
 
 
 def joint_delay_margins(arm, damping: Sequence[float], kp: Sequence[float],

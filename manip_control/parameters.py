@@ -1132,6 +1132,10 @@ def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParam
         check_plausible(f'{path}.wn', wn, 'controller', 'wn')
         check_plausible(f'{path}.zeta', zeta, 'controller', 'zeta')
         data['kp'], data['kd'] = gains_from_frequency(wn, zeta)
+    if isinstance(data, Mapping) and isinstance(data.get('joint_stiffness'), (list, tuple)) \
+            and not data['joint_stiffness']:
+        raise ParameterError(f'{path}.joint_stiffness: an empty list (give one value per '
+                             'joint, 0 for none, or leave it out)')
     co = _build(ControllerParameters, data, path, {'nominal': nominal_from_dict,
                                                    'adaptation': adaptation_from_dict})
     _validate_controller(co, path)

@@ -388,6 +388,8 @@ def bound_assumptions(scenario: Scenario) -> tuple:
         out.append('sensor quantization, noise or filtering')
     if any(k != 0.0 for k in ctrl.ki):
         out.append('integral action')
+    if any(k != 0.0 for k in ctrl.joint_stiffness):
+        out.append('joint stiffness')
     if plant.friction_model != 'smooth':
         out.append(f'{plant.friction_model} friction')
     return tuple(out)

@@ -243,6 +243,19 @@ def test_runtime_changes_reach_the_tick(arm, change):
         assert np.all(np.abs(buf.tau) <= np.array(changed.torque_limit))
 
 
+def test_the_2r_constants_end_in_the_layout_the_kernel_reads():
+    """The kernel reads the torque limits and the period from the end of ``law_constants``."""
+    from manip_control.kernel import C_PERIOD
+    from manip_control.kernel import C_SIZE
+    from manip_control.kernel import C_TL1
+    from manip_control.kernel import C_TL2
+    params, model = two_link('computed_torque')
+    k = Controller(params, PERIOD, model).law_constants
+    assert len(k) == C_SIZE
+    assert (k[C_TL1], k[C_TL2], k[C_PERIOD]) == (*params.torque_limit, PERIOD)
+    assert tuple(k[C_TL1 - 2:C_TL1]) == params.joint_stiffness
+
+
 def test_output_buffer_is_sized_by_the_model():
     """``output()`` gives float64 torques and bool flags, one per joint of the model."""
     for make in ARMS.values():

@@ -474,3 +474,26 @@ def test_a_lost_reference_is_stopped_from_its_velocity(ros_context, executor, pr
     rest = state_only(stamp + 1_000_000)
     assert rest.velocity[0] == 0.0
     assert rest.position[0] == pytest.approx(q_last + 1.0 / (2.0 * 5.0), abs=1e-9)
+
+
+def test_joint_stiffness_default_follows_the_start_values(ros_context):
+    """
+    The xArm 7's ``joint_stiffness`` default: ``b w`` at the node's rate and nominal damping.
+
+    At 1 kHz with the URDF's damping: 150 rad/s times it (every joint of this arm); at 100 Hz
+    a tenth (the sampled loop keeps its margin in ticks); with a ``nominal.friction.b`` start
+    value, that damping, and 0 on a joint given none.
+    """
+    xarm = PANDA.parent / 'xarm7.urdf'
+    text = xarm.read_text()
+    b = [10.0, 10.0, 5.0, 5.0, 5.0, 2.0, 2.0]
+
+    def stiffness(**values):
+        node = make_node(ControllerNode, ros_context, controller_specs(),
+                         {'robot_description': text, 'autostart': False, **values})
+        return list(node.get_parameter('joint_stiffness').value)
+    assert stiffness() == pytest.approx([150.0 * v for v in b])
+    assert stiffness(control_rate=100.0) == pytest.approx([15.0 * v for v in b])
+    lower = [8.0] + b[1:6] + [0.0]
+    assert stiffness(**{'nominal.friction.b': lower}) == pytest.approx(
+        [150.0 * v for v in lower])

@@ -398,8 +398,11 @@ def test_stop_signals_repeated_until_the_exit_are_ignored(procs, sig):
     params = str(ROOT / 'config' / 'sim_params.yaml')
     p = procs.node('trajectory', 'trajectory_node', '--params-file', params, '-p',
                    'use_sim_time:=true')
-    time.sleep(4.0)                     # started and spinning
-    assert p.poll() is None, procs.output(p)
+    deadline = time.monotonic() + 60.0
+    while 'sinusoid reference at' not in procs.output(p)[1]:      # built, about to spin
+        assert p.poll() is None and time.monotonic() < deadline, procs.output(p)
+        time.sleep(0.1)
+    time.sleep(0.5)
     deadline = time.monotonic() + 30.0
     sent = 0
     while p.poll() is None and time.monotonic() < deadline:

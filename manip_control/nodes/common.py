@@ -1022,9 +1022,11 @@ def run_node(factory, args=None) -> int:
             if _STOP['requested']:
                 # asked to stop, and stopped: a later signal (launch sends SIGINT again after
                 # a terminal's Ctrl-C) must not end the process in the interpreter's exit,
-                # where Python has put the default action back (exit code -2, "died")
+                # where Python has put the default action back (exit code -2, "died"); the
+                # exit is bounded instead, as after a start error
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                bound_interpreter_exit(code)
     return code
 
 

@@ -62,7 +62,7 @@ velocity envelope and the reference watchdog drive the safe mode (with a resume 
 and a hold timeout), published on ``/controller/diagnostics`` and ``/diagnostics``.
 Lockstep: a state the controller has not answered does not age; when the reference of a
 pending state is later than ``safety.reference_timeout``, the tick runs with the held
-reference (last position, zero velocity), so a dead trajectory node does not stall the loop.
+reference (the last one brought to rest), so a dead trajectory node does not stall the loop.
 
 Structure (for the safety layer): :meth:`ControllerNode.on_joint_state` /
 :meth:`on_reference` convert messages and store them, :meth:`tick` runs one control step
@@ -478,6 +478,15 @@ class ControllerNode(LifecycleNode):
             f'{cfg.controller.law} at {cfg.control_rate:g} Hz, {cfg.mode}'
             + ('' if self.lockstep else f' (trigger: {cfg.trigger})')
             + f'; safe mode {sp.safe_mode}, state timeout {sp.state_timeout * 1e3:g} ms')
+        co = cfg.controller
+        stiff = [(name, k, f.b) for name, k, f in zip(self.joints, co.joint_stiffness,
+                                                      co.nominal.friction) if k]
+        if stiff:
+            # it leans on the joints' own damping: say which, once
+            self.get_logger().info(
+                'joint_stiffness ' + ', '.join(f'{name} {k:g} N m/rad (b {b:g})'
+                                               for name, k, b in stiff)
+                + ': stable only with about the damping b of the nominal model (docs/theory.md)')
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state) -> TransitionCallbackReturn:

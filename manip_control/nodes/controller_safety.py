@@ -1121,7 +1121,7 @@ class ControllerSafety:
             return 1, 'no_reference', ('no reference received since the activation: holding '
                                        'the measured position')
         if self.references.holding:
-            return 1, 'reference_held', 'reference lost: holding its last position'
+            return 1, 'reference_held', 'reference lost: brought to rest and held'
         return 0, 'none', ''
 
     def diagnostics_values(self) -> dict[str, str]:

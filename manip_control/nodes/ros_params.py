@@ -561,8 +561,9 @@ def arm_control_defaults(node, arm, urdf: str) -> dict:
     """
     Return :func:`manip_control.arm_scenario.control_defaults` for a node's URDF arm.
 
-    With the ``nominal.drives`` start value of the node (``ideal`` when not given) and its
-    ``law`` (read-only; the gains' units and sizes depend on it).
+    With the node's start values of ``nominal.drives`` (``ideal`` when not given), ``law``
+    (read-only; the gains' units and sizes depend on it), and, for the ``joint_stiffness``
+    default, ``control_rate`` and ``nominal.friction.b`` (the damping it leans on).
     """
     from manip_control.arm_scenario import control_defaults
     overrides = getattr(node, '_parameter_overrides', None) or {}
@@ -572,8 +573,20 @@ def arm_control_defaults(node, arm, urdf: str) -> dict:
     law = given.value if given is not None else 'computed_torque'
     if law not in ('computed_torque', 'pd_gravity'):
         law = 'computed_torque'         # refused with its name by the law's validation
+    # a bad value is refused with its name by the parameters' own validation
+    given = overrides.get('control_rate')
+    rate = given.value if given is not None else None
+    period = (1.0 / float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool)
+              and math.isfinite(rate) and rate > 0.0 else 1e-3)
+    given = overrides.get('nominal.friction.b')
+    damping = list(given.value) if given is not None and isinstance(
+        given.value, (list, tuple)) and len(given.value) == arm.n else None
+    if damping is not None and not all(isinstance(v, (int, float)) and math.isfinite(v)
+                                       for v in damping):
+        damping = None
     try:
-        return {**control_defaults(arm, urdf, drives, law=law), 'drives': drives}
+        return {**control_defaults(arm, urdf, drives, law=law, period=period,
+                                   damping=damping), 'drives': drives}
     except ArmModelError as exc:
         raise ParameterError(f'parameter {exc} (node {node.get_name()})') from None
 
@@ -1351,8 +1364,9 @@ _SAFETY_DOC = {
                   'measured position; pure gravity hold while states are stale) or zero '
                   '(zero torque)', 'hold or zero'),
     'state_timeout': ('joint-state watchdog [s]: older states mean safe mode', '> 0'),
-    'reference_timeout': ('reference watchdog [s]: older references mean holding the last '
-                          'reference position with zero velocity', '> 0'),
+    'reference_timeout': ('reference watchdog [s]: an older reference is brought to rest '
+                          'from its last position and velocity at '
+                          'reference_acceleration_limit, then held', '> 0'),
     'position_lower': ('lower position limit per joint [rad]; below it means safe mode',
                        'finite, upper - lower > 4 position_margin'),
     'position_upper': ('upper position limit per joint [rad]; above it means safe mode',
