@@ -34,7 +34,8 @@ precomputed random samples, so every sign branch runs):
   preallocated output;
 * ``7-joint Panda``: ``../shared/fixtures/urdf/panda.urdf`` (fingers locked) as the nominal
   model (armature 0.04 kg m^2), computed torque; ``full`` = friction feed-forward, gear
-  inversion (eta 0.9) and an integral; ``plain`` = none of them (RNEA, gains and clamp only).
+  inversion (eta 0.9) and an integral; ``plain`` = none of them (RNEA, gains and clamp only);
+  ``full + stiffness``: ``full`` with a clamped ``joint_stiffness`` on every joint.
   Inputs as lists (the node) and as float64 arrays.
 
 The speed of this host varies by 2x; the bench prints the CPU time of a pure-Python loop of
@@ -94,8 +95,12 @@ def reference_loop() -> float:
     return time.process_time() - c0
 
 
-def panda_controller(urdf: Path, full: bool) -> Controller:
-    """Return computed torque on the 7-joint Panda; ``full``: friction, gear, integral."""
+def panda_controller(urdf: Path, full: bool, stiff: bool = False) -> Controller:
+    """
+    Return computed torque on the 7-joint Panda; ``full``: friction, gear, integral.
+
+    ``stiff``: a clamped joint stiffness on every joint too (300 N·m/rad up to 1.5 N·m).
+    """
     arm = UrdfArm.from_file(urdf, armature=0.04)
     n = arm.n
     fr = FrictionParameters(b=0.2, tau_c=0.3, eps=0.02)
@@ -106,7 +111,9 @@ def panda_controller(urdf: Path, full: bool) -> Controller:
                                   kd=(40.0,) * n, ki=((100.0,) if full else (0.0,)) * n,
                                   integral_limit=(0.05,) * n,
                                   torque_limit=tuple(float(e) for e in arm.limits.effort),
-                                  friction_compensation=full)
+                                  friction_compensation=full,
+                                  joint_stiffness=((300.0,) if stiff else (0.0,)) * n,
+                                  joint_stiffness_limit=(1.5,) * n)
     return Controller(params, 1e-3, arm)
 
 
@@ -180,6 +187,7 @@ def main() -> int:
     two = Controller(default.controller, default.period)
     try:
         full, plain = panda_controller(args.urdf, True), panda_controller(args.urdf, False)
+        stiff = panda_controller(args.urdf, True, stiff=True)
     except (ArmModelError, ParameterError) as exc:
         print(f'error: --urdf: {exc}', file=sys.stderr)
         return 2
@@ -193,6 +201,7 @@ def main() -> int:
         cases['2R default, tuples, out='] = contender(two, 'tuple', True)
     cases[f'{full.n}-joint Panda full, lists'] = contender(full, 'list', False)
     cases[f'{full.n}-joint Panda full, arrays'] = contender(full, 'array', False)
+    cases[f'{stiff.n}-joint Panda full + stiffness, lists'] = contender(stiff, 'list', False)
     if has_out:
         cases[f'{full.n}-joint Panda full, arrays, out='] = contender(full, 'array', True)
     cases[f'{plain.n}-joint Panda plain, lists'] = contender(plain, 'list', False)

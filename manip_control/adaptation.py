@@ -1499,8 +1499,10 @@ class AdaptiveController:
         # compiled; no integral (ki zero)
         self._finish = compiled_finish()
         stiffness = _vector('joint_stiffness', params.joint_stiffness, n, check=_nonnegative)
+        clamp = _vector('joint_stiffness_limit', params.joint_stiffness_limit, n,
+                        check=_positive)
         self._rows, self._rotor, self._stribeck = finish_constants(nm.friction, self._gear,
-                                                                   [0.0] * n, stiffness)
+                                                                   [0.0] * n, stiffness, clamp)
         # the finish needs e = q - q_d only for the joint stiffness (no integral here)
         self._stiff = bool(np.any(stiffness))
         self._e = np.zeros(n)

@@ -56,6 +56,7 @@ from manip_control.arm_plant import run_arm_closed_loop
 from manip_control.control import Controller
 from manip_control.control import controller_parameters
 from manip_control.hold_design import damped_joint_stiffness
+from manip_control.hold_design import damped_joint_stiffness_limit
 from manip_control.hold_design import pd_gravity_gains
 from manip_control.model_analysis import urdf_friction
 from manip_control.parameters import AdaptationParameters
@@ -187,6 +188,9 @@ TORQUE_SWING_TIME = 0.04
 #: its cap [rad/s^2].
 ACCELERATION_SHARE = 0.5
 ACCELERATION_CAP = 20.0
+#: ``joint_stiffness_limit`` [N·m] of a joint without stiffness and without an effort limit
+#: (no clamp of its own: the largest value the parameter takes).
+UNCLAMPED_STIFFNESS = 1e4
 
 
 #: What the nominal drives of :func:`control_defaults` describe.
@@ -209,6 +213,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
       nominal viscous damping (``damping`` [N·m·s/rad] when given, else the URDF's) at the
       control ``period`` [s], on the joints where it dominates the law's own damping (0
       elsewhere, and on every joint without ``urdf`` or ``damping``);
+    * ``joint_stiffness_limit``: :func:`manip_control.hold_design.damped_joint_stiffness_limit`
+      (the stiffness drives a damped joint at a quarter of its velocity limit at most; the
+      torque limit elsewhere, ``UNCLAMPED_STIFFNESS`` where the description gives none);
     * ``torque_limit``: the effort limits (``nan`` where the description gives none, so
       that a start without an explicit ``torque_limit`` is refused);
     * safety envelope: the position limits (``+-UNLIMITED_ENVELOPE`` for a joint without
@@ -228,9 +235,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     -------
     dict
         ``joints`` and lists of ``n`` floats keyed by the core field names (``kp``, ``kd``,
-        ``joint_stiffness``, ``torque_limit``, ``position_lower``, ``position_upper``,
-        ``velocity_limit``, ``hold_kp``, ``hold_kd``, ``torque_rate_limit``,
-        ``reference_acceleration_limit``),
+        ``joint_stiffness``, ``joint_stiffness_limit``, ``torque_limit``, ``position_lower``,
+        ``position_upper``, ``velocity_limit``, ``hold_kp``, ``hold_kd``,
+        ``torque_rate_limit``, ``reference_acceleration_limit``),
         and ``reference`` (a ``sinusoid`` trajectory configuration).
 
     """
@@ -269,6 +276,9 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
             'torque_limit': floats(effort), 'position_lower': floats(lower),
             'position_upper': floats(upper), 'velocity_limit': floats(velocity),
             'joint_stiffness': floats(stiffness),
+            'joint_stiffness_limit': floats(damped_joint_stiffness_limit(
+                stiffness, damping, velocity,
+                np.where(np.isfinite(effort), effort, UNCLAMPED_STIFFNESS))),
             'hold_kp': [w * w] * n, 'hold_kd': [2.0 * w] * n,
             'torque_rate_limit': floats(np.where(np.isfinite(effort),
                                                  effort / TORQUE_SWING_TIME, 2000.0)),
@@ -448,13 +458,18 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     kp, kd = gains_from_bandwidth(arm.n, omega_n, zeta)
     trajectory = (excitation_reference(arm).trajectory if excitation
                   else reference_within_limits(arm.limits))
-    stiffness = (damped_joint_stiffness(nominal, [f.b for f in nominal_friction], kd,
-                                        period=1.0 / control_rate)
-                 if compensate else None)
+    stiffness = clamp = None
+    if compensate:
+        damping = [f.b for f in nominal_friction]
+        stiffness = damped_joint_stiffness(nominal, damping, kd, period=1.0 / control_rate)
+        clamp = damped_joint_stiffness_limit(
+            stiffness, damping, np.where(np.isfinite(arm.limits.velocity),
+                                         arm.limits.velocity, 10.0), plant.torque_limit)
     params = controller_parameters(nominal, kp, kd, plant.torque_limit,
                                    friction=nominal_friction if compensate else None,
                                    motors=motors if compensate else None,
-                                   adaptation=adaptation, joint_stiffness=stiffness)
+                                   adaptation=adaptation, joint_stiffness=stiffness,
+                                   joint_stiffness_limit=clamp)
     period = 1.0 / control_rate
     law = truth = None
     if adaptation is not None and adaptation.enabled:

@@ -34,7 +34,12 @@ stiffness in torque units [N·m/rad], for joints whose own viscous damping ``b``
 their inertia. The gains above are sized on the inertia (``M^ Kp``, or ``Kp = m w^2``), so
 such a joint's error ``m e'' + (m Kd + b) e' + m Kp e`` has a slow pole at ``m Kp / b`` and
 almost no stiffness against its dry friction; ``K = b w`` gives it a first-order position
-loop at ``w`` (:func:`manip_control.hold_design.damped_joint_stiffness`).
+loop at ``w`` (:func:`manip_control.hold_design.damped_joint_stiffness`). Its torque is
+clamped to ``joint_stiffness_limit`` [N·m] (default: the torque limit): on such a joint the
+stiffness sets the speed, ``w e``, so an error of a few hundredths of a radian (a reference
+step the safety layer lets through, a resume) would drive it at its velocity limit; the
+clamp ``b v`` caps that speed at ``v``
+(:func:`manip_control.hold_design.damped_joint_stiffness_limit`).
 
 Friction compensation (``friction_compensation``, default on) adds the nominal friction at
 the *reference* velocity, ``f^(qd_d)``, a feed-forward: it does not depend on the measured
@@ -150,7 +155,8 @@ def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
                           motors: Sequence[MotorParameters] | None = None,
                           law: str = 'computed_torque',
                           adaptation: AdaptationParameters | None = None,
-                          joint_stiffness: Sequence[float] | None = None
+                          joint_stiffness: Sequence[float] | None = None,
+                          joint_stiffness_limit: Sequence[float] | None = None
                           ) -> ControllerParameters:
     """
     Return the parameters of a :class:`Controller` on ``model`` from per-joint arrays.
@@ -180,6 +186,8 @@ def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
         For :class:`manip_control.adaptation.AdaptiveController` (default: off).
     joint_stiffness : sequence of n float, optional
         Torque-unit stiffness per joint [N·m/rad] (default 0).
+    joint_stiffness_limit : sequence of n float, optional
+        Largest torque the stiffness adds per joint [N·m] (default: the torque limit).
 
     Raises
     ------
@@ -219,6 +227,9 @@ def controller_parameters(model: ArmModel, kp, kd, torque_limit, *,
         kd=tuple(float(v) for v in np.ravel(kd)), ki=(0.0,) * n, integral_limit=(0.5,) * n,
         joint_stiffness=(0.0,) * n if joint_stiffness is None
         else tuple(float(v) for v in np.ravel(joint_stiffness)),
+        joint_stiffness_limit=() if joint_stiffness_limit is None
+        else tuple(float(v) for v in np.minimum(np.ravel(np.asarray(
+            joint_stiffness_limit, dtype=float)), sys.float_info.max)),
         torque_limit=tuple(float(v) for v in limit),
         friction_compensation=fcomp,
         adaptation=AdaptationParameters() if adaptation is None else adaptation)
@@ -295,6 +306,8 @@ class Controller:
         self._joint_stiffness = _vector('joint_stiffness', params.joint_stiffness, n,
                                         check=_nonnegative)
         self._torque_limit = _vector('torque_limit', params.torque_limit, n, check=_positive)
+        self._joint_stiffness_limit = _vector('joint_stiffness_limit',
+                                              params.joint_stiffness_limit, n, check=_positive)
         self._fcomp = bool(params.friction_compensation)
         self._two_link = isinstance(self.model, TwoLinkArm)
         if self._two_link:
@@ -353,6 +366,9 @@ class Controller:
                                 'The anti-windup clamp of the error integral per joint [rad·s].')
     joint_stiffness = _read_only('_joint_stiffness', 'The torque-unit stiffness per joint '
                                  '[N·m/rad] (fixed when the controller is built).')
+    joint_stiffness_limit = _read_only('_joint_stiffness_limit', 'The largest torque the '
+                                       'joint stiffness adds per joint [N·m] (fixed when the '
+                                       'controller is built).')
     friction_compensation = _read_only('_fcomp', 'Whether the nominal friction is fed forward '
                                        '(fixed when the controller is built).')
     law_constants = _read_only('_constants', 'The constants of :func:`two_link_law` (the '
@@ -362,7 +378,8 @@ class Controller:
         """Hand the gains and limits to the tick (one tuple store for the 2R: never torn)."""
         if self._two_link:
             self._constants = (*self._law_model, *self._kp, *self._kd, *self._ki,
-                               *self._joint_stiffness, *self._torque_limit,
+                               *self._joint_stiffness, *self._joint_stiffness_limit,
+                               *self._torque_limit,
                                *self._integral_limit, self.period)
         else:
             rows = self._rows
@@ -421,7 +438,8 @@ class Controller:
         self._z = np.zeros(n)
         self._buffer = self.output()        # for callers without out=
         self._rows, self._rotor, self._stribeck = finish_constants(
-            self._friction, self._gear, self._integral_limit, self._joint_stiffness)
+            self._friction, self._gear, self._integral_limit, self._joint_stiffness,
+            self._joint_stiffness_limit)
 
     def _update_arrays(self, q, qd, q_d, qd_d, qdd_d, out=None):
         x = self._x
@@ -466,13 +484,13 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
         Reference position [rad], velocity [rad/s], acceleration [rad/s^2].
     z1, z2 : float
         Error integral before the tick [rad·s].
-    k : sequence of 41 float
+    k : sequence of 43 float
         :attr:`Controller.law_constants`: computed torque, friction feed-forward and gear
         inversion (1.0 or 0.0); the nominal 2R's ``a, b, d12, d22, g1, g2``; its friction
         ``b, tau_c, eps, tau_s, v_s`` per joint; the gear inversion's ``wa, wb`` per joint,
         ``D^`` (``Jr1, Jc2, Jr2``) and ``1/eps`` per joint (:func:`gear_inversion_constants`);
-        ``kp, kd, ki, joint_stiffness, torque_limit, integral_limit`` per joint; the period
-        [s].
+        ``kp, kd, ki, joint_stiffness, joint_stiffness_limit, torque_limit, integral_limit``
+        per joint; the period [s].
 
     Returns
     -------
@@ -484,7 +502,7 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
     (q1, q2), (v1, v2), (r1, r2), (rv1, rv2), (ra1, ra2) = q, qd, q_d, qd_d, qdd_d
     (ct, fcomp, gear, ma, mb, md12, md22, mg1, mg2, b1, c1, ep1, st1, vs1, b2, c2, ep2, st2,
      vs2, wa1, wb1, wa2, wb2, jr1, jc2, jr2, ie1, ie2, kp1, kp2, kd1, kd2, ki1, ki2, ks1, ks2,
-     l1, l2, zl1, zl2, period) = k
+     kl1, kl2, l1, l2, zl1, zl2, period) = k
     e1 = q1 - r1
     e2 = q2 - r2
     if ct:
@@ -503,9 +521,9 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
         t1 = mg1 * math.cos(q1) + g12 - kp1 * e1 - kd1 * v1 - ki1 * z1
         t2 = g12 - kp2 * e2 - kd2 * v2 - ki2 * z2
     if ks1:
-        t1 -= ks1 * e1
+        t1 -= min(max(ks1 * e1, -kl1), kl1)
     if ks2:
-        t2 -= ks2 * e2
+        t2 -= min(max(ks2 * e2, -kl2), kl2)
     if fcomp:
         if st1:
             c1 += st1 * math.exp(-(rv1 / vs1) ** 2)
@@ -541,8 +559,8 @@ def two_link_law(q: Sequence[float], qd: Sequence[float], q_d: Sequence[float],
 
 # rows of Controller._rows: gains, limits, nominal friction and gear-inversion constants
 (_R_KP, _R_KD, _R_KI, _R_LIMIT, _R_ZLIM, _R_B, _R_TC, _R_EPS, _R_TS, _R_VS, _R_WA, _R_WB,
- _R_IEPS, _R_KS) = range(14)
-_ROWS = 14
+ _R_IEPS, _R_KS, _R_KSL) = range(15)
+_ROWS = 15
 #: The row of the torque limit in :func:`finish_constants`' rows.
 LIMIT_ROW = _R_LIMIT
 
@@ -574,7 +592,8 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
         if not ct:
             t = t - kp[k] * e[k] - kd[k] * x[1, k] - ki[k] * z[k]
         if rows[_R_KS, k] != 0.0:
-            t = t - rows[_R_KS, k] * e[k]
+            lk = rows[_R_KSL, k]
+            t = t - min(max(rows[_R_KS, k] * e[k], -lk), lk)
         if fcomp:
             v = x[3, k]
             level = rows[_R_TC, k]
@@ -606,20 +625,22 @@ def _finish_py(tau, x, e, a, z, rows, rotor, period, ct, fcomp, stribeck, gear, 
 
 def finish_constants(friction: Sequence, gear: GearInversion | None,
                      integral_limit: Sequence[float],
-                     joint_stiffness: Sequence[float] | None = None) -> tuple:
+                     joint_stiffness: Sequence[float] | None = None,
+                     joint_stiffness_limit: Sequence[float] | None = None) -> tuple:
     """
     Return ``(rows, rotor, stribeck)``: the constants of the compiled finish of the law.
 
-    ``rows`` (14, n): gains, limits (the caller fills ``kp, kd, ki`` and the torque limit),
-    the joint stiffness (default 0), the nominal friction and the gear inversion's constants
-    per joint; ``rotor`` (n, n): the nominal rotor matrix ``D^``; ``stribeck``: whether any
-    joint has a Stribeck term.
+    ``rows`` (15, n): gains, limits (the caller fills ``kp, kd, ki`` and the torque limit),
+    the joint stiffness (default 0) and its torque limit (default none), the nominal friction
+    and the gear inversion's constants per joint; ``rotor`` (n, n): the nominal rotor matrix
+    ``D^``; ``stribeck``: whether any joint has a Stribeck term.
     """
     n = len(friction)
     rows = np.zeros((_ROWS, n))
     rows[_R_ZLIM] = integral_limit
     if joint_stiffness is not None:
         rows[_R_KS] = joint_stiffness
+    rows[_R_KSL] = math.inf if joint_stiffness_limit is None else joint_stiffness_limit
     rows[_R_B] = [f.b for f in friction]
     rows[_R_TC] = [f.tau_c for f in friction]
     rows[_R_EPS] = [f.eps for f in friction]

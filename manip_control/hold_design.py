@@ -68,7 +68,8 @@ from scipy.linalg import expm
 
 __all__ = ['delay_margin', 'range_poses', 'hold_gain_matrices', 'hold_delay_margin',
            'pd_gravity_gains', 'gravity_stiffness', 'MAX_MARGIN_TICKS', 'apparent_inertia',
-           'damped_joint_stiffness', 'joint_delay_margins', 'DAMPED_JOINT_OMEGA',
+           'damped_joint_stiffness', 'damped_joint_stiffness_limit', 'joint_delay_margins',
+           'DAMPED_JOINT_OMEGA', 'DAMPED_JOINT_SPEED_SHARE',
            'DAMPED_JOINT_STEP']
 
 #: Largest delay [ticks] :func:`delay_margin` looks at.
@@ -398,6 +399,47 @@ def damped_joint_stiffness(arm, damping: Sequence[float], kd: Sequence[float],
     inertia = apparent_inertia(arm, poses) + np.asarray(armature, dtype=float)
     _, own = _servo_gains(inertia, np.zeros(arm.n), kd, law)
     return np.where(b > own, b * w, 0.0)
+
+
+#: Speed at which the joint stiffness may drive a damped joint, as a share of its velocity
+#: limit (:func:`damped_joint_stiffness_limit`): an error step then moves the joint at a
+#: quarter of its limit on top of the reference's own speed.
+DAMPED_JOINT_SPEED_SHARE = 0.25
+
+
+def damped_joint_stiffness_limit(stiffness: Sequence[float], damping: Sequence[float],
+                                 velocity_limit: Sequence[float], torque_limit: Sequence[float],
+                                 share: float = DAMPED_JOINT_SPEED_SHARE) -> np.ndarray:
+    """
+    Return an arm's ``joint_stiffness_limit`` [N·m]: ``b_k share v_k`` where ``K_k > 0``.
+
+    On a joint whose damping dominates, the stiffness ``K = b w`` sets the speed: a torque
+    ``K e`` moves it at ``K e / b = w e``, so an error of ``v / w`` (0.021 rad for 3.14 rad/s
+    at 150 rad/s) reaches the velocity limit ``v``. Clamping ``|K e|`` at ``b share v`` caps
+    that speed at ``share v`` whatever the error (a reference step the safety layer lets
+    through, a resume, a stalled loop); errors below ``share v / w`` (5 mrad at 1 kHz) are
+    not touched. On a joint without stiffness the clamp does nothing: the torque limit there.
+
+    Parameters
+    ----------
+    stiffness : sequence of n float
+        ``joint_stiffness`` [N·m/rad] (:func:`damped_joint_stiffness`).
+    damping : sequence of n float
+        Nominal viscous damping per joint [N·m·s/rad].
+    velocity_limit : sequence of n float
+        Velocity limits [rad/s], > 0.
+    torque_limit : sequence of n float
+        Command limits [N·m], > 0.
+    share : float
+        Share of the velocity limit, in (0, 1].
+
+    """
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f'share: must be in (0, 1] (got {share})')
+    k = np.asarray(stiffness, dtype=float)
+    clamp = np.asarray(damping, dtype=float) * share * np.asarray(velocity_limit, dtype=float)
+    limit = np.asarray(torque_limit, dtype=float)
+    return np.where((k > 0.0) & (clamp > 0.0), np.minimum(clamp, limit), limit)
 
 
 def joint_delay_margins(arm, damping: Sequence[float], kp: Sequence[float],

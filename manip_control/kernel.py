@@ -100,7 +100,7 @@ P_SIZE = P_LIM1 + 7
 
 # controller: Controller.law_constants (control.two_link_law), ending in the torque limits,
 # the integral limits and the period
-C_SIZE = 41
+C_SIZE = 43
 C_TL1, C_TL2, C_PERIOD = C_SIZE - 5, C_SIZE - 4, C_SIZE - 1
 
 # sensors

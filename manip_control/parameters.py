@@ -54,7 +54,8 @@ Plausible ranges (inclusive, SI units; :data:`PLAUSIBLE_RANGES`)
   velocity_noise_std [0, 100] rad/s; velocity_cutoff_hz [0.01, 100000] Hz.
 * ``controller``: kp (0, 1e6] (1/s^2 or N m/rad); kd (0, 20000] (1/s or N m s/rad);
   ki [0, 1e7] (1/s^3 or N m/(rad s)); integral_limit [0, 100] rad s; joint_stiffness
-  [0, 1e6] N m/rad; torque_limit [0.001, 10000] N m; wn (0, 1000] rad/s; zeta (0, 10];
+  [0, 1e6] N m/rad; joint_stiffness_limit [0.001, 10000] N m; torque_limit [0.001, 10000]
+  N m; wn (0, 1000] rad/s; zeta (0, 10];
   nominal.rotor_inertia [0, 10000] kg m^2; nominal.gear_ratio [1, 1000]; nominal.eta,
   nominal.eta_back [0.05, 1] (and the nominal arm and friction as above); adaptation.gamma
   [0, 1e6] 1/(N m rad), bound_fraction (0, 10], sigma [0, 1e6] N m rad/s, dead_zone
@@ -156,7 +157,8 @@ PLAUSIBLE_RANGES: dict[str, dict[str, tuple[float, float, str]]] = {
                 'velocity_cutoff_hz': (0.01, 1e5, 'Hz')},
     'controller': {'kp': (0.0, 1e6, ''), 'kd': (0.0, 2e4, ''), 'ki': (0.0, 1e7, ''),
                    'integral_limit': (0.0, 100.0, 'rad s'), 'torque_limit': (1e-3, 1e4, 'N m'),
-                   'joint_stiffness': (0.0, 1e6, 'N m/rad'), 'wn': (0.0, 1000.0, 'rad/s'),
+                   'joint_stiffness': (0.0, 1e6, 'N m/rad'),
+                   'joint_stiffness_limit': (1e-3, 1e4, 'N m'), 'wn': (0.0, 1000.0, 'rad/s'),
                    'zeta': (0.0, 10.0, '')},
     'nominal': {'rotor_inertia': (0.0, 1e4, 'kg m^2'), 'gear_ratio': (1.0, 1000.0, ''),
                 'eta': (0.05, 1.0, ''), 'eta_back': (0.05, 1.0, '')},
@@ -840,6 +842,10 @@ class ControllerParameters:
         whose own viscous damping dominates their inertia
         (:func:`manip_control.hold_design.damped_joint_stiffness`; optional, default 0 on
         every joint).
+    joint_stiffness_limit : tuple of 2 float
+        Largest torque the joint stiffness adds, ``|K e|`` clamped to it [N·m], > 0
+        (:func:`manip_control.hold_design.damped_joint_stiffness_limit`; optional, default
+        the torque limit).
     torque_limit : tuple of 2 float
         Command saturation [N·m], > 0.
     friction_compensation : bool
@@ -856,6 +862,7 @@ class ControllerParameters:
     ki: tuple = _opt((0.0, 0.0))
     integral_limit: tuple = _opt((0.5, 0.5))
     joint_stiffness: tuple = _opt(())
+    joint_stiffness_limit: tuple = _opt(())
     torque_limit: tuple = (89.0, 25.0)
     friction_compensation: bool = _opt(True)
     adaptation: AdaptationParameters = _opt(AdaptationParameters())
@@ -877,6 +884,10 @@ def _validate_controller(co: ControllerParameters, path: str) -> None:
         object.__setattr__(co, 'joint_stiffness', (0.0,) * n)
     _vector(f'{path}.joint_stiffness', co.joint_stiffness, n, check=_nonnegative)
     _vector(f'{path}.torque_limit', co.torque_limit, n, check=_positive)
+    if isinstance(co.joint_stiffness_limit, tuple) and not co.joint_stiffness_limit:
+        # not given: the torque limit, no clamp of its own
+        object.__setattr__(co, 'joint_stiffness_limit', tuple(co.torque_limit))
+    _vector(f'{path}.joint_stiffness_limit', co.joint_stiffness_limit, n, check=_positive)
     if not isinstance(co.friction_compensation, bool):
         raise ParameterError(f'{path}.friction_compensation: must be true or false')
     if not isinstance(co.adaptation, AdaptationParameters):
@@ -1132,10 +1143,12 @@ def controller_from_dict(data: Any, path: str = 'controller') -> ControllerParam
         check_plausible(f'{path}.wn', wn, 'controller', 'wn')
         check_plausible(f'{path}.zeta', zeta, 'controller', 'zeta')
         data['kp'], data['kd'] = gains_from_frequency(wn, zeta)
-    if isinstance(data, Mapping) and isinstance(data.get('joint_stiffness'), (list, tuple)) \
-            and not data['joint_stiffness']:
-        raise ParameterError(f'{path}.joint_stiffness: an empty list (give one value per '
-                             'joint, 0 for none, or leave it out)')
+    for name, none in (('joint_stiffness', '0 for none'),
+                       ('joint_stiffness_limit', 'in N m')):
+        if isinstance(data, Mapping) and isinstance(data.get(name), (list, tuple)) \
+                and not data[name]:
+            raise ParameterError(f'{path}.{name}: an empty list (give one value per joint, '
+                                 f'{none}, or leave it out)')
     co = _build(ControllerParameters, data, path, {'nominal': nominal_from_dict,
                                                    'adaptation': adaptation_from_dict})
     _validate_controller(co, path)

@@ -1108,11 +1108,13 @@ def test_mujoco_panda_learns_a_payload_without_refused_steps():
 
 def test_the_adaptive_controller_adds_the_joint_stiffness():
     """
-    ``joint_stiffness`` acts in the adaptive law as in computed torque: ``-K e`` per joint.
+    ``joint_stiffness`` acts in the adaptive law as in computed torque: ``-K e``, clamped.
+
+    Per joint, clamped to ``joint_stiffness_limit``.
 
     The default 2R with ideal drives (nothing inverted) and unsaturated ticks: the command
-    with ``K`` minus the one without it is ``-K (q - q_d)`` on every random tick, with the
-    estimate held (``adapt=False``) so that both laws stay at the nominal model.
+    with ``K`` minus the one without it is ``-K (q - q_d)`` clamped on every random tick,
+    with the estimate held (``adapt=False``) so that both laws stay at the nominal model.
     """
     from manip_control.adaptation import AdaptiveController
     sc = load_scenario('default')
@@ -1120,14 +1122,19 @@ def test_the_adaptive_controller_adds_the_joint_stiffness():
     co = dataclasses.replace(sc.controller, nominal=nm, torque_limit=(1e4, 1e4),
                              adaptation=dataclasses.replace(sc.controller.adaptation,
                                                             enabled=True))
-    stiffness = np.array([40.0, 15.0])
-    with_k = AdaptiveController(dataclasses.replace(co, joint_stiffness=tuple(stiffness)),
+    stiffness, clamp = np.array([40.0, 15.0]), np.array([30.0, 20.0])
+    with_k = AdaptiveController(dataclasses.replace(co, joint_stiffness=tuple(stiffness),
+                                                    joint_stiffness_limit=tuple(clamp)),
                                 sc.period)
+    clamped = 0
     without = AdaptiveController(co, sc.period)
     rng = np.random.default_rng(4)
     for _ in range(50):
         q, qd, q_d, qd_d, qdd_d = (rng.uniform(-1.0, 1.0, 2) for _ in range(5))
         a = with_k.update(q, qd, q_d, qd_d, qdd_d, adapt=False)
         b = without.update(q, qd, q_d, qd_d, qdd_d, adapt=False)
-        np.testing.assert_allclose(np.subtract(a.tau, b.tau), -stiffness * (q - q_d),
+        np.testing.assert_allclose(np.subtract(a.tau, b.tau),
+                                   -np.clip(stiffness * (q - q_d), -clamp, clamp),
                                    rtol=1e-9, atol=1e-9)
+        clamped += bool(np.any(np.abs(stiffness * (q - q_d)) > clamp))
+    assert 5 < clamped < 45, clamped

@@ -51,7 +51,8 @@ def reference_law(model, params: ControllerParameters, q, qd, q_d, qd_d, qdd_d, 
     One tick of the law on matrices; returns ``(tau, saturated, z_next)``.
 
     ``tau = M (qdd_d - Kd e_dot - Kp e - Ki z) + C qd + g`` (computed torque) or
-    ``g - Kp e - Kd qd - Ki z`` (PD + gravity), minus ``K e`` (the joint stiffness), plus
+    ``g - Kp e - Kd qd - Ki z`` (PD + gravity), minus ``K e`` (the joint stiffness, clamped
+    to +-``joint_stiffness_limit``), plus
     ``f(qd_d)``, through the inverted
     nominal gear, clamped to the limit; the integral advances unless saturated against
     the error, and is clamped.
@@ -67,7 +68,8 @@ def reference_law(model, params: ControllerParameters, q, qd, q_d, qd_d, qdd_d, 
     else:
         a = np.zeros_like(q)
         tau = model.gravity(q) - kp * e - kd * qd - ki * z
-    tau = tau - np.array(params.joint_stiffness, float) * e
+    clamp = np.array(params.joint_stiffness_limit, float)
+    tau = tau - np.clip(np.array(params.joint_stiffness, float) * e, -clamp, clamp)
     if params.friction_compensation:
         for k, fr in enumerate(nm.friction):
             level = fr.tau_c + fr.tau_s * np.exp(-(qd_d[k] / fr.v_s) ** 2)
@@ -102,7 +104,8 @@ def two_link(law: str, **kw):
     base = {'law': law, 'nominal': nominal,
             'kp': (25.0, 16.0) if law == 'computed_torque' else (300.0, 100.0),
             'kd': (10.0, 8.0), 'ki': (40.0, 20.0), 'integral_limit': (0.02, 0.01),
-            'joint_stiffness': (0.0, 30.0), 'torque_limit': (60.0, 20.0),
+            'joint_stiffness': (0.0, 30.0), 'joint_stiffness_limit': (5.0, 2.0),
+            'torque_limit': (60.0, 20.0),
             'friction_compensation': True}
     base.update(kw)
     params = ControllerParameters(**base)
@@ -123,6 +126,7 @@ def panda(law: str, **kw):
             'kp': (400.0,) * n if law == 'computed_torque' else (600.0,) * n,
             'kd': (40.0,) * n, 'ki': (100.0,) * n, 'integral_limit': (0.005,) * n,
             'joint_stiffness': tuple(20.0 if k % 2 else 0.0 for k in range(n)),
+            'joint_stiffness_limit': (1.5,) * n,
             'torque_limit': tuple(0.5 * float(e) for e in arm.limits.effort),
             'friction_compensation': True}
     base.update(kw)
@@ -253,7 +257,32 @@ def test_the_2r_constants_end_in_the_layout_the_kernel_reads():
     k = Controller(params, PERIOD, model).law_constants
     assert len(k) == C_SIZE
     assert (k[C_TL1], k[C_TL2], k[C_PERIOD]) == (*params.torque_limit, PERIOD)
-    assert tuple(k[C_TL1 - 2:C_TL1]) == params.joint_stiffness
+    assert tuple(k[C_TL1 - 4:C_TL1 - 2]) == params.joint_stiffness
+    assert tuple(k[C_TL1 - 2:C_TL1]) == params.joint_stiffness_limit
+
+
+@pytest.mark.parametrize('arm', sorted(ARMS))
+def test_the_random_ticks_reach_the_stiffness_clamp(arm):
+    """The reference-law tests see ticks where ``|K e|`` exceeds ``joint_stiffness_limit``."""
+    params, model = ARMS[arm]('computed_torque')
+    k = np.array(params.joint_stiffness)
+    clamp = np.array(params.joint_stiffness_limit)
+    rows = list(inputs(np.random.default_rng(3), model.n, 300))
+    over = sum(bool(np.any(np.abs(k * (np.array(r[0]) - np.array(r[2]))) > clamp))
+               for r in rows)
+    under = sum(bool(np.any((k > 0) & (np.abs(k * (np.array(r[0]) - np.array(r[2]))) < clamp)))
+                for r in rows)
+    assert over > 30 and under > 30, (over, under)
+
+
+def test_the_stiffness_limit_defaults_to_the_torque_limit():
+    """Not given, ``joint_stiffness_limit`` is the torque limit: no clamp of its own."""
+    params, _ = two_link('computed_torque')
+    base = dataclasses.asdict(params)
+    del base['joint_stiffness_limit']
+    base['nominal'] = params.nominal
+    base['adaptation'] = params.adaptation
+    assert ControllerParameters(**base).joint_stiffness_limit == params.torque_limit
 
 
 def test_output_buffer_is_sized_by_the_model():

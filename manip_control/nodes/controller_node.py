@@ -479,13 +479,13 @@ class ControllerNode(LifecycleNode):
             + ('' if self.lockstep else f' (trigger: {cfg.trigger})')
             + f'; safe mode {sp.safe_mode}, state timeout {sp.state_timeout * 1e3:g} ms')
         co = cfg.controller
-        stiff = [(name, k, f.b) for name, k, f in zip(self.joints, co.joint_stiffness,
-                                                      co.nominal.friction) if k]
+        stiff = [(name, k, f.b, lim) for name, k, f, lim in zip(
+            self.joints, co.joint_stiffness, co.nominal.friction, co.joint_stiffness_limit) if k]
         if stiff:
             # it leans on the joints' own damping: say which, once
             self.get_logger().info(
-                'joint_stiffness ' + ', '.join(f'{name} {k:g} N m/rad (b {b:g})'
-                                               for name, k, b in stiff)
+                'joint_stiffness ' + ', '.join(f'{name} {k:g} N m/rad up to {lim:g} N m (b {b:g})'
+                                               for name, k, b, lim in stiff)
                 + ': stable only with about the damping b of the nominal model (docs/theory.md)')
         return TransitionCallbackReturn.SUCCESS
 

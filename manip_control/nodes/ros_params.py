@@ -264,6 +264,12 @@ _CONTROLLER_DOC = {
                         'either law (-K e) for joints whose own viscous damping dominates '
                         'their inertia (default for an arm from robot_description: b omega on '
                         'those joints, docs/theory.md)', 'each >= 0', None, True),
+    'joint_stiffness_limit': ('largest torque the joint stiffness adds per joint [N m] '
+                              '(|K e| clamped to it; default for an arm from '
+                              'robot_description: b times a quarter of the velocity limit '
+                              'on the stiff joints, so that it drives them at that speed at '
+                              'most, docs/theory.md; otherwise the torque limit)',
+                              'each > 0', None, True),
     'torque_limit': ('command saturation per joint [N m]; changeable at runtime',
                      'each > 0', None, False),
     'friction_compensation': ('add the nominal friction to the command', '', None, True),
@@ -710,13 +716,15 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         ad = arm_defaults
         co = ControllerParameters(
             kp=(1.0,) * n, kd=(1.0,) * n, ki=(0.0,) * n, integral_limit=(0.5,) * n,
-            joint_stiffness=(0.0,) * n, torque_limit=(1.0,) * n,
+            joint_stiffness=(0.0,) * n, joint_stiffness_limit=(1.0,) * n,
+            torque_limit=(1.0,) * n,
             nominal=NominalModel(friction=tuple(ad['nominal_friction']),
                                  rotor_inertia=tuple(ad['rotor_inertia']),
                                  gear_ratio=tuple(ad['gear_ratio']), eta=tuple(ad['eta']),
                                  eta_back=tuple(ad['eta_back'])))
         given = {k: [float(v) for v in arm_defaults[k]]
-                 for k in ('kp', 'kd', 'joint_stiffness', 'torque_limit')}
+                 for k in ('kp', 'kd', 'joint_stiffness', 'joint_stiffness_limit',
+                           'torque_limit')}
     specs = _node_common('joint names: order of the commands (Float64MultiArray data, '
                          'JointState names) and of every per-joint parameter')
     if arm_defaults is not None:
@@ -742,8 +750,8 @@ def controller_specs(arm_defaults: Mapping[str, Any] | None = None) -> list[Para
         'realtime.lock_memory', True,
         'realtime only: lock the process memory at configure (mlockall), so that no page '
         'fault delays a tick. Where the OS refuses it: one warning', ''))
-    for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'joint_stiffness', 'torque_limit',
-                 'friction_compensation'):
+    for name in ('law', 'kp', 'kd', 'ki', 'integral_limit', 'joint_stiffness',
+                 'joint_stiffness_limit', 'torque_limit', 'friction_compensation'):
         desc, cons, rng, ro = _CONTROLLER_DOC[name]
         cons, rng = _bounded('controller', name, cons, rng)
         value = given.get(name, getattr(co, name))
