@@ -21,7 +21,9 @@ with ``--busy`` busy loops (``yes > /dev/null``, killed by PID afterwards): a 20
 reference (the trajectory node's sinusoids), then Ctrl-C. Prints per run: the late RMS
 tracking error per joint (``q`` of /joint_states against the ``q_d`` of /joint_commands,
 matched by stamp, from 6 s on), the command ratio (ticks with a fresh command, counted by the
-driver), the controller's safe-mode entries and hold timeouts, the host load.
+driver), the largest joint speed until the Ctrl-C (the driver's), the controller's safe-mode
+entries and hold timeouts, the host load. Short runs (``--duration 3 --repeat 20``) look at
+the start: the arm's largest speed while the controller takes up the reference.
 
 Run in a sourced workspace of this tree (``source install/setup.bash``), as root for chrt:
 
@@ -87,7 +89,7 @@ class _Probe:
         self.thread.join(5)
 
 
-def _params(urdf: str, summary: Path, tmp: Path) -> Path:
+def _params(urdf: str, summary: Path, tmp: Path, controller: dict) -> Path:
     share = subprocess.run(['ros2', 'pkg', 'prefix', 'manip_control'], capture_output=True,
                            text=True, check=True).stdout.strip()
     name = 'arm_hardware_params.yaml' if urdf else 'hardware_params.yaml'
@@ -100,17 +102,18 @@ def _params(urdf: str, summary: Path, tmp: Path) -> Path:
             'phase: [0.0, 0.785]}')
         data['/**/controller']['ros__parameters'].update(
             {'nominal.arm.m1': arm.m1, 'nominal.arm.m2': arm.m2})
+    data['/**/controller']['ros__parameters'].update(controller)
     data['/**/joint_state_broadcaster'] = {'ros__parameters': {'summary_file': str(summary)}}
     path = tmp / 'params.yaml'
     path.write_text(yaml.safe_dump(data))
     return path
 
 
-def run(urdf: str, rt: bool, duration: float, domain: int) -> dict:
+def run(urdf: str, rt: bool, duration: float, domain: int, controller: dict) -> dict:
     """Run one launch; return the measured figures."""
     tmp = Path(tempfile.mkdtemp(prefix='bench_mujoco_'))
     summary = tmp / 'driver.json'
-    params = _params(urdf, summary, tmp)
+    params = _params(urdf, summary, tmp, controller)
     probe = _Probe(domain)
     args = ['ros2', 'launch', 'manip_control', 'hardware.launch.py', 'mujoco:=true',
             f'params_file:={params}'] + ([f'urdf:={urdf}'] if urdf else [])
@@ -150,6 +153,7 @@ def run(urdf: str, rt: bool, duration: float, domain: int) -> dict:
             'last_command_zero': s.get('last_command') == [0.0] * len(s.get('joints', [])),
             'safe': {k[13:]: v for k, v in diag.items() if k.startswith('safe_entries.')},
             'hold_timeouts': diag.get('hold_timeouts'), 'load': load,
+            'peak_speed': s.get('max_abs_velocity'),
             'clean': p.returncode == 0 and 'Traceback' not in text, 'log': str(tmp)}
 
 
@@ -163,20 +167,30 @@ def main() -> int:
     ap.add_argument('--duration', type=float, default=20.0)
     ap.add_argument('--repeat', type=int, default=1)
     ap.add_argument('--domain', type=int, default=77)
+    ap.add_argument('--controller', nargs='*', default=[], metavar='NAME=VALUE',
+                    help='controller parameters to set (VALUE in YAML), e.g. '
+                         '"joint_stiffness_limit=[50, 50, 30, 30, 30, 20, 20]"')
     args = ap.parse_args()
+    controller = {}
+    for item in args.controller:
+        name, sep, value = item.partition('=')
+        if not sep or not name:
+            ap.error(f'--controller: expected NAME=VALUE (got {item!r})')
+        controller[name] = yaml.safe_load(value)
     busy = [subprocess.Popen(['yes'], stdout=subprocess.DEVNULL) for _ in range(args.busy)]
     try:
         for _ in range(args.repeat):
             for arm in args.arms:
                 for prio in args.priorities:
                     r = run('' if arm == '2r' else arm, prio == 'rt', args.duration,
-                            args.domain)
+                            args.domain, controller)
                     rms = ('none' if r['rms'] is None else
                            '[' + ' '.join(f'{x:.1e}' for x in r['rms']) + ']')
                     ratio = 'none' if r['ratio'] is None else f'{100 * r["ratio"]:.2f} %'
                     print(f'{Path(arm).stem} driver {prio}, {args.busy} busy loops, load '
                           f'{r["load"]:.1f}: late RMS {rms} rad (max {r["max"]}), commands '
-                          f'{ratio} of {r["ticks"]} ticks, safe entries {r["safe"]}, hold '
+                          f'{ratio} of {r["ticks"]} ticks, max |qd| {r["peak_speed"]} rad/s '
+                          f'until the stop, safe entries {r["safe"]}, hold '
                           f'timeouts {r["hold_timeouts"]}, last command zero '
                           f'{r["last_command_zero"]}, clean exit {r["clean"]} ({r["log"]})',
                           flush=True)

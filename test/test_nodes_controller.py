@@ -497,3 +497,29 @@ def test_joint_stiffness_default_follows_the_start_values(ros_context):
     lower = [8.0] + b[1:6] + [0.0]
     assert stiffness(**{'nominal.friction.b': lower}) == pytest.approx(
         [150.0 * v for v in lower])
+
+
+def test_joint_stiffness_limit_default_caps_the_speed_it_drives(ros_context):
+    """
+    The xArm 7's ``joint_stiffness_limit`` default: ``b`` times a quarter of its velocity limit.
+
+    Read-only, as the stiffness. The URDF gives 3.14 rad/s on every joint: 0.785 ``b``; with a
+    ``nominal.friction.b`` start value of 0 on the wrist (no stiffness there), its torque limit.
+    """
+    from rclpy.parameter import Parameter
+    text = (PANDA.parent / 'xarm7.urdf').read_text()
+    b = [10.0, 10.0, 5.0, 5.0, 5.0, 2.0, 2.0]
+
+    def node_of(**values):
+        return make_node(ControllerNode, ros_context, controller_specs(),
+                         {'robot_description': text, 'autostart': False, **values})
+    node = node_of()
+    assert list(node.get_parameter('joint_stiffness_limit').value) == pytest.approx(
+        [0.785 * v for v in b])
+    result = node.set_parameters([Parameter('joint_stiffness_limit',
+                                            value=[100.0] * 7)])[0]
+    assert not result.successful and 'joint_stiffness_limit' in result.reason, result.reason
+    effort = list(node.get_parameter('torque_limit').value)
+    node = node_of(**{'nominal.friction.b': b[:6] + [0.0]})
+    clamp = list(node.get_parameter('joint_stiffness_limit').value)
+    assert clamp == pytest.approx([0.785 * v for v in b[:6]] + [effort[6]])
