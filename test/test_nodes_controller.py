@@ -476,45 +476,6 @@ def test_a_lost_reference_is_stopped_from_its_velocity(ros_context, executor, pr
     assert rest.position[0] == pytest.approx(q_last + 1.0 / (2.0 * 5.0), abs=1e-9)
 
 
-def test_a_late_reference_is_carried_on_in_real_time(ros_context, executor, probe, spin):
-    """
-    Real time: the law gets a late reference carried on along its velocity, then the stop.
-
-    The safety clock is driven by hand. A reference at 0.2 rad moving at 0.5 rad/s arrives
-    at 1000 s; a state 30 ms later is answered with it carried on by 29 ms (its age less a
-    period): 0.2145 rad at 0.5 rad/s, where the trajectory is by then, not 0.2 (which the
-    next sample would have stepped ahead of). Past ``reference_timeout`` (0.1 s) the stop
-    starts from the carried reference at the timeout, and rests 0.025 rad on
-    (5 rad/s^2 on joint 1).
-    """
-    rig = Rig(ros_context, executor, probe, spin, mode='realtime', trigger='state',
-              **{'safety.reference_timeout': 0.1})
-    safety = rig.node.safety
-    clock = [1000.0]
-    safety.now = lambda: clock[0]
-    names = ['joint1', 'joint2']
-    assert _sent_until(spin, executor, lambda: rig.ref_pub.publish(
-        _ref(1, names, [0.2, 0.0], [0.5, 0.0], [0.0, 0.0])),
-        lambda: rig.node.reference is not None)
-    cmds = probe.msgs['/joint_commands']
-
-    def answer(t, q):
-        clock[0] = t
-        n = len(cmds)
-        assert _sent_until(spin, executor, lambda: rig.state_pub.publish(
-            _state(time.time_ns(), names, [q, 0.0], [0.5, 0.0])), lambda: len(cmds) > n)
-        return cmds[-1]
-    late = answer(1000.03, 0.2)
-    assert late.position[0] == pytest.approx(0.2 + 0.5 * 0.029, abs=1e-9), list(late.position)
-    assert late.velocity[0] == pytest.approx(0.5)
-    rest = answer(1000.5, 0.25)
-    assert rest.velocity[0] == 0.0
-    assert rest.position[0] == pytest.approx(0.2 + 0.5 * 0.099 + 0.5 * 0.5 / (2 * 5.0),
-                                             abs=1e-9)
-    safety.now = time.monotonic
-    spin(executor, 0.2)
-
-
 def test_joint_stiffness_default_follows_the_start_values(ros_context):
     """
     The xArm 7's ``joint_stiffness`` default: ``b w`` at the node's rate and nominal damping.
