@@ -1592,12 +1592,11 @@ class ReferenceWatchdog:
 
     Until ``timeout`` the last sample is used as it is, or, with ``carry_after`` given,
     carried on from that age along its velocity and acceleration (``t = age - carry_after``:
-    ``q + qd t + qdd t^2 / 2``, ``qd + qdd t``, ``qdd`` clamped to ``+-a_k``): a sample
-    that arrives after a late one then continues the reference in use instead of stepping
-    ahead of it by the lateness times the speed. After ``timeout`` the reference
-    decelerates from where it was at the timeout (``q_k``, ``qd_k``: the last sample, or the
-    carried one) at ``a_k`` per joint (when given, else it holds that position with zero
-    velocity)::
+    ``q + qd t + qdd t^2 / 2``, ``qd + qdd t``, ``qdd`` clamped to ``+-a_k``): a sample that arrives after a late one then
+    continues the reference in use instead of stepping ahead of it by the lateness times the
+    speed. After ``timeout`` the reference decelerates from where it was at the timeout
+    (``q_k``, ``qd_k``: the last sample, or the carried one) at ``a_k`` per joint (when
+    given, else it holds that position with zero velocity)::
 
         t' = age - timeout,  T_k = |qd_k| / a_k
         q_k(t') = q_k + qd_k t' - sign(qd_k) a_k t'^2 / 2   (t' < T_k; then q_k + qd_k T_k / 2)
@@ -1667,7 +1666,7 @@ class ReferenceWatchdog:
 
     def _carried(self, age: float, limit) -> ReferenceSample:
         """
-        Return the last sample at ``age`` [s]: carried on past ``carry_after``, else as is.
+        The last sample at ``age`` [s]: carried on past ``carry_after``, else as it is.
 
         Its acceleration is clamped to ``+-limit`` [rad/s^2] per joint first (when given):
         the sample is the one requested, and the law gets it clamped too.
