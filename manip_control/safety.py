@@ -94,11 +94,9 @@ replaced by zeros if it is not finite.
 
 Reference watchdog
 ------------------
-:class:`ReferenceWatchdog`: in real time a late reference is carried on along its velocity and
-acceleration, so that the sample after a late one continues it rather than steps ahead;
-when no reference arrived for ``reference_timeout``, the controller brings the reference to a
-stop at the reference acceleration limit (continuous in position and velocity) and holds
-where it stopped.
+:class:`ReferenceWatchdog`: when no reference arrived for ``reference_timeout``, the controller
+brings the last reference to a stop at the reference acceleration limit (continuous in
+position and velocity) and holds where it stopped.
 
 All times are seconds on one clock chosen by the node (the controller node uses a steady
 clock for the watchdogs: sim time freezes when the plant that publishes /clock dies).
@@ -1590,13 +1588,9 @@ class ReferenceWatchdog:
     """
     Bring the reference to a smooth stop when it stops arriving.
 
-    Until ``timeout`` the last sample is used as it is, or, with ``carry_after`` given,
-    carried on from that age along its velocity and acceleration (``t = age - carry_after``:
-    ``q + qd t + qdd t^2 / 2``, ``qd + qdd t``, ``qdd`` clamped to ``+-a_k``): a sample that arrives after a late one then
-    continues the reference in use instead of stepping ahead of it by the lateness times the
-    speed. After ``timeout`` the reference decelerates from where it was at the timeout
-    (``q_k``, ``qd_k``: the last sample, or the carried one) at ``a_k`` per joint (when
-    given, else it holds that position with zero velocity)::
+    Until ``timeout`` the last sample is used as it is; after it, the reference decelerates
+    from the last sample's position and velocity at ``a_k`` per joint (when given, else it
+    holds the last position with zero velocity)::
 
         t' = age - timeout,  T_k = |qd_k| / a_k
         q_k(t') = q_k + qd_k t' - sign(qd_k) a_k t'^2 / 2   (t' < T_k; then q_k + qd_k T_k / 2)
@@ -1609,16 +1603,11 @@ class ReferenceWatchdog:
     ----------
     timeout : float
         Maximum age of the last reference [s] before stopping it.
-    carry_after : float, optional
-        Age [s] from which a late sample is carried on (a real-time controller: its
-        period); None: used as it is until ``timeout`` (lockstep, where references do not
-        age on the wall clock).
 
     """
 
-    def __init__(self, timeout: float, carry_after: float | None = None):
+    def __init__(self, timeout: float):
         self.timeout = float(timeout)
-        self.carry_after = None if carry_after is None else float(carry_after)
         self.reset()
 
     def reset(self) -> None:
@@ -1654,35 +1643,17 @@ class ReferenceWatchdog:
             if stale:
                 self.hold_count += 1
                 self.hold_age = age
-                at = self._carried(self.timeout, deceleration).q
                 note = (f'reference lost for {age * 1e3:.1f} ms (timeout '
-                        f'{self.timeout * 1e3:.1f} ms): stopping it from the reference '
-                        f'position {", ".join(f"{v:.6g}" for v in at)}')
+                        f'{self.timeout * 1e3:.1f} ms): stopping it from the last reference '
+                        f'position {", ".join(f"{v:.6g}" for v in self.last.q)}')
             else:
                 note = 'reference resumed'
         if stale:
             return self._stopping(age - self.timeout, deceleration), note
-        return self._carried(age, deceleration), note
-
-    def _carried(self, age: float, limit) -> ReferenceSample:
-        """
-        The last sample at ``age`` [s]: carried on past ``carry_after``, else as it is.
-
-        Its acceleration is clamped to ``+-limit`` [rad/s^2] per joint first (when given):
-        the sample is the one requested, and the law gets it clamped too.
-        """
-        last = self.last
-        if self.carry_after is None or not age > self.carry_after:
-            return last
-        acc = last.qdd if limit is None else tuple(
-            min(max(a, -lk), lk) for a, lk in zip(last.qdd, limit))
-        t = age - self.carry_after
-        h = 0.5 * t * t
-        return ReferenceSample(tuple(q + v * t + a * h for q, v, a in zip(last.q, last.qd, acc)),
-                               tuple(v + a * t for v, a in zip(last.qd, acc)), acc)
+        return self.last, note
 
     def _stopping(self, t: float, deceleration) -> ReferenceSample:
-        last = self._carried(self.timeout, deceleration)
+        last = self.last
         n = len(last.q)
         if deceleration is None:
             z = (0.0,) * n

@@ -604,7 +604,7 @@ def test_reference_watchdog_stops_the_reference_smoothly():
     s = ReferenceSample((0.1, 0.2, 0.3), (0.4, -2.0, 0.0), (1.0, 1.0, 1.0))
     w.update(1.0, s)
     a = (10.0, 5.0, 10.0)
-    assert w.get(1.0999, a) == (s, None)       # used as it is (nothing carried on)
+    assert w.get(1.0999, a) == (s, None)
     ref, note = w.get(1.1 + 1e-9, a)           # the first stale tick: the last sample's q, qd
     assert note.startswith('reference lost')
     assert ref.q == pytest.approx(s.q, abs=1e-8) and ref.qd == pytest.approx(s.qd, abs=1e-7)
@@ -620,45 +620,6 @@ def test_reference_watchdog_stops_the_reference_smoothly():
     vs = [w.get(1.1 + k * 1e-3, a)[0].qd for k in range(1, 500)]
     steps = np.abs(np.diff(np.array(vs), axis=0)).max(axis=0)
     assert np.all(steps <= np.array(a) * 1e-3 + 1e-12), steps
-
-
-def test_reference_watchdog_carries_a_late_sample_on():
-    """
-    Real time: a sample older than ``carry_after`` moves on along its velocity and acceleration.
-
-    The next sample of a smooth reference then continues the one in use (no step by the
-    lateness times the speed), and the stop at the timeout starts from the carried position
-    and velocity, continuous.
-    """
-    w = ReferenceWatchdog(0.1, carry_after=1e-3)
-    s = ReferenceSample((0.1, 0.2), (0.5, -1.0), (2.0, 0.0))
-    w.update(1.0, s)
-    assert w.get(1.0005)[0] == s                # within a period: as it is
-    ref, note = w.get(1.051)                    # 50 ms on
-    assert note is None and not w.holding
-    assert ref.q == pytest.approx((0.1 + 0.5 * 0.05 + 1.0 * 0.05 ** 2, 0.2 - 1.0 * 0.05))
-    assert ref.qd == pytest.approx((0.5 + 2.0 * 0.05, -1.0)) and ref.qdd == s.qdd
-    # a sinusoid sampled 50 ms late: the carried reference is where its next sample is
-    w2 = ReferenceWatchdog(0.1, carry_after=0.0)
-    t0, late = 0.3, 0.05
-
-    def sine(t, w=1.2566):
-        return ReferenceSample((0.25 * math.sin(w * t),), (0.25 * w * math.cos(w * t),),
-                               (-0.25 * w * w * math.sin(w * t),))
-    w2.update(t0, sine(t0))
-    assert abs(w2.get(t0 + late)[0].q[0] - sine(t0 + late).q[0]) < 1e-5
-    # the acceleration carried is the clamped one (an absurd request moves nothing far)
-    w3 = ReferenceWatchdog(0.1, carry_after=1e-3)
-    w3.update(1.0, ReferenceSample((0.0,), (0.0,), (1e6,)))
-    ref = w3.get(1.011, (5.0,))[0]
-    assert ref.q == pytest.approx((0.5 * 5.0 * 0.01 ** 2,)) and ref.qdd == (5.0,)
-    # the stop starts where the carried reference was at the timeout: continuous
-    a = (10.0, 10.0)
-    before = w.get(1.1 - 1e-9, a)[0]
-    after, note = w.get(1.1 + 1e-9, a)
-    assert note.startswith('reference lost')
-    assert after.q == pytest.approx(before.q, abs=1e-8)
-    assert after.qd == pytest.approx(before.qd, abs=1e-7)
 
 
 def test_validators_never_raise_on_garbage():

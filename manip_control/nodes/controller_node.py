@@ -1407,8 +1407,8 @@ class ControllerNode(LifecycleNode):
         else:
             held = safety.held_reference()
             if held is not None:
-                # a late sample carried on, or the watchdog's stop, whole: a zero velocity
-                # here would step the velocity error by the reference's speed
+                # the watchdog's stop, whole: a zero velocity here would step the velocity
+                # error by the reference's speed at the timeout
                 ref = ReferenceSample(ref.stamp_ns, list(held.q), list(held.qd), list(held.qdd))
         q_d, qd_d, qdd_d = safety.shape_reference(t, ref.q_d, ref.qd_d, ref.qdd_d, st.q)
         if q_d is not ref.q_d or qd_d is not ref.qd_d or qdd_d is not ref.qdd_d:

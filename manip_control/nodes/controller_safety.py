@@ -221,10 +221,7 @@ class ControllerSafety:
         self.now = now
         self.wall = time.time
         self.supervisor = SafetySupervisor(params, self.joints)
-        # real time: a late reference is carried on from one period of age (lockstep samples
-        # do not age on the wall clock)
-        self.references = ReferenceWatchdog(params.reference_timeout,
-                                            self.period if self.realtime else None)
+        self.references = ReferenceWatchdog(params.reference_timeout)
         self.refusals = RefusalCounter(throttle=1.0)
         cp = self.cmd
         self.stamps = StampGate(params.state_timeout, cp.clock_offset, cp.max_clock_error,
@@ -653,12 +650,10 @@ class ControllerSafety:
         """
         Return the held reference, or None.
 
-        The stopping reference of :class:`~manip_control.safety.ReferenceWatchdog` (from
-        where the reference was at the timeout to rest at ``reference_acceleration_limit``)
-        when no reference arrived for ``reference_timeout``; in real time, before that, the
-        last sample carried on along its velocity and acceleration once it is older than a
-        period; None while the last sample is used as it is or before the first one. Logs
-        the hold and the resume once.
+        The stopping reference of :class:`~manip_control.safety.ReferenceWatchdog` (from the
+        last sample's position and velocity to rest at ``reference_acceleration_limit``)
+        when no reference arrived for ``reference_timeout``; None while references are fresh
+        or before the first one. Logs the hold and the resume once.
         """
         ref, note = self.references.get(self.now(), self.cmd.reference_acceleration_limit)
         if note:
@@ -668,7 +663,7 @@ class ControllerSafety:
             else:
                 self.node.get_logger().info(note)
             self.publish_diagnostics()
-        return None if ref is self.references.last and not self.references.holding else ref
+        return ref if self.references.holding else None
 
     def clamp_reference(self, q_d, qd_d, qdd_d):
         """

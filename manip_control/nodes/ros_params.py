@@ -1373,8 +1373,7 @@ _SAFETY_DOC = {
                   '(zero torque)', 'hold or zero'),
     'state_timeout': ('joint-state watchdog [s]: older states mean safe mode', '> 0'),
     'reference_timeout': ('reference watchdog [s]: an older reference is brought to rest '
-                          'from where it was (realtime: the last sample carried on along its '
-                          'velocity and acceleration from one period of age) at '
+                          'from its last position and velocity at '
                           'reference_acceleration_limit, then held', '> 0'),
     'position_lower': ('lower position limit per joint [rad]; below it means safe mode',
                        'finite, upper - lower > 4 position_margin'),
