@@ -191,6 +191,13 @@ ACCELERATION_CAP = 20.0
 #: ``joint_stiffness_limit`` [N·m] of a joint without stiffness and without an effort limit
 #: (no clamp of its own: the largest value the parameter takes).
 UNCLAMPED_STIFFNESS = 1e4
+#: Velocity limit [rad/s] of a joint whose description gives none.
+UNLIMITED_VELOCITY = 10.0
+
+
+def _velocity_limits(limits) -> np.ndarray:
+    """Return the velocity limits [rad/s], ``UNLIMITED_VELOCITY`` where there is none."""
+    return np.where(np.isfinite(limits.velocity), limits.velocity, UNLIMITED_VELOCITY)
 
 
 #: What the nominal drives of :func:`control_defaults` describe.
@@ -264,7 +271,7 @@ def control_defaults(arm: ArmModel, urdf: str = '', drives: str = 'ideal',
     lower = np.where(np.isfinite(lim.lower), lim.lower, -UNLIMITED_ENVELOPE)
     upper = np.where(np.isfinite(lim.upper), lim.upper, UNLIMITED_ENVELOPE)
     effort = np.where(np.isfinite(lim.effort), lim.effort, np.nan)
-    velocity = np.where(np.isfinite(lim.velocity), lim.velocity, 10.0)
+    velocity = _velocity_limits(lim)
     inertia = np.diag(arm.mass_matrix(0.5 * (lower + upper))).copy()
     w = float(HOLD_OMEGA)
     accel = np.minimum(ACCELERATION_SHARE * effort / inertia, ACCELERATION_CAP)
@@ -462,9 +469,8 @@ def run_urdf_closed_loop(path: str, *, duration: float = 5.0, actuator: str = 'm
     if compensate:
         damping = [f.b for f in nominal_friction]
         stiffness = damped_joint_stiffness(nominal, damping, kd, period=1.0 / control_rate)
-        clamp = damped_joint_stiffness_limit(
-            stiffness, damping, np.where(np.isfinite(arm.limits.velocity),
-                                         arm.limits.velocity, 10.0), plant.torque_limit)
+        clamp = damped_joint_stiffness_limit(stiffness, damping, _velocity_limits(arm.limits),
+                                             plant.torque_limit)
     params = controller_parameters(nominal, kp, kd, plant.torque_limit,
                                    friction=nominal_friction if compensate else None,
                                    motors=motors if compensate else None,
