@@ -208,13 +208,27 @@ def test_retired_timer_is_destroyed_and_kept_while_the_events_executor_spins(ros
 
 #: A node process that reports, after ``run_node`` returned, the DDS threads still running.
 AFTER_RUN_NODE = """
-import os, sys
-from manip_control.nodes.common import run_node
+import os, sys, threading, weakref
+from manip_control.nodes import common
 from manip_control.nodes.controller_node import ControllerNode
-code = run_node(ControllerNode, sys.argv)
-tasks = os.listdir('/proc/self/task')
-names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in tasks]
+made = []
+make_executor = common.make_executor
+def recorded(*args, **kwargs):
+    executor = make_executor(*args, **kwargs)
+    made.append(weakref.ref(executor))
+    return executor
+common.make_executor = recorded
+code = common.run_node(ControllerNode, sys.argv)
+names = []
+for task in os.listdir('/proc/self/task'):
+    try:
+        names.append(open(f'/proc/self/task/{task}/comm').read().strip())
+    except FileNotFoundError:       # a thread that ended meanwhile
+        pass
 print('left:', ' '.join(sorted(n for n in names if n.startswith('dds.'))) or 'none', flush=True)
+others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+print('python threads:', ' '.join(sorted(others)) or 'none', flush=True)
+print('executors alive:', sum(ref() is not None for ref in made), 'of', len(made), flush=True)
 sys.exit(code)
 """
 
@@ -222,11 +236,13 @@ sys.exit(code)
 @pytest.mark.skipif(not Path('/proc/self/task').is_dir(), reason='needs Linux /proc')
 def test_run_node_destroys_the_participant_before_the_interpreter_exits(procs):
     """
-    A real-time controller's participant is gone when ``run_node`` returns.
+    A real-time controller's participant, executor and threads are gone when ``run_node`` returns.
 
     The controller freezes what it built out of the collector; its participant then
     outlived the interpreter, and Fast DDS destroyed it among the C library's exit handlers
-    with its threads running (heap corruption after the final zero torque).
+    with its threads running (heap corruption after the final zero torque). The signal
+    watcher thread kept the executor until the next signal; one during the interpreter's
+    exit made it run the executor's C++ destructor there, which aborted the process (-6).
     """
     params = str(ROOT / 'config' / 'hardware_params.yaml')
     p = procs.start('controller', [PYTHON, '-c', AFTER_RUN_NODE, '--ros-args',
@@ -239,6 +255,8 @@ def test_run_node_destroys_the_participant_before_the_interpreter_exits(procs):
     assert procs.wait(p, 30) == 0, procs.output(p)
     out, _ = procs.output(p)
     assert 'left: none' in out, out
+    assert 'python threads: none' in out, out
+    assert 'executors alive: 0 of 1' in out, out
     assert_clean_output(procs, p)
 
 

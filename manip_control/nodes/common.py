@@ -116,7 +116,8 @@ def spin_until(executor, future=None, context=None) -> None:
                 for node in nodes:
                     callback_failed(node, 'executor', exc)
     finally:
-        _STOP['wake'] = None
+        with _WAKE_LOCK:                # waits for a wake() under way (see _wake_the_spin)
+            _STOP['wake'] = None
         _STOP['spinning'] = False
         if timer is not None:
             retire(nodes[0], timer)
@@ -606,6 +607,12 @@ def error_exit(message: str, code: int = 2) -> int:
 #: thread is installed (once per process).
 _STOP = {'requested': False, 'spinning': False, 'deferred': False, 'wake': None,
          'watching': False, 'bounded': False}
+#: Held while the watcher thread calls ``_STOP['wake']`` and while spin_until retires it.
+_WAKE_LOCK = threading.Lock()
+#: The watcher thread and its pipe (ended by :func:`end_signal_watch`).
+_WATCHER: dict = {'thread': None, 'read_fd': None, 'write_fd': None}
+#: A byte no signal number has: tells the watcher thread to end.
+_END_WATCH = 0
 
 #: A node process closes within this long after Ctrl-C / SIGTERM [s] (its own waits are
 #: bounded: the plant's acknowledgements 2.5 s, the controller's ramp to zero); past it the
@@ -681,16 +688,64 @@ def _watch_stop_signals() -> None:
                 data = os.read(read_fd, 64)
             except OSError:
                 return
-            if not data:
+            if not data or _END_WATCH in data:
                 return
             if not stops.intersection(data):
                 continue
             _bound_the_stop()
-            wake = _STOP['wake']
+            _wake_the_spin()
+
+    thread = threading.Thread(target=watch, name='stop_signals', daemon=True)
+    _WATCHER.update(thread=thread, read_fd=read_fd, write_fd=write_fd)
+    thread.start()
+
+
+def _wake_the_spin() -> None:
+    """
+    End the running :func:`spin_until` (in the watcher thread), holding nothing of it after.
+
+    ``wake`` holds the executor. Kept by this thread until the next signal, it was the last
+    reference there, and a signal during the interpreter's exit made this thread destroy the
+    executor: its C++ destructor cannot take the interpreter lock then, and the process
+    aborted (``terminate called without an active exception``, exit -6). Under the lock,
+    spin_until retires ``wake`` only after a call under way has dropped it here.
+    """
+    with _WAKE_LOCK:
+        wake = _STOP['wake']
+        try:
             if wake is not None:
                 wake()
+        finally:
+            del wake
 
-    threading.Thread(target=watch, name='stop_signals', daemon=True).start()
+
+def end_signal_watch(timeout: float = 1.0) -> None:
+    """
+    End the watcher thread of :func:`_watch_stop_signals` (waiting up to ``timeout`` [s]).
+
+    Called when a node process has closed: no thread of this package then runs Python in the
+    interpreter's exit. Ctrl-C / SIGTERM still reach the Python handlers.
+    """
+    thread, read_fd, write_fd = _WATCHER['thread'], _WATCHER['read_fd'], _WATCHER['write_fd']
+    if thread is None:
+        return
+    try:
+        previous = signal.set_wakeup_fd(-1)
+    except ValueError:                  # not the main thread
+        return
+    if previous != write_fd:            # somebody else's since: give it back
+        signal.set_wakeup_fd(previous)
+        return
+    try:
+        os.write(write_fd, bytes([_END_WATCH]))
+    except OSError:
+        pass
+    thread.join(timeout)
+    _WATCHER.update(thread=None, write_fd=None, read_fd=None)
+    _STOP['watching'] = False
+    if not thread.is_alive():
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def stop_requested() -> bool:
@@ -936,7 +991,8 @@ def run_node(factory, args=None) -> int:
     already arrived) and then its ``close()`` run before the node is destroyed.
 
     The context is then destroyed (:func:`release_context`): the DDS participant and its
-    threads end before ``run_node`` returns, never in the C library's exit handlers.
+    threads end before ``run_node`` returns, never in the C library's exit handlers; so does
+    the signal watcher thread (:func:`end_signal_watch`).
 
     A node whose constructor raised is destroyed too (never closed: it never commanded). After
     such a start error the teardown (the node, the context) and, after ``run_node``
@@ -1027,6 +1083,7 @@ def run_node(factory, args=None) -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 bound_interpreter_exit(code)
+            end_signal_watch()
     return code
 
 

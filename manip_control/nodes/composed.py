@@ -51,6 +51,7 @@ import time
 
 from manip_control.nodes.common import _rcl_message
 from manip_control.nodes.common import defer_signals
+from manip_control.nodes.common import end_signal_watch
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import init_keeping_context_on_signals
 from manip_control.nodes.common import log_transport_note
@@ -371,6 +372,7 @@ def main(args=None) -> int:
         if runner is not None:
             runner.destroy()
         release_context()
+        end_signal_watch()
     return code
 
 

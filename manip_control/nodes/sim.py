@@ -60,6 +60,7 @@ from manip_control.arm_model import read_urdf_file
 from manip_control.nodes.cdr import decode_clock
 from manip_control.nodes.common import callback_failed
 from manip_control.nodes.common import defer_signals
+from manip_control.nodes.common import end_signal_watch
 from manip_control.nodes.common import error_exit
 from manip_control.nodes.common import EXECUTORS
 from manip_control.nodes.common import guard_services
@@ -988,6 +989,7 @@ def run(argv=None) -> tuple[int, SimOutcome | None]:
         if runner is not None:
             runner.destroy()
         release_context()
+        end_signal_watch()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
