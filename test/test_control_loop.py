@@ -85,6 +85,80 @@ def test_oversized_parameter_requests_are_refused_unread():
     assert request_refusal(SetParameters.Request(parameters=[Parameter(name='kp')])) == ''
 
 
+def _children(pid: int) -> list:
+    """Return the pids of ``pid``'s child processes (Linux /proc)."""
+    found = []
+    for task in Path(f'/proc/{pid}/task').iterdir():
+        try:
+            found += [int(c) for c in (task / 'children').read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Return True while ``pid`` runs (a zombie counts as ended)."""
+    try:
+        return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path('/proc/self/task').is_dir(), reason='needs Linux /proc')
+@pytest.mark.parametrize('end', ['SIGINT', 'SIGKILL'])
+def test_parameter_services_are_served_by_a_helper_that_ends_with_the_controller(
+        procs, ros_domain_id, end):
+    """
+    The controller's parameter services live in its helper process, and answer as rclpy's.
+
+    A client sees the services under the controller's name; a set and a refused set come back
+    with the controller's own results, an oversized request with the refusal. The helper
+    ends with the controller, when it exits and when it is killed.
+    """
+    from conftest import ThreadedProbe
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+    root = Path(__file__).resolve().parents[1]
+    ctrl = procs.node('controller', 'controller_node', '--params-file',
+                      str(root / 'config' / 'hardware_params.yaml'))
+    probe = ThreadedProbe(ros_domain_id, 'param_probe', {})
+    try:
+        client = AsyncParameterClient(probe.node, 'controller')
+        probe.wait_for(client.services_are_ready, 60.0, 'parameter services')
+        probe.wait_for(lambda: {'controller', '_controller_parameters'}
+                       <= set(probe.node.get_node_names()), 30.0, 'both nodes')
+        helpers = [pid for pid in _children(ctrl.pid)
+                   if b'parameter_proxy' in Path(f'/proc/{pid}/cmdline').read_bytes()]
+        assert len(helpers) == 1, _children(ctrl.pid)
+        own = probe.node.get_service_names_and_types_by_node('controller', '/')
+        served = probe.node.get_service_names_and_types_by_node('_controller_parameters', '/')
+        assert '/controller/set_parameters' in [n for n, _ in served], served
+        assert '/controller/set_parameters' not in [n for n, _ in own], own
+        assert '/controller/change_state' in [n for n, _ in own], own
+
+        def set_param(name, value):
+            return probe.call(lambda: client.set_parameters([Parameter(name, value=value)]),
+                              f'set_parameters {name}').results[0]
+        assert set_param('kp', [30.0, 20.0]).successful
+        got = probe.call(lambda: client.get_parameters(['kp']), 'get kp').values[0]
+        assert list(got.double_array_value) == [30.0, 20.0]
+        refused = set_param('hard_limits.torque', [1.0, 1.0])
+        assert not refused.successful and 'read-only' in refused.reason, refused
+        big = [Parameter(f'p{i}', value=1.0) for i in range(2000)]
+        reply = probe.call(lambda: client.set_parameters(big), 'set 2000').results
+        assert len(reply) == 1 and 'at most 1024' in reply[0].reason, reply
+    finally:
+        probe.close()
+    os.kill(ctrl.pid, getattr(signal, end))
+    procs.wait(ctrl, 30)
+    deadline = time.monotonic() + 10.0
+    while _alive(helpers[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(helpers[0]), f'the helper outlived the controller ({end})'
+    out, err = procs.output(ctrl)
+    assert 'Traceback' not in out + err, out + err
+
+
 def test_use_sim_time_is_refused_while_active(ros_context):
     from manip_control.nodes.controller_node import ControllerNode
     from manip_control.nodes.trajectory_node import TrajectoryNode
@@ -125,18 +199,6 @@ def _scheduling(pid: int) -> dict:
     return out
 
 
-#: Largest gap allowed around the 100 000-prefix / 50 000-entry storms [s]: rclpy takes the
-#: request (its DDS deserialization into the C message) and turns it into Python objects
-#: holding the interpreter lock, before any callback can refuse it, so the gap scales with the
-#: host's speed (measured here under two busy loops: 14-35 ms on the fast host, 24-57 ms and
-#: once 102 ms on the slow one; 5.6 s / 10.2 s before the control thread and the early
-#: refusal). The take alone exceeds 5 ms: a refusal read from the C message, before the
-#: conversion, left a thread waiting for the lock stalled 7.5-10.8 ms (100 000 prefixes) and
-#: 16 ms (50 000 entries) on the quiet host, against 7.1-9.3 and 34-40 ms. The goal, 5 ms, is
-#: not met.
-MAX_HUGE_STORM_GAP = 0.2
-
-
 #: Sends of one storm while the host itself stalls during it (see ``HostStalls``).
 STORM_ATTEMPTS = 3
 
@@ -145,6 +207,10 @@ STORM_ATTEMPTS = 3
 def test_request_storms_do_not_stall_the_control_loop(procs, tmp_path):
     """
     Parameter request storms on the controller under two busy loops: its loop goes on.
+
+    The requests are taken by the controller's parameter helper process (``parameter_proxy``):
+    in the controller's own process, rclpy's conversion of the 100 000-prefix and 50 000-entry
+    requests held the interpreter lock, and the control thread, for 14-57 ms under this load.
 
     The command gaps around each storm stay within the bounds, judged on a storm during which
     the host itself did not stall (``HostStalls``: a probe per CPU above every thread of the
@@ -162,8 +228,8 @@ def test_request_storms_do_not_stall_the_control_loop(procs, tmp_path):
     events = []
     for kind, count, bound in (('list_parameters', 1000, MAX_STORM_GAP),
                                ('set_parameters', 1000, MAX_STORM_GAP),
-                               ('list_parameters', 100000, MAX_HUGE_STORM_GAP),
-                               ('set_parameters', 50000, MAX_HUGE_STORM_GAP)):
+                               ('list_parameters', 100000, MAX_STORM_GAP),
+                               ('set_parameters', 50000, MAX_STORM_GAP)):
         stalled = []
         for _ in range(STORM_ATTEMPTS):
             sent, replied, text = _client(procs, f'{kind}{count}', kind, count, '/controller')

@@ -282,9 +282,9 @@ def request_refusal(request) -> str:
     return ''
 
 
-def _refused_reply(srv, reason: str):
-    """Return the reply of a refused parameter request: empty, or one result with the reason."""
-    reply = srv.srv_type.Response()
+def refused_response(srv_type, reason: str):
+    """Return the reply of a refused request: empty, or ``successful: false`` and ``reason``."""
+    reply = srv_type.Response()
     if hasattr(reply, 'results'):               # set_parameters: one result says why
         from rcl_interfaces.msg import SetParametersResult
         reply.results = [SetParametersResult(successful=False, reason=reason)]
@@ -314,7 +314,7 @@ def _guard_service(node, srv) -> None:
             if why:
                 node.refused_requests = getattr(node, 'refused_requests', 0) + 1
                 node.get_logger().error(f'service {name}: {why}', throttle_duration_sec=1.0)
-                return _refused_reply(srv, why)
+                return refused_response(srv.srv_type, why)
             return callback(request, response)
         except Exception as exc:  # noqa: BLE001 - no request may end a node
             node.service_errors = getattr(node, 'service_errors', 0) + 1

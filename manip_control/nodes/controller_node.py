@@ -115,6 +115,8 @@ from manip_control.nodes.controller_safety import RESTART_SILENCE
 from manip_control.nodes.controller_safety import safety_from_values
 from manip_control.nodes.controller_safety import safety_specs
 from manip_control.nodes.controller_safety import SILENT_PUBLISHER
+from manip_control.nodes.parameter_proxy import ProxiedParameterServices
+from manip_control.nodes.parameter_proxy import ProxyError
 from manip_control.nodes.recorder_gate import RecorderGate
 from manip_control.nodes.ros_params import ADAPTATION_COMMANDS
 from manip_control.nodes.ros_params import arm_control_defaults
@@ -155,6 +157,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.parameter_service import ParameterService
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -257,7 +260,18 @@ class ControllerNode(LifecycleNode):
 
     def __init__(self, node_name: str = 'controller', *, parameter_overrides=None,
                  keep_history: bool = False, **kwargs):
+        # a process of its own takes the parameter requests (see parameter_proxy): rclpy
+        # converts a request holding the interpreter lock, which stalled the control thread
+        proxied = owns_process() and 'start_parameter_services' not in kwargs
+        if proxied:
+            kwargs['start_parameter_services'] = False
         super().__init__(node_name, parameter_overrides=parameter_overrides, **kwargs)
+        self._parameter_proxy = None
+        if proxied:
+            try:
+                self._parameter_proxy = ProxiedParameterServices(self)
+            except ProxyError as exc:
+                self._serve_parameters_here(str(exc))
         # an arm from robot_description sizes every per-joint default: read it first
         self.arm, self._urdf = arm_from_description(self, planar_2r='nominal.arm.')
         self._arm_defaults = (None if self.arm is None
@@ -369,6 +383,12 @@ class ControllerNode(LifecycleNode):
         #: completed after the shutdown transition: the process exits (run_node)
         self.done_future = Future()
         self._exit_timer = None
+        if self._parameter_proxy is not None:
+            try:
+                self._parameter_proxy.wait_serving()
+            except ProxyError as exc:
+                self._parameter_proxy = None
+                self._serve_parameters_here(str(exc))
         if self.values['autostart']:
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 raise ParameterError(f'node {self.get_name()}: configure failed')
@@ -552,11 +572,19 @@ class ControllerNode(LifecycleNode):
     def destroy_node(self):
         """Stop the control thread first (it uses the node's handles), then destroy."""
         self._stop_control_thread()
+        if self._parameter_proxy is not None:
+            self._parameter_proxy.close()
         # the control thread's inputs are not in the node's lists: left alive, they would keep
         # the node, and with it its DDS participant, alive after the context is shut down
         for sub in list(self._detached):
             self._destroy_detached(sub)
         return super().destroy_node()
+
+    def _serve_parameters_here(self, why: str) -> None:
+        """Serve the parameter services in this process (the helper failed: ``why``)."""
+        self.get_logger().warning(f'{why}; served in this process instead: a very large '
+                                  f'parameter request can delay the control loop')
+        self._parameter_service = ParameterService(self)
 
     def close(self) -> None:
         """Process exit (Ctrl-C, SIGTERM, end of manip-sim): as shutdown."""
