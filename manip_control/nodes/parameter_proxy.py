@@ -27,8 +27,9 @@ answers them from its executor thread with rclpy's own parameter-service logic. 
 sees the same services, names and replies.
 
 The helper (``python -m manip_control.nodes.parameter_proxy --node /ns/name --fd N``) is a
-hidden node (``_<name>_parameters``); it ignores Ctrl-C and ends when the node closes the
-socket or its process dies. :class:`ProxiedParameterServices` starts it and answers it.
+hidden node (``_<name>_parameters``, in the node's namespace); it ignores Ctrl-C and ends
+when the node closes the socket or its process dies. :class:`ProxiedParameterServices`
+starts it and answers it.
 """
 
 from __future__ import annotations
@@ -224,45 +225,55 @@ class ProxiedParameterServices:
 class ParameterProxyNode(Node):
     """The hidden node of the helper process: serves ``target``'s services, forwards them."""
 
-    def __init__(self, target: str, sock: socket.socket):
-        name = '_' + target.rsplit('/', 1)[-1] + '_parameters'
-        super().__init__(name, namespace='/', start_parameter_services=False)
+    def __init__(self, target: str, sock: socket.socket, **kwargs):
+        namespace, name = target.rsplit('/', 1)
+        super().__init__(f'_{name}_parameters', namespace=namespace or '/',
+                         start_parameter_services=False, **kwargs)
         self._sock = sock
         self._seq = 0
         for index, (service, srv_type, _) in enumerate(SERVICES):
             self.create_service(srv_type, f'{target}/{service}', self._forwarder(index),
                                 qos_profile=qos_profile_parameters)
 
+    def _forward(self, index: int, request):
+        """Refuse ``request`` or forward it, and return the node's reply."""
+        service, srv_type, _ = SERVICES[index]
+        why = request_refusal(request)
+        payload = b''
+        if not why:
+            payload = serialize_message(request)
+            if len(payload) > MAX_FORWARD_BYTES:
+                why = f'a request of {len(payload)} bytes (at most {MAX_FORWARD_BYTES}): refused'
+        if why:
+            self.get_logger().error(f'service {service}: {why}', throttle_duration_sec=1.0)
+            return refused_response(srv_type, why)
+        self._seq = (self._seq + 1) % 2**32
+        try:
+            _send(self._sock, self._seq, index, payload)
+            deadline = time.monotonic() + REPLY_TIMEOUT
+            while True:
+                self._sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+                seq, _, reply = _recv(self._sock)
+                if seq == self._seq:            # an older one came after its timeout
+                    return deserialize_message(reply, srv_type.Response)
+        except socket.timeout:
+            why = f'the node did not answer within {REPLY_TIMEOUT:g} s'
+        except (OSError, EOFError):
+            why = 'the node is closing'
+        self.get_logger().error(f'service {service}: {why}', throttle_duration_sec=1.0)
+        return refused_response(srv_type, why)
+
     def _forwarder(self, index: int):
         service, srv_type, _ = SERVICES[index]
 
         def forward(request, response):
-            why = request_refusal(request)
-            payload = b''
-            if not why:
-                payload = serialize_message(request)
-                if len(payload) > MAX_FORWARD_BYTES:
-                    why = (f'a request of {len(payload)} bytes (at most {MAX_FORWARD_BYTES}): '
-                           f'refused')
-            if why:
+            try:
+                return self._forward(index, request)
+            except Exception as exc:  # noqa: BLE001 - no request may end the services
+                why = f'request refused ({type(exc).__name__}: {exc})'
                 self.get_logger().error(f'service {service}: {why}',
                                         throttle_duration_sec=1.0)
                 return refused_response(srv_type, why)
-            self._seq = (self._seq + 1) % 2**32
-            try:
-                _send(self._sock, self._seq, index, payload)
-                deadline = time.monotonic() + REPLY_TIMEOUT
-                while True:
-                    self._sock.settimeout(max(deadline - time.monotonic(), 1e-3))
-                    seq, _, reply = _recv(self._sock)
-                    if seq == self._seq:        # an older one came after its timeout
-                        return deserialize_message(reply, srv_type.Response)
-            except socket.timeout:
-                why = f'the node did not answer within {REPLY_TIMEOUT:g} s'
-            except (OSError, EOFError):
-                why = 'the node is closing'
-            self.get_logger().error(f'service {service}: {why}', throttle_duration_sec=1.0)
-            return refused_response(srv_type, why)
         return forward
 
 
@@ -289,10 +300,13 @@ def main(args=None) -> int:
     node = ParameterProxyNode(opts.node, sock)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    sock.sendall(_READY)
     poller = select.poll()
     poller.register(sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
-    while rclpy.ok() and not poller.poll(0):
+    try:
+        sock.sendall(_READY)
+    except OSError:                     # the node is gone already
+        poller = None
+    while poller is not None and rclpy.ok() and not poller.poll(0):
         executor.spin_once(timeout_sec=0.1)
     # the participant leaves the graph now (announced), not at a lease's end: a client does
     # not call services that nobody serves any more
