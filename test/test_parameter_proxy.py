@@ -27,6 +27,24 @@ rclpy = pytest.importorskip('rclpy')
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def test_a_helper_whose_node_is_gone_before_it_serves_ends_silently(procs):
+    """
+    A node refused at start-up (a bad parameter) closes the socket before the helper serves.
+
+    The helper's ready message then met a closed socket, and its traceback followed the
+    node's one-line refusal on the shared stderr.
+    """
+    import sys
+    ours, theirs = socket.socketpair()
+    p = procs.start('helper', [sys.executable, '-m', 'manip_control.nodes.parameter_proxy',
+                               '--node', '/gone', '--fd', str(theirs.fileno())],
+                    pass_fds=[theirs.fileno()])
+    theirs.close()
+    ours.close()
+    assert procs.wait(p, 60) == 0, procs.output(p)
+    assert procs.output(p) == ('', ''), procs.output(p)
+
+
 def test_a_request_too_large_to_forward_is_refused_in_the_helper(ros_context):
     """A request within the entry bounds but above MAX_FORWARD_BYTES never reaches the node."""
     from manip_control.nodes.parameter_proxy import MAX_FORWARD_BYTES

@@ -140,7 +140,10 @@ class ProxiedParameterServices:
             self.process = subprocess.Popen(
                 [sys.executable, '-m', 'manip_control.nodes.parameter_proxy',
                  '--node', node.get_fully_qualified_name(), '--fd', str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                # a terminal's Ctrl-C (the process group's) is the node's to act on: even
+                # during the helper's imports it must not end the helper with a traceback
+                start_new_session=True)
         except OSError as exc:
             ours.close()
             raise ProxyError(f'parameter services: cannot start their process ({exc})') \
@@ -293,7 +296,7 @@ def main(args=None) -> int:
     parser.add_argument('--node', required=True, help='fully qualified node name')
     parser.add_argument('--fd', type=int, required=True, help='socket to the node')
     opts = parser.parse_args(args)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # a terminal's Ctrl-C: the node decides
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # a Ctrl-C sent to it: the node decides
     _end_with_parent()
     sock = socket.socket(fileno=opts.fd)
     rclpy.init(args=[], signal_handler_options=SignalHandlerOptions.NO)
