@@ -28,15 +28,13 @@ sees the same services, names and replies.
 
 The helper (``python -m manip_control.nodes.parameter_proxy --node /ns/name --fd N``) is a
 hidden node (``_<name>_parameters``, in the node's namespace); it ignores Ctrl-C and ends
-when the node closes the socket or its process dies. :class:`ProxiedParameterServices`
-starts it and answers it.
+when the socket closes: the node closed it, or its process died.
+:class:`ProxiedParameterServices` starts it and answers it.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import os
 import select
 import signal
 import socket
@@ -280,15 +278,6 @@ class ParameterProxyNode(Node):
         return forward
 
 
-def _end_with_parent() -> None:
-    """Get SIGTERM when the node's process dies (Linux), and end quietly on it."""
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    try:
-        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)     # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def main(args=None) -> int:
     """Serve ``--node``'s parameter services, forwarded over the socket ``--fd``."""
     parser = argparse.ArgumentParser(prog='parameter_proxy',
@@ -297,7 +286,6 @@ def main(args=None) -> int:
     parser.add_argument('--fd', type=int, required=True, help='socket to the node')
     opts = parser.parse_args(args)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a Ctrl-C sent to it: the node decides
-    _end_with_parent()
     sock = socket.socket(fileno=opts.fd)
     rclpy.init(args=[], signal_handler_options=SignalHandlerOptions.NO)
     node = ParameterProxyNode(opts.node, sock)
