@@ -22,7 +22,10 @@ reference (the trajectory node's sinusoids), then Ctrl-C. Prints per run: the la
 tracking error per joint (``q`` of /joint_states against the ``q_d`` of /joint_commands,
 matched by stamp, from 6 s on), the command ratio (ticks with a fresh command, counted by the
 driver), the largest joint speed until the Ctrl-C (the driver's), the controller's safe-mode
-entries and hold timeouts, the host load. Short runs (``--duration 3 --repeat 20``) look at
+entries and hold timeouts, the host load, and what the host itself took: the hypervisor's
+steal share of the CPU time over the run (/proc/stat) and the stalls of a probe thread at
+SCHED_FIFO 80 on each CPU (``test/host_stall_probe.py``, above every thread of a run: a late
+wake-up of it is the host's, not the package's). Short runs (``--duration 3 --repeat 20``) look at
 the start: the arm's largest speed while the controller takes up the reference.
 
 Run in a sourced workspace of this tree (``source install/setup.bash``), as root for chrt:
@@ -47,6 +50,31 @@ import numpy as np
 import yaml
 
 LATE = 6.0
+#: A host stall counted in a run: the probe thread woke this late [s].
+STALL = 2e-3
+PROBE = Path(__file__).resolve().parents[1] / 'test' / 'host_stall_probe.py'
+
+
+def _cpu_times() -> list[int]:
+    with open('/proc/stat', encoding='ascii') as fh:
+        return [int(x) for x in fh.readline().split()[1:]]
+
+
+def _steal(since: list[int]) -> float:
+    """Return the steal share of the CPU time since ``since`` (``_cpu_times()``)."""
+    delta = [b - a for a, b in zip(since, _cpu_times())]
+    return delta[7] / max(1, sum(delta[:8]))
+
+
+def _stalls(logs: list[Path], t0: float, t1: float) -> list[float]:
+    """Return the probes' late wake-ups [s] above STALL due within ``[t0, t1]``."""
+    out = []
+    for log in logs:
+        for line in log.read_text().splitlines()[1:]:
+            due, late = map(float, line.split())
+            if t0 <= due <= t1 and late >= STALL:
+                out.append(late)
+    return sorted(out)
 
 
 def _stamp(m) -> int:
@@ -109,7 +137,8 @@ def _params(urdf: str, summary: Path, tmp: Path, controller: dict) -> Path:
     return path
 
 
-def run(urdf: str, rt: bool, duration: float, domain: int, controller: dict) -> dict:
+def run(urdf: str, rt: bool, duration: float, domain: int, controller: dict,
+        stall_logs: list[Path]) -> dict:
     """Run one launch; return the measured figures."""
     tmp = Path(tempfile.mkdtemp(prefix='bench_mujoco_'))
     summary = tmp / 'driver.json'
@@ -129,8 +158,10 @@ def run(urdf: str, rt: bool, duration: float, domain: int, controller: dict) -> 
                                   capture_output=True, text=True).stdout.split()
             for pid in pids:
                 subprocess.run(['chrt', '-a', '-f', '-p', '50', pid], check=True)
+        t0, since = time.monotonic(), _cpu_times()
         time.sleep(duration)
-        load = os.getloadavg()[0]
+        load, steal, stalls = (os.getloadavg()[0], _steal(since),
+                               _stalls(stall_logs, t0, time.monotonic()))
         os.killpg(p.pid, signal.SIGINT)
         p.wait(90)
     finally:
@@ -146,13 +177,15 @@ def run(urdf: str, rt: bool, duration: float, domain: int, controller: dict) -> 
     diag = {}
     if probe.diag:
         diag = {kv.key: kv.value for kv in probe.diag[-1].status[0].values}
+    (tmp / 'controller_diagnostics.json').write_text(json.dumps(diag, indent=1))
     s = json.loads(summary.read_text()) if summary.is_file() else {}
     return {'rms': np.sqrt(np.mean(err ** 2, axis=0)) if len(err) else None,
             'max': float(np.abs(err).max()) if len(err) else None, 'samples': len(err),
             'ratio': s.get('command_ratio'), 'ticks': s.get('ticks_after_first_command'),
             'last_command_zero': s.get('last_command') == [0.0] * len(s.get('joints', [])),
             'safe': {k[13:]: v for k, v in diag.items() if k.startswith('safe_entries.')},
-            'hold_timeouts': diag.get('hold_timeouts'), 'load': load,
+            'hold_timeouts': diag.get('hold_timeouts'), 'load': load, 'steal': steal,
+            'stalls': stalls,
             'peak_speed': s.get('max_abs_velocity'),
             'clean': p.returncode == 0 and 'Traceback' not in text, 'log': str(tmp)}
 
@@ -178,24 +211,32 @@ def main() -> int:
             ap.error(f'--controller: expected NAME=VALUE (got {item!r})')
         controller[name] = yaml.safe_load(value)
     busy = [subprocess.Popen(['yes'], stdout=subprocess.DEVNULL) for _ in range(args.busy)]
+    probe_dir = Path(tempfile.mkdtemp(prefix='bench_host_stalls_'))
+    logs = [probe_dir / f'cpu{cpu}.txt' for cpu in range(os.cpu_count() or 1)]
+    probes = [subprocess.Popen([sys.executable, str(PROBE), '--cpu', str(cpu), '--log',
+                                str(log), '--min-late', str(STALL)])
+              for cpu, log in enumerate(logs)]
     try:
         for _ in range(args.repeat):
             for arm in args.arms:
                 for prio in args.priorities:
                     r = run('' if arm == '2r' else arm, prio == 'rt', args.duration,
-                            args.domain, controller)
+                            args.domain, controller, logs)
                     rms = ('none' if r['rms'] is None else
                            '[' + ' '.join(f'{x:.1e}' for x in r['rms']) + ']')
                     ratio = 'none' if r['ratio'] is None else f'{100 * r["ratio"]:.2f} %'
                     print(f'{Path(arm).stem} driver {prio}, {args.busy} busy loops, load '
-                          f'{r["load"]:.1f}: late RMS {rms} rad (max {r["max"]}), commands '
+                          f'{r["load"]:.1f}, steal {100 * r["steal"]:.2f} %, host stalls '
+                          f'{len(r["stalls"])} (longest '
+                          f'{1e3 * max(r["stalls"], default=0.0):.1f} ms): late RMS {rms} '
+                          f'rad (max {r["max"]}), commands '
                           f'{ratio} of {r["ticks"]} ticks, max |qd| {r["peak_speed"]} rad/s '
                           f'until the stop, safe entries {r["safe"]}, hold '
                           f'timeouts {r["hold_timeouts"]}, last command zero '
                           f'{r["last_command_zero"]}, clean exit {r["clean"]} ({r["log"]})',
                           flush=True)
     finally:
-        for b in busy:
+        for b in busy + probes:
             b.kill()
             b.wait()
     alive = [b.pid for b in busy if b.poll() is None]

@@ -21,9 +21,9 @@ A serial arm simulated by MuJoCo (https://mujoco.org): a plant this package did 
 
 with ``f_dry`` MuJoCo's dry friction (``frictionloss``, a friction constraint of at most
 ``frictionloss`` [N·m] per joint; a soft constraint: under a torque below that level the joint
-still creeps, at about 1e-2 rad/s on a 0.005 kg·m^2 joint pushed at half the friction level
-with the impedance :data:`SOLIMP_FRICTION` set here). ``M``, ``C``, ``g`` are MuJoCo's own
-(its composite rigid body algorithm and RNE), so they check
+still creeps, at about 1e-3 rad/s on a 0.005 kg·m^2 joint pushed at half the friction level
+with the impedance :data:`SOLIMP_FRICTION` set here, the hardest MuJoCo allows). ``M``, ``C``,
+``g`` are MuJoCo's own (its composite rigid body algorithm and RNE), so they check
 :class:`manip_control.arm_model.UrdfArm` (Pinocchio) independently.
 
 How the URDF becomes a MuJoCo model:
@@ -64,8 +64,10 @@ import numpy as np
 
 #: MuJoCo integrators by name (``MjOption.integrator``).
 INTEGRATORS = ('RK4', 'Euler', 'implicitfast', 'implicit')
-#: Constraint impedance (d0, dwidth) of the joints' dry friction (MuJoCo ``solimp``).
-SOLIMP_FRICTION = (0.999, 0.9999)
+#: Constraint impedance (d0, dwidth) of the joints' dry friction (MuJoCo ``solimp``): MuJoCo's
+#: largest (``mjMAXIMP``). A softer friction lets a light joint slide on below its friction
+#: level (0.999: the xArm 7 wrist ran 3.8 mrad ahead of its reference at each reversal).
+SOLIMP_FRICTION = (0.9999, 0.9999)
 
 
 class MujocoLoadError(UrdfError):
@@ -336,7 +338,7 @@ class MujocoArm:
         model.dof_damping[vadr] = damp
         model.dof_frictionloss[vadr] = dry
         # friction loss is a soft constraint: below the friction level a joint creeps at a
-        # rate ~ (1 - d); MuJoCo's default d = 0.9 lets a light joint drift at rad/s
+        # rate ~ (1 - d) / m; MuJoCo's default d = 0.9 lets a light joint drift at rad/s
         model.dof_solimp[vadr, 0] = SOLIMP_FRICTION[0]
         model.dof_solimp[vadr, 1] = SOLIMP_FRICTION[1]
         model.dof_armature[vadr] = arma

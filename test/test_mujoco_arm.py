@@ -134,8 +134,8 @@ def test_dry_friction_and_damping_act_as_documented():
     held.set_state(q0)
     for _ in range(200):
         held.step(pin.gravity(held.q) + 0.5)
-    # a soft constraint: it creeps (2e-3 rad here), it does not slide (0.4 rad below)
-    assert np.max(np.abs(held.q - q0)) < 5e-3
+    # a soft constraint: it creeps (2e-4 rad here), it does not slide (0.4 rad below)
+    assert np.max(np.abs(held.q - q0)) < 1e-3
     moved = MujocoArm.from_urdf(path, frictionloss=0.4)
     moved.set_state(q0)
     for _ in range(200):

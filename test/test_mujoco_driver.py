@@ -20,16 +20,17 @@ engine the package did not write) through the topics of a ros2_control robot. Fo
 Panda and the xArm 7: a smooth reference (sinusoids inside the joint ranges, period 5 s) for
 ``RUN`` seconds, then Ctrl-C. Checked: the late RMS tracking error (``q`` of the driver's
 joint states against the ``q_d`` the controller used for them, matched by stamp, from 6 s on:
-after the start transient, more than one period of the reference) <= 1e-2 rad on every joint
+after the start transient, more than one period of the reference) <= 2e-3 rad on every joint
 and a fresh command for >= 90 % of the driver's ticks from the first command to the stop
 (counted by the driver): the arm is tracked, never lost (a lost arm is off by tenths of a
-radian). The goals are tighter (1e-3 rad, 99 %) and not met on every run: the command share
+radian). The goals are tighter (1e-3 rad, 99 %): the error meets its goal in quiet runs,
+the command share not on every run: it
 is 97.5-99.8 % on most runs, 91.6 % once on the quiet host (65-95 % on a slow host while the
 driver's command-taking threads ran at normal scheduling; 89.2 % once in CI while the
 controller paced its ticks by arrival). The xArm 7's URDF gives every joint 2-10 N m s/rad of
 damping and 1 N m of dry friction, its wrist on an apparent inertia of 1.4e-4 kg m^2: its
 joints are tracked through the defaults' ``joint_stiffness`` (docs/theory.md; without it
-the wrist wandered by 1e-2 to 6e-2 rad RMS). No
+the wrist wandered by 1e-2 to 6e-2 rad RMS against MuJoCo's softer dry friction). No
 velocity- or position-limit safe-mode entry and no hold timeout (the controller's
 diagnostics); every process finishes cleanly and the last command the driver holds is zero.
 12 s runs keep the three arms near 1 min.
@@ -204,7 +205,8 @@ def test_controller_tracks_the_mujoco_arm(arm, ros2_ws, ros2_procs, tmp_path):
 
     s, rms, samples = judge_real_time(run, TRACKING_ATTEMPTS, f'the MuJoCo {arm}')
     assert samples >= 1000, samples
-    assert np.all(rms <= 1e-2), rms
+    # twice the goal: 20 runs under two busy loops were at most 1.6e-3 rad (docs/benchmarks.md)
+    assert np.all(rms <= 2e-3), rms
     assert s['command_ratio'] >= 0.90, s
 
 
