@@ -403,35 +403,41 @@ class RefusalCounter:
     """
     Counts refused messages per input and reason, and throttles their error log.
 
+    The log is throttled per input and reason: a flood of one kind of bad message gives one
+    line a second, and a different reason on the same input is reported at once (not hidden
+    behind the line of another one).
+
     Parameters
     ----------
     throttle : float
-        Minimum time between two log lines of one input [s] (on the caller's clock).
+        Minimum time between two log lines of one input and reason [s] (on the caller's
+        clock).
 
     """
 
     def __init__(self, throttle: float = 1.0):
         self.throttle = float(throttle)
         self.counts: dict[str, dict[str, int]] = {}
-        self._last_log: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
+        self._last_log: dict[tuple[str, str], float] = {}
+        self._suppressed: dict[tuple[str, str], int] = {}
 
     def record(self, source: str, refusal: Refusal, now: float) -> str | None:
         """
         Count one refusal; return the log line to print now, or None if throttled.
 
-        The line names the input and the reason, and how many refusals were not logged
-        since the previous line.
+        The line names the input and the reason, and how many refusals of that reason were
+        not logged since its previous line.
         """
         per = self.counts.setdefault(source, {})
         key = refusal.reason.value
         per[key] = per.get(key, 0) + 1
-        last = self._last_log.get(source)
+        kind = (source, key)
+        last = self._last_log.get(kind)
         if last is not None and now - last < self.throttle and now >= last:
-            self._suppressed[source] = self._suppressed.get(source, 0) + 1
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
             return None
-        self._last_log[source] = now
-        skipped = self._suppressed.pop(source, 0)
+        self._last_log[kind] = now
+        skipped = self._suppressed.pop(kind, 0)
         more = f' ({skipped} more refused since the last report)' if skipped else ''
         return f'ignoring {source} message: {refusal}{more}'
 

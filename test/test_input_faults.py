@@ -204,7 +204,7 @@ def test_hard_limits_refuse_runtime_changes_and_big_messages_are_cheap(procs, ma
                            and probe.diag().get('refused.joint_states.too_large')
                            and probe.diag(), 10.0, 'the big messages refused')
         inject.clear()
-        time.sleep(1.2)         # the refusal log of an input: at most one line a second
+        time.sleep(1.2)         # the refusal log of an input and reason: one line a second
         long_traj.set()
         probe.wait_for(lambda: '200 trajectory points of 2 joints' in procs.output(ctrl)[1],
                        10.0, 'the 200-point reference refused')
